@@ -1,0 +1,28 @@
+"""Where `dlm` keeps its state.
+
+    $DLM_HOME/                 default ~/.dlm
+        models/<alias>/        materialized base models (override: $DLM_MODELS_DIR)
+        store/<dlm_id>/        one store per document (see dlm.store)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def dlm_home() -> Path:
+    """`$DLM_HOME`, else `~/.dlm`. Not created here."""
+    env = os.environ.get("DLM_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".dlm"
+
+
+def models_dir() -> Path:
+    """Folder of materialized base models: `$DLM_MODELS_DIR`, else `$DLM_HOME/models`."""
+    env = os.environ.get("DLM_MODELS_DIR")
+    return Path(env).expanduser() if env else dlm_home() / "models"
+
+
+def store_root() -> Path:
+    """Folder holding every document's store: `$DLM_HOME/store`."""
+    return dlm_home() / "store"

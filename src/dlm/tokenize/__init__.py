@@ -1,0 +1,1 @@
+"""The tokenize seam: rows in, lazily readable token ids out (see `seam`)."""

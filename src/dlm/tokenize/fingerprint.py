@@ -1,0 +1,40 @@
+"""Tokenizer fingerprint: one sha256 that changes whenever stored ids could change.
+
+`tokenizer_sha256(tok)` hashes, as canonical JSON (sorted keys, no whitespace):
+
+- the fast tokenizer's full JSON (`backend_tokenizer.to_str()`: model, vocab, merges,
+  normalizer, pre-tokenizer, post-processor, decoder, added tokens and their flags),
+  re-serialized canonically so key order in the file does not matter;
+- the chat template (instruction rows are rendered with it);
+- the special tokens (BOS, EOS, PAD, UNK) and the EOS policy (EOS appended to text rows);
+- `PIPELINE_VERSION`, bumped whenever `dlm` changes how it turns rows into ids.
+
+The tokenized-section cache keys every entry on it, the lock records it, and the
+serving cache refuses entries from another fingerprint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+PIPELINE_VERSION = 1
+EOS_POLICY = "append-eos-to-text-rows"
+
+
+def tokenizer_sha256(tokenizer: Any) -> str:
+    """Return `sha256:<hex>` for a Hugging Face fast tokenizer (see module docstring)."""
+    backend = json.loads(tokenizer.backend_tokenizer.to_str())
+    payload = {
+        "pipeline_version": PIPELINE_VERSION,
+        "eos_policy": EOS_POLICY,
+        "backend": backend,
+        "chat_template": getattr(tokenizer, "chat_template", None),
+        "special_tokens": {
+            name: getattr(tokenizer, name, None)
+            for name in ("bos_token", "eos_token", "pad_token", "unk_token")
+        },
+    }
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()

@@ -1,0 +1,142 @@
+"""The tokenize seam: the one place rows become token ids.
+
+`dlm train` builds a `RowSet` (in-body `TextRow`s plus unread `FileRow`s from
+`training.sources`) and hands it to a `RowTokenizer`. Two implement it:
+`dlm.tokenize.plain.PlainRowTokenizer` (no cache) and the tokenized-section cache's
+tokenizer. Both return `TokenizedRows`, which must agree token for token.
+
+Token semantics (the same as TRL's SFTTrainer on the same rows):
+
+- prose and source rows: `tokenizer(text + eos_token)["input_ids"]` (special tokens
+  added by the tokenizer's post-processor, if any); `n_prompt = 0`.
+- instruction rows: `text` is the whole conversation rendered with the chat template
+  and `prompt_text` the conversation up to the answer with the generation prompt;
+  both are encoded without extra special tokens, and `n_prompt` is the length of the
+  common prefix of the two id lists (the prompt part, masked from the loss).
+
+Ids are never truncated here: windows of `sequence_len` are cut afterwards.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+import numpy as np
+
+RowKind = Literal["prose", "instruction", "source"]
+
+
+@dataclass(frozen=True)
+class TextRow:
+    """A row whose text is known: a prose section or one Q/A pair of an instruction section.
+
+    Attributes:
+        kind: "prose" or "instruction".
+        text: the row text (instruction: the full rendered conversation).
+        prompt_text: instruction only: the rendered prompt with the generation prompt.
+        origin: where it came from, `path:line` of the section.
+    """
+
+    kind: RowKind
+    text: str
+    origin: str
+    prompt_text: str | None = None
+
+
+@dataclass(frozen=True)
+class FileRow:
+    """A file taken from a `training.sources` directive, not yet read.
+
+    The stat fields let a cache decide "unchanged" without reading the file.
+
+    Attributes:
+        source_index: index of the directive in `training.sources`.
+        path: absolute path of the file.
+        relpath: POSIX path relative to the directive's root (named in the row text).
+        size: bytes; mtime_ns, ctime_ns, ino: from `os.stat`.
+    """
+
+    source_index: int
+    path: Path
+    relpath: str
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    ino: int
+
+
+@dataclass(frozen=True)
+class RowSet:
+    """Everything to tokenize for one run, in training order: text rows, then file rows."""
+
+    text_rows: Sequence[TextRow]
+    file_rows: Sequence[FileRow]
+
+
+@dataclass
+class TokenizeStats:
+    """What one tokenize call did. Seconds are wall-clock."""
+
+    total_rows: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    seconds: float = 0.0
+    cache_bytes_after: int | None = None
+
+
+@dataclass
+class TokenizedRows:
+    """Token ids of every usable row, readable lazily.
+
+    Attributes:
+        lengths: 1-D int64 [n_rows], tokens per row.
+        n_prompt: 1-D int32 [n_rows], leading tokens of each row masked from the loss.
+        keys: row keys in order (`dlm.tokenize.keys.row_key`), one per row.
+        read: `read(i) -> 1-D uint16|uint32 [lengths[i]]`, the ids of row i.
+        kinds: kind of each row, in order.
+        files_taken: source files that became rows.
+        files_skipped: reason -> count of source files skipped (binary, unreadable, ...).
+        lossy_files: files whose undecodable bytes were replaced by U+FFFD.
+        stats: hits, misses, seconds.
+    """
+
+    lengths: np.ndarray
+    n_prompt: np.ndarray
+    keys: list[str]
+    read: Callable[[int], np.ndarray]
+    kinds: list[RowKind]
+    files_taken: int = 0
+    files_skipped: Counter[str] = field(default_factory=Counter)
+    lossy_files: int = 0
+    stats: TokenizeStats = field(default_factory=TokenizeStats)
+
+    def __len__(self) -> int:
+        return int(self.lengths.shape[0])
+
+
+class Progress(Protocol):
+    """Progress sink: `advance(n)` after n rows are done. The CLI renders it with rich."""
+
+    def start(self, description: str, total: int) -> None: ...
+
+    def advance(self, n: int) -> None: ...
+
+
+class NullProgress:
+    """A `Progress` that shows nothing."""
+
+    def start(self, description: str, total: int) -> None:
+        pass
+
+    def advance(self, n: int) -> None:
+        pass
+
+
+class RowTokenizer(Protocol):
+    """Turns a `RowSet` into `TokenizedRows` (see module docstring for the token rules)."""
+
+    def tokenize(self, rows: RowSet, progress: Progress | None = None) -> TokenizedRows: ...

@@ -1,0 +1,45 @@
+from pathlib import Path
+
+import pytest
+
+from dlm.errors import BaseModelError
+from dlm.models import resolve_base_model
+from dlm.tokenize.fingerprint import tokenizer_sha256
+
+
+def test_alias_materializes_with_identity(smollm2_ref):
+    assert (smollm2_ref.path / "config.json").is_file()
+    assert smollm2_ref.revision.startswith("sha256:") and len(smollm2_ref.revision) == 71
+    again = resolve_base_model("smollm2-135m")
+    assert again.revision == smollm2_ref.revision
+
+
+def test_digits_split_individually(smollm2_tokenizer):
+    ids = smollm2_tokenizer("12345", add_special_tokens=False)["input_ids"]
+    assert len(ids) == 5
+
+
+def test_local_folder_resolves_to_same_weights(smollm2_ref):
+    ref = resolve_base_model(str(smollm2_ref.path))
+    assert ref.revision == smollm2_ref.revision
+
+
+def test_folder_without_config_is_refused(tmp_path: Path):
+    with pytest.raises(BaseModelError, match="no config.json"):
+        resolve_base_model(str(tmp_path))
+
+
+def test_offline_hub_id_says_how_to_point_at_a_folder():
+    with pytest.raises(BaseModelError, match="local folder"):
+        resolve_base_model("nobody-here/no-such-model-xyz")
+
+
+def test_fingerprint_stable_and_sensitive(smollm2_tokenizer):
+    a = tokenizer_sha256(smollm2_tokenizer)
+    assert a == tokenizer_sha256(smollm2_tokenizer)
+    original = smollm2_tokenizer.chat_template
+    try:
+        smollm2_tokenizer.chat_template = original + " "
+        assert tokenizer_sha256(smollm2_tokenizer) != a
+    finally:
+        smollm2_tokenizer.chat_template = original
