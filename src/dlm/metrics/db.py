@@ -1,0 +1,126 @@
+"""Read and write `metrics.sqlite` (schema: `dlm.metrics.migrations`).
+
+One row in `runs` per `dlm train` (status `running`, then `completed`, `interrupted`
+or `failed`), one row in `steps` per logged optimizer step, one row in
+`tokenization` per run. Opened in WAL mode so `dlm metrics` can read while a run writes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from dlm.metrics.migrations import migrate
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class TokenizationRecord:
+    """Tokenize phase of one run. Seconds are wall-clock; bytes on disk."""
+
+    total_sections: int
+    cache_hits: int
+    cache_misses: int
+    total_tokenize_seconds: float
+    cache_bytes_after: int | None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """Summary of a finished (or interrupted) run."""
+
+    status: str
+    steps: int
+    train_loss: float | None
+    tokens_per_second: float | None
+    adapter_version: str | None
+    train_tokens: int | None = None
+
+
+class MetricsDB:
+    """A connection to one store's metrics database, migrated on open."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.db = sqlite3.connect(path, timeout=30)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        migrate(self.db)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> MetricsDB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start_run(
+        self, run_id: str, *, base_model: str, max_steps: int | None, rows: int,
+        files_taken: int, files_skipped: dict[str, int],
+    ) -> None:
+        with self.db:
+            self.db.execute(
+                "INSERT INTO runs (run_id, started_at, status, base_model, max_steps, rows, "
+                "files_taken, files_skipped) VALUES (?, ?, 'running', ?, ?, ?, ?, ?)",
+                (run_id, _now(), base_model, max_steps, rows, files_taken,
+                 json.dumps(dict(sorted(files_skipped.items())))),
+            )
+
+    def log_step(
+        self, run_id: str, step: int, *, loss: float | None, learning_rate: float | None,
+        tokens_seen: int | None, seconds: float,
+    ) -> None:
+        with self.db:
+            self.db.execute(
+                "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, step, loss, learning_rate, tokens_seen, seconds),
+            )
+
+    def log_tokenization(self, run_id: str, record: TokenizationRecord) -> None:
+        with self.db:
+            self.db.execute(
+                "INSERT OR REPLACE INTO tokenization VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, record.total_sections, record.cache_hits, record.cache_misses,
+                 record.total_tokenize_seconds, record.cache_bytes_after),
+            )
+
+    def finish_run(self, run_id: str, record: RunRecord) -> None:
+        with self.db:
+            self.db.execute(
+                "UPDATE runs SET finished_at=?, status=?, steps=?, train_loss=?, "
+                "tokens_per_second=?, adapter_version=?, train_tokens=? WHERE run_id=?",
+                (_now(), record.status, record.steps, record.train_loss,
+                 record.tokens_per_second, record.adapter_version, record.train_tokens, run_id),
+            )
+
+    def runs(self) -> list[dict[str, Any]]:
+        """Every run, oldest first, with its `steps` and `tokenization` (None if absent)."""
+        self.db.row_factory = sqlite3.Row
+        try:
+            runs = [dict(r) for r in self.db.execute("SELECT * FROM runs ORDER BY started_at, run_id")]
+            for run in runs:
+                run["files_skipped"] = json.loads(run["files_skipped"] or "{}")
+                run["steps_logged"] = [
+                    {k: r[k] for k in ("step", "loss", "learning_rate", "tokens_seen", "seconds")}
+                    for r in self.db.execute(
+                        "SELECT * FROM steps WHERE run_id=? ORDER BY step", (run["run_id"],)
+                    )
+                ]
+                tok = self.db.execute(
+                    "SELECT * FROM tokenization WHERE run_id=?", (run["run_id"],)
+                ).fetchone()
+                run["tokenization"] = None if tok is None else {
+                    k: tok[k] for k in asdict(TokenizationRecord(0, 0, 0, 0.0, None))
+                }
+            return runs
+        finally:
+            self.db.row_factory = None

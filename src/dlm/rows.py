@@ -1,0 +1,85 @@
+"""Build the rows of one run from a document: the input of the tokenize seam.
+
+- each prose section -> one `TextRow(kind="prose")` (continued pretraining);
+- each `### Q` / `### A` pair -> one `TextRow(kind="instruction")`, rendered with the
+  base model's chat template: `[system?, user: question, assistant: answer]`, where
+  system is the document's `system_prompt` when set (otherwise the template's own
+  default applies). `prompt_text` is the same conversation without the answer, with
+  the generation prompt, so the prompt can be masked from the loss;
+- each file taken from `training.sources` -> one `FileRow` (read later, by the
+  tokenizer, so a cache can skip unchanged files).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dlm.errors import TrainingError
+from dlm.sources.walk import WalkResult, walk_sources
+from dlm.tokenize.seam import RowSet, TextRow
+
+
+@dataclass(frozen=True)
+class BuiltRows:
+    """Rows of a run and the source walk that produced its file rows."""
+
+    rows: RowSet
+    walk: WalkResult
+
+
+def instruction_messages(system_prompt: str | None, question: str, answer: str | None) -> list[dict]:
+    """OpenAI-style messages for one pair; `answer=None` leaves the assistant turn out."""
+    messages = []
+    if system_prompt:
+        messages.append({"role": "system", "content": system_prompt})
+    messages.append({"role": "user", "content": question})
+    if answer is not None:
+        messages.append({"role": "assistant", "content": answer})
+    return messages
+
+
+def render_instruction(tokenizer: Any, system_prompt: str | None, question: str, answer: str) -> tuple[str, str]:
+    """(full conversation text, prompt text with generation prompt), both via the chat template.
+
+    Raises:
+        TrainingError: the tokenizer has no chat template.
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        raise TrainingError(
+            "the base model's tokenizer has no chat template, so ::instruction:: sections cannot "
+            "be rendered; use a chat/instruct base model or turn the pairs into prose"
+        )
+    full = tokenizer.apply_chat_template(
+        instruction_messages(system_prompt, question, answer), tokenize=False
+    )
+    prompt = tokenizer.apply_chat_template(
+        instruction_messages(system_prompt, question, None), tokenize=False, add_generation_prompt=True
+    )
+    return full, prompt
+
+
+def build_rows(doc: Any, tokenizer: Any, *, strict: bool = False) -> BuiltRows:
+    """All rows of `doc` (a `dlm.doc.Document`), in training order.
+
+    Raises:
+        SourceError: a `training.sources` directive cannot be walked (see `dlm.sources.walk`).
+    """
+    from dlm.doc import InstructionSection, ProseSection
+
+    fm = doc.frontmatter
+    name = str(doc.path) if doc.path else "<doc>"
+    text_rows: list[TextRow] = []
+    for section in doc.sections:
+        if isinstance(section, ProseSection):
+            text_rows.append(TextRow(kind="prose", text=section.text, origin=f"{name}:{section.line}"))
+        elif isinstance(section, InstructionSection):
+            for pair in section.pairs:
+                full, prompt = render_instruction(tokenizer, fm.system_prompt, pair.question, pair.answer)
+                text_rows.append(
+                    TextRow(kind="instruction", text=full, prompt_text=prompt, origin=f"{name}:{pair.line}")
+                )
+    base_dir = doc.path.parent if doc.path else Path.cwd()
+    walk = walk_sources(fm.training.sources, base_dir, strict=strict, doc_name=name)
+    return BuiltRows(rows=RowSet(text_rows=text_rows, file_rows=walk.files), walk=walk)

@@ -1,0 +1,212 @@
+"""Walk `training.sources` directives into `FileRow`s, reading no file content.
+
+Rules (docs/format.md states them for users):
+
+- A directive's `path` is resolved against the document's folder after `~` and
+  `$VAR` expansion; `$DLM_STDLIB` names the running interpreter's standard library.
+  That folder is the directive's *root*; it must exist and be a directory.
+- `include` / `exclude` are gitignore-style patterns (`pathspec` gitwildmatch: `**`
+  spans folders, a trailing `/` matches folders, a pattern without `/` matches at any
+  depth) over POSIX paths relative to the root. A pattern with a `..` segment is
+  refused: patterns select inside the root, never outside.
+- Excluded folders are pruned during the walk (never listed), so excluding
+  `**/.git/**` or `node_modules/` costs nothing however large they are.
+- Order is deterministic: entries are visited in sorted name order, depth first,
+  so the same tree gives the same rows on every machine.
+- A symlink whose target resolves outside the root is skipped (`escapes-root`), or
+  refused with `strict=True`. Symlinks inside the root are followed once (a folder
+  reached twice through links is walked once).
+- Files over `max_bytes_per_file` are skipped (`too-large`) by their stat size; past
+  `max_files` the rest are skipped (`over-max-files`). Binary and undecodable files
+  are decided later, when content is read (`dlm.sources.text`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat as stat_mod
+import sysconfig
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pathspec
+
+from dlm.errors import SourceError
+from dlm.tokenize.seam import FileRow
+
+
+@dataclass
+class WalkResult:
+    """Files taken from all directives, in order, and what was skipped.
+
+    Attributes:
+        files: taken files, directive by directive, each in deterministic order.
+        skipped: reason -> count (`excluded` is not counted: exclusion is the point).
+        notes: one line per notable skip (escaping symlinks), for the report.
+    """
+
+    files: list[FileRow] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+    notes: list[str] = field(default_factory=list)
+
+
+def expand_source_path(raw: str, base_dir: Path) -> Path:
+    """Resolve a directive `path` (see module rules) to an absolute folder path."""
+    env = dict(os.environ)
+    env.setdefault("DLM_STDLIB", sysconfig.get_paths()["stdlib"])
+    expanded = os.path.expanduser(_expandvars(raw, env))
+    path = Path(expanded)
+    if not path.is_absolute():
+        path = base_dir / path
+    return Path(os.path.abspath(path))
+
+
+_VAR = re.compile(r"\$(\w+)|\$\{(\w+)\}")
+
+
+def _expandvars(raw: str, env: dict[str, str]) -> str:
+    """`$VAR` / `${VAR}` from `env`; unknown variables stay as written (like os.path.expandvars)."""
+    return _VAR.sub(lambda m: env.get(m.group(1) or m.group(2), m.group(0)), raw)
+
+
+def _spec(patterns: Sequence[str], where: str) -> pathspec.PathSpec:
+    for pattern in patterns:
+        if ".." in pattern.replace("\\", "/").split("/"):
+            raise SourceError(
+                f"{where}: pattern {pattern!r} has a '..' segment; patterns select inside the "
+                f"source root, so point `path` at the folder you want instead"
+            )
+    return pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+
+
+def walk_sources(
+    directives: Sequence[Any], base_dir: Path, *, strict: bool = False, doc_name: str = "<doc>"
+) -> WalkResult:
+    """Walk every directive (objects with `path`, `include`, `exclude`,
+    `max_bytes_per_file`, `max_files`) relative to `base_dir`.
+
+    Raises:
+        SourceError: a root that does not exist or is not a folder, a pattern with
+            `..`, or (with `strict`) a symlink escaping its root.
+    """
+    result = WalkResult()
+    for index, directive in enumerate(directives):
+        where = f"{doc_name}: training.sources[{index}]"
+        root = expand_source_path(directive.path, base_dir)
+        if not root.exists():
+            raise SourceError(
+                f"{where}.path: {root} does not exist; fix the path (relative paths resolve "
+                f"against the document's folder {base_dir})"
+            )
+        if not root.is_dir():
+            raise SourceError(f"{where}.path: {root} is not a folder; point it at a directory")
+        walker = _DirectiveWalker(
+            index=index,
+            root=root,
+            include=_spec(directive.include, f"{where}.include"),
+            exclude=_spec(directive.exclude, f"{where}.exclude"),
+            max_bytes=directive.max_bytes_per_file,
+            max_files=directive.max_files,
+            strict=strict,
+            where=where,
+            result=result,
+        )
+        walker.run()
+    return result
+
+
+@dataclass
+class _DirectiveWalker:
+    index: int
+    root: Path
+    include: pathspec.PathSpec
+    exclude: pathspec.PathSpec
+    max_bytes: int
+    max_files: int | None
+    strict: bool
+    where: str
+    result: WalkResult
+    taken: int = 0
+    seen_dirs: set[str] = field(default_factory=set)
+
+    def run(self) -> None:
+        real_root = os.path.realpath(self.root)
+        self.real_root_prefix = real_root.rstrip(os.sep) + os.sep
+        self.seen_dirs.add(real_root)
+        self._walk(str(self.root), "")
+
+    def _inside(self, real: str) -> bool:
+        return real.startswith(self.real_root_prefix) or real + os.sep == self.real_root_prefix
+
+    def _escape(self, rel: str, real: str) -> None:
+        msg = f"{self.where}: {rel} is a symlink to {real}, outside the source root {self.root}"
+        if self.strict:
+            raise SourceError(msg + "; remove the link or drop --strict to skip it")
+        self.result.skipped["escapes-root"] += 1
+        self.result.notes.append(msg + "; skipped")
+
+    def _walk(self, folder: str, rel_prefix: str) -> None:
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            self.result.skipped["unreadable"] += 1
+            return
+        for entry in entries:
+            rel = rel_prefix + entry.name
+            try:
+                is_link = entry.is_symlink()
+                is_dir = entry.is_dir()  # follows links
+            except OSError:
+                self.result.skipped["unreadable"] += 1
+                continue
+            if is_link:
+                real = os.path.realpath(entry.path)
+                if not self._inside(real):
+                    self._escape(rel, real)
+                    continue
+            if is_dir:
+                if self.exclude.match_file(rel + "/"):
+                    continue
+                real_dir = os.path.realpath(entry.path) if is_link else entry.path
+                if is_link:
+                    if real_dir in self.seen_dirs:
+                        continue
+                    self.seen_dirs.add(real_dir)
+                self._walk(entry.path, rel + "/")
+            else:
+                self._consider_file(entry, rel)
+
+    def _consider_file(self, entry: os.DirEntry[str], rel: str) -> None:
+        if not self.include.match_file(rel) or self.exclude.match_file(rel):
+            return
+        try:
+            st = entry.stat()
+        except OSError:
+            self.result.skipped["unreadable"] += 1
+            return
+        if not stat_mod.S_ISREG(st.st_mode):
+            self.result.skipped["not-a-file"] += 1
+            return
+        if st.st_size > self.max_bytes:
+            self.result.skipped["too-large"] += 1
+            return
+        if self.max_files is not None and self.taken >= self.max_files:
+            self.result.skipped["over-max-files"] += 1
+            return
+        self.taken += 1
+        self.result.files.append(
+            FileRow(
+                source_index=self.index,
+                path=Path(entry.path),
+                relpath=rel,
+                size=st.st_size,
+                mtime_ns=st.st_mtime_ns,
+                ctime_ns=st.st_ctime_ns,
+                ino=st.st_ino,
+            )
+        )

@@ -1,0 +1,103 @@
+"""Training examples cut from tokenized rows, read lazily.
+
+Two layouts, both computed with NumPy over row lengths (no per-row Python loop):
+
+- windows (default): a row of `L` tokens becomes `ceil(L / sequence_len)` examples
+  of consecutive ids, so a long file keeps its tail instead of being truncated;
+- packing (`training.packing: true`): all rows are concatenated (each already ends
+  with EOS) and cut into fixed `sequence_len` blocks; the last partial block is kept.
+
+An example is `{"input_ids": 1-D int64 [n], "completion_mask": 1-D int64 [n]}`, where
+`completion_mask` is 0 on an instruction row's prompt tokens (no loss) and 1 elsewhere.
+Ids are widened from the stored uint16/uint32 to int64 here, one example at a time.
+Examples with fewer than 2 loss tokens are dropped: they carry no training signal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dlm.tokenize.seam import TokenizedRows
+
+MIN_LOSS_TOKENS = 2
+
+
+class WindowDataset:
+    """Map-style dataset of windows over rows (see module docstring).
+
+    Attributes:
+        row: 1-D int64 [n_examples], the row of each window.
+        start, stop: 1-D int64 [n_examples], token bounds inside that row.
+    """
+
+    def __init__(self, rows: TokenizedRows, sequence_len: int) -> None:
+        self.rows = rows
+        lengths = rows.lengths.astype(np.int64)
+        counts = -(-lengths // sequence_len)  # ceil
+        self.row = np.repeat(np.arange(len(lengths), dtype=np.int64), counts)
+        first = np.concatenate(([0], np.cumsum(counts)[:-1])) if len(counts) else np.zeros(0, np.int64)
+        k = np.arange(self.row.shape[0], dtype=np.int64) - np.repeat(first, counts)
+        self.start = k * sequence_len
+        self.stop = np.minimum(self.start + sequence_len, lengths[self.row])
+        loss_from = np.maximum(self.start, rows.n_prompt.astype(np.int64)[self.row])
+        keep = (self.stop - loss_from) >= MIN_LOSS_TOKENS
+        self.row, self.start, self.stop = self.row[keep], self.start[keep], self.stop[keep]
+        self.n_prompt = rows.n_prompt.astype(np.int64)
+
+    def __len__(self) -> int:
+        return int(self.row.shape[0])
+
+    @property
+    def total_tokens(self) -> int:
+        return int((self.stop - self.start).sum())
+
+    def __getitem__(self, i: int) -> dict[str, np.ndarray]:
+        r, a, b = int(self.row[i]), int(self.start[i]), int(self.stop[i])
+        ids = self.rows.read(r)[a:b].astype(np.int64)
+        mask = (np.arange(a, b) >= self.n_prompt[r]).astype(np.int64)
+        return {"input_ids": ids, "completion_mask": mask}
+
+
+class PackedDataset:
+    """Map-style dataset of fixed-size blocks over the concatenation of all rows."""
+
+    def __init__(self, rows: TokenizedRows, sequence_len: int) -> None:
+        self.rows = rows
+        self.sequence_len = sequence_len
+        self.offsets = np.concatenate(([0], np.cumsum(rows.lengths.astype(np.int64))))
+        total = int(self.offsets[-1])
+        n_blocks = -(-total // sequence_len)
+        # trailing block too short to train on is dropped
+        if n_blocks and total - (n_blocks - 1) * sequence_len < MIN_LOSS_TOKENS:
+            n_blocks -= 1
+        self.n_blocks = n_blocks
+        self.total = total
+        self.n_prompt = rows.n_prompt.astype(np.int64)
+
+    def __len__(self) -> int:
+        return self.n_blocks
+
+    @property
+    def total_tokens(self) -> int:
+        return min(self.total, self.n_blocks * self.sequence_len)
+
+    def __getitem__(self, i: int) -> dict[str, np.ndarray]:
+        a = i * self.sequence_len
+        b = min(a + self.sequence_len, self.total)
+        first = int(np.searchsorted(self.offsets, a, side="right")) - 1
+        last = int(np.searchsorted(self.offsets, b, side="left")) - 1
+        ids, mask = [], []
+        for r in range(first, last + 1):
+            lo = max(a, int(self.offsets[r])) - int(self.offsets[r])
+            hi = min(b, int(self.offsets[r + 1])) - int(self.offsets[r])
+            ids.append(self.rows.read(r)[lo:hi])
+            mask.append(np.arange(lo, hi) >= self.n_prompt[r])
+        return {
+            "input_ids": np.concatenate(ids).astype(np.int64),
+            "completion_mask": np.concatenate(mask).astype(np.int64),
+        }
+
+
+def build_dataset(rows: TokenizedRows, sequence_len: int, packing: bool) -> WindowDataset | PackedDataset:
+    """Windows or packed blocks over `rows` (see module docstring)."""
+    return PackedDataset(rows, sequence_len) if packing else WindowDataset(rows, sequence_len)
