@@ -1,0 +1,164 @@
+"""The `.dlm` frontmatter schema: every key, its type, its default and its bounds.
+
+The frontmatter is YAML read with `yaml.safe_load`, then validated here. Every model
+forbids unknown keys (`extra="forbid"`) and is strict: YAML already gives typed
+values, so `lora_r: "8"` or `packing: 1` is an error, not a silent coercion. The one
+exception is a float written in exponent form without a dot (`2e-4`): YAML 1.1 reads
+it as a string, so float fields accept a numeric string.
+
+Defaults live here and only here; `docs/format.md` documents them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from ulid import ULID
+
+SUPPORTED_DLM_VERSION = 1
+DEFAULT_BASE_MODEL = "smollm2-135m"
+
+_NUMERIC = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def _float_from_yaml(value: Any) -> Any:
+    """Accept `2e-4` (a string to YAML 1.1) as the float it looks like; reject NaN/inf."""
+    if isinstance(value, str) and _NUMERIC.fullmatch(value.strip()):
+        return float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("should be a finite number")
+    return value
+
+
+YamlFloat = Annotated[float, BeforeValidator(_float_from_yaml)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class SourceDirective(_Strict):
+    """One `training.sources` entry: a tree of files, each becoming one training row.
+
+    `path` is relative to the `.dlm` file's folder. `include`/`exclude` are
+    gitignore-style globs matched against POSIX paths relative to `path`; a file is
+    taken when it matches some include and no exclude. Sizes are bytes.
+    """
+
+    path: str = Field(min_length=1)
+    include: list[str] = Field(default_factory=lambda: ["**/*"])
+    exclude: list[str] = Field(default_factory=list)
+    max_bytes_per_file: int = Field(default=1_000_000, gt=0)
+    max_files: int | None = Field(default=None, gt=0)
+
+
+class CacheConfig(_Strict):
+    """The tokenized-section cache. `max_bytes`: size cap in bytes; entries unused for
+    `prune_older_than_days` days are pruned."""
+
+    enabled: bool = True
+    max_bytes: int = Field(default=10 * 2**30, gt=0)
+    prune_older_than_days: YamlFloat = Field(default=90.0, gt=0)
+
+
+class TrainingConfig(_Strict):
+    """LoRA training hyperparameters and the data taken from outside the document.
+
+    At most one of `max_steps` and `num_epochs` may be set; with neither the run is
+    one epoch (`effective_epochs`). `sequence_len` is in tokens; `batch_size` in rows.
+    """
+
+    adapter: Literal["lora"] = "lora"
+    lora_r: int = Field(default=8, gt=0)
+    lora_alpha: int = Field(default=16, gt=0)
+    lora_dropout: YamlFloat = Field(default=0.05, ge=0, lt=1)
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], min_length=1
+    )
+    learning_rate: YamlFloat = Field(default=2e-4, gt=0)
+    max_steps: int | None = Field(default=None, gt=0)
+    num_epochs: YamlFloat | None = Field(default=None, gt=0)
+    batch_size: int = Field(default=4, gt=0)
+    gradient_accumulation_steps: int = Field(default=1, gt=0)
+    sequence_len: int = Field(default=2048, ge=16)
+    seed: int = 42
+    packing: bool = False
+    sources: list[SourceDirective] = Field(default_factory=list)
+    cache: CacheConfig = Field(default_factory=CacheConfig)
+
+    @model_validator(mode="after")
+    def _one_stop_rule(self) -> TrainingConfig:
+        if self.max_steps is not None and self.num_epochs is not None:
+            raise ValueError("set max_steps or num_epochs, not both")
+        return self
+
+    @property
+    def effective_epochs(self) -> float:
+        """Epochs to train: `num_epochs`, else 1.0. When `max_steps` is set it bounds
+        the run instead and this value is only the trainer's nominal epoch count."""
+        return self.num_epochs if self.num_epochs is not None else 1.0
+
+
+class TokenizerCacheSettings(_Strict):
+    """Serving-time tokenizer cache. L0: exact-prompt entries (count);
+    L1: prefix cache, `l1_max_memory` bytes, used for prompts of at least
+    `l1_min_prompt_chars` characters."""
+
+    enable_l0: bool = False
+    l0_max_entries: int = Field(default=10_000, gt=0)
+    enable_l1: bool = False
+    l1_max_memory: int = Field(default=50 * 2**20, gt=0)
+    l1_min_prompt_chars: int = Field(default=256, ge=0)
+
+
+class ServeConfig(_Strict):
+    """Settings for `dlm serve`."""
+
+    tokenizer_cache: TokenizerCacheSettings = Field(default_factory=TokenizerCacheSettings)
+
+
+class Frontmatter(_Strict):
+    """The whole frontmatter of a `.dlm` document.
+
+    `dlm_id` is a ULID naming the document's store; it is kept in canonical form
+    (26 upper-case Crockford base32 characters).
+    """
+
+    dlm_id: str
+    dlm_version: int = SUPPORTED_DLM_VERSION
+    base_model: str = Field(default=DEFAULT_BASE_MODEL, min_length=1)
+    system_prompt: str | None = None
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
+
+    @field_validator("dlm_id")
+    @classmethod
+    def _ulid(cls, value: str) -> str:
+        try:
+            return str(ULID.from_str(value))
+        except ValueError as exc:
+            reason = str(exc).rstrip(".")
+            raise ValueError(
+                f"{value!r} is not a ULID ({reason[:1].lower()}{reason[1:]}); "
+                f"use 26 Crockford base32 characters, e.g. {ULID()}"
+            ) from None
+
+    @field_validator("dlm_version")
+    @classmethod
+    def _version(cls, value: int) -> int:
+        if value != SUPPORTED_DLM_VERSION:
+            raise ValueError(version_message(value))
+        return value
+
+
+def version_message(value: object) -> str:
+    """Why `dlm_version: value` is refused, and the way out."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > SUPPORTED_DLM_VERSION:
+        return (
+            f"format version {value} is newer than this dlm reads "
+            f"(up to {SUPPORTED_DLM_VERSION}); upgrade dlm"
+        )
+    return f"unsupported format version {value!r}; this dlm reads version {SUPPORTED_DLM_VERSION}"
