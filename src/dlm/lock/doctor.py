@@ -1,0 +1,91 @@
+"""The data `dlm doctor` shows: hardware, determinism tier and class, pinned versions.
+
+`doctor_view()` builds a `DoctorView` without changing any process state; the class it
+reports is computed from `planned_flags()` (what `dlm train` will set) with the same
+`determinism_class` function the lock uses, so doctor and the lock never disagree.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from dataclasses import asdict, dataclass
+
+from dlm import __version__
+from dlm.lock.determinism import determinism_class, planned_flags
+from dlm.lock.environment import Environment, capture_environment
+from dlm.lock.schema import DeterminismFlags
+
+PROMISES = {
+    "strong": "same inputs on this tuple give a byte-identical adapter",
+    "best-effort": "deterministic where the kernels allow it; small drift is possible",
+    "advisory": "usually identical on this machine; no promise across machines",
+}
+
+
+@dataclass(frozen=True)
+class DoctorView:
+    """What `dlm doctor` prints (`to_json()` is its `--json` form).
+
+    Attributes:
+        dlm_version, python_version: versions of dlm and the interpreter.
+        system, machine: OS and CPU architecture.
+        hardware_tier: `cpu`, `cuda`, `mps` or `rocm`.
+        accelerator: GPU name, or None.
+        cuda_version, rocm_version: what torch was built with, or None.
+        cpu_capability: SIMD level torch uses (`AVX2`, `AVX512`, ...).
+        torch_threads: intra-op thread count.
+        determinism_class: `strong`, `best-effort` or `advisory` (what the lock records).
+        promise: one line saying what the class means.
+        determinism_flags: the switches `dlm train` sets.
+        versions: pinned package versions (`{name: version}`).
+    """
+
+    dlm_version: str
+    python_version: str
+    system: str
+    machine: str
+    hardware_tier: str
+    accelerator: str | None
+    cuda_version: str | None
+    rocm_version: str | None
+    cpu_capability: str
+    torch_threads: int
+    determinism_class: str
+    promise: str
+    determinism_flags: dict[str, object]
+    versions: dict[str, str]
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-ready dict of every attribute."""
+        return asdict(self)
+
+
+def doctor_view(
+    *, environment: Environment | None = None, flags: DeterminismFlags | None = None
+) -> DoctorView:
+    """Describe this machine as `dlm train` will see it (no side effects).
+
+    Args:
+        environment: a captured `Environment`; None captures the current one.
+        flags: the switches to judge; None takes `planned_flags()`.
+    """
+    env = environment or capture_environment()
+    switches = flags or planned_flags()
+    cls = determinism_class(env.hardware_tier, switches)
+    return DoctorView(
+        dlm_version=__version__,
+        python_version=platform.python_version() or sys.version.split()[0],
+        system=env.system,
+        machine=env.machine,
+        hardware_tier=env.hardware_tier,
+        accelerator=env.accelerator,
+        cuda_version=env.cuda_version,
+        rocm_version=env.rocm_version,
+        cpu_capability=env.cpu_capability,
+        torch_threads=env.torch_threads,
+        determinism_class=cls,
+        promise=PROMISES[cls],
+        determinism_flags=switches.model_dump(mode="json"),
+        versions=dict(env.versions),
+    )
