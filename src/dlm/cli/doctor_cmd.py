@@ -1,0 +1,45 @@
+"""`dlm doctor`: hardware, determinism tier and class, pinned versions.
+
+Thin: `dlm.lock.doctor_view()` builds the data; this module only renders it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from dlm.cli.reporter import console, reported
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `doctor` command to `app`."""
+    app.command("doctor")(reported(doctor))
+
+
+def doctor(
+    json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")] = False,
+) -> None:
+    """Show this machine's hardware tier, the determinism class `dlm train` records, and versions."""
+    from dlm.lock import doctor_view
+
+    view = doctor_view()
+    if json_out:
+        print(json.dumps(view.to_json(), indent=2, sort_keys=True))
+        return
+    table = Table(show_header=False, box=None)
+    rows = [
+        ("dlm", view.dlm_version),
+        ("python", view.python_version),
+        ("platform", f"{view.system} {view.machine}, CPU {view.cpu_capability}, {view.torch_threads} torch threads"),
+        ("hardware", view.hardware_tier + (f" ({view.accelerator})" if view.accelerator else "")),
+        ("cuda / rocm", f"{view.cuda_version or '-'} / {view.rocm_version or '-'}"),
+        ("determinism", f"[bold]{view.determinism_class}[/]: {view.promise}"),
+        ("switches", ", ".join(f"{k}={v}" for k, v in sorted(view.determinism_flags.items()))),
+    ]
+    rows += [(name, version) for name, version in sorted(view.versions.items())]
+    for key, value in rows:
+        table.add_row(f"[bold]{key}[/]", str(value))
+    console.print(table)

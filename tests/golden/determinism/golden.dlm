@@ -1,0 +1,38 @@
+---
+dlm_id: 01M82E20JJ2XKSFH4S4XVQ8Q5N
+dlm_version: 1
+base_model: smollm2-135m
+training:
+  lora_r: 4
+  lora_alpha: 8
+  learning_rate: 0.001
+  max_steps: 4
+  batch_size: 2
+  sequence_len: 64
+  seed: 1234
+---
+
+# The lighthouse keeper
+
+The lighthouse on Brannock Point was kept by Ida Vell for thirty-one years.
+She lit the lamp at dusk, wound the clockwork at midnight and logged every
+passing ship in a green ledger that still sits in the harbour museum.
+
+# The ledger
+
+The green ledger records four hundred and twelve ships. The last entry,
+written in a steady hand, notes a fishing boat named Marram returning at dawn.
+
+::instruction::
+
+### Q
+Who kept the lighthouse on Brannock Point?
+
+### A
+Ida Vell kept it for thirty-one years.
+
+### Q
+Where is the green ledger now?
+
+### A
+In the harbour museum.
