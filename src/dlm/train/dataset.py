@@ -7,8 +7,9 @@ Two layouts, both computed with NumPy over row lengths (no per-row Python loop):
 - packing (`training.packing: true`): all rows are concatenated (each already ends
   with EOS) and cut into fixed `sequence_len` blocks; the last partial block is kept.
 
-An example is `{"input_ids": 1-D int64 [n], "completion_mask": 1-D int64 [n]}`, where
-`completion_mask` is 0 on an instruction row's prompt tokens (no loss) and 1 elsewhere.
+An example is `{"input_ids": 1-D int64 [n], "labels": 1-D int64 [n]}`: `labels` equals
+`input_ids` except on an instruction row's prompt tokens, where it is -100 (no loss),
+the convention of Hugging Face causal-LM models and TRL's collator.
 Ids are widened from the stored uint16/uint32 to int64 here, one example at a time.
 Examples with fewer than 2 loss tokens are dropped: they carry no training signal.
 """
@@ -54,8 +55,7 @@ class WindowDataset:
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
         r, a, b = int(self.row[i]), int(self.start[i]), int(self.stop[i])
         ids = self.rows.read(r)[a:b].astype(np.int64)
-        mask = (np.arange(a, b) >= self.n_prompt[r]).astype(np.int64)
-        return {"input_ids": ids, "completion_mask": mask}
+        return _example(ids, np.arange(a, b) >= self.n_prompt[r])
 
 
 class PackedDataset:
@@ -92,12 +92,31 @@ class PackedDataset:
             hi = min(b, int(self.offsets[r + 1])) - int(self.offsets[r])
             ids.append(self.rows.read(r)[lo:hi])
             mask.append(np.arange(lo, hi) >= self.n_prompt[r])
-        return {
-            "input_ids": np.concatenate(ids).astype(np.int64),
-            "completion_mask": np.concatenate(mask).astype(np.int64),
-        }
+        return _example(np.concatenate(ids).astype(np.int64), np.concatenate(mask))
+
+
+def _example(ids: np.ndarray, loss_mask: np.ndarray) -> dict[str, np.ndarray]:
+    labels = np.where(loss_mask, ids, -100)
+    return {"input_ids": ids, "labels": labels}
 
 
 def build_dataset(rows: TokenizedRows, sequence_len: int, packing: bool) -> WindowDataset | PackedDataset:
     """Windows or packed blocks over `rows` (see module docstring)."""
     return PackedDataset(rows, sequence_len) if packing else WindowDataset(rows, sequence_len)
+
+
+def as_hf_dataset(examples: WindowDataset | PackedDataset) -> object:
+    """Wrap a lazy dataset as a Hugging Face `datasets.Dataset` (what TRL accepts).
+
+    The Arrow table holds only `example_index` (int64 [n_examples]); ids are fetched
+    and widened when the trainer reads a batch, through `with_transform`, so nothing
+    is materialized up front.
+    """
+    from datasets import Dataset
+
+    def fetch(batch: dict[str, list[int]]) -> dict[str, list[np.ndarray]]:
+        got = [examples[int(i)] for i in batch["example_index"]]
+        return {"input_ids": [g["input_ids"] for g in got], "labels": [g["labels"] for g in got]}
+
+    table = Dataset.from_dict({"example_index": np.arange(len(examples), dtype=np.int64)})
+    return table.with_transform(fetch)

@@ -1,0 +1,1 @@
+"""The `dlm` command line (typer). Commands parse, call one library function, render."""

@@ -1,0 +1,195 @@
+"""`dlm` command line. Each command: parse, call one library function, render."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from dlm import __version__
+from dlm.cli.common import load_doc_and_store, print_json
+from dlm.cli.reporter import console, reported, set_verbose
+
+app = typer.Typer(
+    name="dlm",
+    help="Train a LoRA adapter on a small LLM from a .dlm document, and serve it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+DocArg = Annotated[Path, typer.Argument(help="Path of the .dlm document.", show_default=False)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"dlm {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
+    version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = None,
+) -> None:
+    set_verbose(verbose)
+    _quiet_libraries()
+
+
+def _quiet_libraries() -> None:
+    """Library progress bars and advisories would interleave with dlm's own output."""
+    import os
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|peft|trl)\.")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
+@app.command()
+@reported
+def init(
+    path: Annotated[Path, typer.Argument(help="Where to write the new .dlm document.")],
+    base: Annotated[str, typer.Option("--base", help="Base model: alias, local folder or hub id.")] = "smollm2-135m",
+    source: Annotated[Optional[list[Path]], typer.Option("--source", help="A source folder to ingest (repeatable).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Scaffold a valid .dlm document with a fresh dlm_id and an example instruction section."""
+    from dlm.scaffold import scaffold_document
+
+    written = scaffold_document(path, base_model=base, sources=source or [], force=force)
+    console.print(f"wrote {written}; next: [bold]dlm train {written}[/]")
+
+
+@app.command()
+@reported
+def train(
+    path: DocArg,
+    max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Override training.max_steps.")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Bypass the tokenized-section cache without touching it.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Refuse source symlinks that leave their root instead of skipping them.")] = False,
+    strict_lock: Annotated[bool, typer.Option("--strict-lock", help="Treat every lock warning as an error.")] = False,
+    update_lock: Annotated[bool, typer.Option("--update-lock", help="Skip lock validation and write a new lock.")] = False,
+    ignore_lock: Annotated[bool, typer.Option("--ignore-lock", help="Skip lock validation and leave the lock as it is.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Train a new adapter version from the document (rows, tokenize, LoRA, save)."""
+    from dlm.cli.progress import RichTrainSink
+    from dlm.lock import resolve_lock_mode
+    from dlm.train.run import TrainOptions, train_document
+
+    mode = resolve_lock_mode(strict=strict_lock, update=update_lock, ignore=ignore_lock)
+    doc, _ = load_doc_and_store(path)
+    options = TrainOptions(max_steps=max_steps, use_cache=not no_cache, strict_sources=strict, lock_mode=mode)
+    sink = RichTrainSink(quiet=json_out)
+    try:
+        report = train_document(doc, options, sink)
+    finally:
+        sink.close()
+    if json_out:
+        print_json(report.as_dict())
+        return
+    skipped = ", ".join(f"{n} {r}" for r, n in sorted(report.files_skipped.items())) or "none"
+    tok = report.tokenization
+    console.print(
+        f"rows: {report.rows['prose']} prose, {report.rows['instruction']} instruction, "
+        f"{report.rows['source']} source files (skipped: {skipped})"
+    )
+    console.print(
+        f"tokenize: {tok['total_sections']} rows in {tok['total_tokenize_seconds']:.2f}s "
+        f"(cache hits {tok['cache_hits']}, misses {tok['cache_misses']})"
+    )
+    tps = f"{report.tokens_per_second:,.0f}" if report.tokens_per_second else "n/a"
+    loss = f"{report.train_loss:.4f}" if report.train_loss is not None else "n/a"
+    console.print(
+        f"trained {report.steps} steps on {report.train_tokens:,} tokens in "
+        f"{report.train_seconds:.1f}s: [bold]{tps} tokens/s[/], loss {loss}"
+    )
+    console.print(f"adapter {report.adapter_version} -> {report.adapter_dir}")
+
+
+@app.command()
+@reported
+def prompt(
+    path: DocArg,
+    question: Annotated[str, typer.Argument(help="The user message.")],
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1)] = 128,
+    temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="0 is greedy.")] = 0.0,
+    no_adapter: Annotated[bool, typer.Option("--no-adapter", help="Use the base model alone, to compare.")] = False,
+) -> None:
+    """Answer a question with the base model plus the current adapter, streamed."""
+    from dlm.infer import load_inference
+
+    doc, _ = load_doc_and_store(path)
+    engine = load_inference(doc, use_adapter=not no_adapter)
+    for piece in engine.generate([{"role": "user", "content": question}],
+                                 max_new_tokens=max_new_tokens, temperature=temperature):
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+
+
+@app.command()
+@reported
+def show(path: DocArg, json_out: JsonOpt = False) -> None:
+    """Show a document's id, base model, store, rows, adapter versions and last run."""
+    from dlm.views import show_view
+
+    doc, store = load_doc_and_store(path)
+    view = show_view(doc, store)
+    if json_out:
+        print_json(view)
+        return
+    table = Table(show_header=False, box=None)
+    rows = view["rows"]
+    last = view["last_run"]
+    cache = view["training_cache"]
+    for key, value in [
+        ("dlm_id", view["dlm_id"]),
+        ("base model", view["base_model"]),
+        ("store", view["store_path"]),
+        ("rows", f"{rows['prose']} prose, {rows['instruction']} instruction, {rows['source_files']} source files"),
+        ("adapter", f"{view['adapter']['current'] or 'none'} (versions: {', '.join(view['adapter']['versions']) or 'none'})"),
+        ("last run", "none" if not last else f"{last['run_id']} {last['status']}, {last['steps']} steps, loss {last['train_loss']}"),
+        ("cache", "none" if not cache else f"{cache['entry_count']} entries, {cache['bytes']:,} bytes"),
+    ]:
+        table.add_row(f"[bold]{key}[/]", str(value))
+    console.print(table)
+
+
+@app.command()
+@reported
+def metrics(path: DocArg, json_out: JsonOpt = False) -> None:
+    """Show training runs with their per-step loss (from the store's metrics.sqlite)."""
+    from dlm.views import metrics_view
+
+    _, store = load_doc_and_store(path)
+    view = metrics_view(store)
+    if json_out:
+        print_json(view)
+        return
+    table = Table("run", "status", "steps", "loss", "tokens/s", "adapter", "tokenize s", "cache hits")
+    for run in view["runs"]:
+        tok = run["tokenization"] or {}
+        table.add_row(
+            run["run_id"], run["status"], str(run["steps"]),
+            f"{run['train_loss']:.4f}" if run["train_loss"] is not None else "-",
+            f"{run['tokens_per_second']:,.0f}" if run["tokens_per_second"] else "-",
+            run["adapter_version"] or "-",
+            f"{tok.get('total_tokenize_seconds', 0):.2f}",
+            f"{tok.get('cache_hits', 0)}/{tok.get('total_sections', 0)}",
+        )
+    console.print(table if view["runs"] else "no runs yet")
+
+
+def main() -> None:
+    """Entry point of the `dlm` script."""
+    app()

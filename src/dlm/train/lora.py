@@ -1,0 +1,165 @@
+"""Run TRL's SFTTrainer with a peft LoRA adapter over prepared examples.
+
+The dataset is already tokenized and windowed (`dlm.train.dataset`), so TRL's own
+preparation is skipped (`skip_prepare_dataset`) and its collator pads batches with
+the tokenizer's pad token. Precision: float32 on CPU and MPS, bfloat16 on a CUDA GPU
+that supports it. Checkpoints are not written: the adapter is saved once, at the end,
+by the caller, so an interrupted run leaves nothing half-written behind.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+
+class StepSink(Protocol):
+    """Receives training progress; the CLI renders it, tests record it."""
+
+    def on_train_start(self, total_steps: int) -> None: ...
+
+    def on_step(self, step: int, loss: float | None, tokens_per_second: float | None, learning_rate: float | None, tokens_seen: int, seconds: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class LoraRun:
+    """Hyperparameters of one LoRA run (from `training:` plus CLI overrides)."""
+
+    lora_r: int
+    lora_alpha: int
+    lora_dropout: float
+    target_modules: tuple[str, ...]
+    learning_rate: float
+    max_steps: int | None
+    num_epochs: float
+    batch_size: int
+    gradient_accumulation_steps: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class LoraResult:
+    """What training produced. `model` is the peft model (adapter not yet saved)."""
+
+    model: Any
+    steps: int
+    train_loss: float | None
+    tokens_seen: int
+    seconds: float
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        return self.tokens_seen / self.seconds if self.seconds > 0 else None
+
+
+def pick_precision() -> str:
+    """`bfloat16` on a CUDA GPU that supports it, else `float32` (see module docstring)."""
+    if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+        return "bfloat16"
+    return "float32"
+
+
+def _callback(sink: StepSink) -> Any:
+    from transformers import TrainerCallback
+
+    class _Relay(TrainerCallback):
+        def __init__(self) -> None:
+            self.t0 = time.perf_counter()
+
+        def on_train_begin(self, args, state, control, **kwargs):  # noqa: ANN001
+            self.t0 = time.perf_counter()
+            sink.on_train_start(state.max_steps)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001
+            logs = logs or {}
+            if "loss" not in logs:
+                return
+            elapsed = time.perf_counter() - self.t0
+            seen = int(state.num_input_tokens_seen or 0)
+            sink.on_step(
+                state.global_step,
+                float(logs["loss"]),
+                seen / elapsed if elapsed > 0 else None,
+                logs.get("learning_rate"),
+                seen,
+                elapsed,
+            )
+
+    return _Relay()
+
+
+def train_lora(
+    model: Any, tokenizer: Any, dataset: Any, run: LoraRun, work_dir: Path, sink: StepSink
+) -> LoraResult:
+    """Wrap `model` with a LoRA adapter and train it on `dataset`.
+
+    Args:
+        model: a base causal LM (float32).
+        dataset: map-style dataset of `{"input_ids", "labels"}` examples.
+        work_dir: scratch folder for the trainer (nothing is checkpointed there).
+
+    Raises:
+        KeyboardInterrupt: propagated untouched so the caller can keep the store intact.
+    """
+    from peft import LoraConfig
+    from transformers import PrinterCallback
+    from trl import SFTConfig, SFTTrainer
+
+    precision = pick_precision()
+    config = SFTConfig(
+        output_dir=str(work_dir),
+        per_device_train_batch_size=run.batch_size,
+        gradient_accumulation_steps=run.gradient_accumulation_steps,
+        learning_rate=run.learning_rate,
+        max_steps=run.max_steps if run.max_steps is not None else -1,
+        num_train_epochs=run.num_epochs,
+        seed=run.seed,
+        data_seed=run.seed,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=precision == "bfloat16",
+        max_length=None,
+        remove_unused_columns=False,
+        dataset_kwargs={"skip_prepare_dataset": True},
+        include_num_input_tokens_seen="non_padding",
+        optim="adamw_torch",
+    )
+    peft_config = LoraConfig(
+        r=run.lora_r,
+        lora_alpha=run.lora_alpha,
+        lora_dropout=run.lora_dropout,
+        target_modules=sorted(run.target_modules),
+        task_type="CAUSAL_LM",
+    )
+    with warnings.catch_warnings():
+        # transformers' own deprecation notices about arguments TRL passes are noise here
+        warnings.simplefilter("ignore", FutureWarning)
+        trainer = SFTTrainer(
+            model=model,
+            args=config,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            peft_config=peft_config,
+            callbacks=[_callback(sink)],
+        )
+    # stdout belongs to the command (`--json`); progress goes through `sink`
+    trainer.remove_callback(PrinterCallback)
+    t0 = time.perf_counter()
+    output = trainer.train()
+    seconds = time.perf_counter() - t0
+    return LoraResult(
+        model=trainer.model,
+        steps=int(trainer.state.global_step),
+        train_loss=float(output.training_loss) if output.training_loss is not None else None,
+        tokens_seen=int(trainer.state.num_input_tokens_seen or 0),
+        seconds=seconds,
+    )

@@ -1,0 +1,288 @@
+"""`dlm train`: from a document to a new adapter version, as one library call.
+
+Order of work (each step can fail cleanly before the next touches the store):
+1. resolve the base model and its tokenizer, fingerprint the tokenizer;
+2. take the store's writer lock (a second train on the document fails at once);
+3. build rows (walk sources) and tokenize them through the seam (cache or plain);
+4. check the determinism lock (before any compute is spent on training);
+5. train LoRA into a staging folder, save the adapter there, make it canonical;
+6. publish it as the next version, then record manifest, metrics and lock.
+Ctrl-C at any point before 6 leaves the previous adapter current and intact; the
+metrics row of the run is marked `interrupted`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ulid import ULID
+
+from dlm.errors import TrainingError
+from dlm.metrics import MetricsDB, RunRecord, TokenizationRecord
+from dlm.models import load_model, load_tokenizer, resolve_base_model
+from dlm.rows import build_rows
+from dlm.store import Store, open_store
+from dlm.tokenize.fingerprint import tokenizer_sha256
+from dlm.tokenize.keys import corpus_fingerprint
+from dlm.tokenize.plain import PlainRowTokenizer
+from dlm.tokenize.seam import NullProgress, Progress, TokenizedRows
+from dlm.train.dataset import as_hf_dataset, build_dataset
+from dlm.train.lora import LoraRun, StepSink, pick_precision, train_lora
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """Command-line choices that override or extend the document."""
+
+    max_steps: int | None = None
+    use_cache: bool = True
+    strict_sources: bool = False
+    lock_mode: Any = None  # dlm.lock.LockMode; None means the default mode
+
+
+class TrainSink(StepSink, Progress):
+    """Everything `train_document` reports while it runs."""
+
+    def on_message(self, text: str) -> None: ...
+
+
+class NullSink(NullProgress):
+    """A `TrainSink` that shows nothing."""
+
+    def on_train_start(self, total_steps: int) -> None:
+        pass
+
+    def on_step(self, *args: Any) -> None:
+        pass
+
+    def on_message(self, text: str) -> None:
+        pass
+
+
+@dataclass
+class TrainReport:
+    """The outcome of `dlm train`, as shown to the user (`--json` prints `as_dict()`)."""
+
+    run_id: str
+    dlm_id: str
+    adapter_version: str
+    adapter_dir: str
+    adapter_sha256: str
+    base_model: str
+    base_model_revision: str
+    steps: int
+    train_loss: float | None
+    train_tokens: int
+    tokens_per_second: float | None
+    train_seconds: float
+    rows: dict[str, int]
+    files_taken: int
+    files_skipped: dict[str, int]
+    lossy_files: int
+    examples: int
+    tokenization: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def _row_counts(tokenized: TokenizedRows) -> dict[str, int]:
+    counts: dict[str, int] = {"prose": 0, "instruction": 0, "source": 0}
+    for kind in tokenized.kinds:
+        counts[kind] += 1
+    return counts
+
+
+def lora_run_for(training: Any, options: TrainOptions) -> LoraRun:
+    """The LoRA hyperparameters of a run: the document's `training:` with CLI overrides."""
+    max_steps = options.max_steps if options.max_steps is not None else training.max_steps
+    return LoraRun(
+        lora_r=training.lora_r,
+        lora_alpha=training.lora_alpha,
+        lora_dropout=training.lora_dropout,
+        target_modules=tuple(sorted(training.target_modules)),
+        learning_rate=training.learning_rate,
+        max_steps=max_steps,
+        num_epochs=training.num_epochs or 1.0,
+        batch_size=training.batch_size,
+        gradient_accumulation_steps=training.gradient_accumulation_steps,
+        seed=training.seed,
+    )
+
+
+def make_row_tokenizer(store: Store, tokenizer: Any, tok_sha: str, training: Any, run_id: str, use_cache: bool) -> Any:
+    """The seam implementation for this run: the section cache unless disabled."""
+    if use_cache and training.cache.enabled:
+        from dlm.cache import CachedRowTokenizer
+
+        return CachedRowTokenizer(
+            store.cache_dir, tokenizer, tok_sha, max_bytes=training.cache.max_bytes, run_id=run_id
+        )
+    return PlainRowTokenizer(tokenizer, tok_sha)
+
+
+def train_document(doc: Any, options: TrainOptions = TrainOptions(), sink: Any = None) -> TrainReport:
+    """Train a new adapter version for `doc` (a `dlm.doc.Document`).
+
+    Raises:
+        BaseModelError, SourceError, StoreError, LockValidationError, TrainingError:
+            each before the store changes.
+        KeyboardInterrupt: after marking the run interrupted; the store is unchanged.
+    """
+    sink = sink or NullSink()
+    fm = doc.frontmatter
+    training = fm.training
+    run_id = str(ULID())
+    base_dir = doc.path.parent if doc.path else None
+    ref = resolve_base_model(fm.base_model, relative_to=base_dir)
+    tokenizer = load_tokenizer(ref)
+    tok_sha = tokenizer_sha256(tokenizer)
+    store = open_store(fm.dlm_id)
+    with store.train_lock():
+        built = build_rows(doc, tokenizer, strict=options.strict_sources)
+        for note in built.walk.notes:
+            sink.on_message(note)
+        row_tokenizer = make_row_tokenizer(store, tokenizer, tok_sha, training, run_id, options.use_cache)
+        tokenized = row_tokenizer.tokenize(built.rows, sink)
+        files_skipped = dict(built.walk.skipped + tokenized.files_skipped)
+        dataset = build_dataset(tokenized, training.sequence_len, training.packing)
+        if len(dataset) == 0:
+            raise TrainingError(
+                f"{doc.path or '<doc>'}: no usable training rows ({tokenized.files_taken} source files "
+                f"taken, skipped: {files_skipped or 'none'}); add prose or ::instruction:: sections, "
+                f"or widen training.sources include patterns"
+            )
+        lora_run = lora_run_for(training, options)
+        lock_ctx = _LockContext.prepare(doc, store, ref, tok_sha, tokenized, lora_run, options, sink)
+        return _train_and_publish(
+            doc, store, ref, tokenizer, tokenized, dataset, lora_run, run_id, files_skipped,
+            lock_ctx, sink,
+        )
+
+
+class _LockContext:
+    """Determinism-lock work around a run (validation before, write after)."""
+
+    def __init__(self, store: Store, current: Any, decision: Any) -> None:
+        self.store, self.current, self.decision = store, current, decision
+
+    @classmethod
+    def prepare(cls, doc: Any, store: Store, ref: Any, tok_sha: str, tokenized: TokenizedRows,
+                lora_run: LoraRun, options: TrainOptions, sink: Any) -> _LockContext:
+        from dataclasses import asdict
+
+        from dlm.lock import LockInputs, LockMode, apply_determinism, build_lock, check_lock
+
+        flags = apply_determinism(lora_run.seed)
+        hyper = asdict(lora_run)
+        hyper.update(sequence_len=doc.frontmatter.training.sequence_len,
+                     packing=doc.frontmatter.training.packing)
+        inputs = LockInputs(
+            dlm_id=doc.frontmatter.dlm_id,
+            dlm_sha256=doc.dlm_sha256,
+            base_model_name=ref.name,
+            base_model_revision=ref.revision,
+            precision=pick_precision(),
+            seed=lora_run.seed,
+            tokenizer_sha256=tok_sha,
+            corpus_fingerprint=corpus_fingerprint(tokenized.keys),
+            hyperparameters=hyper,
+        )
+        current = build_lock(inputs, flags)
+        decision = check_lock(store.root, current, options.lock_mode or LockMode.DEFAULT)
+        for warning in decision.warnings:
+            sink.on_message(warning)
+        return cls(store, current, decision)
+
+    def finish(self, run_id: str, adapter_sha: str) -> None:
+        from dlm.lock import write_lock
+
+        if self.decision.should_write:
+            write_lock(self.store.root, self.current, run_id=run_id, adapter_sha256=adapter_sha)
+
+
+def _train_and_publish(doc, store, ref, tokenizer, tokenized, dataset, lora_run, run_id,
+                       files_skipped, lock_ctx, sink) -> TrainReport:  # noqa: ANN001
+    from dlm.lock import adapter_sha256, canonicalize_adapter_dir
+
+    stats = tokenized.stats
+    with MetricsDB(store.metrics_path) as metrics:
+        metrics.start_run(run_id, base_model=ref.name, max_steps=lora_run.max_steps,
+                          rows=len(tokenized), files_taken=tokenized.files_taken,
+                          files_skipped=files_skipped)
+        metrics.log_tokenization(run_id, TokenizationRecord(
+            stats.total_rows, stats.cache_hits, stats.cache_misses, stats.seconds,
+            stats.cache_bytes_after))
+        staging = store.new_staging_dir(run_id)
+        recorder = _StepRecorder(metrics, run_id, sink)
+        try:
+            model = load_model(ref)
+            result = train_lora(model, tokenizer, as_hf_dataset(dataset), lora_run, staging / "trainer", recorder)
+            shutil.rmtree(staging / "trainer", ignore_errors=True)
+            result.model.save_pretrained(staging)
+            canonicalize_adapter_dir(staging)
+            sha = adapter_sha256(staging)
+            version, adapter_dir = store.commit_version(staging)
+        except BaseException as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            metrics.finish_run(run_id, RunRecord(status, recorder.last_step, None, None, None))
+            raise
+        metrics.finish_run(run_id, RunRecord(
+            "completed", result.steps, result.train_loss, result.tokens_per_second, version,
+            result.tokens_seen))
+    _record_manifest(doc, store, ref, run_id, version, sha)
+    lock_ctx.finish(run_id, sha)
+    return TrainReport(
+        run_id=run_id, dlm_id=doc.frontmatter.dlm_id, adapter_version=version,
+        adapter_dir=str(adapter_dir), adapter_sha256=sha, base_model=ref.name,
+        base_model_revision=ref.revision, steps=result.steps, train_loss=result.train_loss,
+        train_tokens=result.tokens_seen, tokens_per_second=result.tokens_per_second,
+        train_seconds=result.seconds, rows=_row_counts(tokenized),
+        files_taken=tokenized.files_taken, files_skipped=files_skipped,
+        lossy_files=tokenized.lossy_files, examples=len(dataset),
+        tokenization={
+            "total_sections": stats.total_rows, "cache_hits": stats.cache_hits,
+            "cache_misses": stats.cache_misses, "total_tokenize_seconds": stats.seconds,
+            "cache_bytes_after": stats.cache_bytes_after,
+        },
+        warnings=list(lock_ctx.decision.warnings),
+    )
+
+
+class _StepRecorder:
+    """Writes each logged step to metrics and forwards it to the user's sink."""
+
+    def __init__(self, metrics: MetricsDB, run_id: str, sink: Any) -> None:
+        self.metrics, self.run_id, self.sink, self.last_step = metrics, run_id, sink, 0
+
+    def on_train_start(self, total_steps: int) -> None:
+        self.sink.on_train_start(total_steps)
+
+    def on_step(self, step, loss, tokens_per_second, learning_rate, tokens_seen, seconds) -> None:  # noqa: ANN001
+        self.last_step = step
+        self.metrics.log_step(self.run_id, step, loss=loss, learning_rate=learning_rate,
+                              tokens_seen=tokens_seen, seconds=seconds)
+        self.sink.on_step(step, loss, tokens_per_second, learning_rate, tokens_seen, seconds)
+
+
+def _record_manifest(doc, store, ref, run_id, version, sha) -> None:  # noqa: ANN001
+    manifest = store.read_manifest()
+    manifest.update(
+        dlm_id=doc.frontmatter.dlm_id,
+        document_path=str(doc.path.resolve()) if doc.path else None,
+        base_model={"name": ref.name, "revision": ref.revision},
+        current_version=version,
+    )
+    manifest.setdefault("adapters", []).append({
+        "version": version, "run_id": run_id, "adapter_sha256": sha,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    })
+    store.write_manifest(manifest)
