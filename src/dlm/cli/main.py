@@ -190,6 +190,11 @@ def metrics(path: DocArg, json_out: JsonOpt = False) -> None:
     console.print(table if view["runs"] else "no runs yet")
 
 
+from dlm.cli import doctor_cmd  # noqa: E402
+
+doctor_cmd.register(app)
+
+
 def main() -> None:
     """Entry point of the `dlm` script."""
     app()

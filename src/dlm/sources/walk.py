@@ -14,8 +14,8 @@ Rules (docs/format.md states them for users):
 - Order is deterministic: entries are visited in sorted name order, depth first,
   so the same tree gives the same rows on every machine.
 - A symlink whose target resolves outside the root is skipped (`escapes-root`), or
-  refused with `strict=True`. Symlinks inside the root are followed once (a folder
-  reached twice through links is walked once).
+  refused with `strict=True`. Symlinks inside the root are followed; a folder
+  reachable by several paths is walked once, at the first path in walk order.
 - Files over `max_bytes_per_file` are skipped (`too-large`) by their stat size; past
   `max_files` the rest are skipped (`over-max-files`). Binary and undecodable files
   are decided later, when content is read (`dlm.sources.text`).
@@ -131,12 +131,13 @@ class _DirectiveWalker:
     where: str
     result: WalkResult
     taken: int = 0
-    seen_dirs: set[str] = field(default_factory=set)
+    seen_dirs: set[tuple[int, int]] = field(default_factory=set)
 
     def run(self) -> None:
         real_root = os.path.realpath(self.root)
         self.real_root_prefix = real_root.rstrip(os.sep) + os.sep
-        self.seen_dirs.add(real_root)
+        st = os.stat(real_root)
+        self.seen_dirs.add((st.st_dev, st.st_ino))
         self._walk(str(self.root), "")
 
     def _inside(self, real: str) -> bool:
@@ -172,11 +173,14 @@ class _DirectiveWalker:
             if is_dir:
                 if self.exclude.match_file(rel + "/"):
                     continue
-                real_dir = os.path.realpath(entry.path) if is_link else entry.path
-                if is_link:
-                    if real_dir in self.seen_dirs:
-                        continue
-                    self.seen_dirs.add(real_dir)
+                try:
+                    st = entry.stat()
+                except OSError:
+                    self.result.skipped["unreadable"] += 1
+                    continue
+                if (st.st_dev, st.st_ino) in self.seen_dirs:  # reached again through a link
+                    continue
+                self.seen_dirs.add((st.st_dev, st.st_ino))
                 self._walk(entry.path, rel + "/")
             else:
                 self._consider_file(entry, rel)

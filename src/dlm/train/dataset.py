@@ -2,8 +2,11 @@
 
 Two layouts, both computed with NumPy over row lengths (no per-row Python loop):
 
-- windows (default): a row of `L` tokens becomes `ceil(L / sequence_len)` examples
-  of consecutive ids, so a long file keeps its tail instead of being truncated;
+- windows (default): a row of `L` tokens becomes windows of at most `sequence_len`
+  tokens that overlap by one token (stride `sequence_len - 1`). A causal LM predicts
+  every position of a window but the first from what precedes it, so the overlap makes
+  every token of a row after its first a prediction target exactly once: a long file
+  keeps its tail, and no token is lost at a window boundary;
 - packing (`training.packing: true`): all rows are concatenated (each already ends
   with EOS) and cut into fixed `sequence_len` blocks; the last partial block is kept.
 
@@ -11,7 +14,7 @@ An example is `{"input_ids": 1-D int64 [n], "labels": 1-D int64 [n]}`: `labels` 
 `input_ids` except on an instruction row's prompt tokens, where it is -100 (no loss),
 the convention of Hugging Face causal-LM models and TRL's collator.
 Ids are widened from the stored uint16/uint32 to int64 here, one example at a time.
-Examples with fewer than 2 loss tokens are dropped: they carry no training signal.
+Examples with no predicted loss token (a window wholly inside a prompt) are dropped.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import numpy as np
 
 from dlm.tokenize.seam import TokenizedRows
 
-MIN_LOSS_TOKENS = 2
+MIN_LOSS_TOKENS = 1
 
 
 class WindowDataset:
@@ -34,13 +37,15 @@ class WindowDataset:
     def __init__(self, rows: TokenizedRows, sequence_len: int) -> None:
         self.rows = rows
         lengths = rows.lengths.astype(np.int64)
-        counts = -(-lengths // sequence_len)  # ceil
+        stride = max(sequence_len - 1, 1)
+        counts = np.maximum(-(-(lengths - 1) // stride), 1)  # ceil((L - 1) / stride), at least 1
         self.row = np.repeat(np.arange(len(lengths), dtype=np.int64), counts)
         first = np.concatenate(([0], np.cumsum(counts)[:-1])) if len(counts) else np.zeros(0, np.int64)
         k = np.arange(self.row.shape[0], dtype=np.int64) - np.repeat(first, counts)
-        self.start = k * sequence_len
+        self.start = k * stride
         self.stop = np.minimum(self.start + sequence_len, lengths[self.row])
-        loss_from = np.maximum(self.start, rows.n_prompt.astype(np.int64)[self.row])
+        # positions start+1 .. stop-1 are predicted; those before n_prompt carry no loss
+        loss_from = np.maximum(self.start + 1, rows.n_prompt.astype(np.int64)[self.row])
         keep = (self.stop - loss_from) >= MIN_LOSS_TOKENS
         self.row, self.start, self.stop = self.row[keep], self.start[keep], self.stop[keep]
         self.n_prompt = rows.n_prompt.astype(np.int64)
@@ -68,7 +73,7 @@ class PackedDataset:
         total = int(self.offsets[-1])
         n_blocks = -(-total // sequence_len)
         # trailing block too short to train on is dropped
-        if n_blocks and total - (n_blocks - 1) * sequence_len < MIN_LOSS_TOKENS:
+        if n_blocks and total - (n_blocks - 1) * sequence_len < MIN_LOSS_TOKENS + 1:
             n_blocks -= 1
         self.n_blocks = n_blocks
         self.total = total

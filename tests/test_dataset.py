@@ -1,0 +1,53 @@
+import numpy as np
+
+from dlm.tokenize.seam import TokenizedRows
+from dlm.train.dataset import PackedDataset, WindowDataset, as_hf_dataset
+
+
+def rows(lengths, n_prompt, dtype=np.uint16):
+    data = [np.arange(100 * i, 100 * i + n, dtype=dtype) for i, n in enumerate(lengths)]
+    return TokenizedRows(
+        lengths=np.array(lengths, np.int64), n_prompt=np.array(n_prompt, np.int32),
+        keys=[f"k{i}" for i in range(len(lengths))], read=lambda i: data[i],
+        kinds=["prose"] * len(lengths),
+    ), data
+
+
+def test_windows_predict_every_token_after_the_first_exactly_once():
+    tok, data = rows([10, 3, 25, 8, 9], [0, 0, 0, 0, 0])
+    ds = WindowDataset(tok, sequence_len=8)
+    predicted = np.concatenate([ds[i]["input_ids"][1:] for i in range(len(ds))])
+    assert np.array_equal(predicted, np.concatenate([d[1:] for d in data]).astype(np.int64))
+    assert ds[0]["input_ids"].dtype == np.int64
+    assert max(len(ds[i]["input_ids"]) for i in range(len(ds))) == 8
+
+
+def test_prompt_tokens_are_masked_and_prompt_only_windows_dropped():
+    tok, _ = rows([20], [12])
+    ds = WindowDataset(tok, sequence_len=8)  # windows [0,8) is all prompt -> dropped
+    assert [(int(a), int(b)) for a, b in zip(ds.start, ds.stop)] == [(7, 15), (14, 20)]
+    first = ds[0]
+    assert list(first["labels"][:5]) == [-100] * 5 and first["labels"][5] == first["input_ids"][5]
+
+
+def test_row_of_exactly_sequence_len_is_one_window():
+    tok, _ = rows([8], [0])
+    assert len(WindowDataset(tok, sequence_len=8)) == 1
+
+
+def test_packing_cuts_fixed_blocks_across_rows():
+    tok, data = rows([5, 7, 6], [0, 3, 0])
+    ds = PackedDataset(tok, sequence_len=8)
+    assert len(ds) == 3
+    assert [len(ds[i]["input_ids"]) for i in range(3)] == [8, 8, 2]
+    flat = np.concatenate([ds[i]["input_ids"] for i in range(3)])
+    assert np.array_equal(flat, np.concatenate(data).astype(np.int64))
+    labels = np.concatenate([ds[i]["labels"] for i in range(3)])
+    assert (labels[5:8] == -100).all() and labels[8] != -100
+
+
+def test_hf_wrapper_reads_lazily():
+    tok, _ = rows([5, 7], [0, 0])
+    hf = as_hf_dataset(WindowDataset(tok, sequence_len=8))
+    assert len(hf) == 2
+    assert list(hf[1]["input_ids"]) == list(range(100, 107))

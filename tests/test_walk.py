@@ -1,0 +1,89 @@
+import os
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from dlm.errors import SourceError
+from dlm.sources.walk import walk_sources
+
+
+def directive(path=".", include=("**/*",), exclude=(), max_bytes=1_000_000, max_files=None):
+    return SimpleNamespace(path=str(path), include=list(include), exclude=list(exclude),
+                           max_bytes_per_file=max_bytes, max_files=max_files)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    for rel, text in {
+        "b.py": "b", "a.py": "a", "pkg/z.py": "z", "pkg/m.txt": "m",
+        "node_modules/dep/index.js": "x", ".git/HEAD": "ref", "pkg/__pycache__/z.pyc": "c",
+    }.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_include_exclude_and_deterministic_order(tree: Path):
+    result = walk_sources(
+        [directive("proj", include=["**/*.py", "**/*.txt"], exclude=["node_modules/", "**/.git/**", "__pycache__/"])],
+        tree.parent,
+    )
+    assert [f.relpath for f in result.files] == ["a.py", "b.py", "pkg/m.txt", "pkg/z.py"]
+    assert result.skipped == Counter()
+
+
+def test_excluded_folder_is_pruned_not_listed(tree: Path, monkeypatch: pytest.MonkeyPatch):
+    listed = []
+    real_scandir = os.scandir
+
+    def spy(path):
+        listed.append(os.path.relpath(path, tree))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", spy)
+    walk_sources([directive(tree, exclude=["node_modules/"])], tree)
+    assert "node_modules" not in listed and "node_modules/dep" not in listed
+    assert "pkg" in listed
+
+
+def test_size_cap_and_max_files(tree: Path):
+    (tree / "big.py").write_text("x" * 100)
+    result = walk_sources([directive(tree, include=["*.py"], max_bytes=50, max_files=2)], tree)
+    assert [f.relpath for f in result.files] == ["a.py", "b.py"]
+    assert result.skipped == Counter({"too-large": 1, "over-max-files": 1})
+
+
+def test_symlink_escaping_root_skipped_or_refused(tree: Path, tmp_path: Path):
+    outside = tmp_path / "secret.txt"
+    outside.write_text("password")
+    (tree / "link.txt").symlink_to(outside)
+    result = walk_sources([directive(tree)], tree)
+    assert "link.txt" not in [f.relpath for f in result.files]
+    assert result.skipped["escapes-root"] == 1
+    assert "outside the source root" in result.notes[0]
+    with pytest.raises(SourceError, match="link.txt is a symlink .* outside the source root"):
+        walk_sources([directive(tree)], tree, strict=True)
+
+
+def test_symlink_inside_root_is_followed_once(tree: Path):
+    (tree / "alias").symlink_to(tree / "pkg")
+    result = walk_sources([directive(tree, include=["**/*.py"])], tree)
+    assert [f.relpath for f in result.files] == ["a.py", "alias/z.py", "b.py"]
+
+
+def test_missing_root_names_directive_and_folder(tmp_path: Path):
+    with pytest.raises(SourceError, match=r"training.sources\[0\].path: .*nope does not exist"):
+        walk_sources([directive("nope")], tmp_path, doc_name="doc.dlm")
+
+
+def test_dotdot_pattern_is_refused(tree: Path):
+    with pytest.raises(SourceError, match=r"sources\[0\].include: pattern '../\*\*' has a '..' segment"):
+        walk_sources([directive(tree, include=["../**"])], tree)
+
+
+def test_stdlib_variable_expands(tmp_path: Path):
+    result = walk_sources([directive("$DLM_STDLIB", include=["json/*.py"])], tmp_path)
+    assert "json/decoder.py" in [f.relpath for f in result.files]
