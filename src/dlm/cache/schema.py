@@ -1,0 +1,197 @@
+"""The cache index: one SQLite database, `<cache_dir>/index.sqlite`, in WAL mode.
+
+Schema (applied by named migrations, in order, on every open; the applied names are
+recorded in `migrations`, so an old index upgrades in place and a blank one is built):
+
+    migrations(name TEXT PK, applied_ns)
+    tokenizers(id INTEGER PK, sha TEXT UNIQUE)            -- tokenizer_sha256 values
+    segments(id INTEGER PK, name TEXT UNIQUE,             -- segments/<name>
+             live_bytes, live_entries, created_ns)        -- kept by triggers
+    entries(key TEXT PK,                                  -- row_key, "xxh3_128:<hex>"
+            tok -> tokenizers.id, segment -> segments.id,
+            offset, nbytes,                               -- stored (compressed) bytes
+            ntokens, n_prompt, dtype,                     -- dtype: 2 = uint16, 4 = uint32
+            checksum,                                     -- xxh3_64 of stored bytes, signed
+            meta,                                         -- check over the columns above
+            last_access)                                  -- unix seconds, relatime-style
+    totals(id = 0, bytes, entries)                        -- running sums kept by triggers
+    roots(id INTEGER PK, path TEXT UNIQUE)                -- source roots (absolute)
+    stat(tok, root, relpath, size, mtime_ns, ctime_ns, ino,  -- PK (tok, root, relpath)
+         recorded_ns, key NULL, reason NULL, lossy)       -- key, or the skip reason
+    runs(run_id TEXT PK, finished_ns, total, hits, misses, seconds, tok)
+
+Writes run in `BEGIN IMMEDIATE` transactions; `totals` and `segments.live_*` are
+updated by triggers in the same transaction as the entry change, so the byte total is
+never re-summed and never drifts.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from dlm.errors import CacheError
+
+INDEX_NAME = "index.sqlite"
+BUSY_TIMEOUT_MS = 60_000
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "001-entries-segments-totals",
+        """
+        CREATE TABLE tokenizers(id INTEGER PRIMARY KEY, sha TEXT NOT NULL UNIQUE);
+        CREATE TABLE segments(
+            id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
+            live_bytes INTEGER NOT NULL DEFAULT 0, live_entries INTEGER NOT NULL DEFAULT 0,
+            created_ns INTEGER NOT NULL);
+        CREATE TABLE entries(
+            key TEXT PRIMARY KEY, tok INTEGER NOT NULL, segment INTEGER NOT NULL,
+            offset INTEGER NOT NULL, nbytes INTEGER NOT NULL, ntokens INTEGER NOT NULL,
+            n_prompt INTEGER NOT NULL, dtype INTEGER NOT NULL, checksum INTEGER NOT NULL,
+            meta INTEGER NOT NULL, last_access INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE INDEX entries_by_access ON entries(last_access);
+        CREATE INDEX entries_by_segment ON entries(segment);
+        CREATE TABLE totals(id INTEGER PRIMARY KEY CHECK (id = 0),
+            bytes INTEGER NOT NULL, entries INTEGER NOT NULL);
+        INSERT INTO totals VALUES (0, 0, 0);
+        CREATE TRIGGER entries_ins AFTER INSERT ON entries BEGIN
+            UPDATE totals SET bytes = bytes + NEW.nbytes, entries = entries + 1;
+            UPDATE segments SET live_bytes = live_bytes + NEW.nbytes,
+                live_entries = live_entries + 1 WHERE id = NEW.segment;
+        END;
+        CREATE TRIGGER entries_del AFTER DELETE ON entries BEGIN
+            UPDATE totals SET bytes = bytes - OLD.nbytes, entries = entries - 1;
+            UPDATE segments SET live_bytes = live_bytes - OLD.nbytes,
+                live_entries = live_entries - 1 WHERE id = OLD.segment;
+        END;
+        CREATE TRIGGER entries_move AFTER UPDATE OF segment, nbytes ON entries BEGIN
+            UPDATE totals SET bytes = bytes - OLD.nbytes + NEW.nbytes;
+            UPDATE segments SET live_bytes = live_bytes - OLD.nbytes,
+                live_entries = live_entries - 1 WHERE id = OLD.segment;
+            UPDATE segments SET live_bytes = live_bytes + NEW.nbytes,
+                live_entries = live_entries + 1 WHERE id = NEW.segment;
+        END;
+        """,
+    ),
+    (
+        "002-stat-index",
+        """
+        CREATE TABLE roots(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE);
+        CREATE TABLE stat(
+            tok INTEGER NOT NULL, root INTEGER NOT NULL, relpath TEXT NOT NULL,
+            size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
+            ino INTEGER NOT NULL, recorded_ns INTEGER NOT NULL,
+            key TEXT, reason TEXT, lossy INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (tok, root, relpath)) WITHOUT ROWID;
+        """,
+    ),
+    (
+        "003-runs",
+        """
+        CREATE TABLE runs(
+            run_id TEXT PRIMARY KEY, finished_ns INTEGER NOT NULL, total INTEGER NOT NULL,
+            hits INTEGER NOT NULL, misses INTEGER NOT NULL, seconds REAL NOT NULL,
+            tok INTEGER NOT NULL);
+        """,
+    ),
+]
+
+
+def connect(cache_dir: Path, migrations: list[tuple[str, str]] = MIGRATIONS) -> sqlite3.Connection:
+    """Open (creating if needed) the index of `cache_dir` and apply pending migrations.
+
+    The connection is in autocommit mode; use `write_tx` / `read_tx` for transactions.
+
+    Raises:
+        CacheError: the file is not a SQLite database or cannot be opened.
+    """
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    path = cache_dir / INDEX_NAME
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = OFF")
+        apply_migrations(conn, migrations)
+    except sqlite3.DatabaseError as exc:
+        raise CacheError(
+            f"{path}: cache index is unreadable ({exc}); run `dlm cache clear --force` to reset it"
+        ) from None
+    return conn
+
+
+def apply_migrations(conn: sqlite3.Connection, migrations: list[tuple[str, str]]) -> list[str]:
+    """Apply every migration not yet recorded; returns the names applied now."""
+    conn.execute("CREATE TABLE IF NOT EXISTS migrations(name TEXT PRIMARY KEY, applied_ns INTEGER)")
+    done = {r[0] for r in conn.execute("SELECT name FROM migrations")}
+    applied = []
+    for name, sql in migrations:
+        if name in done:
+            continue
+        with write_tx(conn):
+            if conn.execute("SELECT 1 FROM migrations WHERE name = ?", (name,)).fetchone():
+                continue  # another process applied it while we waited for the lock
+            for stmt in split_sql(sql):
+                conn.execute(stmt)
+            conn.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time_ns()))
+        applied.append(name)
+    return applied
+
+
+def split_sql(script: str) -> list[str]:
+    """Split a migration script into statements (trigger bodies kept whole)."""
+    out, buf = [], ""
+    for line in script.strip().splitlines():
+        buf += line + "\n"
+        if sqlite3.complete_statement(buf):
+            out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        out.append(buf.strip())
+    return out
+
+
+@contextmanager
+def write_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """`BEGIN IMMEDIATE` ... `COMMIT` (rolled back on any exception)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+@contextmanager
+def read_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A read transaction: every query inside sees one snapshot of the index."""
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        conn.execute("COMMIT")
+
+
+def tokenizer_id(conn: sqlite3.Connection, sha: str, *, create: bool = True) -> int | None:
+    """Row id of a tokenizer fingerprint, inserting it when `create`."""
+    row = conn.execute("SELECT id FROM tokenizers WHERE sha = ?", (sha,)).fetchone()
+    if row or not create:
+        return row[0] if row else None
+    with write_tx(conn):
+        conn.execute("INSERT OR IGNORE INTO tokenizers(sha) VALUES (?)", (sha,))
+    return conn.execute("SELECT id FROM tokenizers WHERE sha = ?", (sha,)).fetchone()[0]
+
+
+def root_id(conn: sqlite3.Connection, path: str) -> int:
+    """Row id of a source root, inserting it on first use."""
+    row = conn.execute("SELECT id FROM roots WHERE path = ?", (path,)).fetchone()
+    if row:
+        return row[0]
+    with write_tx(conn):
+        conn.execute("INSERT OR IGNORE INTO roots(path) VALUES (?)", (path,))
+    return conn.execute("SELECT id FROM roots WHERE path = ?", (path,)).fetchone()[0]
