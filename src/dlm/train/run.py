@@ -154,9 +154,10 @@ def train_document(doc: Any, options: TrainOptions = TrainOptions(), sink: Any =
         files_skipped = dict(built.walk.skipped + tokenized.files_skipped)
         dataset = build_dataset(tokenized, training.sequence_len, training.packing)
         if len(dataset) == 0:
+            skipped = ", ".join(f"{n} {why}" for why, n in sorted(files_skipped.items())) or "none"
             raise TrainingError(
                 f"{doc.path or '<doc>'}: no usable training rows ({tokenized.files_taken} source files "
-                f"taken, skipped: {files_skipped or 'none'}); add prose or ::instruction:: sections, "
+                f"taken, skipped: {skipped}); add prose or ::instruction:: sections, "
                 f"or widen training.sources include patterns"
             )
         lora_run = lora_run_for(training, options)
