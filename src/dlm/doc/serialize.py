@@ -33,7 +33,7 @@ from dlm.doc.frontmatter import dotted
 from dlm.doc.model import Document, InstructionSection, ProseSection, QAPair, Section
 from dlm.doc.parser import parse_document
 from dlm.doc.problems import DocParseError
-from dlm.doc.schema import DEFAULT_BASE_MODEL, Frontmatter, SourceDirective, TrainingConfig
+from dlm.doc.schema import DEFAULT_BASE_MODEL, Frontmatter
 from dlm.errors import DocError
 
 # Folders and files `dlm init` leaves out of a source tree: VCS data, caches, builds
@@ -150,13 +150,12 @@ def new_document(
     Raises:
         DocError: an argument is not a valid frontmatter value (e.g. an empty path).
     """
+    data: dict[str, Any] = {"dlm_id": str(ULID()), "base_model": base_model, "system_prompt": system_prompt}
+    if sources:
+        excludes = list(DEFAULT_SOURCE_EXCLUDES)
+        data["training"] = {"sources": [{"path": str(p), "exclude": excludes} for p in sources]}
     try:
-        training = TrainingConfig(
-            sources=[SourceDirective(path=str(p), exclude=list(DEFAULT_SOURCE_EXCLUDES)) for p in sources]
-        )
-        fm = Frontmatter(
-            dlm_id=str(ULID()), base_model=base_model, system_prompt=system_prompt, training=training
-        )
+        fm = Frontmatter.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise DocError(f"new document: {dotted(tuple(err['loc'])) or 'value'}: {err['msg']}") from None
