@@ -30,7 +30,8 @@ def bert_tokenizer() -> Any:
 
 def metaspace_tokenizer() -> Any:
     """A SentencePiece-style BPE: NFKC, Metaspace(prepend_scheme="first"), BOS template,
-    overlapping special tokens, an lstrip special token and a normalized added token."""
+    overlapping special tokens, lstrip/rstrip/single_word special tokens (one overlapping
+    "<s>") and a normalized added token."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -47,7 +48,13 @@ def metaspace_tokenizer() -> Any:
     ] * 20
     trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=SPM_SPECIALS, show_progress=False)
     tok.train_from_iterator(corpus, trainer)
-    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, special=True, normalized=False)])
+    tok.add_special_tokens(
+        [
+            AddedToken("<mask>", lstrip=True, special=True, normalized=False),
+            AddedToken("<sw>", single_word=True, special=True, normalized=False),
+            AddedToken("e<s", rstrip=True, special=True, normalized=False),  # overlaps "<s>"
+        ]
+    )
     tok.add_tokens([AddedToken("hello there", normalized=True, special=False)])
     bos = tok.token_to_id("<s>")
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)])
