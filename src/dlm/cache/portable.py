@@ -1,0 +1,231 @@
+"""One portable file holding a cache's entries: `dlm cache export` / `dlm cache import`.
+
+Format: an uncompressed POSIX tar (entries are already zstd frames) with
+
+    manifest.json    {"format": "dlm-tokenized-cache", "version": 1,
+                      "tokenizers": [sha256:...], "entries": N, "data_bytes": B,
+                      "entries_xxh3_64": "<hex of entries.jsonl>"}
+    entries.jsonl    one JSON object a line, in data order: key, tokenizer, offset,
+                     nbytes, ntokens, n_prompt, dtype (2|4), checksum (xxh3_64, signed)
+    data.bin         the stored bytes of every entry, back to back
+
+Only entries travel: the stat index names paths of one machine, so after an import
+the next run re-reads each source file once (hashing it) but encodes none whose text
+is unchanged. Import refuses a file whose tokenizers do not include the document's
+tokenizer fingerprint and verifies every entry's checksum and length; a bad entry is
+skipped and counted, never admitted. Export writes a temporary file in the
+destination folder, fsyncs it and renames it into place (streamed, so a cache larger
+than memory can be exported; same guarantee as `dlm.atomic`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xxhash
+import zstandard
+
+from dlm.atomic import canonical_json, fsync_dir
+from dlm.cache.evict import EVICT_TO_FRACTION, compact, evict_lru, maint_lock
+from dlm.cache.index import insert_entries, meta_check, totals
+from dlm.cache.schema import connect, tokenizer_id, write_tx
+from dlm.cache.segments import SegmentReader, SegmentWriter, unpack_ids
+from dlm.errors import CacheError
+
+FORMAT = "dlm-tokenized-cache"
+FORMAT_VERSION = 1
+IMPORT_BATCH_BYTES = 4 << 20
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    path: str
+    entries: int
+    bytes: int
+    corrupt_skipped: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    entries_imported: int
+    already_present: int
+    corrupt_skipped: int
+    other_tokenizer_skipped: int
+    bytes: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def export_cache(cache_dir: Path, dest: Path) -> ExportResult:
+    """Write every verified entry of the cache to `dest` (see module docstring).
+
+    Raises:
+        CacheError: no cache, or `dest` cannot be written.
+    """
+    cache_dir, dest = Path(cache_dir), Path(dest)
+    conn = connect(cache_dir)
+    try:
+        rows = conn.execute(
+            "SELECT e.key, t.sha, e.segment, s.name, e.offset, e.nbytes, e.ntokens, e.n_prompt,"
+            " e.dtype, e.checksum FROM entries e JOIN tokenizers t ON t.id = e.tok"
+            " JOIN segments s ON s.id = e.segment ORDER BY e.segment, e.offset"
+        ).fetchall()
+    finally:
+        conn.close()
+    reader = SegmentReader(cache_dir)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    lines, shas, corrupt, pos = [], set(), 0, 0
+    fd, data_tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.data.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as data:
+            for key, sha, seg, name, off, nb, nt, npr, dt, ck in rows:
+                if not reader.open(seg, name) or reader.read(seg, off, nb, nt, dt, ck) is None:
+                    corrupt += 1
+                    continue
+                data.write(os.pread(reader.fds[seg], nb, off))
+                lines.append(json.dumps({
+                    "key": key, "tokenizer": sha, "offset": pos, "nbytes": nb, "ntokens": nt,
+                    "n_prompt": npr, "dtype": dt, "checksum": ck,
+                }, sort_keys=True))
+                shas.add(sha)
+                pos += nb
+        reader.close()
+        jsonl = ("\n".join(lines) + "\n" if lines else "").encode()
+        manifest = {
+            "format": FORMAT, "version": FORMAT_VERSION, "tokenizers": sorted(shas),
+            "entries": len(lines), "data_bytes": pos,
+            "entries_xxh3_64": xxhash.xxh3_64_hexdigest(jsonl),
+        }
+        _write_tar(dest, canonical_json(manifest).encode(), jsonl, Path(data_tmp))
+    except OSError as exc:
+        raise CacheError(f"{dest}: cannot write the export ({exc}); choose another path") from None
+    finally:
+        Path(data_tmp).unlink(missing_ok=True)
+    return ExportResult(str(dest), len(lines), dest.stat().st_size, corrupt)
+
+
+def _write_tar(dest: Path, manifest: bytes, jsonl: bytes, data_path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            with tarfile.open(fileobj=fh, mode="w", format=tarfile.PAX_FORMAT) as tar:
+                for name, blob in (("manifest.json", manifest), ("entries.jsonl", jsonl)):
+                    info = tarfile.TarInfo(name)
+                    info.size, info.mtime = len(blob), int(time.time())
+                    tar.addfile(info, io.BytesIO(blob))
+                tar.add(str(data_path), arcname="data.bin")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(dest.parent)
+
+
+def _member(tar: tarfile.TarFile, name: str, src: Path) -> Any:
+    try:
+        fh = tar.extractfile(name)
+    except KeyError:
+        fh = None
+    if fh is None:
+        raise CacheError(f"{src}: not a dlm cache export (no {name}); export it with `dlm cache export`")
+    return fh
+
+
+def import_cache(cache_dir: Path, src: Path, tokenizer_sha: str, *, max_bytes: int) -> ImportResult:
+    """Admit the entries of an export made for tokenizer `tokenizer_sha`.
+
+    Raises:
+        CacheError: `src` is not an export, has another format version, or was made
+            with other tokenizers only.
+    """
+    cache_dir, src = Path(cache_dir), Path(src)
+    try:
+        tar = tarfile.open(src, mode="r:")
+    except (OSError, tarfile.TarError) as exc:
+        raise CacheError(f"{src}: cannot read the cache export ({exc})") from None
+    with tar:
+        manifest = json.loads(_member(tar, "manifest.json", src).read())
+        if manifest.get("format") != FORMAT or manifest.get("version") != FORMAT_VERSION:
+            raise CacheError(f"{src}: unsupported cache export format {manifest.get('format')!r} v{manifest.get('version')}")
+        if tokenizer_sha not in manifest.get("tokenizers", []):
+            raise CacheError(
+                f"{src}: exported for tokenizer(s) {', '.join(manifest.get('tokenizers', [])) or 'none'}, "
+                f"but this document's tokenizer is {tokenizer_sha}; its ids would be wrong here"
+            )
+        jsonl = _member(tar, "entries.jsonl", src).read()
+        if xxhash.xxh3_64_hexdigest(jsonl) != manifest.get("entries_xxh3_64"):
+            raise CacheError(f"{src}: entries.jsonl fails its checksum; the export is damaged")
+        entries = [json.loads(line) for line in jsonl.splitlines() if line.strip()]
+        return _admit(cache_dir, _member(tar, "data.bin", src), entries, tokenizer_sha, max_bytes)
+
+
+def _admit(cache_dir: Path, data: Any, entries: list[dict], sha: str, max_bytes: int) -> ImportResult:
+    conn = connect(cache_dir)
+    tok = tokenizer_id(conn, sha)
+    writer = SegmentWriter(cache_dir, conn)
+    dctx = zstandard.ZstdDecompressor()
+    present = {k for (k,) in conn.execute("SELECT key FROM entries")}
+    imported = dup = bad = other = 0
+    batch: list[tuple[dict, bytes]] = []
+    pos = 0
+    try:
+        for entry in sorted(entries, key=lambda e: e["offset"]):
+            if entry["offset"] != pos:
+                data.read(entry["offset"] - pos)
+                pos = entry["offset"]
+            blob = data.read(entry["nbytes"])
+            pos += len(blob)
+            if entry["tokenizer"] != sha:
+                other += 1
+            elif entry["key"] in present:
+                dup += 1
+            elif len(blob) != entry["nbytes"] or unpack_ids(
+                blob, entry["ntokens"], entry["dtype"], entry["checksum"], dctx
+            ) is None:
+                bad += 1
+            else:
+                batch.append((entry, blob))
+                present.add(entry["key"])
+                if sum(len(b) for _, b in batch) >= IMPORT_BATCH_BYTES:
+                    imported += _write(conn, writer, tok, batch)
+                    batch = []
+        imported += _write(conn, writer, tok, batch)
+    finally:
+        writer.close()
+    if totals(conn)[0] > max_bytes:
+        with maint_lock(cache_dir):
+            evict_lru(conn, int(max_bytes * EVICT_TO_FRACTION), ())
+            compact(conn, cache_dir)
+    conn.close()
+    return ImportResult(imported, dup, bad, other, sum(e["nbytes"] for e in entries))
+
+
+def _write(conn: Any, writer: SegmentWriter, tok: int, batch: list[tuple[dict, bytes]]) -> int:
+    if not batch:
+        return 0
+    seg, offsets = writer.append([b for _, b in batch])
+    now = int(time.time())
+    cols = np.array(
+        [(seg, off, e["nbytes"], e["ntokens"], e["n_prompt"], e["dtype"], e["checksum"], 0, now)
+         for (e, _), off in zip(batch, offsets)],
+        dtype=np.int64,
+    )
+    cols[:, 7] = meta_check(cols)
+    with write_tx(conn):
+        insert_entries(conn, [(e["key"], tok, *row) for (e, _), row in zip(batch, cols.tolist())])
+    return len(batch)

@@ -1,0 +1,252 @@
+"""Library verbs behind `dlm cache`: summary, prune, clear, build. Each returns a value.
+
+None of them imports typer or rich; `dlm.cli.cache_cmd` renders the results.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sqlite3
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dlm.cache.evict import compact, maint_lock, prune_older, segment_bytes
+from dlm.cache.index import totals
+from dlm.cache.schema import INDEX_NAME, connect, write_tx
+from dlm.cache.tokenizer import CachedRowTokenizer
+from dlm.errors import CacheError, UsageError
+from dlm.tokenize.seam import Progress, RowSet
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([dhms])\s*$")
+_UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+DTYPE_NAMES = {2: "uint16", 4: "uint32"}
+
+
+def parse_age(text: str) -> float:
+    """Seconds in an age like `30d`, `12h`, `45m`, `90s`.
+
+    Raises:
+        UsageError: any other shape.
+    """
+    match = _AGE.match(text)
+    if not match:
+        raise UsageError(f"--older-than {text!r}: expected a number and a unit, like 30d, 12h, 45m or 90s")
+    return float(match.group(1)) * _UNIT_S[match.group(2)]
+
+
+def index_exists(cache_dir: Path) -> bool:
+    return (cache_dir / INDEX_NAME).is_file()
+
+
+def disk_bytes(cache_dir: Path) -> int:
+    """Bytes on disk: segment files plus the index and its WAL."""
+    index = sum(
+        p.stat().st_size for p in cache_dir.glob(f"{INDEX_NAME}*") if p.is_file() and "corrupt" not in p.name
+    )
+    return segment_bytes(cache_dir) + index
+
+
+def cache_summary(cache_dir: Path) -> dict[str, Any] | None:
+    """What `dlm cache show` and `dlm show --json` (`training_cache`) report.
+
+    Returns None when there is no cache, else a dict: `path`, `entry_count`, `bytes`
+    (on disk), `entry_bytes` (live stored bytes), `token_dtype` (`uint16`, `uint32`,
+    `uint16+uint32` or None), `tokenizer_sha256` (of the last run), `last_run_id`,
+    `last_run_hits`, `last_run_total`, `last_run_hit_rate` (0..1 or None), and `error`
+    (None, or why the index could not be read).
+    """
+    cache_dir = Path(cache_dir)
+    if not index_exists(cache_dir):
+        return None
+    out: dict[str, Any] = {
+        "path": str(cache_dir), "entry_count": 0, "bytes": 0, "entry_bytes": 0, "token_dtype": None,
+        "tokenizer_sha256": None, "last_run_id": None, "last_run_hits": None,
+        "last_run_total": None, "last_run_hit_rate": None, "error": None,
+    }
+    try:
+        conn = connect(cache_dir)
+        try:
+            live, count = totals(conn)
+            dtypes = [d for (d,) in conn.execute("SELECT DISTINCT dtype FROM entries ORDER BY dtype")]
+            last = conn.execute(
+                "SELECT r.run_id, r.hits, r.total, t.sha FROM runs r LEFT JOIN tokenizers t"
+                " ON t.id = r.tok ORDER BY r.finished_ns DESC LIMIT 1"
+            ).fetchone()
+        finally:
+            conn.close()
+    except (CacheError, sqlite3.DatabaseError) as exc:
+        out["error"] = str(exc)
+        out["bytes"] = disk_bytes(cache_dir)
+        return out
+    out.update(entry_count=count, entry_bytes=live, bytes=disk_bytes(cache_dir))
+    out["token_dtype"] = "+".join(DTYPE_NAMES.get(d, f"{d * 8}-bit") for d in dtypes) or None
+    if last:
+        run_id, hits, total, sha = last
+        out.update(last_run_id=run_id, last_run_hits=hits, last_run_total=total, tokenizer_sha256=sha)
+        out["last_run_hit_rate"] = hits / total if total else None
+    return out
+
+
+def format_hit_rate(summary: dict[str, Any]) -> str:
+    """`98.4% (1228/1247)`, or `n/a` before the first run."""
+    total = summary.get("last_run_total")
+    if not total:
+        return "n/a"
+    hits = summary["last_run_hits"]
+    return f"{100 * hits / total:.1f}% ({hits}/{total})"
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """Outcome of `prune_cache`. Bytes: stored entry bytes / segment file bytes."""
+
+    older_than_s: float
+    removed_entries: int
+    removed_bytes: int
+    entry_bytes_after: int
+    segments_rewritten: int
+    segments_removed: int
+    bytes_reclaimed: int
+    orphans_removed: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def prune_cache(cache_dir: Path, older_than_s: float, now_s: float | None = None) -> PruneResult:
+    """Delete entries unused for `older_than_s` seconds, compact, reclaim orphans.
+
+    Raises:
+        CacheError: the index cannot be opened.
+    """
+    now_s = time.time() if now_s is None else now_s
+    conn = connect(Path(cache_dir))
+    try:
+        with maint_lock(Path(cache_dir)):
+            pruned = prune_older(conn, int(now_s - older_than_s))
+            packed = compact(conn, Path(cache_dir), min_live_fraction=0.999)
+        return PruneResult(
+            older_than_s, pruned.evicted_entries, pruned.evicted_bytes, pruned.bytes_after,
+            packed.segments_rewritten, packed.segments_removed, packed.bytes_reclaimed,
+            packed.orphans_removed,
+        )
+    finally:
+        conn.close()
+
+
+@dataclass(frozen=True)
+class ClearResult:
+    """Outcome of `clear_cache`: what was there before."""
+
+    path: str
+    existed: bool
+    removed_entries: int
+    removed_bytes: int
+    reset_corrupt_index: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def clear_cache(cache_dir: Path) -> ClearResult:
+    """Empty the cache. A readable index is emptied in place (safe beside a running
+    reader: its open segments stay readable); an unreadable one is removed with its
+    folder."""
+    cache_dir = Path(cache_dir)
+    if not cache_dir.exists():
+        return ClearResult(str(cache_dir), False, 0, 0)
+    before = disk_bytes(cache_dir)
+    try:
+        conn = connect(cache_dir)
+    except CacheError:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        return ClearResult(str(cache_dir), True, 0, before, reset_corrupt_index=True)
+    try:
+        with maint_lock(cache_dir):
+            _, count = totals(conn)
+            with write_tx(conn):
+                for table in ("entries", "stat", "runs"):
+                    conn.execute(f"DELETE FROM {table}")
+            compact(conn, cache_dir, min_live_fraction=1.0)
+        conn.execute("VACUUM")
+    finally:
+        conn.close()
+    return ClearResult(str(cache_dir), True, count, before - disk_bytes(cache_dir))
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """Outcome of `build_cache`: rows tokenized into the cache without training."""
+
+    rows: int
+    hits: int
+    misses: int
+    seconds: float
+    bytes: int
+    files_taken: int
+    files_skipped: dict[str, int]
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def build_cache(
+    cache_dir: Path, tokenizer: Any, tokenizer_sha: str, rows: RowSet, *,
+    max_bytes: int, run_id: str, progress: Progress | None = None,
+) -> BuildResult:
+    """Tokenize every row of `rows` into the cache (see `CachedRowTokenizer`)."""
+    cached = CachedRowTokenizer(cache_dir, tokenizer, tokenizer_sha, max_bytes=max_bytes, run_id=run_id)
+    got = cached.tokenize(rows, progress)
+    report = cached.last_report
+    return BuildResult(
+        rows=len(got), hits=got.stats.cache_hits, misses=got.stats.cache_misses,
+        seconds=got.stats.seconds, bytes=disk_bytes(Path(cache_dir)),
+        files_taken=got.files_taken, files_skipped=dict(Counter(got.files_skipped)),
+        warnings=list(report.warnings) if report else [],
+    )
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    """Consistency of a cache: the running totals against a full re-sum, and every
+    entry read back and verified. `ok` when nothing is off."""
+
+    entries: int
+    unreadable: int
+    totals_match: int
+    segment_totals_match: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.unreadable == 0 and bool(self.totals_match) and self.segment_totals_match
+
+
+def check_cache(cache_dir: Path) -> HealthReport:
+    """Full scan (for `dlm doctor` and tests; never on a training path)."""
+    from dlm.cache.index import ENTRY_COLS
+    from dlm.cache.segments import SegmentReader
+
+    conn = connect(Path(cache_dir))
+    try:
+        live, count = totals(conn)
+        summed = conn.execute("SELECT COALESCE(SUM(nbytes), 0), COUNT(*) FROM entries").fetchone()
+        seg_ok = not conn.execute(
+            "SELECT 1 FROM segments s WHERE s.live_bytes != (SELECT COALESCE(SUM(nbytes), 0)"
+            " FROM entries e WHERE e.segment = s.id) LIMIT 1"
+        ).fetchone()
+        names = dict(conn.execute("SELECT id, name FROM segments"))
+        rows = conn.execute(f"SELECT {ENTRY_COLS} FROM entries").fetchall()
+    finally:
+        conn.close()
+    reader = SegmentReader(Path(cache_dir))
+    bad = 0
+    for seg, off, nb, nt, _np, dt, ck, _m, _a in rows:
+        if not reader.open(seg, names.get(seg, "")) or reader.read(seg, off, nb, nt, dt, ck) is None:
+            bad += 1
+    reader.close()
+    return HealthReport(count, bad, int((live, count) == tuple(summed)), seg_ok)
