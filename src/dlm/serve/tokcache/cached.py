@@ -104,8 +104,8 @@ class CachedTokenizer:
         self.config = config
         self.fingerprint = fingerprint or tokenizer_sha256(tokenizer)
         self.plan: SplitPlan = plan_for(backend.to_str())
-        typecode = id_typecode(backend.get_vocab_size(with_added_tokens=True))
-        stores = stores or CacheStores.from_config(config, typecode)
+        self.typecode = id_typecode(backend.get_vocab_size(with_added_tokens=True))
+        stores = stores or CacheStores.from_config(config, self.typecode)
         deterministic = self.plan.deterministic
         self._l0 = stores.l0 if config.enable_l0 and deterministic else None
         self._l1 = stores.l1 if config.enable_l1 and self.plan.l1_ok else None

@@ -1,0 +1,235 @@
+"""CachedTokenizer: configuration, levels, stats, isolation, concurrency and the traps
+that make naive prefix splitting wrong (shown to be real, then shown handled)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from serve_tokenizers import metaspace_tokenizer
+
+from dlm.errors import DlmError
+from dlm.serve.tokcache import (
+    CachedTokenizer,
+    CacheStores,
+    TokenizerCacheConfig,
+    TokenizerCacheConfigError,
+    merge_config,
+)
+
+BOTH = TokenizerCacheConfig(enable_l0=True, enable_l1=True, l1_min_prompt_chars=0)
+SYSTEM = "You are a careful assistant for ACME. Follow the policy below. " * 8
+
+
+def chat(tok: Any, turns: list[str]) -> str:
+    messages = [{"role": "system", "content": SYSTEM}]
+    for i, turn in enumerate(turns):
+        messages.append({"role": "user" if i % 2 == 0 else "assistant", "content": turn})
+    return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+# -- configuration -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        ({"enable_l0": True, "l0_max_entries": 0}, "l0_max_entries"),
+        ({"enable_l1": True, "l1_max_memory": -1}, "l1_max_memory"),
+        ({"l1_min_prompt_chars": -5}, "l1_min_prompt_chars"),
+        ({"enable_l0": "yes"}, "enable_l0"),
+        ({"l0_max_entries": True}, "l0_max_entries"),
+    ],
+)
+def test_invalid_config_raises_a_dlm_error_naming_the_field(bad: dict[str, Any], field: str) -> None:
+    with pytest.raises(TokenizerCacheConfigError) as info:
+        TokenizerCacheConfig(**bad).validate()
+    assert isinstance(info.value, DlmError)
+    assert f"{field}: must be" in str(info.value)
+
+
+def test_merge_applies_flags_over_file_over_frontmatter_and_names_the_source() -> None:
+    config = merge_config(
+        ("frontmatter", {"enable_l0": True, "l0_max_entries": 5, "l1_max_memory": 1000}),
+        ("config.json", {"l0_max_entries": 7, "enable_l1": True}),
+        ("flags", {"l0_max_entries": 9, "l1_max_memory": None}),
+    )
+    assert config == TokenizerCacheConfig(
+        enable_l0=True, l0_max_entries=9, enable_l1=True, l1_max_memory=1000
+    )
+    with pytest.raises(TokenizerCacheConfigError, match="config.json: l1_max_memory"):
+        merge_config(("frontmatter", {}), ("config.json", {"l1_max_memory": 0}))
+    with pytest.raises(TokenizerCacheConfigError, match="unknown tokenizer_cache key"):
+        merge_config(("config.json", {"l2": True}))
+
+
+def test_both_levels_off_by_default_use_the_plain_tokenizer(smollm2_tokenizer: Any) -> None:
+    cached = CachedTokenizer(smollm2_tokenizer)
+    assert not cached.enabled
+    text = chat(smollm2_tokenizer, ["hi"])
+    assert cached.encode(text) == smollm2_tokenizer.encode(text)
+    stats = cached.stats()
+    assert stats.l0 is None and stats.l1 is None and stats.bypassed == 1
+
+
+def test_getattr_delegates_to_the_wrapped_tokenizer(smollm2_tokenizer: Any) -> None:
+    cached = CachedTokenizer(smollm2_tokenizer, BOTH)
+    assert cached.eos_token == smollm2_tokenizer.eos_token
+    assert cached.decode(cached.encode("hello world")) == "hello world"
+    assert len(cached) == len(smollm2_tokenizer)
+
+
+# -- levels and stats ---------------------------------------------------------------
+
+
+def test_l0_hits_exact_repeats_and_is_bounded_by_entries(smollm2_tokenizer: Any) -> None:
+    cached = CachedTokenizer(smollm2_tokenizer, TokenizerCacheConfig(enable_l0=True, l0_max_entries=3))
+    texts = [f"prompt number {i}" for i in range(5)]
+    for text in texts + texts[-2:]:
+        assert cached.encode(text) == smollm2_tokenizer.encode(text)
+    stats = cached.stats().l0
+    assert (stats.hits, stats.misses, stats.entries) == (2, 5, 3)
+    assert stats.hit_rate == pytest.approx(2 / 7)
+
+
+def test_growing_conversation_keeps_hitting_l1(qwen3_tok: Any) -> None:
+    cached = CachedTokenizer(qwen3_tok, TokenizerCacheConfig(enable_l1=True, l1_min_prompt_chars=0))
+    turns: list[str] = []
+    for i in range(12):
+        turns += [f"question {i}: what about item {i * 7}?"] + ([f"answer {i}"] if i < 11 else [])
+        text = chat(qwen3_tok, turns[: 2 * i + 1])
+        assert cached.encode(text, add_special_tokens=False) == qwen3_tok.encode(text, add_special_tokens=False)
+    l1 = cached.stats().l1
+    assert l1.misses == 1 and l1.hits == 11
+    assert cached.typecode == "I" and l1.bytes >= 4 * l1.ids
+
+
+def test_shared_system_prompt_hits_for_different_user_turns(smollm2_tokenizer: Any) -> None:
+    cached = CachedTokenizer(smollm2_tokenizer, BOTH)
+    for i in range(20):
+        text = chat(smollm2_tokenizer, [f"user {i} asks something different #{i * 31}"])
+        assert cached.encode(text) == smollm2_tokenizer.encode(text)
+    l1 = cached.stats().l1
+    assert (l1.hits, l1.misses) == (19, 1)
+    assert cached.typecode == "H"  # 49,152 ids fit 2 bytes
+
+
+def test_l1_is_bounded_by_bytes(smollm2_tokenizer: Any) -> None:
+    limit = 6000
+    cached = CachedTokenizer(smollm2_tokenizer, TokenizerCacheConfig(enable_l1=True, l1_max_memory=limit, l1_min_prompt_chars=0))
+    for i in range(40):
+        text = chat(smollm2_tokenizer, [f"turn {i} " * 20, "ok", "again"])
+        assert cached.encode(text) == smollm2_tokenizer.encode(text)
+    l1 = cached.stats().l1
+    assert 0 < l1.bytes <= limit and l1.entries > 0
+
+
+def test_short_prompts_skip_l1(smollm2_tokenizer: Any) -> None:
+    cached = CachedTokenizer(smollm2_tokenizer, TokenizerCacheConfig(enable_l1=True, l1_min_prompt_chars=10_000))
+    text = chat(smollm2_tokenizer, ["short"])
+    assert cached.encode(text) == smollm2_tokenizer.encode(text)
+    l1 = cached.stats().l1
+    assert (l1.hits, l1.misses, l1.entries) == (0, 0, 0)
+
+
+def test_uncacheable_options_and_batches_go_to_the_plain_tokenizer(smollm2_tokenizer: Any) -> None:
+    cached = CachedTokenizer(smollm2_tokenizer, BOTH)
+    out = cached("hello world", return_offsets_mapping=True)
+    assert out["offset_mapping"] == smollm2_tokenizer("hello world", return_offsets_mapping=True)["offset_mapping"]
+    assert cached(["a b", "c"])["input_ids"] == smollm2_tokenizer(["a b", "c"])["input_ids"]
+    assert cached.encode("a b c d", truncation=True, max_length=2) == smollm2_tokenizer.encode("a b c d", truncation=True, max_length=2)
+    assert cached.stats().bypassed == 3
+
+
+def test_backend_truncation_bypasses_the_cache(smollm2_tokenizer: Any) -> None:
+    cached = CachedTokenizer(smollm2_tokenizer, BOTH)
+    backend = smollm2_tokenizer.backend_tokenizer
+    text = chat(smollm2_tokenizer, ["hello " * 50])
+    backend.enable_truncation(max_length=8)
+    try:
+        assert len(cached.encode(text)) == len(smollm2_tokenizer.encode(text))
+        assert cached.stats().bypassed == 1
+    finally:
+        backend.no_truncation()
+
+
+# -- isolation and concurrency -------------------------------------------------------
+
+
+def test_tokenizers_sharing_stores_never_read_each_others_entries(smollm2_tokenizer: Any, qwen3_tok: Any) -> None:
+    stores = CacheStores.from_config(BOTH, typecode="I")
+    small = CachedTokenizer(smollm2_tokenizer, BOTH, stores=stores)
+    qwen = CachedTokenizer(qwen3_tok, BOTH, stores=stores)
+    assert small.fingerprint != qwen.fingerprint
+    text = "<|im_start|>system\nYou are nice.<|im_end|>\n<|im_start|>user\nHi 123<|im_end|>\n"
+    assert small.encode(text) == smollm2_tokenizer.encode(text)
+    assert qwen.encode(text) == qwen3_tok.encode(text) != smollm2_tokenizer.encode(text)
+    assert stores.l0.stats().hits == 0 and stores.l1.stats().hits == 0
+
+
+def test_concurrent_requests_get_exact_ids(qwen3_tok: Any) -> None:
+    cached = CachedTokenizer(qwen3_tok, TokenizerCacheConfig(enable_l0=True, l0_max_entries=50, enable_l1=True, l1_max_memory=200_000, l1_min_prompt_chars=0))
+    texts = [chat(qwen3_tok, [f"q{i % 7}", f"a{i % 5}", f"follow-up {i}"]) for i in range(60)]
+    want = [qwen3_tok.encode(t) for t in texts]
+    errors: list[str] = []
+
+    def worker(offset: int) -> None:
+        for j in range(len(texts)):
+            k = (j * 7 + offset) % len(texts)
+            if cached.encode(texts[k]) != want[k]:
+                errors.append(texts[k])
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert cached.stats().l1.hits > 0
+
+
+# -- the traps are real, and handled -------------------------------------------------
+
+
+def test_metaspace_first_would_break_a_split_after_the_special_token(metaspace_tok: Any) -> None:
+    text = "hello<|user|>world again"
+    whole = metaspace_tok.encode(text, add_special_tokens=False)
+    after = text.index("world")
+    naive = metaspace_tok.encode(text[:after], add_special_tokens=False) + metaspace_tok.encode(
+        text[after:], add_special_tokens=False
+    )
+    assert naive != whole  # the suffix got a prefix space it does not get in the whole
+    cached = CachedTokenizer(metaspace_tok, BOTH)
+    assert cached.encode(text) == metaspace_tok.encode(text)
+
+
+def test_bert_template_is_added_once_around_the_whole(bert_tok: Any) -> None:
+    text = "first part [SEP] second part [SEP] third"
+    per_piece = [i for piece in ("first part ", "[SEP] second part ", "[SEP] third") for i in bert_tok.encode(piece)]
+    assert per_piece != bert_tok.encode(text)
+    cached = CachedTokenizer(bert_tok, BOTH)
+    for _ in range(2):
+        assert cached.encode(text) == bert_tok.encode(text)
+        assert dict(cached(text)) == dict(bert_tok(text))
+
+
+def test_overlapping_and_stripping_tokens_are_not_split_points() -> None:
+    tok = metaspace_tokenizer()
+    cached = CachedTokenizer(tok, BOTH)
+    for text in ["the<s> x", "a <mask> b<s>c", "w<sw>s> y", "<tool_call><tool> x<s>", "xs><s>"]:
+        for _ in range(2):
+            assert cached.encode(text) == tok.encode(text), text
+
+
+def test_unprovable_tokenizer_refuses_l1_and_keeps_l0() -> None:
+    from tokenizers import pre_tokenizers
+
+    tok = metaspace_tokenizer()
+    tok.backend_tokenizer.pre_tokenizer = pre_tokenizers.FixedLength(length=3)
+    cached = CachedTokenizer(tok, BOTH)
+    assert not cached.plan.l1_ok and "FixedLength" in cached.plan.reason
+    assert "FixedLength" in cached.stats().l1_refused
+    text = "hello<|user|>world again"
+    assert cached.encode(text) == cached.encode(text) == tok.encode(text)
+    assert cached.stats().l0.hits == 1 and cached.stats().l1 is None
