@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dlm.doc import DocParseError, DocProblem, parse_document
-from dlm.errors import DocError, DlmError
+from dlm.errors import DlmError, DocError
 
 ID = "01JD3Q4Z8X9K2M5N7P0R6S8T1V"
 
@@ -27,6 +27,7 @@ def fm(yaml_lines: str, body: str = "") -> str:
 
 
 # --- delimiters and YAML ---
+
 
 def test_missing_opening_delimiter() -> None:
     assert problems("dlm_id: x\n") == [
@@ -77,6 +78,7 @@ def test_yaml_load_is_never_used_for_tags() -> None:
 
 
 # --- schema ---
+
 
 def test_missing_dlm_id_offers_a_fresh_ulid() -> None:
     (line,) = problems("---\nbase_model: x\n---\n")
@@ -143,32 +145,63 @@ def test_both_max_steps_and_num_epochs() -> None:
 @pytest.mark.parametrize(
     ("yaml_lines", "expected"),
     [
-        ("training:\n  lora_r: eight\n", "4:11: training.lora_r: should be an integer (got 'eight')"),
+        (
+            "training:\n  lora_r: eight\n",
+            "4:11: training.lora_r: should be an integer (got 'eight')",
+        ),
         ("training:\n  lora_r: '8'\n", "4:11: training.lora_r: should be an integer (got '8')"),
         ("training:\n  lora_r: true\n", "4:11: training.lora_r: should be an integer (got true)"),
         ("training:\n  seed: 1.5\n", "4:9: training.seed: should be an integer (got 1.5)"),
         ("training:\n  packing: 1\n", "4:12: training.packing: should be true or false (got 1)"),
-        ("training:\n  learning_rate: fast\n", "4:18: training.learning_rate: should be a number (got 'fast')"),
-        ("training:\n  learning_rate: .inf\n", "4:18: training.learning_rate: should be a finite number"),
-        ("training:\n  target_modules: q_proj\n",
-         "4:19: training.target_modules: should be a list (got 'q_proj')"),
+        (
+            "training:\n  learning_rate: fast\n",
+            "4:18: training.learning_rate: should be a number (got 'fast')",
+        ),
+        (
+            "training:\n  learning_rate: .inf\n",
+            "4:18: training.learning_rate: should be a finite number",
+        ),
+        (
+            "training:\n  target_modules: q_proj\n",
+            "4:19: training.target_modules: should be a list (got 'q_proj')",
+        ),
         ("training:\n  target_modules: []\n", "4:3: training.target_modules: should not be empty"),
         ("training:\n  adapter: qlora\n", "4:12: training.adapter: should be 'lora' (got 'qlora')"),
-        ("training:\n  lora_dropout: 1\n", "4:17: training.lora_dropout: should be less than 1 (got 1)"),
-        ("training:\n  sequence_len: 8\n",
-         "4:17: training.sequence_len: should be greater than or equal to 16 (got 8)"),
-        ("training:\n  cache:\n    max_bytes: 0\n",
-         "5:16: training.cache.max_bytes: should be greater than 0 (got 0)"),
-        ("training:\n  sources:\n    - path: ''\n", "5:7: training.sources[0].path: should not be empty"),
-        ("training:\n  sources:\n    - include: ['*']\n",
-         "5:7: missing required key 'path' in training.sources[0]"),
-        ("training:\n  sources:\n    - path: a\n      exclude: [x, 3]\n",
-         "6:20: training.sources[0].exclude[1]: should be a string (got 3)"),
+        (
+            "training:\n  lora_dropout: 1\n",
+            "4:17: training.lora_dropout: should be less than 1 (got 1)",
+        ),
+        (
+            "training:\n  sequence_len: 8\n",
+            "4:17: training.sequence_len: should be greater than or equal to 16 (got 8)",
+        ),
+        (
+            "training:\n  cache:\n    max_bytes: 0\n",
+            "5:16: training.cache.max_bytes: should be greater than 0 (got 0)",
+        ),
+        (
+            "training:\n  sources:\n    - path: ''\n",
+            "5:7: training.sources[0].path: should not be empty",
+        ),
+        (
+            "training:\n  sources:\n    - include: ['*']\n",
+            "5:7: missing required key 'path' in training.sources[0]",
+        ),
+        (
+            "training:\n  sources:\n    - path: a\n      exclude: [x, 3]\n",
+            "6:20: training.sources[0].exclude[1]: should be a string (got 3)",
+        ),
         ("system_prompt: 3\n", "3:16: system_prompt: should be a string (got 3)"),
-        ("serve:\n", "3:7: serve: should be a mapping of keys (got null); remove the key to use the defaults"),
+        (
+            "serve:\n",
+            "3:7: serve: should be a mapping of keys (got null); remove the key to use the defaults",
+        ),
         ("training: 5\n", "3:11: training: should be a mapping of keys (got 5)"),
         ("1: x\n", "3:1: key 1 is not a string; quote it or remove it"),
-        ("training:\n  seed: 1\n  seed: 2\n", "5:3: duplicate key 'seed' (first at line 4); keep one"),
+        (
+            "training:\n  seed: 1\n  seed: 2\n",
+            "5:3: duplicate key 'seed' (first at line 4); keep one",
+        ),
     ],
 )
 def test_wrong_values_point_at_the_value(yaml_lines: str, expected: str) -> None:
@@ -205,7 +238,12 @@ def test_every_problem_is_reported_at_once_in_file_order(tmp_path: Path) -> None
     path = tmp_path / "many.dlm"
     lines = problems(text, path)
     assert [line.split(": ", 1)[0] for line in lines] == [
-        f"{path}:2:9", f"{path}:4:3", f"{path}:5:15", f"{path}:7:32", f"{path}:10:1", f"{path}:12:1",
+        f"{path}:2:9",
+        f"{path}:4:3",
+        f"{path}:5:15",
+        f"{path}:7:32",
+        f"{path}:10:1",
+        f"{path}:12:1",
     ]
     assert "unknown key 'lora_rank' in training; did you mean 'lora_r'?" in lines[1]
     assert "training.batch_size: should be greater than 0 (got 0)" in lines[2]
@@ -216,10 +254,13 @@ def test_yaml_error_and_body_errors_are_reported_together() -> None:
     lines = problems("---\ndlm_id: [\n---\n::bogus::\n")
     assert len(lines) == 2
     assert lines[0].startswith("<string>:3:1: invalid YAML:")
-    assert lines[1] == "<string>:4:1: unknown directive '::bogus::'; known: ::instruction::, ::prose::"
+    assert (
+        lines[1] == "<string>:4:1: unknown directive '::bogus::'; known: ::instruction::, ::prose::"
+    )
 
 
 # --- body ---
+
 
 def test_answer_without_question() -> None:
     assert problems(fm("", "::instruction::\n### A\nan answer\n### Q\nq\n### A\na\n")) == [
@@ -276,9 +317,9 @@ def test_directive_inside_a_fence_is_not_a_directive() -> None:
 
 
 def test_unclosed_fence_is_reported_where_it_opens() -> None:
-    assert problems(fm("", "::instruction::\n### Q\nq\n### A\n```sh\nls\n### Q\nq2\n### A\na2\n")) == [
-        "<string>:8:1: code fence opened here is never closed; add a closing ``` line"
-    ]
+    assert problems(
+        fm("", "::instruction::\n### Q\nq\n### A\n```sh\nls\n### Q\nq2\n### A\na2\n")
+    ) == ["<string>:8:1: code fence opened here is never closed; add a closing ``` line"]
 
 
 def test_problems_sort_by_position() -> None:

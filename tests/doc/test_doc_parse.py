@@ -35,31 +35,37 @@ def test_minimal_document_takes_every_default() -> None:
     assert fm.system_prompt is None
     assert fm.training == TrainingConfig()
     assert fm.training.target_modules == ["q_proj", "k_proj", "v_proj", "o_proj"]
-    assert fm.training.cache == CacheConfig(enabled=True, max_bytes=10 * 2**30, prune_older_than_days=90)
+    assert fm.training.cache == CacheConfig(
+        enabled=True, max_bytes=10 * 2**30, prune_older_than_days=90
+    )
     assert fm.serve.tokenizer_cache.l1_max_memory == 50 * 2**20
     assert d.sections == ()
 
 
 def test_nested_values_are_read() -> None:
-    d = doc(frontmatter=(
-        "base_model: ./models/tiny\n"
-        "system_prompt: You answer briefly.\n"
-        "training:\n"
-        "  lora_r: 16\n"
-        "  learning_rate: 2e-4\n"   # a string to YAML 1.1; read as the float it looks like
-        "  num_epochs: 3\n"
-        "  sources:\n"
-        "    - path: src\n"
-        "      exclude: ['**/.git/**']\n"
-        "      max_files: 10\n"
-        "serve:\n"
-        "  tokenizer_cache: {enable_l0: true, l1_min_prompt_chars: 0}\n"
-    ))
+    d = doc(
+        frontmatter=(
+            "base_model: ./models/tiny\n"
+            "system_prompt: You answer briefly.\n"
+            "training:\n"
+            "  lora_r: 16\n"
+            "  learning_rate: 2e-4\n"  # a string to YAML 1.1; read as the float it looks like
+            "  num_epochs: 3\n"
+            "  sources:\n"
+            "    - path: src\n"
+            "      exclude: ['**/.git/**']\n"
+            "      max_files: 10\n"
+            "serve:\n"
+            "  tokenizer_cache: {enable_l0: true, l1_min_prompt_chars: 0}\n"
+        )
+    )
     fm = d.frontmatter
     assert fm.base_model == "./models/tiny" and fm.system_prompt == "You answer briefly."
     assert fm.training.lora_r == 16 and fm.training.learning_rate == 2e-4
     assert fm.training.num_epochs == 3.0 and fm.training.effective_epochs == 3.0
-    assert fm.training.sources == [SourceDirective(path="src", exclude=["**/.git/**"], max_files=10)]
+    assert fm.training.sources == [
+        SourceDirective(path="src", exclude=["**/.git/**"], max_files=10)
+    ]
     assert fm.training.sources[0].include == ["**/*"]
     assert fm.serve.tokenizer_cache.enable_l0 and fm.serve.tokenizer_cache.l1_min_prompt_chars == 0
 
@@ -102,10 +108,12 @@ def test_instruction_section_pairs_and_lines() -> None:
     d = doc(body)
     assert d.sections == (
         ProseSection("# Intro\nSome prose."),
-        InstructionSection((
-            QAPair("What is dlm?", "A trainer.\n\nIt reads documents."),
-            QAPair("Why?", "Because."),
-        )),
+        InstructionSection(
+            (
+                QAPair("What is dlm?", "A trainer.\n\nIt reads documents."),
+                QAPair("Why?", "Because."),
+            )
+        ),
         ProseSection("Back to prose."),
     )
     instr = d.sections[1]
@@ -167,7 +175,7 @@ def test_sha256_is_of_the_exact_file_bytes(tmp_path: Path) -> None:
 
 def test_sha256_of_in_memory_document_is_refused() -> None:
     with pytest.raises(ValueError, match="no source text"):
-        Document(doc().frontmatter, ()).dlm_sha256
+        _ = Document(doc().frontmatter, ()).dlm_sha256
 
 
 def test_load_missing_file_says_how_to_create_it(tmp_path: Path) -> None:

@@ -48,7 +48,9 @@ def test_round_trip_of_a_handwritten_document() -> None:
 
 
 def test_serialized_frontmatter_holds_only_changed_values() -> None:
-    fm = Frontmatter(dlm_id=ID, training=TrainingConfig(lora_r=4, sources=[SourceDirective(path="src")]))
+    fm = Frontmatter(
+        dlm_id=ID, training=TrainingConfig(lora_r=4, sources=[SourceDirective(path="src")])
+    )
     out = serialize_document(Document(fm, ()))
     assert out == (
         f"---\ndlm_id: {ID}\ndlm_version: 1\nbase_model: smollm2-135m\n"
@@ -77,12 +79,12 @@ def test_prose_after_instruction_or_without_heading_gets_a_prose_directive() -> 
 @pytest.mark.parametrize(
     "section",
     [
-        ProseSection("text\n::instruction::\nmore"),   # a directive line in prose
-        ProseSection("   "),                           # blank: parsing drops it
-        ProseSection("a\n# heading mid-section"),       # would split in two
+        ProseSection("text\n::instruction::\nmore"),  # a directive line in prose
+        ProseSection("   "),  # blank: parsing drops it
+        ProseSection("a\n# heading mid-section"),  # would split in two
         ProseSection("```\nunclosed fence"),
         InstructionSection((QAPair("q", "a\n### Q\nb"),)),
-        InstructionSection((QAPair(" q", "a"),)),       # parsing strips it
+        InstructionSection((QAPair(" q", "a"),)),  # parsing strips it
         InstructionSection(()),
     ],
 )
@@ -103,7 +105,9 @@ def test_new_document_parses_and_round_trips() -> None:
 
 
 def test_new_document_with_sources_and_system_prompt() -> None:
-    text = new_document("./my-model", ["src", "docs/api"], system_prompt="Answer as the maintainer.\nBe exact.")
+    text = new_document(
+        "./my-model", ["src", "docs/api"], system_prompt="Answer as the maintainer.\nBe exact."
+    )
     fm = parse_document(text).frontmatter
     assert fm.base_model == "./my-model"
     assert fm.system_prompt == "Answer as the maintainer.\nBe exact."
@@ -131,7 +135,9 @@ _chars = st.characters(codec="utf-8", exclude_categories=("Cs", "Cc", "Zl", "Zp"
 _plain_line = st.text(_chars, min_size=1, max_size=30).filter(
     lambda s: s.strip() and s.strip()[0] not in "#:`~"
 )
-_markup_line = st.sampled_from(["::instruction::", "::prose::", "::x::", "### Q", "### A", "# h", "~~~"])
+_markup_line = st.sampled_from(
+    ["::instruction::", "::prose::", "::x::", "### Q", "### A", "# h", "~~~"]
+)
 _fence = st.lists(st.one_of(_plain_line, _markup_line, st.just("")), max_size=4).map(
     lambda lines: "\n".join(["```text", *lines, "```"])
 )
@@ -182,8 +188,14 @@ def _training(draw: st.DrawFn) -> TrainingConfig:
         seed=draw(st.integers(min_value=-(2**63), max_value=2**63)),
         packing=draw(st.booleans()),
         sources=draw(st.lists(_sources, max_size=2)),
-        cache=draw(st.builds(CacheConfig, enabled=st.booleans(), max_bytes=_pos_int,
-                             prune_older_than_days=_pos_float)),
+        cache=draw(
+            st.builds(
+                CacheConfig,
+                enabled=st.booleans(),
+                max_bytes=_pos_int,
+                prune_older_than_days=_pos_float,
+            )
+        ),
     )
 
 
@@ -193,11 +205,17 @@ _frontmatter = st.builds(
     base_model=_name,
     system_prompt=st.none() | _any_str,
     training=st.one_of(st.just(TrainingConfig()), _training()),
-    serve=st.builds(ServeConfig, tokenizer_cache=st.builds(
-        TokenizerCacheSettings, enable_l0=st.booleans(), l0_max_entries=_pos_int,
-        enable_l1=st.booleans(), l1_max_memory=_pos_int,
-        l1_min_prompt_chars=st.integers(min_value=0, max_value=10**6),
-    )),
+    serve=st.builds(
+        ServeConfig,
+        tokenizer_cache=st.builds(
+            TokenizerCacheSettings,
+            enable_l0=st.booleans(),
+            l0_max_entries=_pos_int,
+            enable_l1=st.booleans(),
+            l1_max_memory=_pos_int,
+            l1_min_prompt_chars=st.integers(min_value=0, max_value=10**6),
+        ),
+    ),
 )
 
 _documents = st.builds(
@@ -219,8 +237,19 @@ def test_serialize_then_parse_is_identity(doc: Document) -> None:
 
 @pytest.mark.parametrize(
     "prompt",
-    ["---", "a\n---\nb", "line\n...\n", "key: value", "  leading and trailing  \n", "tab\there", "\r\n", "#"],
+    [
+        "---",
+        "a\n---\nb",
+        "line\n...\n",
+        "key: value",
+        "  leading and trailing  \n",
+        "tab\there",
+        "\r\n",
+        "#",
+    ],
 )
 def test_strings_that_look_like_delimiters_or_yaml_round_trip(prompt: str) -> None:
-    doc = Document(Frontmatter(dlm_id=ID, base_model=prompt.strip() or "x", system_prompt=prompt), ())
+    doc = Document(
+        Frontmatter(dlm_id=ID, base_model=prompt.strip() or "x", system_prompt=prompt), ()
+    )
     assert parse_document(serialize_document(doc)) == doc

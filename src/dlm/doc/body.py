@@ -54,7 +54,11 @@ class _Fence:
         """Step over `line`; True when it is code (a fence line or inside one)."""
         if self.marker:
             close = re.fullmatch(r" {0,3}(`+|~+)[ \t]*", line)
-            if close and close.group(1)[0] == self.marker[0] and len(close.group(1)) >= len(self.marker):
+            if (
+                close
+                and close.group(1)[0] == self.marker[0]
+                and len(close.group(1)) >= len(self.marker)
+            ):
                 self.marker = ""
             return True
         m = _FENCE_OPEN.fullmatch(line)
@@ -109,7 +113,10 @@ class _BodyParser:
 
     def close_open_pair(self) -> None:
         if self.state == "q":
-            self.problem(self.q_line, "'### Q' has no answer; add a '### A' line and the answer after the question")
+            self.problem(
+                self.q_line,
+                "'### Q' has no answer; add a '### A' line and the answer after the question",
+            )
         elif self.state == "a":
             self.finish_pair()
 
@@ -129,7 +136,9 @@ class _BodyParser:
             self.state, self.q_line, self.q_buf = "q", lineno, []
         elif not code and _ANSWER.fullmatch(line):
             if self.state != "q":
-                self.problem(lineno, "'### A' without a preceding '### Q'; add the question above it")
+                self.problem(
+                    lineno, "'### A' without a preceding '### Q'; add the question above it"
+                )
                 self.section_problem, self.state = True, "orphan"
             else:
                 self.state, self.a_line, self.a_buf = "a", lineno, []
@@ -138,7 +147,11 @@ class _BodyParser:
         elif self.state == "a":
             self.a_buf.append(line)
         elif self.state == "pre" and line.strip():
-            self.problem(lineno, "text before the first '### Q' of an instruction section; start a pair with '### Q'")
+            self.problem(
+                lineno,
+                "text before the first '### Q' of an instruction section; "
+                "start a pair with '### Q'",
+            )
             self.section_problem, self.state = True, "orphan"
 
     # --- driver ---
@@ -151,7 +164,9 @@ class _BodyParser:
     def directive(self, name: str, lineno: int) -> None:
         if name not in DIRECTIVES:
             close = difflib.get_close_matches(name, DIRECTIVES, n=1, cutoff=0.5)
-            hint = f"did you mean '::{close[0]}::'?" if close else "known: ::instruction::, ::prose::"
+            hint = (
+                f"did you mean '::{close[0]}::'?" if close else "known: ::instruction::, ::prose::"
+            )
             self.problem(lineno, f"unknown directive '::{name}::'; {hint}")
             return
         self.end_section()
@@ -175,11 +190,16 @@ class _BodyParser:
                     self.flush_prose()
                 self.prose.append((lineno, line))
         if fence.marker:
-            self.problem(fence.line, f"code fence opened here is never closed; add a closing {fence.marker} line")
+            self.problem(
+                fence.line,
+                f"code fence opened here is never closed; add a closing {fence.marker} line",
+            )
         self.end_section()
 
 
-def parse_body(lines: Sequence[str], first_line: int) -> tuple[tuple[Section, ...], list[DocProblem]]:
+def parse_body(
+    lines: Sequence[str], first_line: int
+) -> tuple[tuple[Section, ...], list[DocProblem]]:
     """Parse body `lines` (without newlines) whose first is file line `first_line`.
 
     Returns the sections in order and every problem found (empty when valid).

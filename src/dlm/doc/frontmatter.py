@@ -48,14 +48,17 @@ def split_text(text: str) -> SplitText | DocProblem:
     lines = text.split("\n")
     if lines[0].rstrip() != DELIMITER:
         return DocProblem(
-            1, 1,
+            1,
+            1,
             "a .dlm file must start with a '---' line, then YAML frontmatter, then a "
             "'---' line, then the markdown body; `dlm init` writes one",
         )
     for i in range(1, len(lines)):
         if lines[i].rstrip() == DELIMITER:
             return SplitText("\n".join(lines[1:i]) + "\n", lines[i + 1 :], i + 2)
-    return DocProblem(1, 1, "the frontmatter opened here is never closed; add a '---' line after it")
+    return DocProblem(
+        1, 1, "the frontmatter opened here is never closed; add a '---' line after it"
+    )
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,9 @@ def _yaml_problem(exc: yaml.YAMLError, yaml_text: str) -> DocProblem:
         before = yaml_text[: exc.position]
         line, col = before.count("\n") + YAML_FIRST_LINE, exc.position - before.rfind("\n")
         char = exc.character if isinstance(exc.character, int) else ord(exc.character)
-        return DocProblem(line, col, f"invalid YAML: character U+{char:04X} is not allowed; remove it")
+        return DocProblem(
+            line, col, f"invalid YAML: character U+{char:04X} is not allowed; remove it"
+        )
     if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
         line, col = _pos(exc.problem_mark)
         what = exc.problem or "malformed YAML"
@@ -119,15 +124,25 @@ def read_frontmatter(yaml_text: str) -> Frontmatter | list[DocProblem]:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        return [DocProblem(YAML_FIRST_LINE, 1, "the frontmatter must be a YAML mapping of `key: value` lines")]
+        return [
+            DocProblem(
+                YAML_FIRST_LINE, 1, "the frontmatter must be a YAML mapping of `key: value` lines"
+            )
+        ]
     marks: dict[Loc, _Marks] = {}
     problems: list[DocProblem] = []
     if root is not None:
         _index(root, (), marks, problems)
     version = data.get("dlm_version", SUPPORTED_DLM_VERSION)
-    if isinstance(version, int) and not isinstance(version, bool) and version != SUPPORTED_DLM_VERSION:
+    if (
+        isinstance(version, int)
+        and not isinstance(version, bool)
+        and version != SUPPORTED_DLM_VERSION
+    ):
         # Another version's schema cannot be checked with this one: say only this.
-        return [DocProblem(*marks[("dlm_version",)].value, f"dlm_version: {version_message(version)}")]
+        return [
+            DocProblem(*marks[("dlm_version",)].value, f"dlm_version: {version_message(version)}")
+        ]
     try:
         fm = Frontmatter.model_validate(data)
     except ValidationError as exc:
@@ -149,7 +164,7 @@ def _model_at(loc: Loc) -> type[BaseModel] | None:
     for part in loc:
         if isinstance(part, int):
             continue
-        field = cls.model_fields.get(part) if cls else None
+        field = cls.model_fields.get(str(part)) if cls else None
         cls = _model_in(field.annotation) if field else None
     return cls
 
@@ -228,7 +243,7 @@ def _schema_problem(err: Any, marks: dict[Loc, _Marks]) -> DocProblem:
 def _lower_first(msg: str) -> str:
     for prefix in ("Input ", "String ", "List "):
         if msg.startswith(prefix):
-            return msg[len(prefix):]
+            return msg[len(prefix) :]
     return msg[:1].lower() + msg[1:]
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
 
 from dlm.doc.schema import Frontmatter
 
@@ -44,7 +43,7 @@ class InstructionSection:
     line: int = field(default=0, compare=False)
 
 
-Section = Union[ProseSection, InstructionSection]
+Section = ProseSection | InstructionSection
 
 
 def document_sha256(text: str | bytes) -> str:

@@ -66,5 +66,7 @@ def load_document(path: str | Path) -> Document:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         col = exc.start - data.rfind(b"\n", 0, exc.start)
-        raise DocError(f"{path}:{line}:{col}: not UTF-8 (byte 0x{data[exc.start]:02x}); save the file as UTF-8") from None
+        raise DocError(
+            f"{path}:{line}:{col}: not UTF-8 (byte 0x{data[exc.start]:02x}); save the file as UTF-8"
+        ) from None
     return parse_document(text, path)

@@ -70,7 +70,11 @@ _Dumper.add_representer(str, _represent_str)
 
 def frontmatter_yaml(fm: Frontmatter) -> str:
     """The frontmatter as YAML: identity keys first, then only non-default values."""
-    head: dict[str, Any] = {"dlm_id": fm.dlm_id, "dlm_version": fm.dlm_version, "base_model": fm.base_model}
+    head: dict[str, Any] = {
+        "dlm_id": fm.dlm_id,
+        "dlm_version": fm.dlm_version,
+        "base_model": fm.base_model,
+    }
     rest = {k: v for k, v in fm.model_dump(exclude_defaults=True).items() if k not in head}
     return yaml.dump(head | rest, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=88)
 
@@ -88,7 +92,9 @@ def _section_blocks(sections: Sequence[Section]) -> list[str]:
             blocks.extend(_pair_text(p) for p in section.pairs)
         else:
             starts_heading = is_heading(section.text.split("\n", 1)[0])
-            if isinstance(previous, InstructionSection) or (previous is not None and not starts_heading):
+            if isinstance(previous, InstructionSection) or (
+                previous is not None and not starts_heading
+            ):
                 blocks.append("::prose::")
             blocks.append(section.text)
         previous = section
@@ -108,7 +114,9 @@ def serialize_document(doc: Document) -> str:
     try:
         back = parse_document(text)
     except DocParseError as exc:
-        raise DocError(f"cannot serialize document: its text would not parse back:\n{exc}") from None
+        raise DocError(
+            f"cannot serialize document: its text would not parse back:\n{exc}"
+        ) from None
     if back != doc:
         raise DocError(_mismatch(doc, back))
     return text
@@ -117,10 +125,9 @@ def serialize_document(doc: Document) -> str:
 def _mismatch(doc: Document, back: Document) -> str:
     if back.frontmatter != doc.frontmatter:
         return "cannot serialize document: its frontmatter does not read back the same"
-    for i, (mine, theirs) in enumerate(zip(doc.sections, back.sections)):
-        if mine != theirs:
-            break
-    else:
+    pairs = zip(doc.sections, back.sections, strict=False)
+    i = next((n for n, (mine, theirs) in enumerate(pairs) if mine != theirs), None)
+    if i is None:
         i = min(len(doc.sections), len(back.sections))
     return (
         f"cannot serialize document: section {i} would not read back the same (blank text, "
@@ -150,7 +157,11 @@ def new_document(
     Raises:
         DocError: an argument is not a valid frontmatter value (e.g. an empty path).
     """
-    data: dict[str, Any] = {"dlm_id": str(ULID()), "base_model": base_model, "system_prompt": system_prompt}
+    data: dict[str, Any] = {
+        "dlm_id": str(ULID()),
+        "base_model": base_model,
+        "system_prompt": system_prompt,
+    }
     if sources:
         excludes = list(DEFAULT_SOURCE_EXCLUDES)
         data["training"] = {"sources": [{"path": str(p), "exclude": excludes} for p in sources]}
@@ -158,7 +169,9 @@ def new_document(
         fm = Frontmatter.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise DocError(f"new document: {dotted(tuple(err['loc'])) or 'value'}: {err['msg']}") from None
+        raise DocError(
+            f"new document: {dotted(tuple(err['loc'])) or 'value'}: {err['msg']}"
+        ) from None
     sections = (
         ProseSection(
             "# About this document\n\n"
