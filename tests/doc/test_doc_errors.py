@@ -152,6 +152,14 @@ def test_both_max_steps_and_num_epochs() -> None:
         ("training:\n  lora_r: '8'\n", "4:11: training.lora_r: should be an integer (got '8')"),
         ("training:\n  lora_r: true\n", "4:11: training.lora_r: should be an integer (got true)"),
         ("training:\n  seed: 1.5\n", "4:9: training.seed: should be an integer (got 1.5)"),
+        (
+            "training:\n  seed: -1\n",
+            "4:9: training.seed: should be greater than or equal to 0 (got -1)",
+        ),
+        (
+            "training:\n  learning_rate: 1e400\n",
+            "4:18: training.learning_rate: should be a finite number",
+        ),
         ("training:\n  packing: 1\n", "4:12: training.packing: should be true or false (got 1)"),
         (
             "training:\n  learning_rate: fast\n",

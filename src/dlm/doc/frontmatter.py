@@ -141,7 +141,10 @@ def read_frontmatter(yaml_text: str) -> Frontmatter | list[DocProblem]:
     ):
         # Another version's schema cannot be checked with this one: say only this.
         return [
-            DocProblem(*marks[("dlm_version",)].value, f"dlm_version: {version_message(version)}")
+            DocProblem(
+                *_where(("dlm_version",), marks, key=False),
+                f"dlm_version: {version_message(version)}",
+            )
         ]
     try:
         fm = Frontmatter.model_validate(data)

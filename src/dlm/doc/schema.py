@@ -27,7 +27,7 @@ _NUMERIC = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 def _float_from_yaml(value: Any) -> Any:
     """Accept `2e-4` (a string to YAML 1.1) as the float it looks like; reject NaN/inf."""
     if isinstance(value, str) and _NUMERIC.fullmatch(value.strip()):
-        return float(value)
+        value = float(value)
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError("should be a finite number")
     return value
@@ -84,7 +84,7 @@ class TrainingConfig(_Strict):
     batch_size: int = Field(default=4, gt=0)
     gradient_accumulation_steps: int = Field(default=1, gt=0)
     sequence_len: int = Field(default=2048, ge=16)
-    seed: int = 42
+    seed: int = Field(default=42, ge=0, lt=2**32)  # numpy's seed range (set_seed seeds numpy)
     packing: bool = False
     sources: list[SourceDirective] = Field(default_factory=list)
     cache: CacheConfig = Field(default_factory=CacheConfig)
