@@ -88,10 +88,11 @@ def evict_lru(
             break
         need = live - target_bytes
         victims, freed = [], 0
-        cursor = conn.execute(
-            "SELECT key, nbytes FROM entries ORDER BY last_access, key LIMIT ?", (EVICT_SCAN + len(protected),)
-        )
-        for key, nbytes in cursor:
+        oldest = conn.execute(
+            "SELECT key, nbytes FROM entries ORDER BY last_access, key LIMIT ?",
+            (EVICT_SCAN + len(protected),),
+        ).fetchall()  # fully read: an open cursor would pin a stale snapshot
+        for key, nbytes in oldest:
             if key in protected:
                 continue
             victims.append((key,))
@@ -177,7 +178,7 @@ def _move_live(
     if not good:
         return bad
     new_id, offsets = writer.append([g[2] for g in good])
-    cols = np.array([[new_id, o, *g[4]] for g, o in zip(good, offsets)], dtype=np.int64)
+    cols = np.array([[new_id, o, *g[3]] for g, o in zip(good, offsets)], dtype=np.int64)
     metas = meta_check(cols).tolist()
     with write_tx(conn):
         conn.executemany(

@@ -118,10 +118,28 @@ def connect(cache_dir: Path, migrations: list[tuple[str, str]] = MIGRATIONS) -> 
         conn.execute("PRAGMA foreign_keys = OFF")
         apply_migrations(conn, migrations)
     except sqlite3.DatabaseError as exc:
-        raise CacheError(
-            f"{path}: cache index is unreadable ({exc}); run `dlm cache clear --force` to reset it"
+        if is_corruption(exc):
+            raise CacheIndexCorrupt(
+                f"{path}: cache index is unreadable ({exc}); run `dlm cache clear --force` to reset it"
+            ) from None
+        raise CacheError(f"{path}: cannot open the cache index ({exc}); free disk space, check permissions, or set "
+            "training.cache.enabled: false"
         ) from None
     return conn
+
+
+class CacheIndexCorrupt(CacheError):
+    """The index file is not a readable SQLite database (damaged or overwritten)."""
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """True for a damaged database, False for disk full, busy, I/O and other conditions."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    name = getattr(exc, "sqlite_errorname", None)
+    if name is not None:
+        return name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or name.startswith("SQLITE_CORRUPT")
+    return not isinstance(exc, sqlite3.OperationalError)
 
 
 def apply_migrations(conn: sqlite3.Connection, migrations: list[tuple[str, str]]) -> list[str]:

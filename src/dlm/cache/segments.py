@@ -31,6 +31,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import xxhash
@@ -118,6 +119,12 @@ class OpenSegment:
     size: int
 
 
+class WriteFn(Protocol):
+    """`os.write`'s shape: write some of `data` to `fd`, return the count, or raise OSError."""
+
+    def __call__(self, fd: int, data: memoryview, /) -> int: ...
+
+
 class SegmentWriter:
     """Appends batches of entries to segments this writer owns.
 
@@ -125,14 +132,20 @@ class SegmentWriter:
         cache_dir: the cache folder.
         conn: the index connection (segments are registered there on creation).
         max_segment_bytes: a new segment is started once the current one passes this.
+        write: the raw write (`os.write`); a seam for simulating a full disk.
     """
 
     def __init__(
-        self, cache_dir: Path, conn: sqlite3.Connection, max_segment_bytes: int = MAX_SEGMENT_BYTES
+        self,
+        cache_dir: Path,
+        conn: sqlite3.Connection,
+        max_segment_bytes: int = MAX_SEGMENT_BYTES,
+        write: WriteFn = os.write,
     ) -> None:
         self.cache_dir = cache_dir
         self.conn = conn
         self.max_segment_bytes = max_segment_bytes
+        self.write = write
         self.current: OpenSegment | None = None
 
     def append(self, payloads: list[bytes]) -> tuple[int, list[int]]:
@@ -147,7 +160,7 @@ class SegmentWriter:
         try:
             view = memoryview(blob)
             while view:
-                view = view[os.write(seg.fd, view) :]
+                view = view[self.write(seg.fd, view) :]
             os.fdatasync(seg.fd)
         except OSError as exc:
             self.close()

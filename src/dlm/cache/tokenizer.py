@@ -27,6 +27,7 @@ kept in memory and `last_report.warnings` says so.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import time
 from collections import Counter
@@ -43,9 +44,12 @@ from dlm.cache.index import (
     as_entries, delete_entry, insert_entries, lookup_keys, meta_check, segment_names,
     stat_table, totals, touch, upsert_stats, valid_rows,
 )
-from dlm.cache.schema import INDEX_NAME, connect, read_tx, root_id, tokenizer_id, write_tx
+from dlm.cache.schema import (
+    INDEX_NAME, CacheIndexCorrupt, connect, is_corruption, read_tx, root_id, tokenizer_id, write_tx,
+)
 from dlm.cache.segments import (
-    MAX_SEGMENT_BYTES, ZSTD_LEVEL, SegmentReader, SegmentWriter, checksum, pack_ids, segment_dir,
+    MAX_SEGMENT_BYTES, ZSTD_LEVEL, SegmentReader, SegmentWriter, WriteFn, checksum, pack_ids,
+    segment_dir,
 )
 from dlm.errors import CacheError
 from dlm.tokenize.encode import RowEncoder, RowSpec
@@ -100,6 +104,9 @@ class CachedRowTokenizer:
         tokenizer_sha: its `tokenizer_sha256` (part of every key).
         max_bytes: cap on stored entry bytes (default 10 GiB).
         run_id: names this run in `runs` (last-run hit rate).
+        batch_rows, batch_bytes: a miss batch ends at this many rows or text bytes.
+        max_segment_bytes: segment files roll over past this size.
+        segment_write: the raw write of segment bytes (`os.write`; a seam for tests).
 
     Attributes:
         last_report: `CacheRunReport` of the latest `tokenize` call.
@@ -116,8 +123,10 @@ class CachedRowTokenizer:
         batch_rows: int = BATCH_ROWS,
         batch_bytes: int = BATCH_BYTES,
         max_segment_bytes: int = MAX_SEGMENT_BYTES,
+        segment_write: WriteFn = os.write,
     ) -> None:
         self.cache_dir = Path(cache_dir)
+        self.segment_write = segment_write
         self.encoder = RowEncoder(tokenizer)
         self.tokenizer_sha = tokenizer_sha
         self.run_id = run_id
@@ -136,14 +145,19 @@ class CachedRowTokenizer:
         """
         try:
             return _Run(self, rows, progress or NullProgress()).execute()
-        except sqlite3.DatabaseError as exc:
-            quarantine_index(self.cache_dir)
-            result = _Run(self, rows, progress or NullProgress()).execute()
-            assert self.last_report is not None
-            self.last_report.warn(
-                f"{self.cache_dir / INDEX_NAME}: index was corrupt ({exc}); moved aside and rebuilt"
-            )
-            return result
+        except (sqlite3.DatabaseError, CacheIndexCorrupt) as exc:
+            if not isinstance(exc, CacheIndexCorrupt) and not is_corruption(exc):
+                raise CacheError(
+                    f"{self.cache_dir / INDEX_NAME}: cache index write failed ({exc}); free disk "
+                    "space and retry, or set training.cache.enabled: false"
+                ) from None
+        quarantine_index(self.cache_dir)
+        result = _Run(self, rows, progress or NullProgress()).execute()
+        assert self.last_report is not None
+        self.last_report.warn(
+            f"{self.cache_dir / INDEX_NAME}: index was corrupt; moved aside and rebuilt"
+        )
+        return result
 
 
 def quarantine_index(cache_dir: Path) -> None:
@@ -186,7 +200,7 @@ class _Run:
         self.conn = connect(o.cache_dir)
         self.tok = tokenizer_id(self.conn, o.tokenizer_sha)
         self.reader = SegmentReader(o.cache_dir)
-        self.writer = SegmentWriter(o.cache_dir, self.conn, o.options.max_segment_bytes)
+        self.writer = SegmentWriter(o.cache_dir, self.conn, o.options.max_segment_bytes, o.segment_write)
         self.progress.start("tokenizing", len(self.loc))
         try:
             pending = self._resolve()

@@ -129,6 +129,7 @@ def prune_cache(cache_dir: Path, older_than_s: float, now_s: float | None = None
         with maint_lock(Path(cache_dir)):
             pruned = prune_older(conn, int(now_s - older_than_s))
             packed = compact(conn, Path(cache_dir), min_live_fraction=0.999)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return PruneResult(
             older_than_s, pruned.evicted_entries, pruned.evicted_bytes, pruned.bytes_after,
             packed.segments_rewritten, packed.segments_removed, packed.bytes_reclaimed,
@@ -173,6 +174,7 @@ def clear_cache(cache_dir: Path) -> ClearResult:
                     conn.execute(f"DELETE FROM {table}")
             compact(conn, cache_dir, min_live_fraction=1.0)
         conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         conn.close()
     return ClearResult(str(cache_dir), True, count, before - disk_bytes(cache_dir))
