@@ -246,6 +246,9 @@ def test_serialize_then_parse_is_identity(doc: Document) -> None:
         "tab\there",
         "\r\n",
         "#",
+        "\x85",  # NEL: a YAML line break that PyYAML's quoted-single style mangles
+        "a\x85b\nc",
+        "\u2028\u2029",
     ],
 )
 def test_strings_that_look_like_delimiters_or_yaml_round_trip(prompt: str) -> None:

@@ -59,9 +59,16 @@ class _Dumper(yaml.SafeDumper):
         return super().increase_indent(flow, False)
 
 
+# Characters YAML reads as line breaks besides "\n"; PyYAML's plain and single-quoted
+# styles do not write them back faithfully, its double-quoted style escapes them.
+_OTHER_BREAKS = frozenset("\r\x85\u2028\u2029")
+
+
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     # PyYAML falls back to a quoted style where a block cannot hold the string exactly.
     style = "|" if "\n" in value else None
+    if _OTHER_BREAKS.intersection(value):
+        style = '"'
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
