@@ -48,10 +48,12 @@ def _quiet_libraries() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|peft|trl)\.")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from datasets.utils import logging as ds_logging
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
+    ds_logging.set_verbosity_error()  # the lazy training view has no hashable transform, by design
 
 
 @app.command()
