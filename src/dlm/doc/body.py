@@ -33,6 +33,7 @@ from dlm.doc.problems import DocProblem
 DIRECTIVES = ("instruction", "prose")
 _DIRECTIVE = re.compile(r"::([^:\s]*)::[ \t]*")
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
+_FENCE_CLOSE = re.compile(r" {0,3}(`+|~+)[ \t]*")
 _QUESTION = re.compile(r"###[ \t]+Q[ \t]*")
 _ANSWER = re.compile(r"###[ \t]+A[ \t]*")
 _HEADING = re.compile(r"#(?:[ \t].*)?")
@@ -53,7 +54,7 @@ class _Fence:
     def is_code(self, line: str, lineno: int) -> bool:
         """Step over `line`; True when it is code (a fence line or inside one)."""
         if self.marker:
-            close = re.fullmatch(r" {0,3}(`+|~+)[ \t]*", line)
+            close = _FENCE_CLOSE.fullmatch(line)
             if (
                 close
                 and close.group(1)[0] == self.marker[0]
