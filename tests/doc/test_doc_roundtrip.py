@@ -256,3 +256,11 @@ def test_strings_that_look_like_delimiters_or_yaml_round_trip(prompt: str) -> No
         Frontmatter(dlm_id=ID, base_model=prompt.strip() or "x", system_prompt=prompt), ()
     )
     assert parse_document(serialize_document(doc)) == doc
+
+
+@pytest.mark.slow
+@settings(max_examples=2000, deadline=None)
+@given(_documents)
+def test_serialize_then_parse_is_identity_soak(doc: Document) -> None:
+    """The round-trip property over many more documents (it found the NEL quoting bug)."""
+    assert parse_document(serialize_document(doc)) == doc
