@@ -1,8 +1,9 @@
 """Crash, concurrency, corruption and disk-full behaviour of the cache.
 
 How each was shown able to fail (by hand, then reverted):
-- kill -9: committing index rows before the segment bytes are written (swap the
-  order in `_Run._flush`) makes `check_cache` report unreadable entries.
+- kill -9: committing index rows before the segment bytes are written (deferring
+  `SegmentWriter.append`'s write until after the commit in `_Run._flush`) makes
+  `check_cache` report unreadable entries at the first self-kill point.
 - corruption: making `segments.unpack_ids` skip the checksum returns wrong ids
   for a bit flip and `same_rows` fails; dropping the `meta` check makes the
   flipped-length test hand out a wrong length.
@@ -50,18 +51,25 @@ def cached(cache_dir: Path, run: str = "r", max_bytes: int = 1 << 30) -> CachedR
 
 
 def kill_at_random_points(cache_dir: Path, tree: Path, points: int, seed: int) -> None:
+    """Half the points: SIGKILL from outside, after a random number of batches or a
+    random delay. The other half: the writer SIGKILLs itself inside a random segment
+    write, after a random prefix of its bytes (the exact spot a wrong write order
+    would expose)."""
     rng = random.Random(seed)
     rows = row_set(tree)
     for point in range(points):
-        proc = worker("write", cache_dir, tree)
-        if rng.random() < 0.5:
-            for _ in range(rng.randint(1, 40)):  # after a random number of batches
-                if not proc.stdout.readline():
-                    break
+        if point % 2:
+            proc = worker("write", cache_dir, tree, rng.randint(1, 12), rng.randint(0, 10**6))
         else:
-            time.sleep(rng.uniform(0.2, 1.0))  # at a random moment (start-up included)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+            proc = worker("write", cache_dir, tree)
+            assert proc.stdout.readline(), proc.stderr.read()  # writing has begun
+            if rng.random() < 0.5:
+                for _ in range(rng.randint(0, 30)):  # after a random number of batches
+                    proc.stdout.readline()
+            else:
+                time.sleep(rng.uniform(0.0, 0.3))  # at a random moment
+            proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=120) == -signal.SIGKILL, proc.stderr.read()
         health = check_cache(cache_dir)
         assert health.ok, f"kill point {point}: {health}"
         got = cached(cache_dir, f"heal{point}").tokenize(rows)

@@ -1,6 +1,8 @@
 """Subprocess side of the reliability tests (run as a script, never imported by pytest).
 
-    worker.py write CACHE ROOT            write new entries forever, printing a line per batch
+    worker.py write CACHE ROOT [N SEED]   write new entries forever, printing a line per batch;
+                                          with N: SIGKILL itself inside its Nth segment write,
+                                          after writing a random prefix of the bytes
     worker.py race CACHE ROOT N MAX       N cached runs under eviction, each checked vs plain
     worker.py fsize CACHE ROOT LIMIT      one cold run with RLIMIT_FSIZE=LIMIT bytes
 """
@@ -8,6 +10,8 @@
 from __future__ import annotations
 
 import json
+import os
+import random
 import resource
 import signal
 import sys
@@ -29,16 +33,33 @@ class LineProgress:
         print("advance", n, flush=True)
 
 
-def cached(cache: Path, run: str, max_bytes: int = 1 << 30) -> CachedRowTokenizer:
+def cached(cache: Path, run: str, max_bytes: int = 1 << 30, **kw) -> CachedRowTokenizer:
     return CachedRowTokenizer(cache, FakeTokenizer(), FAKE_SHA, max_bytes=max_bytes, run_id=run,
-                              batch_rows=3, max_segment_bytes=8192)
+                              batch_rows=3, max_segment_bytes=8192, **kw)
 
 
-def write(cache: Path, root: Path) -> None:
+def dying_write(calls_left: int, seed: int):
+    """An `os.write` that kills the process inside call number `calls_left`."""
+    rng = random.Random(seed)
+    state = {"left": calls_left}
+
+    def write(fd: int, data: memoryview) -> int:
+        state["left"] -= 1
+        if state["left"] <= 0:
+            os.write(fd, data[: rng.randint(0, len(data))])
+            os.kill(os.getpid(), signal.SIGKILL)
+        return os.write(fd, data)
+
+    return write
+
+
+def write(cache: Path, root: Path, kill_at: int | None, seed: int) -> None:
     base = row_set(root)
+    kw = {"segment_write": dying_write(kill_at, seed)} if kill_at else {}
     for gen in range(10**6):
         extra = [TextRow("prose", f"generation {gen} row {i} " * 20, "w:1") for i in range(9)]
-        cached(cache, f"w{gen}").tokenize(RowSet([*base.text_rows, *extra], base.file_rows), LineProgress())
+        rows = RowSet([*base.text_rows, *extra], base.file_rows)
+        cached(cache, f"w{gen}", **kw).tokenize(rows, LineProgress())
 
 
 def race(cache: Path, root: Path, runs: int, max_bytes: int) -> None:
@@ -68,7 +89,8 @@ def fsize(cache: Path, root: Path, limit: int) -> None:
 if __name__ == "__main__":
     mode, cache, root = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
     if mode == "write":
-        write(cache, root)
+        write(cache, root, int(sys.argv[4]) if len(sys.argv) > 4 else None,
+              int(sys.argv[5]) if len(sys.argv) > 5 else 0)
     elif mode == "race":
         race(cache, root, int(sys.argv[4]), int(sys.argv[5]))
     else:

@@ -122,8 +122,9 @@ def connect(cache_dir: Path, migrations: list[tuple[str, str]] = MIGRATIONS) -> 
             raise CacheIndexCorrupt(
                 f"{path}: cache index is unreadable ({exc}); run `dlm cache clear --force` to reset it"
             ) from None
-        raise CacheError(f"{path}: cannot open the cache index ({exc}); free disk space, check permissions, or set "
-            "training.cache.enabled: false"
+        raise CacheError(
+            f"{path}: cannot open the cache index ({exc}); free disk space, check permissions, "
+            "or set training.cache.enabled: false"
         ) from None
     return conn
 
