@@ -26,6 +26,8 @@ read once, at construction: build a new `CachedTokenizer` after changing them.
 from __future__ import annotations
 
 import sys
+from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,13 +51,16 @@ class CacheStores:
 
     l0: LruStore | None
     l1: LruStore | None
+    typecode: str
 
     @classmethod
     def from_config(cls, config: TokenizerCacheConfig, typecode: str) -> CacheStores:
-        """Stores sized by `config` (a level that is off gets None)."""
+        """Stores sized by `config` (a level that is off gets None); `typecode`: "H" or "I"
+        (`id_typecode`), which must hold every id of every tokenizer sharing them."""
         return cls(
             l0=LruStore(typecode, max_entries=config.l0_max_entries) if config.enable_l0 else None,
             l1=LruStore(typecode, max_bytes=config.l1_max_memory) if config.enable_l1 else None,
+            typecode=typecode,
         )
 
 
@@ -104,8 +109,10 @@ class CachedTokenizer:
         self.config = config
         self.fingerprint = fingerprint or tokenizer_sha256(tokenizer)
         self.plan: SplitPlan = plan_for(backend.to_str())
-        self.typecode = id_typecode(backend.get_vocab_size(with_added_tokens=True))
-        stores = stores or CacheStores.from_config(config, self.typecode)
+        if stores is None:
+            largest_id = max(backend.get_vocab(with_added_tokens=True).values(), default=0)
+            stores = CacheStores.from_config(config, id_typecode(largest_id + 1))
+        self.typecode = stores.typecode
         deterministic = self.plan.deterministic
         self._l0 = stores.l0 if config.enable_l0 and deterministic else None
         self._l1 = stores.l1 if config.enable_l1 and self.plan.l1_ok else None
@@ -193,17 +200,20 @@ class CachedTokenizer:
             found = l0.get(key)
             if found is not None:
                 return found.tolist()
-        ids = None
+        packed = None
         if self._l1 is not None and len(text) >= self.config.l1_min_prompt_chars:
-            ids = self._l1_ids(text)
-            if ids is not None and add_special:
+            packed = self._l1_ids(text)
+            if packed is not None and add_special:
                 template = self.plan.template
-                ids = [*template.pre_ids, *ids, *template.post_ids]
-        if ids is None:
+                packed = self._pack(template.pre_ids) + packed + self._pack(template.post_ids)
+        if packed is None:
             ids = self._backend.encode(text, add_special_tokens=add_special).ids
+            if l0 is not None:
+                l0.put(key, ids, key_bytes=sys.getsizeof(text))
+            return ids
         if l0 is not None:
-            l0.put(key, ids, key_bytes=sys.getsizeof(text))
-        return ids
+            l0.put(key, packed, key_bytes=sys.getsizeof(text))
+        return packed.tolist()
 
     def _type_ids(self, n_ids: int, add_special: bool) -> list[int]:
         template = self.plan.template
@@ -212,7 +222,7 @@ class CachedTokenizer:
         n_seq = n_ids - len(template.pre_ids) - len(template.post_ids)
         return [*template.pre_types, *[template.seq_type] * n_seq, *template.post_types]
 
-    def _l1_ids(self, text: str) -> list[int] | None:
+    def _l1_ids(self, text: str) -> array | None:
         """Ids without special tokens via the prefix cache, or None to encode plainly."""
         try:
             data = text.encode("utf-8")
@@ -224,42 +234,48 @@ class CachedTokenizer:
         starts = self._boundaries(data)
         if not starts:
             return None
-        keys = self._prefix_keys(data, starts)
-        found_at, prefix = self._l1.deepest(keys)  # type: ignore[union-attr]
+        l1: LruStore = self._l1  # type: ignore[assignment]
+        found_at, prefix = l1.deepest(self._probe_keys(data, starts))
         deepest = len(starts) - 1
-        if found_at == deepest:
-            ids = prefix.tolist()  # type: ignore[union-attr]
-            ids += self._encode_piece(data[starts[deepest] :])
-            return ids
-        if found_at >= 0:
-            ids = prefix.tolist()  # type: ignore[union-attr]
-            ids += self._encode_piece(data[starts[found_at] : starts[deepest]])
-            self._l1.put(keys[deepest], ids, _L1_KEY_BYTES)  # type: ignore[union-attr]
-            ids += self._encode_piece(data[starts[deepest] :])
-            return ids
-        return self._encode_storing_all(data, starts, keys)
+        if prefix is None:
+            return self._encode_storing_all(data, starts, self._prefix_keys(data, starts))
+        if found_at > 0:
+            prefix = prefix + self._pack(self._encode_piece(data[starts[-1 - found_at] : starts[deepest]]))
+            l1.put(self._key(memoryview(data)[: starts[deepest]]), prefix, _L1_KEY_BYTES)
+        return prefix + self._pack(self._encode_piece(data[starts[deepest] :]))
 
-    def _encode_storing_all(self, data: bytes, starts: list[int], keys: list[Any]) -> list[int]:
-        ids: list[int] = []
+    def _encode_storing_all(self, data: bytes, starts: list[int], keys: list[Any]) -> array:
+        l1: LruStore = self._l1  # type: ignore[assignment]
+        packed = self._pack(())
         begin = 0
         for end, key in zip(starts, keys):
-            ids += self._encode_piece(data[begin:end])
-            self._l1.put(key, ids, _L1_KEY_BYTES)  # type: ignore[union-attr]
+            packed = packed + self._pack(self._encode_piece(data[begin:end]))
+            l1.put(key, packed, _L1_KEY_BYTES)
             begin = end
-        ids += self._encode_piece(data[begin:])
-        return ids
+        return packed + self._pack(self._encode_piece(data[begin:]))
+
+    def _pack(self, ids: Any) -> array:
+        return array(self.typecode, ids)
 
     def _boundaries(self, data: bytes) -> list[int]:
-        """Byte offsets (> 0) where a stage-1 special-token match starts (see plan.py)."""
-        plan = self.plan
-        special = plan.boundary_tokens
-        starts = [m.start() for m in plan.match_re.finditer(data) if m.group() in special]  # type: ignore[union-attr]
+        """Byte offsets (> 0) where a stage-1 added-token match starts (see plan.py)."""
+        starts = [m.start() for m in self.plan.match_re.finditer(data)]  # type: ignore[union-attr]
         if starts and starts[0] == 0:
             starts.pop(0)
         if len(starts) > MAX_BOUNDARIES:
             half = MAX_BOUNDARIES // 2
             starts = starts[:half] + starts[-half:]
         return starts
+
+    def _key(self, prefix: memoryview) -> tuple[str, int]:
+        return (self.fingerprint, xxhash.xxh3_128_intdigest(prefix, seed=self._seed))
+
+    def _probe_keys(self, data: bytes, starts: list[int]) -> Iterator[tuple[str, int]]:
+        """Keys of the boundary prefixes, deepest first, hashed only when probed
+        (a hit is usually among the deepest few)."""
+        view = memoryview(data)
+        for end in reversed(starts):
+            yield self._key(view[:end])
 
     def _prefix_keys(self, data: bytes, starts: list[int]) -> list[tuple[str, int]]:
         """(fingerprint, xxh3-128 of data[:b]) for each b, in one streaming pass."""

@@ -14,8 +14,8 @@ exceptions this module checks: a component that looks at a piece's position in
 the original text (Metaspace with `prepend_scheme: "first"` looks for offset 0),
 and the post-processor, which runs once on the whole.
 
-A split point B is therefore exact when B is the *start* of a stage-1 match of a
-special token: `ids(text) == ids(text[:B]) + ids(text[B:])` with special tokens
+A split point B is therefore exact when B is the *start* of a stage-1 match of an
+added token (special or not; chat templates are made of special ones): `ids(text) == ids(text[:B]) + ids(text[B:])` with special tokens
 left out, because (a) leftmost-longest matching of `text[:B]` finds the same
 matches before B (every match before B ends at or before B), (b) `text[B:]`
 starts with that special token, so no piece of either half starts at offset 0
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 _SAFE_NORMALIZERS = frozenset(
@@ -90,8 +90,8 @@ class SplitPlan:
         l1_ok: L1 may be used (both for add_special_tokens True and False).
         reason: why not, when `l1_ok` is false; "" otherwise.
         deterministic: false when encoding is random (BPE dropout): no level may cache.
-        match_re: bytes regex, stage-1 added tokens, longest first (leftmost-longest).
-        boundary_tokens: stage-1 match contents (UTF-8 bytes) that are split points.
+        match_re: bytes regex matching the stage-1 added tokens leftmost-longest; every
+            match start (> 0) is a split point.
         bypass_re: bytes regex of stage-1 tokens with lstrip/rstrip/single_word, or None.
         template: what `add_special_tokens=True` adds around the sequence.
     """
@@ -100,7 +100,6 @@ class SplitPlan:
     reason: str = ""
     deterministic: bool = True
     match_re: re.Pattern[bytes] | None = None
-    boundary_tokens: frozenset[bytes] = field(default_factory=frozenset)
     bypass_re: re.Pattern[bytes] | None = None
     template: Template = IDENTITY
 
@@ -198,19 +197,40 @@ def _added_token_plan(added: list[dict[str, Any]], template: Template) -> SplitP
         return SplitPlan(False, "an added token has empty content")
     flagged = [t for t in stage1 if t.get("lstrip") or t.get("rstrip") or t.get("single_word")]
     plain = [t for t in stage1 if t not in flagged]
-    boundaries = frozenset(t["content"].encode() for t in plain if t.get("special"))
-    if not boundaries:
-        return SplitPlan(False, "no special token is matched on the raw text")
+    if not plain:
+        return SplitPlan(False, "no added token is matched on the raw text")
     return SplitPlan(
         True,
-        match_re=_literal_re([t["content"] for t in plain]),
-        boundary_tokens=boundaries,
-        bypass_re=_literal_re([t["content"] for t in flagged]) if flagged else None,
+        match_re=literal_trie_re([t["content"] for t in plain]),
+        bypass_re=literal_trie_re([t["content"] for t in flagged]) if flagged else None,
         template=template,
     )
 
 
-def _literal_re(contents: list[str]) -> re.Pattern[bytes]:
-    """Leftmost-longest over literals: Python tries alternatives in order, so longest first."""
-    unique = sorted({c.encode() for c in contents}, key=lambda b: (-len(b), b))
-    return re.compile(b"|".join(re.escape(b) for b in unique))
+def literal_trie_re(contents: list[str]) -> re.Pattern[bytes]:
+    """A bytes regex matching `contents` leftmost-longest, shaped as a trie.
+
+    `re` scans left to right and, at each position, takes the first alternative that
+    matches; at every trie node longer continuations come before "stop here", so the
+    match is the longest literal starting there. Matching UTF-8 bytes finds the same
+    matches as matching characters (UTF-8 is self-synchronizing) and gives byte offsets.
+    Sharing prefixes makes the scan about twice as fast as a flat alternation.
+    """
+    trie: dict[Any, Any] = {}
+    for content in contents:
+        node = trie
+        for byte in content.encode():
+            node = node.setdefault(byte, {})
+        node[None] = {}
+    return re.compile(_trie_pattern(trie))
+
+
+def _trie_pattern(node: dict[Any, Any]) -> bytes:
+    branches = [re.escape(bytes([byte])) + _trie_pattern(child) for byte, child in sorted(
+        (k, v) for k, v in node.items() if k is not None
+    )]
+    if None in node and branches:
+        branches.append(b"")
+    if len(branches) == 1:
+        return branches[0]
+    return b"(?:" + b"|".join(branches) + b")" if branches else b""

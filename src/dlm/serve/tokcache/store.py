@@ -17,7 +17,7 @@ import sys
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -78,16 +78,17 @@ class LruStore:
             self.hits += 1
             return found[0]
 
-    def deepest(self, keys: Sequence[Hashable]) -> tuple[int, array | None]:
-        """Probe `keys` from last to first; return (index, ids) of the first found, or (-1, None).
+    def deepest(self, probes: Iterable[Hashable]) -> tuple[int, array | None]:
+        """Try `probes` in order; return (position, ids) of the first key found, or (-1, None).
 
-        One lookup: counts one hit or one miss whatever the number of probes.
+        One lookup: counts one hit or one miss whatever the number of probes. `probes`
+        may be a lazy iterator (it is consumed under the lock, only as far as needed).
         """
         with self._lock:
-            for index in range(len(keys) - 1, -1, -1):
-                found = self._data.get(keys[index])
+            for index, key in enumerate(probes):
+                found = self._data.get(key)
                 if found is not None:
-                    self._data.move_to_end(keys[index])
+                    self._data.move_to_end(key)
                     self.hits += 1
                     return index, found[0]
             self.misses += 1

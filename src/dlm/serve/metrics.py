@@ -1,0 +1,76 @@
+"""Prometheus metrics of one server, on its own registry (text format at `GET /metrics`).
+
+Series:
+- `dlm_requests_total{endpoint, status}`: counter of finished requests;
+- `dlm_request_seconds{endpoint}`: histogram of request latency (seconds, until the
+  response body is complete, streaming included);
+- `dlm_generated_tokens_total`: counter of completion tokens;
+- `dlm_tokenizer_cache_{hits,misses}_total{level}`, `dlm_tokenizer_cache_hit_rate{level}`,
+  `dlm_tokenizer_cache_entries{level}`, `dlm_tokenizer_cache_bytes{level}`, and
+  `dlm_tokenizer_cache_bypassed_total`: read from the cache at scrape time (`level`
+  is "l0" or "l1"; a level that is off has no series).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from dlm.serve.tokcache import CachedTokenizer
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class _CacheCollector(Collector):
+    def __init__(self, cached: CachedTokenizer):
+        self._cached = cached
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._cached.stats()
+        families = {
+            "hits": CounterMetricFamily("dlm_tokenizer_cache_hits", "Cache lookups that hit.", labels=["level"]),
+            "misses": CounterMetricFamily("dlm_tokenizer_cache_misses", "Cache lookups that missed.", labels=["level"]),
+            "hit_rate": GaugeMetricFamily("dlm_tokenizer_cache_hit_rate", "hits / lookups.", labels=["level"]),
+            "entries": GaugeMetricFamily("dlm_tokenizer_cache_entries", "Entries held.", labels=["level"]),
+            "bytes": GaugeMetricFamily("dlm_tokenizer_cache_bytes", "Bytes held (ids and keys).", labels=["level"]),
+        }
+        for level, level_stats in (("l0", stats.l0), ("l1", stats.l1)):
+            if level_stats is None:
+                continue
+            for name, family in families.items():
+                family.add_metric([level], float(getattr(level_stats, name)))
+        yield from families.values()
+        yield CounterMetricFamily(
+            "dlm_tokenizer_cache_bypassed", "Encodes passed to the plain tokenizer.", value=stats.bypassed
+        )
+
+
+class ServerMetrics:
+    """The metrics of one app; `render()` gives the Prometheus text exposition."""
+
+    def __init__(self, cached: CachedTokenizer):
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "dlm_requests", "Finished HTTP requests.", ["endpoint", "status"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "dlm_request_seconds",
+            "Request latency in seconds.",
+            ["endpoint"],
+            registry=self.registry,
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60),
+        )
+        self.generated_tokens = Counter(
+            "dlm_generated_tokens", "Completion tokens generated.", registry=self.registry
+        )
+        self.registry.register(_CacheCollector(cached))
+
+    def observe(self, endpoint: str, status: int, seconds: float) -> None:
+        self.requests.labels(endpoint, str(status)).inc()
+        self.latency.labels(endpoint).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
