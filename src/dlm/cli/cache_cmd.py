@@ -1,0 +1,166 @@
+"""`dlm cache ...`: inspect and manage a document's tokenized-section cache.
+
+Each command parses, calls one function of `dlm.cache.document`, and renders the
+result (rich on a terminal, `--json` for machines).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from dlm.cli.common import load_doc_and_store, print_json
+from dlm.cli.reporter import console, reported, warn_line
+
+cache_app = typer.Typer(
+    help="Inspect and manage the tokenized-section cache (show, build, prune, clear, export, import).",
+    no_args_is_help=True,
+)
+
+DocArg = Annotated[Path, typer.Argument(help="Path of the .dlm document.", show_default=False)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+FileArg = Annotated[Path, typer.Argument(help="Path of the portable cache file.", show_default=False)]
+
+
+def _table(rows: list[tuple[str, object]]) -> None:
+    table = Table(show_header=False, box=None)
+    for key, value in rows:
+        table.add_row(f"[bold]{key}[/]", str(value))
+    console.print(table)
+
+
+@cache_app.command()
+@reported
+def show(path: DocArg, json_out: JsonOpt = False) -> None:
+    """Show the cache's path, entries, size, token dtype, tokenizer and last-run hit rate."""
+    from dlm.cache import format_hit_rate
+    from dlm.cache.document import document_cache_summary
+
+    _, store = load_doc_and_store(path)
+    summary = document_cache_summary(store)
+    if json_out:
+        print_json(summary)
+        return
+    if summary is None:
+        console.print(f"no cache yet at {store.cache_dir} (run `dlm cache build` or `dlm train`)")
+        return
+    if summary["error"]:
+        warn_line(summary["error"])
+    _table([
+        ("path", summary["path"]),
+        ("entries", f"{summary['entry_count']:,}"),
+        ("size", f"{summary['bytes']:,} bytes on disk ({summary['entry_bytes']:,} in live entries)"),
+        ("token dtype", summary["token_dtype"] or "-"),
+        ("tokenizer", summary["tokenizer_sha256"] or "-"),
+        ("last run", f"{summary['last_run_id'] or '-'}: hit rate {format_hit_rate(summary)}"),
+    ])
+
+
+@cache_app.command()
+@reported
+def build(path: DocArg, json_out: JsonOpt = False) -> None:
+    """Tokenize every row of the document into the cache, without training."""
+    from dlm.cache.document import build_document_cache
+    from dlm.cli.progress import RichTrainSink
+
+    doc, store = load_doc_and_store(path)
+    sink = RichTrainSink(quiet=json_out)
+    try:
+        result = build_document_cache(doc, store, sink)
+    finally:
+        sink.close()
+    for warning in result.warnings:
+        warn_line(warning)
+    if json_out:
+        print_json(result.as_dict())
+        return
+    _table([
+        ("rows", f"{result.rows:,} ({result.files_taken:,} source files)"),
+        ("hits", f"{result.hits:,}"),
+        ("misses", f"{result.misses:,}"),
+        ("seconds", f"{result.seconds:.2f}"),
+        ("bytes", f"{result.bytes:,} on disk"),
+    ])
+
+
+@cache_app.command()
+@reported
+def prune(
+    path: DocArg,
+    older_than: Annotated[Optional[str], typer.Option(
+        "--older-than", help="Drop entries unused for this long: 30d, 12h, 45m, 90s "
+        "(default: training.cache.prune_older_than_days, else 90d).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Drop entries not used for a while, compact segments, reclaim orphaned bytes."""
+    from dlm.cache.document import prune_document_cache
+
+    doc, store = load_doc_and_store(path)
+    result = prune_document_cache(doc, store, older_than)
+    if json_out:
+        print_json(result.as_dict())
+        return
+    console.print(
+        f"pruned {result.removed_entries:,} entries ({result.removed_bytes:,} bytes); "
+        f"reclaimed {result.bytes_reclaimed:,} bytes of segments, {result.orphans_removed} orphans"
+    )
+
+
+@cache_app.command()
+@reported
+def clear(
+    path: DocArg,
+    force: Annotated[bool, typer.Option("--force", help="Do not ask for confirmation.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Delete every entry of the document's cache."""
+    from dlm.cache.document import clear_document_cache
+
+    _, store = load_doc_and_store(path)
+    if not force:
+        typer.confirm(f"Delete the tokenized-section cache at {store.cache_dir}?", abort=True)
+    result = clear_document_cache(store)
+    if json_out:
+        print_json(result.as_dict())
+        return
+    console.print(
+        f"cleared {result.removed_entries:,} entries ({result.removed_bytes:,} bytes)"
+        if result.existed else "no cache to clear"
+    )
+
+
+@cache_app.command("export")
+@reported
+def export_(path: DocArg, file: FileArg, json_out: JsonOpt = False) -> None:
+    """Write the cache's entries to one portable file (a tar)."""
+    from dlm.cache.document import export_document_cache
+
+    _, store = load_doc_and_store(path)
+    result = export_document_cache(store, file)
+    if result.corrupt_skipped:
+        warn_line(f"{result.corrupt_skipped} damaged entries were left out")
+    if json_out:
+        print_json(result.as_dict())
+        return
+    console.print(f"exported {result.entries:,} entries to {result.path} ({result.bytes:,} bytes)")
+
+
+@cache_app.command("import")
+@reported
+def import_(path: DocArg, file: FileArg, json_out: JsonOpt = False) -> None:
+    """Admit entries from a portable file made with the same tokenizer (checksums verified)."""
+    from dlm.cache.document import import_document_cache
+
+    doc, store = load_doc_and_store(path)
+    result = import_document_cache(doc, store, file)
+    if result.corrupt_skipped:
+        warn_line(f"{result.corrupt_skipped} damaged entries were skipped")
+    if json_out:
+        print_json(result.as_dict())
+        return
+    console.print(
+        f"imported {result.entries_imported:,} entries ({result.already_present:,} already present)"
+    )
