@@ -26,8 +26,12 @@ def error_body(message: str, *, kind: str = "invalid_request_error", param: str 
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(StarletteHTTPException):
+    """Raised while reading a body past the limit; FastAPI passes HTTP exceptions through
+    its body parsing, so the app's handler answers 413."""
+
+    def __init__(self, limit: int):
+        super().__init__(status_code=413, detail=f"request body over {limit} bytes")
 
 
 class GuardMiddleware:
@@ -68,7 +72,7 @@ class GuardMiddleware:
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_body_bytes:
-                    raise _TooLarge
+                    raise _TooLarge(self.max_body_bytes)
             return message
 
         try:
@@ -108,4 +112,5 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse(error_body(str(exc.detail), code=exc.status_code), status_code=exc.status_code)
+        code = "request_too_large" if exc.status_code == 413 else exc.status_code
+        return JSONResponse(error_body(str(exc.detail), code=code), status_code=exc.status_code)

@@ -34,7 +34,7 @@ from typing import Any
 import xxhash
 
 from dlm.serve.tokcache.config import TokenizerCacheConfig
-from dlm.serve.tokcache.plan import SplitPlan, plan_for
+from dlm.serve.tokcache.plan import IDENTITY, SplitPlan, plan_for
 from dlm.serve.tokcache.store import LevelStats, LruStore, id_typecode
 from dlm.tokenize.fingerprint import tokenizer_sha256
 
@@ -203,8 +203,8 @@ class CachedTokenizer:
         packed = None
         if self._l1 is not None and len(text) >= self.config.l1_min_prompt_chars:
             packed = self._l1_ids(text)
-            if packed is not None and add_special:
-                template = self.plan.template
+            template = self.plan.template
+            if packed is not None and add_special and template != IDENTITY:
                 packed = self._pack(template.pre_ids) + packed + self._pack(template.post_ids)
         if packed is None:
             ids = self._backend.encode(text, add_special_tokens=add_special).ids
@@ -239,10 +239,19 @@ class CachedTokenizer:
         deepest = len(starts) - 1
         if prefix is None:
             return self._encode_storing_all(data, starts, self._prefix_keys(data, starts))
-        if found_at > 0:
-            prefix = prefix + self._pack(self._encode_piece(data[starts[-1 - found_at] : starts[deepest]]))
-            l1.put(self._key(memoryview(data)[: starts[deepest]]), prefix, _L1_KEY_BYTES)
-        return prefix + self._pack(self._encode_piece(data[starts[deepest] :]))
+        if found_at == 0:
+            return prefix + self._pack(self._encode_piece(data[starts[deepest] :]))
+        # One encode of the rest; the deepest boundary starts an added token, so its
+        # position splits the ids exactly (the new prefix is stored for the next turn).
+        rest = data[starts[-1 - found_at] :].decode("utf-8")
+        encoding = self._backend.encode(rest, add_special_tokens=False)
+        cut_chars = len(data[starts[-1 - found_at] : starts[deepest]].decode("utf-8"))
+        cut = encoding.char_to_token(cut_chars)
+        if cut is None:  # not expected: then do not store, the result is still exact
+            return prefix + self._pack(encoding.ids)
+        ids = prefix + self._pack(encoding.ids)
+        l1.put(self._key(memoryview(data)[: starts[deepest]]), ids[: len(prefix) + cut], _L1_KEY_BYTES)
+        return ids
 
     def _encode_storing_all(self, data: bytes, starts: list[int], keys: list[Any]) -> array:
         l1: LruStore = self._l1  # type: ignore[assignment]

@@ -1,0 +1,71 @@
+"""`dlm serve`: an OpenAI-compatible server for a document's adapter.
+
+Thin: `dlm.serve.run` resolves settings and builds the app; this module parses flags,
+prints where it listens, and runs uvicorn in the foreground until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from dlm.cli.reporter import console, reported, warn_line
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `serve` command to `app`."""
+    app.command("serve")(reported(serve))
+
+
+def serve(
+    path: Annotated[Path, typer.Argument(help="Path of the .dlm document.", show_default=False)],
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port (0: any free port).")] = 8000,
+    config: Annotated[
+        Optional[Path],
+        typer.Option("--config", help='JSON file: {"tokenizer_cache": {...}} (flags override it).', show_default=False),
+    ] = None,
+    enable_l0: Annotated[
+        Optional[bool],
+        typer.Option("--tokenizer-cache-enable-l0/--tokenizer-cache-disable-l0", help="Exact-prompt cache.", show_default=False),
+    ] = None,
+    l0_max_entries: Annotated[
+        Optional[int], typer.Option("--tokenizer-cache-l0-max-entries", help="L0 capacity (entries).", show_default=False)
+    ] = None,
+    enable_l1: Annotated[
+        Optional[bool],
+        typer.Option("--tokenizer-cache-enable-l1/--tokenizer-cache-disable-l1", help="Special-token prefix cache.", show_default=False),
+    ] = None,
+    l1_max_memory: Annotated[
+        Optional[int], typer.Option("--tokenizer-cache-l1-max-memory", help="L1 capacity (bytes).", show_default=False)
+    ] = None,
+    l1_min_prompt_chars: Annotated[
+        Optional[int],
+        typer.Option("--tokenizer-cache-l1-min-prompt-chars", help="Shorter prompts skip L1.", show_default=False),
+    ] = None,
+    no_adapter: Annotated[bool, typer.Option("--no-adapter", help="Serve the base model alone.")] = False,
+) -> None:
+    """Serve the base model with the document's current adapter (OpenAI-compatible API)."""
+    from dlm.serve.run import ServeOptions, bind_warning, build_app, serve_forever
+
+    flags = {
+        "enable_l0": enable_l0,
+        "l0_max_entries": l0_max_entries,
+        "enable_l1": enable_l1,
+        "l1_max_memory": l1_max_memory,
+        "l1_min_prompt_chars": l1_min_prompt_chars,
+    }
+    options = ServeOptions(
+        path=path, host=host, port=port, config_file=config, cache_flags=flags, use_adapter=not no_adapter
+    )
+    warning = bind_warning(host)
+    if warning:
+        warn_line(warning)
+    app = build_app(options)
+    stats = app.state.cached_tokenizer.stats()
+    if stats.l1_refused:
+        warn_line(f"tokenizer cache L1 is off for this tokenizer: {stats.l1_refused}")
+    console.print(f"serving [bold]{path}[/] on http://{host}:{port}/v1 (Ctrl-C to stop)")
+    serve_forever(app, host, port)
