@@ -228,7 +228,7 @@ def _train_and_publish(doc, store, ref, tokenizer, tokenized, dataset, lora_run,
             result = train_lora(model, tokenizer, as_hf_dataset(dataset), lora_run, staging / "trainer", recorder)
             shutil.rmtree(staging / "trainer", ignore_errors=True)
             result.model.save_pretrained(staging)
-            canonicalize_adapter_dir(staging)
+            canonicalize_adapter_dir(staging, base_model_name=ref.name)
             sha = adapter_sha256(staging)
             version, adapter_dir = store.commit_version(staging)
         except BaseException as exc:
