@@ -60,5 +60,8 @@ def test_summary_and_build(tree: Path, cache_dir: Path):
     summary = cache_summary(cache_dir)
     assert summary["tokenizer_sha256"] == FAKE_SHA and summary["bytes"] > summary["entry_bytes"] > 0
     assert format_hit_rate(summary) == f"100.0% ({second.rows}/{second.rows})"
+    import sqlite3
+
+    sqlite3.connect(cache_dir / "index.sqlite").execute("PRAGMA wal_checkpoint(TRUNCATE)")
     (cache_dir / "index.sqlite").write_bytes(b"garbage" * 1000)
     assert cache_summary(cache_dir)["error"]

@@ -129,15 +129,33 @@ def test_bit_flip_and_truncation_in_segments_are_misses(tree: Path, cache_dir: P
 
 def test_flipped_index_row_is_caught_before_its_length_is_used(tree: Path, cache_dir: Path):
     rows = row_set(tree)
-    cached(cache_dir).tokenize(rows)
+    first = cached(cache_dir).tokenize(rows)
     db = sqlite3.connect(cache_dir / "index.sqlite")
-    # flip bit 2 of one entry's token count (SQLite has no XOR operator)
-    db.execute("UPDATE entries SET ntokens = (ntokens | 4) - (ntokens & 4)"
-               " WHERE key = (SELECT MIN(key) FROM entries)")
+    # flip bit 2 of a text row's token count (SQLite has no XOR operator)
+    db.execute("UPDATE entries SET ntokens = (ntokens | 4) - (ntokens & 4) WHERE key = ?", (first.keys[0],))
     db.commit()
     tok = cached(cache_dir, "after")
     got = tok.tokenize(rows)
     assert same_rows(got, plain(rows)) and tok.last_report.corrupt == 1
+
+
+def test_damaged_stat_snapshot_is_ignored(tree: Path, cache_dir: Path):
+    """A bit flipped in a stat snapshot (here inside its entry locations) fails the
+    snapshot checksum: its files are re-read and found by key, nothing re-encoded."""
+    rows = row_set(tree)
+    cached(cache_dir).tokenize(rows)
+    db = sqlite3.connect(cache_dir / "index.sqlite")
+    blob = bytearray(db.execute("SELECT data FROM stat_snapshots").fetchone()[0])
+    blob[24 + 41 * 8 * 5 + 8] ^= 0x01
+    db.execute("UPDATE stat_snapshots SET data = ?", (bytes(blob),))
+    db.commit()
+    tok = cached(cache_dir, "after")
+    got = tok.tokenize(rows)
+    assert same_rows(got, plain(rows)) and got.stats.cache_misses == 0
+    assert any("stat index" in w for w in tok.last_report.warnings)
+    again = cached(cache_dir, "again")
+    again.tokenize(rows)
+    assert not again.last_report.warnings, "the snapshot was rewritten"
 
 
 def test_damaged_index_file_is_rebuilt(tree: Path, cache_dir: Path):

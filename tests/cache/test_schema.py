@@ -30,7 +30,7 @@ def test_old_index_upgrades_in_place_and_keeps_data(cache_dir: Path):
     conn = connect(cache_dir)
     assert names(conn) == [n for n, _ in MIGRATIONS]
     assert totals(conn) == (10, 1)
-    assert conn.execute("SELECT COUNT(*) FROM stat").fetchone()[0] == 0
+    assert conn.execute("SELECT COUNT(*) FROM stat_snapshots").fetchone()[0] == 0
 
 
 def test_triggers_keep_totals_and_segment_live_bytes(cache_dir: Path):

@@ -10,7 +10,7 @@
   copied into a new segment, the index is repointed in one transaction, then the old
   file is unlinked (open readers keep their descriptor). Corrupt entries are dropped.
 - Orphans: segment files with no index row and no writer (a run killed before it
-  registered them), index rows for segment files that vanished, dangling stat rows,
+  registered them), index rows for segment files that vanished,
   and stale `*.tmp` files are reclaimed.
 
 Maintenance runs under `<cache_dir>/maint.lock` (a `filelock`), so two processes never
@@ -212,10 +212,6 @@ def reclaim_orphans(conn: sqlite3.Connection, cache_dir: Path, grace_s: float = 
         if now - _mtime(tmp) >= grace_s:
             tmp.unlink(missing_ok=True)
             removed += 1
-    with write_tx(conn):
-        conn.execute(
-            "DELETE FROM stat WHERE key IS NOT NULL AND key NOT IN (SELECT key FROM entries)"
-        )
     return removed
 
 

@@ -70,17 +70,6 @@ def lookup_keys(conn: sqlite3.Connection, keys: Iterable[str]) -> dict[str, tupl
     return found
 
 
-def stat_table(conn: sqlite3.Connection, tok: int, root: int) -> dict[str, tuple]:
-    """relpath -> (size, mtime_ns, ctime_ns, ino, recorded_ns, key, reason, lossy, *E or Nones)."""
-    sql = (
-        "SELECT s.relpath, s.size, s.mtime_ns, s.ctime_ns, s.ino, s.recorded_ns, s.key, s.reason,"
-        " s.lossy, e.segment, e.offset, e.nbytes, e.ntokens, e.n_prompt, e.dtype, e.checksum,"
-        " e.meta, e.last_access FROM stat s LEFT JOIN entries e ON e.key = s.key"
-        " WHERE s.tok = ? AND s.root = ?"
-    )
-    return {row[0]: row[1:] for row in conn.execute(sql, (tok, root))}
-
-
 def segment_names(conn: sqlite3.Connection) -> dict[int, str]:
     return dict(conn.execute("SELECT id, name FROM segments"))
 
@@ -89,15 +78,6 @@ def insert_entries(conn: sqlite3.Connection, rows: list[tuple]) -> None:
     """Insert (key, tok, *E) rows; a key already present keeps its first entry."""
     conn.executemany(
         f"INSERT OR IGNORE INTO entries(key, tok, {ENTRY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        rows,
-    )
-
-
-def upsert_stats(conn: sqlite3.Connection, rows: list[tuple]) -> None:
-    """Record (tok, root, relpath, size, mtime_ns, ctime_ns, ino, recorded_ns, key, reason, lossy)."""
-    conn.executemany(
-        "INSERT OR REPLACE INTO stat(tok, root, relpath, size, mtime_ns, ctime_ns, ino,"
-        " recorded_ns, key, reason, lossy) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         rows,
     )
 

@@ -16,8 +16,8 @@ recorded in `migrations`, so an old index upgrades in place and a blank one is b
             last_access)                                  -- unix seconds, relatime-style
     totals(id = 0, bytes, entries)                        -- running sums kept by triggers
     roots(id INTEGER PK, path TEXT UNIQUE)                -- source roots (absolute)
-    stat(tok, root, relpath, size, mtime_ns, ctime_ns, ino,  -- PK (tok, root, relpath)
-         recorded_ns, key NULL, reason NULL, lossy)       -- key, or the skip reason
+    stat_snapshots(tok, root, written_ns, n, data)        -- PK (tok, root); the stat
+                                                          -- index, see dlm.cache.statindex
     runs(run_id TEXT PK, finished_ns, total, hits, misses, seconds, tok)
 
 Writes run in `BEGIN IMMEDIATE` transactions; `totals` and `segments.live_*` are
@@ -80,12 +80,9 @@ MIGRATIONS: list[tuple[str, str]] = [
         "002-stat-index",
         """
         CREATE TABLE roots(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE);
-        CREATE TABLE stat(
-            tok INTEGER NOT NULL, root INTEGER NOT NULL, relpath TEXT NOT NULL,
-            size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
-            ino INTEGER NOT NULL, recorded_ns INTEGER NOT NULL,
-            key TEXT, reason TEXT, lossy INTEGER NOT NULL DEFAULT 0,
-            PRIMARY KEY (tok, root, relpath)) WITHOUT ROWID;
+        CREATE TABLE stat_snapshots(
+            tok INTEGER NOT NULL, root INTEGER NOT NULL, written_ns INTEGER NOT NULL,
+            n INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (tok, root));
         """,
     ),
     (

@@ -170,7 +170,7 @@ def clear_cache(cache_dir: Path) -> ClearResult:
         with maint_lock(cache_dir):
             _, count = totals(conn)
             with write_tx(conn):
-                for table in ("entries", "stat", "runs"):
+                for table in ("entries", "stat_snapshots", "runs"):
                     conn.execute(f"DELETE FROM {table}")
             compact(conn, cache_dir, min_live_fraction=1.0)
         conn.execute("VACUUM")

@@ -1,0 +1,334 @@
+"""One `CachedRowTokenizer.tokenize` call (see `dlm.cache.tokenizer` for the phases).
+
+Slots: text rows first, then file rows, in input order. Per slot the run keeps its key,
+its entry E (`loc`, int64 [n, 9]; see `dlm.cache.index`), whether it was a hit, and
+for file rows the skip reason, lossy flag and the moment it was read.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import numpy as np
+import zstandard
+
+from dlm.cache import statindex
+from dlm.cache.evict import EVICT_TO_FRACTION, compact, evict_lru, maint_lock
+from dlm.cache.index import (
+    ACCESS, META, NPROMPT, NTOK, SEG, as_entries, insert_entries, lookup_keys, meta_check,
+    segment_names, totals, touch, valid_rows,
+)
+from dlm.cache.reader import IN_MEMORY, CachedRows, RowSource
+from dlm.cache.schema import connect, read_tx, root_id, tokenizer_id, write_tx
+from dlm.cache.segments import ZSTD_LEVEL, SegmentReader, SegmentWriter, checksum, pack_ids
+from dlm.tokenize.encode import RowSpec
+from dlm.tokenize.plain import read_file_row, spec_key, text_row_spec
+from dlm.tokenize.seam import Progress, RowSet, TokenizedRows, TokenizeStats
+
+if TYPE_CHECKING:
+    from dlm.cache.tokenizer import CachedRowTokenizer, CacheRunReport
+
+RACY_NS = 2_000_000_000
+TOUCH_GRANULARITY_S = 3600
+
+
+class Run:
+    def __init__(self, owner: CachedRowTokenizer, rows: RowSet, progress: Progress, report: CacheRunReport) -> None:
+        self.o, self.rows, self.progress, self.report = owner, rows, progress, report
+        self.n_text = len(rows.text_rows)
+        n = self.n_text + len(rows.file_rows)
+        self.keys: list[str | None] = [None] * n
+        self.skip: dict[int, str] = {}
+        self.lossy: set[int] = set()
+        self.loc = np.full((n, 9), -1, dtype=np.int64)
+        self.hit = np.zeros(n, dtype=bool)
+        self.recorded = np.zeros(n, dtype=np.int64)
+        self.root_of_slot = np.full(n, -1, dtype=np.int64)
+        self.where: dict[str, tuple[int, ...]] = {}  # key -> E resolved in this run
+        self.mem: dict[str, np.ndarray] = {}
+        self.encoded: set[str] = set()
+        self.stale: list[str] = []
+        self.admitting = True
+        self.cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+        self.now_s = int(time.time())
+
+    def execute(self) -> TokenizedRows:
+        started = time.perf_counter()
+        o = self.o
+        self.conn = connect(o.cache_dir)
+        self.tok = tokenizer_id(self.conn, o.tokenizer_sha)
+        self.reader = SegmentReader(o.cache_dir)
+        self.writer = SegmentWriter(o.cache_dir, self.conn, o.options.max_segment_bytes, o.segment_write)
+        self.progress.start("tokenizing", len(self.loc))
+        try:
+            pending = self._resolve()
+            self._stream(pending)
+            self._fill()
+            self._finish(time.perf_counter() - started)
+        finally:
+            self.writer.close()
+        return self._assemble(time.perf_counter() - started)
+
+    # phase 1: resolve without reading -------------------------------------
+    def _resolve(self) -> list[int]:
+        for i, row in enumerate(self.rows.text_rows):
+            self.keys[i] = spec_key(self.o.tokenizer_sha, text_row_spec(row))
+        groups: dict[str, list[int]] = {}
+        for j, fr in enumerate(self.rows.file_rows):
+            p = str(fr.path)
+            groups.setdefault(p[: len(p) - len(fr.relpath) - 1], []).append(self.n_text + j)
+        self.roots = {root: root_id(self.conn, root) for root in groups}
+        self.groups = {self.roots[r]: np.array(s, dtype=np.int64) for r, s in groups.items()}
+        self.snaps: dict[int, tuple] = {}
+        self.dirty: set[int] = set()
+        pending: list[int] = []
+        hit_slots: list[np.ndarray] = []
+        hit_rows: list[np.ndarray] = []
+        with read_tx(self.conn):
+            self.seg_names = segment_names(self.conn)
+            found = lookup_keys(self.conn, [k for k in self.keys[: self.n_text] if k])
+            text_hits = [i for i in range(self.n_text) if self.keys[i] in found]
+            pending += [i for i in range(self.n_text) if self.keys[i] not in found]
+            hit_slots.append(np.array(text_hits, dtype=np.int64))
+            hit_rows.append(as_entries([found[self.keys[i]] for i in text_hits]))  # type: ignore[index]
+            for rid, slots in self.groups.items():
+                snap, damaged = statindex.load(self.conn, self.tok, rid)
+                if damaged:
+                    self.report.warn(f"stat index of {self._root_path(rid)} was damaged; re-reading its files")
+                self._resolve_root(rid, slots, snap, pending, hit_slots, hit_rows)
+        self._accept_hits(np.concatenate(hit_slots), np.concatenate(hit_rows), pending)
+        return sorted(pending)
+
+    def _root_path(self, rid: int) -> str:
+        return next(path for path, r in self.roots.items() if r == rid)
+
+    def _resolve_root(self, rid, slots, snap, pending, hit_slots, hit_rows) -> None:
+        files = [self.rows.file_rows[s - self.n_text] for s in slots.tolist()]
+        stats = statindex.file_stats(files)
+        pos, ok = statindex.trusted(snap, files, stats, RACY_NS)
+        self.root_of_slot[slots] = rid
+        self.snaps[rid] = (files, stats, snap, pos)
+        if snap is None or len(snap.relpaths) != len(files) or not ok.all():
+            self.dirty.add(rid)
+        if snap is None:
+            pending.extend(slots.tolist())
+            return
+        p = np.maximum(pos, 0)
+        flags, reason = snap.flags[p], snap.reason[p]
+        skipped = ok & ((flags & statindex.SKIPPED) > 0) & (reason > 0)
+        hit = ok & ((flags & (statindex.SKIPPED | statindex.HAS_ENTRY)) == statindex.HAS_ENTRY)
+        for slot, code in zip(slots[skipped].tolist(), reason[skipped].tolist()):
+            self.skip[slot] = statindex.REASONS[code]
+        for slot, key in zip(slots[hit].tolist(), snap.keys(pos[hit])):
+            self.keys[slot] = key
+        self.lossy.update(slots[hit & ((flags & statindex.LOSSY) > 0)].tolist())
+        self.recorded[slots[ok]] = snap.recorded[p[ok]]
+        entries = snap.entry[pos[hit]]
+        if time.time_ns() - snap.written_ns > TOUCH_GRANULARITY_S * 10**9:
+            entries = entries.copy()
+            entries[:, ACCESS] = 0  # stale: touched in the index, snapshot rewritten
+            self.dirty.add(rid)
+        hit_slots.append(slots[hit])
+        hit_rows.append(entries)
+        rest = slots[~(hit | skipped)]
+        if rest.size:
+            self.dirty.add(rid)
+            pending.extend(rest.tolist())
+
+    def _accept_hits(self, slots: np.ndarray, entries: np.ndarray, pending: list[int]) -> None:
+        """Take verified entries whose segment opens; the rest go to `pending`."""
+        ok = valid_rows(entries)
+        if not ok.all():
+            self.report.corrupt += int((~ok).sum())
+            self.report.warn(f"{int((~ok).sum())} cache index rows failed their check; re-tokenizing")
+        for seg in np.unique(entries[ok, SEG]).tolist():
+            name = self.seg_names.get(seg)
+            if name is None or not self.reader.open(seg, name):
+                ok &= entries[:, SEG] != seg
+        self.loc[slots[ok]] = entries[ok]
+        self.hit[slots[ok]] = True
+        stale = ok & (entries[:, ACCESS] < self.now_s - TOUCH_GRANULARITY_S)
+        self.stale += [self.keys[s] for s in slots[stale].tolist()]  # type: ignore[misc]
+        self.loc[slots[stale], ACCESS] = self.now_s
+        self.dirty.update(int(r) for r in np.unique(self.root_of_slot[slots[stale]]) if r >= 0)
+        bad = slots[~ok]
+        self.dirty.update(int(r) for r in np.unique(self.root_of_slot[bad]) if r >= 0)
+        pending += bad.tolist()
+        self.progress.advance(int(ok.sum()))
+
+    # phase 2: misses, streamed ----------------------------------------------
+    def _stream(self, pending: list[int]) -> None:
+        chunk: list[tuple[int, RowSpec]] = []
+        size = skipped = 0
+        for slot in pending:
+            spec = text_row_spec(self.rows.text_rows[slot]) if slot < self.n_text else self._read_file(slot)
+            if spec is None:
+                skipped += 1
+                continue
+            chunk.append((slot, spec))
+            size += len(spec.text)
+            if len(chunk) >= self.o.options.batch_rows or size >= self.o.options.batch_bytes:
+                self._flush(chunk, skipped)
+                chunk, size, skipped = [], 0, 0
+        if chunk or skipped:
+            self._flush(chunk, skipped)
+
+    def _read_file(self, slot: int) -> RowSpec | None:
+        fr = self.rows.file_rows[slot - self.n_text]
+        self.recorded[slot] = time.time_ns()
+        self.keys[slot] = None
+        got = read_file_row(fr)
+        if isinstance(got, str):
+            self.skip[slot] = got
+            return None
+        self.keys[slot] = spec_key(self.o.tokenizer_sha, got.spec)
+        if got.lossy:
+            self.lossy.add(slot)
+        return got.spec
+
+    def _flush(self, chunk: list[tuple[int, RowSpec]], skipped: int) -> None:
+        keys = [self.keys[slot] for slot, _ in chunk]
+        unknown = [k for k in dict.fromkeys(keys) if k not in self.where]
+        if unknown:
+            self._take_found(lookup_keys(self.conn, unknown))
+        specs: dict[str, RowSpec] = {}
+        for (_, spec), key in zip(chunk, keys):
+            if key not in self.where:
+                specs.setdefault(key, spec)  # type: ignore[arg-type]
+        rows = self._encode_and_write(specs) if specs else []
+        for (slot, _), key in zip(chunk, keys):
+            self.hit[slot] = key not in self.encoded
+        if rows:
+            with write_tx(self.conn):
+                insert_entries(self.conn, rows)
+        self.progress.advance(len(chunk) + skipped)
+
+    def _take_found(self, found: dict[str, tuple]) -> None:
+        keys = list(found)
+        entries = as_entries([found[k] for k in keys])
+        ok = valid_rows(entries)
+        names = segment_names(self.conn)
+        for seg in np.unique(entries[ok, SEG]).tolist():
+            if seg not in names or not self.reader.open(seg, names[seg]):
+                ok &= entries[:, SEG] != seg
+        for key, e, good in zip(keys, entries.tolist(), ok.tolist()):
+            if good:
+                self.where[key] = tuple(e)
+                if e[ACCESS] < self.now_s - TOUCH_GRANULARITY_S:
+                    self.stale.append(key)
+
+    def _encode_and_write(self, specs: dict[str, RowSpec]) -> list[tuple]:
+        keys = list(specs)
+        encoded = self.o.encoder.encode([specs[k] for k in keys])
+        self.encoded.update(keys)
+        payloads = [pack_ids(e.ids, self.cctx) for e in encoded]
+        if self.admitting and not self._make_room(sum(map(len, payloads)), keys):
+            self.admitting = False
+            self.report.warn(
+                f"this run needs more than training.cache.max_bytes ({self.o.options.max_bytes} bytes); "
+                "stopped admitting new cache entries (raise max_bytes to cache the whole run)"
+            )
+        if not self.admitting:
+            for key, e in zip(keys, encoded):
+                self.mem[key] = e.ids
+                self.where[key] = (IN_MEMORY, 0, 0, e.ids.shape[0], e.n_prompt, e.ids.dtype.itemsize, 0, 0, 0)
+            self.report.not_admitted += len(keys)
+            return []
+        seg, offsets = self.writer.append(payloads)
+        assert self.writer.current is not None
+        self.reader.open(seg, self.writer.current.name)
+        cols = np.array(
+            [(seg, off, len(p), e.ids.shape[0], e.n_prompt, e.ids.dtype.itemsize, checksum(p), 0, self.now_s)
+             for off, p, e in zip(offsets, payloads, encoded)],
+            dtype=np.int64,
+        )
+        cols[:, META] = meta_check(cols)
+        rows = []
+        for key, e in zip(keys, cols.tolist()):
+            self.where[key] = tuple(e)
+            rows.append((key, self.tok, *e))
+        self.report.admitted += len(rows)
+        return rows
+
+    def _make_room(self, incoming: int, keys: list[str]) -> bool:
+        cap = self.o.options.max_bytes
+        if totals(self.conn)[0] + incoming <= cap:
+            return True
+        protected = {k for k in self.keys if k} | set(keys)
+        with maint_lock(self.o.cache_dir):
+            result = evict_lru(self.conn, max(0, int(cap * EVICT_TO_FRACTION) - incoming), protected)
+            compact(self.conn, self.o.cache_dir)
+        self.report.evicted_entries += result.evicted_entries
+        self.report.evicted_bytes += result.evicted_bytes
+        return result.bytes_after + incoming <= cap
+
+    # end --------------------------------------------------------------------
+    def _fill(self) -> None:
+        """Entries of rows resolved in phase 2 (including duplicates of one key)."""
+        for s in np.flatnonzero(self.loc[:, SEG] == -1).tolist():
+            if s not in self.skip:
+                self.loc[s] = self.where[self.keys[s]]  # type: ignore[index]
+
+    def _finish(self, seconds: float) -> None:
+        kept = len(self.loc) - len(self.skip)
+        hits = int(self.hit.sum())
+        with write_tx(self.conn):
+            if self.stale:
+                touch(self.conn, self.stale, self.now_s)
+            for rid in self.dirty:
+                statindex.save(self.conn, self.tok, rid, self._snapshot(rid), time.time_ns())
+            self.conn.execute(
+                "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?)",
+                (self.o.run_id, time.time_ns(), kept, hits, kept - hits, seconds, self.tok),
+            )
+
+    def _snapshot(self, rid: int) -> statindex.Snapshot:
+        files, stats, _, _ = self.snaps[rid]
+        slots = self.groups[rid]
+        n = len(files)
+        flags = np.zeros(n, dtype=np.uint8)
+        reason = np.zeros(n, dtype=np.uint8)
+        digest = bytearray()
+        for j, s in enumerate(slots.tolist()):
+            if s in self.skip:
+                flags[j] = statindex.SKIPPED
+                reason[j] = statindex.reason_code(self.skip[s])
+            elif self.loc[s, SEG] >= 0:
+                flags[j] = statindex.HAS_ENTRY
+            flags[j] |= statindex.LOSSY if s in self.lossy else 0
+            digest += statindex.digest_of(self.keys[s])
+        entry = self.loc[slots].copy()
+        entry[(flags & statindex.HAS_ENTRY) == 0] = 0
+        return statindex.Snapshot(
+            [f.relpath for f in files], stats[:, 0], stats[:, 1], stats[:, 2], stats[:, 3].view(np.uint64),
+            self.recorded[slots], entry, np.frombuffer(bytes(digest), dtype=np.uint8).reshape(n, 16),
+            flags, reason,
+        )
+
+    def _assemble(self, seconds: float) -> TokenizedRows:
+        kept = [s for s in range(len(self.keys)) if s not in self.skip] if self.skip else list(range(len(self.keys)))
+        loc = self.loc[kept]
+        hits = int(self.hit[kept].sum())
+        self.report.hits, self.report.misses = hits, len(kept) - hits
+        keys = [self.keys[s] for s in kept] if self.skip else list(self.keys)
+        n = len(kept)
+        stats = TokenizeStats(n, hits, n - hits, seconds, totals(self.conn)[0])
+        source = RowSource(self.rows, self.n_text, kept, self.root_of_slot, self.tok)
+        read = CachedRows(
+            self.o.cache_dir, self.reader, loc, keys, self.mem, source,  # type: ignore[arg-type]
+            lambda spec: self.o.encoder.encode([spec])[0].ids, self.o.tokenizer_sha, stats,
+            self.report.bad_entry, keepalive=self.conn,
+        )
+        return TokenizedRows(
+            lengths=loc[:, NTOK].copy(),
+            n_prompt=loc[:, NPROMPT].astype(np.int32),
+            keys=keys,  # type: ignore[arg-type]
+            read=read,
+            kinds=[r.kind for r in self.rows.text_rows] + ["source"] * (n - self.n_text),  # type: ignore[list-item]
+            files_taken=n - self.n_text,
+            files_skipped=Counter(self.skip.values()),
+            lossy_files=len(self.lossy),
+            stats=stats,
+        )

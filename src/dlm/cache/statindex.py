@@ -1,0 +1,171 @@
+"""The stat index: which files of a source root are unchanged, without reading them.
+
+One snapshot per (tokenizer, source root), a row of `stat_snapshots` in the index:
+the files of the root's latest run, each with the stat it had when it was read and
+what reading it gave. Stored as one binary blob so a warm run loads and compares
+tens of thousands of files with NumPy instead of one SQL row and tuple per file.
+
+Blob layout (little-endian), version 1:
+
+    b"DLMSTAT1"  u64 n  u64 relpath_bytes
+    i64 size[n]  i64 mtime_ns[n]  i64 ctime_ns[n]  u64 ino[n]  i64 recorded_ns[n]
+    i64 entry[n, 9]        -- the row's entry E (see dlm.cache.index), where it was read
+    u8  digest[n, 16]      -- xxh3_128 of the row key ("xxh3_128:" + hex)
+    u8  flags[n]           -- bit 0 lossy, bit 1 skipped, bit 2 has entry
+    u8  reason[n]          -- skip reason code (REASONS)
+    relpaths: UTF-8 (surrogateescape), NUL-separated
+    u64 xxh3_64 of everything above
+
+A file is trusted when its (size, mtime_ns, ctime_ns, ino) equal the snapshot's and
+its mtime is older than `recorded_ns - racy_ns` (git's racy-timestamp rule: an edit in
+the same timestamp tick as the recording could keep the stat unchanged). A snapshot
+that fails its checksum or has another version is ignored: every file is re-read and
+re-hashed (entries are still found by key), and a fresh snapshot is written.
+
+The recorded entry location stays valid while its segment file exists: segments are
+immutable and never reused, and each read checks the entry's checksum. A warm run
+that serves a root from its snapshot does not touch the index; once the snapshot is
+older than the touch granularity (an hour), the run refreshes `last_access` of the
+root's entries and rewrites the snapshot, so LRU order stays right to the hour.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import xxhash
+
+from dlm.tokenize.keys import KEY_ALGO
+from dlm.tokenize.seam import FileRow
+
+MAGIC = b"DLMSTAT1"
+REASONS = ("", "binary", "unreadable", "too-large")
+LOSSY, SKIPPED, HAS_ENTRY = 1, 2, 4
+KEY_PREFIX = f"{KEY_ALGO}:"
+
+
+@dataclass
+class Snapshot:
+    """A decoded snapshot: `n` files, arrays as in the module docstring."""
+
+    relpaths: list[str]
+    size: np.ndarray
+    mtime: np.ndarray
+    ctime: np.ndarray
+    ino: np.ndarray
+    recorded: np.ndarray
+    entry: np.ndarray
+    digest: np.ndarray
+    flags: np.ndarray
+    reason: np.ndarray
+    written_ns: int = 0
+
+    def keys(self, rows: np.ndarray) -> list[str]:
+        """Row keys of the snapshot rows `rows`."""
+        hexes = self.digest[rows].tobytes().hex()
+        return [KEY_PREFIX + hexes[i : i + 32] for i in range(0, len(hexes), 32)]
+
+
+def file_stats(files: Sequence[FileRow]) -> np.ndarray:
+    """int64 [n, 4]: size, mtime_ns, ctime_ns, ino of each FileRow (ino as two's complement)."""
+    out = np.empty((len(files), 4), dtype=np.int64)
+    out[:, 0] = [f.size for f in files]
+    out[:, 1] = [f.mtime_ns for f in files]
+    out[:, 2] = [f.ctime_ns for f in files]
+    out[:, 3] = np.array([f.ino for f in files], dtype=np.uint64).view(np.int64)
+    return out
+
+
+def trusted(snap: Snapshot | None, files: Sequence[FileRow], stats: np.ndarray, racy_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """(pos, ok): each file's row in the snapshot (-1: absent) and whether it is trusted."""
+    if snap is None or not files:
+        return np.full(len(files), -1, dtype=np.int64), np.zeros(len(files), dtype=bool)
+    where = dict(zip(snap.relpaths, range(len(snap.relpaths))))
+    pos = np.fromiter((where.get(f.relpath, -1) for f in files), dtype=np.int64, count=len(files))
+    p = np.maximum(pos, 0)
+    ok = (
+        (pos >= 0)
+        & (snap.size[p] == stats[:, 0])
+        & (snap.mtime[p] == stats[:, 1])
+        & (snap.ctime[p] == stats[:, 2])
+        & (snap.ino[p].view(np.int64) == stats[:, 3])
+        & (stats[:, 1] < snap.recorded[p] - racy_ns)
+    )
+    return pos, ok
+
+
+def encode(snap: Snapshot) -> bytes:
+    n = len(snap.relpaths)
+    names = "\0".join(snap.relpaths).encode("utf-8", "surrogateescape")
+    parts = [
+        MAGIC, np.array([n, len(names)], dtype="<u8").tobytes(),
+        snap.size.astype("<i8").tobytes(), snap.mtime.astype("<i8").tobytes(),
+        snap.ctime.astype("<i8").tobytes(), snap.ino.astype("<u8").tobytes(),
+        snap.recorded.astype("<i8").tobytes(), snap.entry.astype("<i8").tobytes(),
+        snap.digest.astype(np.uint8).tobytes(), snap.flags.astype(np.uint8).tobytes(),
+        snap.reason.astype(np.uint8).tobytes(), names,
+    ]
+    body = b"".join(parts)
+    return body + np.array([xxhash.xxh3_64_intdigest(body)], dtype="<u8").tobytes()
+
+
+def decode(blob: bytes) -> Snapshot | None:
+    """The snapshot in `blob`, or None when it is damaged or of another version."""
+    if len(blob) < 32 or blob[:8] != MAGIC:
+        return None
+    body, tail = blob[:-8], blob[-8:]
+    if int(np.frombuffer(tail, dtype="<u8")[0]) != xxhash.xxh3_64_intdigest(body):
+        return None
+    n, name_len = (int(v) for v in np.frombuffer(body, dtype="<u8", count=2, offset=8))
+    if len(body) != 24 + n * (8 * 5 + 8 * 9 + 16 + 2) + name_len:
+        return None
+    off = 24
+
+    def take(dtype: str, count: int) -> np.ndarray:
+        nonlocal off
+        arr = np.frombuffer(body, dtype=dtype, count=count, offset=off)
+        off += arr.nbytes
+        return arr
+
+    size, mtime, ctime = take("<i8", n), take("<i8", n), take("<i8", n)
+    ino, recorded = take("<u8", n), take("<i8", n)
+    entry = take("<i8", n * 9).reshape(n, 9)
+    digest = take("u1", n * 16).reshape(n, 16)
+    flags, reason = take("u1", n), take("u1", n)
+    names = body[off : off + name_len].decode("utf-8", "surrogateescape")
+    relpaths = names.split("\0") if n else []
+    return Snapshot(relpaths, size, mtime, ctime, ino, recorded, entry, digest, flags, reason)
+
+
+def load(conn: sqlite3.Connection, tok: int, root: int) -> tuple[Snapshot | None, bool]:
+    """(snapshot or None, whether a stored snapshot was damaged and ignored)."""
+    row = conn.execute(
+        "SELECT data, written_ns FROM stat_snapshots WHERE tok = ? AND root = ?", (tok, root)
+    ).fetchone()
+    if row is None:
+        return None, False
+    snap = decode(row[0])
+    if snap is not None:
+        snap.written_ns = int(row[1])
+    return snap, snap is None
+
+
+def save(conn: sqlite3.Connection, tok: int, root: int, snap: Snapshot, written_ns: int) -> None:
+    """Replace the snapshot of (tok, root); call inside a write transaction."""
+    conn.execute(
+        "INSERT OR REPLACE INTO stat_snapshots(tok, root, written_ns, n, data) VALUES (?,?,?,?,?)",
+        (tok, root, written_ns, len(snap.relpaths), encode(snap)),
+    )
+
+
+def digest_of(key: str | None) -> bytes:
+    """16 bytes of a `xxh3_128:<hex>` key (zeros for None)."""
+    return bytes.fromhex(key[len(KEY_PREFIX):]) if key else bytes(16)
+
+
+def reason_code(reason: str | None) -> int:
+    """Code of a skip reason; 0 when it has none (such a file is re-read next run)."""
+    return REASONS.index(reason) if reason in REASONS else 0
