@@ -17,8 +17,8 @@ the backend's `encode(...).ids` (the raw Rust tokenizer, no transformers overhea
 and the cached tokenizer twice: "cold" (a fresh cache; the first prompts miss) and
 "warm" (a fresh cache first fed 10 warm-up prompts that share the workload's
 prefixes but not its prompts, as a running server would be). Every cached result is
-checked against the plain ids. Reported numbers are medians over repeats, in
-CPU microseconds per prompt (`time.process_time`: the machine is shared, and time
+checked against the plain ids. Each prompt's time is the median over repeats; the
+table gives the mean of those over the workload's prompts, in CPU microseconds (`time.process_time`: the machine is shared, and time
 spent waiting for a core is not the tokenizer's); speedups are uncached `encode` /
 cached. "new chars" is the average number of characters per prompt that are not
 in the previous prompt of the workload: the work the prefix cache cannot skip.
@@ -174,35 +174,44 @@ def new_chars(work: Workload) -> float:
     return total / len(work.prompts)
 
 
-def per_prompt_us(fn: Callable[[str], Any], prompts: list[str]) -> float:
-    """CPU microseconds per prompt of this process (time spent waiting for a core on a
+def prompt_times(fn: Callable[[str], Any], prompts: list[str]) -> list[float]:
+    """CPU microseconds of each call, in order (time spent waiting for a core on a
     shared machine is not counted; everything here runs on one thread)."""
-    start = time.process_time()
+    clock = time.process_time
+    times = []
     for prompt in prompts:
+        start = clock()
         fn(prompt)
-    return (time.process_time() - start) / len(prompts) * 1e6
+        times.append((clock() - start) * 1e6)
+    return times
+
+
+def per_prompt_us(runs: list[list[float]]) -> float:
+    """Mean over prompts of each prompt's median over repeats: a burst of load from
+    another process spoils one sample of one prompt, not a whole repeat."""
+    return statistics.fmean(statistics.median(samples) for samples in zip(*runs))
 
 
 def run(tok: Any, work: Workload, repeats: int) -> dict[str, Any]:
     backend = tok.backend_tokenizer
     want = [tok.encode(p) for p in work.prompts]
-    samples: dict[str, list[float]] = {"plain": [], "backend": [], "cold": [], "warm": []}
+    samples: dict[str, list[list[float]]] = {"plain": [], "backend": [], "cold": [], "warm": []}
     for _ in range(repeats):
-        samples["plain"].append(per_prompt_us(tok.encode, work.prompts))
-        samples["backend"].append(per_prompt_us(lambda p: backend.encode(p).ids, work.prompts))
+        samples["plain"].append(prompt_times(tok.encode, work.prompts))
+        samples["backend"].append(prompt_times(lambda p: backend.encode(p).ids, work.prompts))
         cold = CachedTokenizer(tok, work.config)
-        samples["cold"].append(per_prompt_us(cold.encode, work.prompts))
+        samples["cold"].append(prompt_times(cold.encode, work.prompts))
         warm = CachedTokenizer(tok, work.config, fingerprint=cold.fingerprint)
         for prompt in work.warmup:
             warm.encode(prompt)
-        samples["warm"].append(per_prompt_us(warm.encode, work.prompts))
+        samples["warm"].append(prompt_times(warm.encode, work.prompts))
     stats = cold.stats()
     for cached in (cold, warm):
         if [cached.encode(p) for p in work.prompts] != want:
             raise SystemExit(f"{work.name}: cached ids differ from plain ids")
     stored_bytes = sum(s.bytes for s in (stats.l0, stats.l1) if s)
     stored_ids = sum(s.ids for s in (stats.l0, stats.l1) if s)
-    med = {k: statistics.median(v) for k, v in samples.items()}
+    med = {k: per_prompt_us(v) for k, v in samples.items()}
     return {
         "workload": work.name,
         "prompts": len(work.prompts),

@@ -139,7 +139,8 @@ def test_uncacheable_options_and_batches_go_to_the_plain_tokenizer(smollm2_token
     assert out["offset_mapping"] == smollm2_tokenizer("hello world", return_offsets_mapping=True)["offset_mapping"]
     assert cached(["a b", "c"])["input_ids"] == smollm2_tokenizer(["a b", "c"])["input_ids"]
     assert cached.encode("a b c d", truncation=True, max_length=2) == smollm2_tokenizer.encode("a b c d", truncation=True, max_length=2)
-    assert cached.stats().bypassed == 3
+    assert cached.encode("a b", "c d") == smollm2_tokenizer.encode("a b", "c d")  # a text pair
+    assert cached.stats().bypassed == 4
 
 
 def test_backend_truncation_bypasses_the_cache(smollm2_tokenizer: Any) -> None:

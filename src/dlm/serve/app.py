@@ -84,7 +84,7 @@ def create_app(
             )
         else:
             special = True if body.add_special_tokens is None else body.add_special_tokens
-            ids = await run_in_threadpool(cached.encode, body.prompt, special)
+            ids = await run_in_threadpool(cached.encode, body.prompt, add_special_tokens=special)
         return {"tokens": ids, "count": len(ids), "max_model_len": limit}
 
     @app.post("/v1/chat/completions", response_model=None)

@@ -136,22 +136,25 @@ class CachedTokenizer:
         """True when at least one level is in use for this tokenizer."""
         return self._l0 is not None or self._l1 is not None
 
-    def encode(self, text: Any, add_special_tokens: bool = True, **kwargs: Any) -> list[int]:
-        """Ids of one text, list[int] [n_tokens], as `tokenizer.encode(text, add_special_tokens=...)`."""
-        if kwargs or not self._cacheable(text):
+    def encode(self, text: Any, *args: Any, add_special_tokens: bool = True, **kwargs: Any) -> list[int]:
+        """Ids of one text, list[int] [n_tokens], as `tokenizer.encode(text, add_special_tokens=...)`.
+
+        Other arguments (a text pair, truncation, ...) are passed to the wrapped tokenizer.
+        """
+        if args or kwargs or not self._cacheable(text):
             self._bypassed += 1
-            return self._tok.encode(text, add_special_tokens=add_special_tokens, **kwargs)
+            return self._tok.encode(text, *args, add_special_tokens=add_special_tokens, **kwargs)
         return self._ids(text, bool(add_special_tokens))
 
-    def __call__(self, text: Any, add_special_tokens: bool = True, **kwargs: Any) -> Any:
+    def __call__(self, text: Any, *args: Any, add_special_tokens: bool = True, **kwargs: Any) -> Any:
         """A `BatchEncoding` for one text, as the wrapped tokenizer's `__call__`.
 
         From the cache: `input_ids`, plus `token_type_ids` / `attention_mask` when the
         tokenizer's `model_input_names` ask for them; `.encodings` is None.
         """
-        if kwargs or not self._cacheable(text):
+        if args or kwargs or not self._cacheable(text):
             self._bypassed += 1
-            return self._tok(text, add_special_tokens=add_special_tokens, **kwargs)
+            return self._tok(text, *args, add_special_tokens=add_special_tokens, **kwargs)
         ids = self._ids(text, bool(add_special_tokens))
         data: dict[str, list[int]] = {"input_ids": ids}
         names = self._tok.model_input_names

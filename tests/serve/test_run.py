@@ -1,0 +1,82 @@
+"""`dlm serve` settings: frontmatter < --config < flags, file errors, bind warning, and
+the command's error boundary (no model is loaded: settings fail first)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from dlm.cli import serve_cmd
+from dlm.doc import load_document, new_document
+from dlm.errors import ServeError
+from dlm.serve.run import ServeOptions, bind_warning, read_config_file, resolve_cache_config
+from dlm.serve.tokcache import TokenizerCacheConfig, TokenizerCacheConfigError
+
+
+def write_doc(tmp_path: Path, cache_block: str = "") -> Path:
+    head, body = new_document().split("\n---\n", 1)
+    if cache_block:
+        head += "\nserve:\n  tokenizer_cache:\n" + cache_block
+    path = tmp_path / "doc.dlm"
+    path.write_text(head + "\n---\n" + body)
+    return path
+
+
+def test_flags_win_over_config_file_over_frontmatter(tmp_path: Path) -> None:
+    doc_path = write_doc(tmp_path, "    enable_l1: true\n    l1_max_memory: 1000\n    l0_max_entries: 3\n")
+    config = tmp_path / "serve.json"
+    config.write_text('{"tokenizer_cache": {"l1_max_memory": 2000, "enable_l0": true}}')
+    options = ServeOptions(path=doc_path, config_file=config, cache_flags={"l0_max_entries": 9, "enable_l1": None})
+    resolved = resolve_cache_config(load_document(doc_path), options)
+    assert resolved == TokenizerCacheConfig(enable_l0=True, l0_max_entries=9, enable_l1=True, l1_max_memory=2000)
+
+
+def test_bad_flag_value_names_the_command_line(tmp_path: Path) -> None:
+    options = ServeOptions(path=write_doc(tmp_path), cache_flags={"l1_max_memory": 0})
+    with pytest.raises(TokenizerCacheConfigError, match="command line: l1_max_memory: must be an integer >= 1"):
+        resolve_cache_config(load_document(options.path), options)
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("{not json", ":1:2: invalid JSON"),
+        ("[1, 2]", "must hold a JSON object"),
+        ('{"tokenizer_cache": {}, "port": 1}', "unknown key(s) port"),
+    ],
+)
+def test_config_file_errors_name_the_file(tmp_path: Path, content: str, needle: str) -> None:
+    path = tmp_path / "serve.json"
+    path.write_text(content)
+    with pytest.raises(ServeError) as info:
+        read_config_file(path)
+    assert str(path) in str(info.value) and needle in str(info.value)
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    with pytest.raises(ServeError, match="cannot read --config file"):
+        read_config_file(tmp_path / "absent.json")
+
+
+def test_only_non_loopback_hosts_warn() -> None:
+    assert bind_warning("127.0.0.1") is None
+    assert bind_warning("::1") is None
+    assert bind_warning("localhost") is None
+    assert "no authentication" in (bind_warning("0.0.0.0") or "")
+
+
+def test_serve_command_reports_bad_settings_as_one_line(tmp_path: Path) -> None:
+    app = typer.Typer()
+    app.callback()(lambda: None)
+    serve_cmd.register(app)
+    doc_path = write_doc(tmp_path)
+    result = CliRunner().invoke(app, ["serve", str(doc_path), "--tokenizer-cache-l0-max-entries", "0"])
+    assert result.exit_code == 1
+    assert "l0_max_entries: must be an integer >= 1" in result.output
+    assert "Traceback" not in result.output
+    help_text = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "250"}).output
+    for flag in ("--tokenizer-cache-enable-l0", "--tokenizer-cache-l1-max-memory", "--config", "--port"):
+        assert flag in help_text
