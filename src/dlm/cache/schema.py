@@ -80,9 +80,12 @@ MIGRATIONS: list[tuple[str, str]] = [
         "002-stat-index",
         """
         CREATE TABLE roots(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE);
-        CREATE TABLE stat_snapshots(
-            tok INTEGER NOT NULL, root INTEGER NOT NULL, written_ns INTEGER NOT NULL,
-            n INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (tok, root));
+        CREATE TABLE stat(
+            tok INTEGER NOT NULL, root INTEGER NOT NULL, relpath TEXT NOT NULL,
+            size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
+            ino INTEGER NOT NULL, recorded_ns INTEGER NOT NULL,
+            key TEXT, reason TEXT, lossy INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (tok, root, relpath)) WITHOUT ROWID;
         """,
     ),
     (
@@ -92,6 +95,16 @@ MIGRATIONS: list[tuple[str, str]] = [
             run_id TEXT PRIMARY KEY, finished_ns INTEGER NOT NULL, total INTEGER NOT NULL,
             hits INTEGER NOT NULL, misses INTEGER NOT NULL, seconds REAL NOT NULL,
             tok INTEGER NOT NULL);
+        """,
+    ),
+    (
+        # one row per file was too slow to load for large trees: one NumPy blob per root
+        "004-stat-snapshots",
+        """
+        DROP TABLE stat;
+        CREATE TABLE stat_snapshots(
+            tok INTEGER NOT NULL, root INTEGER NOT NULL, written_ns INTEGER NOT NULL,
+            n INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (tok, root));
         """,
     ),
 ]
