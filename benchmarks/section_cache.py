@@ -137,7 +137,25 @@ def datasets_run(corpus: Any, tok: Any, hf_dir: Path) -> tuple[float, int]:
     return timed(go)
 
 
-def bench(name: str, corpus: Any, work: Path, tok: Any, sha: str, warm_repeats: int, with_datasets: bool) -> dict:
+def datasets_load_run(corpus: Any, tok: Any, hf_dir: Path) -> tuple[float, int]:
+    """The usual `datasets` workflow: `load_dataset("text", sample_by="document")` over
+    the walked files (cached by file path and mtime), then a cached `.map`."""
+    import datasets
+
+    def go() -> int:
+        walk = walk_sources([corpus], Path("."))
+        files = [str(f.path) for f in walk.files]
+        ds = datasets.load_dataset("text", data_files=files, sample_by="document", split="train",
+                                   cache_dir=str(hf_dir))
+        out = ds.map(lambda b: tok([t + tok.eos_token for t in b["text"]]), batched=True,
+                     batch_size=BATCH, remove_columns=["text"])
+        return len(out)
+
+    return timed(go)
+
+
+def bench(name: str, corpus: Any, work: Path, tok: Any, sha: str, warm_repeats: int, with_datasets: bool,
+          load_dataset: bool = False, datasets_edit: bool = False) -> dict:
     from dlm.train.dataset import WindowDataset
 
     cache_dir = work / f"{name}-cache"
@@ -178,36 +196,45 @@ def bench(name: str, corpus: Any, work: Path, tok: Any, sha: str, warm_repeats: 
     out["bytes_on_disk"] = disk_bytes(cache_dir)
     out["bytes_per_token"] = out["bytes_on_disk"] / max(1, int(cold.lengths.sum()))
     if with_datasets:
-        hf_dir = work / f"{name}-hf"
+        run = datasets_load_run if load_dataset else datasets_run
+        hf_dir = work / f"{name}-hf{'-load' if load_dataset else ''}"
         shutil.rmtree(hf_dir, ignore_errors=True)
-        out["datasets_cold_s"], _ = datasets_run(corpus, tok, hf_dir)
-        out["datasets_warm_s"] = statistics.median(datasets_run(corpus, tok, hf_dir)[0] for _ in range(warm_repeats))
+        out["datasets_mode"] = "load_dataset" if load_dataset else "from_generator"
+        out["datasets_cold_s"], _ = run(corpus, tok, hf_dir)
+        out["datasets_warm_s"] = statistics.median(run(corpus, tok, hf_dir)[0] for _ in range(warm_repeats))
         out["datasets_bytes"] = sum(p.stat().st_size for p in hf_dir.rglob("*") if p.is_file())
+        if datasets_edit:
+            try:
+                victim.path.write_bytes(original + b"\n# edited by the benchmark\n")
+                out["datasets_edit_s"], _ = run(corpus, tok, hf_dir)
+            finally:
+                victim.path.write_bytes(original)
     print(f"[{name}] {json.dumps(out)}", file=sys.stderr)
     return out
 
 
 def table(results: list[dict]) -> str:
-    lines = [
-        "| corpus | files | tokens | walk s | raw encode s | cold s | cold/raw | warm s (cache part) | cold/warm "
-        "| 1 file edited s | seq_len changed s | datasets cold s | datasets warm s | datasets warm/warm "
-        "| bytes/token |",
-        "|" + "---|" * 15,
-    ]
+    """Markdown table; ratios are of numbers measured in this run."""
+    head = ["corpus", "files (rows of walked)", "tokens", "walk s", "raw encode s", "cold s", "cold/raw",
+            "warm s (cache part)", "cold/warm", "1 file edited s", "seq_len changed s",
+            "datasets", "datasets cold s", "datasets warm s", "datasets warm / warm",
+            "datasets 1 file edited s", "bytes/token"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def opt(r: dict, key: str, fmt: str) -> str:
+        return format(r[key], fmt) if key in r else "-"
+
     for r in results:
-        ds_cold, ds_warm = r.get("datasets_cold_s"), r.get("datasets_warm_s")
-        lines.append(
-            f"| {r['corpus']} | {r['files']:,} of {r['walked']:,} | {r['tokens']:,} | {r['walk_s']:.2f} | {r['raw_s']:.2f} "
-            f"| {r['cold_s']:.2f} | {r['cold_s'] / r['raw_s']:.2f}x | {r['warm_s']:.3f} ({r['warm_tokenize_s']:.3f}) "
-            f"| {r['cold_s'] / r['warm_s']:.0f}x | {r['edit_s']:.3f} ({r['edit_misses']} miss) "
-            f"| {r['seqlen_s']:.3f} ({r['seqlen_misses']} miss) "
-            f"| {ds_cold:.2f} | {ds_warm:.3f} | {ds_warm / r['warm_s']:.1f}x | {r['bytes_per_token']:.3f} |"
-            if ds_cold is not None else
-            f"| {r['corpus']} | {r['files']:,} of {r['walked']:,} | {r['tokens']:,} | {r['walk_s']:.2f} | {r['raw_s']:.2f} "
-            f"| {r['cold_s']:.2f} | {r['cold_s'] / r['raw_s']:.2f}x | {r['warm_s']:.3f} ({r['warm_tokenize_s']:.3f}) "
-            f"| {r['cold_s'] / r['warm_s']:.0f}x | {r['edit_s']:.3f} ({r['edit_misses']} miss) "
-            f"| {r['seqlen_s']:.3f} ({r['seqlen_misses']} miss) | - | - | - | {r['bytes_per_token']:.3f} |"
-        )
+        cells = [
+            r["corpus"], f"{r['files']:,} of {r['walked']:,}", f"{r['tokens']:,}", f"{r['walk_s']:.2f}",
+            f"{r['raw_s']:.2f}", f"{r['cold_s']:.2f}", f"{r['cold_s'] / r['raw_s']:.2f}x",
+            f"{r['warm_s']:.3f} ({r['warm_tokenize_s']:.3f})", f"{r['cold_s'] / r['warm_s']:.0f}x",
+            f"{r['edit_s']:.3f} ({r['edit_misses']} miss)", f"{r['seqlen_s']:.3f} ({r['seqlen_misses']} miss)",
+            r.get("datasets_mode", "-"), opt(r, "datasets_cold_s", ".2f"), opt(r, "datasets_warm_s", ".3f"),
+            f"{r['datasets_warm_s'] / r['warm_s']:.2f}x" if "datasets_warm_s" in r else "-",
+            opt(r, "datasets_edit_s", ".2f"), f"{r['bytes_per_token']:.3f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -218,6 +245,11 @@ def main() -> None:
     parser.add_argument("--warm-repeats", type=int, default=3)
     parser.add_argument("--no-datasets", action="store_true", help="skip the datasets.map comparison")
     parser.add_argument("--only-linux", action="store_true", help="skip the stdlib corpus")
+    parser.add_argument("--load-dataset", action="store_true",
+                        help="compare with load_dataset('text', sample_by='document') + map instead of "
+                        "Dataset.from_generator (stat-fingerprinted) + map")
+    parser.add_argument("--datasets-edit", action="store_true",
+                        help="also time datasets after one file edit (a full re-tokenization)")
     parser.add_argument("--linux-max-file-bytes", type=int, default=8192,
                         help="Linux files larger than this are walked but skipped (too-large), "
                         "which keeps three cold encodes of the tree within minutes; 1048576 takes all")
@@ -228,7 +260,11 @@ def main() -> None:
     corpora = [] if args.only_linux else [("stdlib", stdlib_corpus())]
     if args.linux or args.only_linux:
         corpora.append(("linux-6.1", linux_corpus(args.work, args.linux_max_file_bytes)))
-    results = [bench(name, c, args.work, tok, sha, args.warm_repeats, not args.no_datasets) for name, c in corpora]
+    results = [
+        bench(name, c, args.work, tok, sha, args.warm_repeats, not args.no_datasets, args.load_dataset,
+              args.datasets_edit)
+        for name, c in corpora
+    ]
     print(table(results))
     (args.work / "section_cache.json").write_text(json.dumps(results, indent=2))
 

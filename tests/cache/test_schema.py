@@ -31,6 +31,18 @@ def test_old_index_upgrades_in_place_and_keeps_data(cache_dir: Path):
     assert names(conn) == [n for n, _ in MIGRATIONS]
     assert totals(conn) == (10, 1)
     assert conn.execute("SELECT COUNT(*) FROM stat_snapshots").fetchone()[0] == 0
+    with write_tx(conn):  # the triggers still keep segment live bytes after the rebuild
+        conn.execute("INSERT INTO entries VALUES ('k2', 1, 1, 10, 5, 5, 0, 2, 0, 0, 0)")
+    assert conn.execute("SELECT live_bytes FROM segments WHERE name = 's'").fetchone()[0] == 15
+
+
+def test_segment_ids_are_never_reused(cache_dir: Path):
+    conn = connect(cache_dir)
+    with write_tx(conn):
+        conn.execute("INSERT INTO segments(name, created_ns) VALUES ('a', 0), ('b', 0)")
+        conn.execute("DELETE FROM segments WHERE name = 'b'")
+        conn.execute("INSERT INTO segments(name, created_ns) VALUES ('c', 0)")
+    assert conn.execute("SELECT id FROM segments WHERE name = 'c'").fetchone()[0] == 3
 
 
 def test_triggers_keep_totals_and_segment_live_bytes(cache_dir: Path):

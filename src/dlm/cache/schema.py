@@ -5,7 +5,7 @@ recorded in `migrations`, so an old index upgrades in place and a blank one is b
 
     migrations(name TEXT PK, applied_ns)
     tokenizers(id INTEGER PK, sha TEXT UNIQUE)            -- tokenizer_sha256 values
-    segments(id INTEGER PK, name TEXT UNIQUE,             -- segments/<name>
+    segments(id INTEGER PK AUTOINCREMENT, name UNIQUE,    -- segments/<name>; ids never reused
              live_bytes, live_entries, created_ns)        -- kept by triggers
     entries(key TEXT PK,                                  -- row_key, "xxh3_128:<hex>"
             tok -> tokenizers.id, segment -> segments.id,
@@ -38,6 +38,26 @@ from dlm.errors import CacheError
 INDEX_NAME = "index.sqlite"
 BUSY_TIMEOUT_MS = 60_000
 
+TRIGGERS = """
+        CREATE TRIGGER entries_ins AFTER INSERT ON entries BEGIN
+            UPDATE totals SET bytes = bytes + NEW.nbytes, entries = entries + 1;
+            UPDATE segments SET live_bytes = live_bytes + NEW.nbytes,
+                live_entries = live_entries + 1 WHERE id = NEW.segment;
+        END;
+        CREATE TRIGGER entries_del AFTER DELETE ON entries BEGIN
+            UPDATE totals SET bytes = bytes - OLD.nbytes, entries = entries - 1;
+            UPDATE segments SET live_bytes = live_bytes - OLD.nbytes,
+                live_entries = live_entries - 1 WHERE id = OLD.segment;
+        END;
+        CREATE TRIGGER entries_move AFTER UPDATE OF segment, nbytes ON entries BEGIN
+            UPDATE totals SET bytes = bytes - OLD.nbytes + NEW.nbytes;
+            UPDATE segments SET live_bytes = live_bytes - OLD.nbytes,
+                live_entries = live_entries - 1 WHERE id = OLD.segment;
+            UPDATE segments SET live_bytes = live_bytes + NEW.nbytes,
+                live_entries = live_entries + 1 WHERE id = NEW.segment;
+        END;
+"""
+
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "001-entries-segments-totals",
@@ -57,24 +77,8 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE TABLE totals(id INTEGER PRIMARY KEY CHECK (id = 0),
             bytes INTEGER NOT NULL, entries INTEGER NOT NULL);
         INSERT INTO totals VALUES (0, 0, 0);
-        CREATE TRIGGER entries_ins AFTER INSERT ON entries BEGIN
-            UPDATE totals SET bytes = bytes + NEW.nbytes, entries = entries + 1;
-            UPDATE segments SET live_bytes = live_bytes + NEW.nbytes,
-                live_entries = live_entries + 1 WHERE id = NEW.segment;
-        END;
-        CREATE TRIGGER entries_del AFTER DELETE ON entries BEGIN
-            UPDATE totals SET bytes = bytes - OLD.nbytes, entries = entries - 1;
-            UPDATE segments SET live_bytes = live_bytes - OLD.nbytes,
-                live_entries = live_entries - 1 WHERE id = OLD.segment;
-        END;
-        CREATE TRIGGER entries_move AFTER UPDATE OF segment, nbytes ON entries BEGIN
-            UPDATE totals SET bytes = bytes - OLD.nbytes + NEW.nbytes;
-            UPDATE segments SET live_bytes = live_bytes - OLD.nbytes,
-                live_entries = live_entries - 1 WHERE id = OLD.segment;
-            UPDATE segments SET live_bytes = live_bytes + NEW.nbytes,
-                live_entries = live_entries + 1 WHERE id = NEW.segment;
-        END;
-        """,
+        """
+        + TRIGGERS,
     ),
     (
         "002-stat-index",
@@ -106,6 +110,23 @@ MIGRATIONS: list[tuple[str, str]] = [
             tok INTEGER NOT NULL, root INTEGER NOT NULL, written_ns INTEGER NOT NULL,
             n INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (tok, root));
         """,
+    ),
+    (
+        # stat snapshots remember segment ids: an id must never name another file later
+        "005-segment-ids-never-reused",
+        """
+        DROP TRIGGER entries_ins;
+        DROP TRIGGER entries_del;
+        DROP TRIGGER entries_move;
+        CREATE TABLE segments_v2(
+            id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE,
+            live_bytes INTEGER NOT NULL DEFAULT 0, live_entries INTEGER NOT NULL DEFAULT 0,
+            created_ns INTEGER NOT NULL);
+        INSERT INTO segments_v2 SELECT id, name, live_bytes, live_entries, created_ns FROM segments;
+        DROP TABLE segments;
+        ALTER TABLE segments_v2 RENAME TO segments;
+        """
+        + TRIGGERS,
     ),
 ]
 

@@ -1,23 +1,23 @@
 """`CachedRowTokenizer`: the tokenize seam backed by the tokenized-section cache.
 
-One run, in two phases:
+One run (`dlm.cache.run`), in two phases:
 
-1. Resolve without reading. Text rows get their `row_key` from their text. A file row
-   whose (size, mtime_ns, ctime_ns, ino) equal the stat index row of its
-   (tokenizer, source root, relpath) is trusted without opening it: the stat row gives
-   its key (or its skip reason, or lossy flag). Racy-timestamp guard (as git's index):
-   a stat row is trusted only if the file's mtime is older than the moment it was
-   recorded minus `RACY_NS`, so an edit within the timestamp granularity of the
-   recording is caught next run by re-reading. Entries of the resolved keys come from
-   one join; their `meta` checks are verified vectorized and their segments opened.
+1. Resolve without reading. Text rows get their `row_key` from their text and their
+   entries by key from the index. File rows are matched, vectorized, against the stat
+   snapshot of their (tokenizer, source root) (`dlm.cache.statindex`): a file whose
+   (size, mtime_ns, ctime_ns, ino) are unchanged, and whose mtime is older than the
+   moment it was read minus `RACY_NS` (git's racy-timestamp guard), is not opened:
+   the snapshot gives its key, skip reason, lossy flag and entry location. Entries'
+   `meta` checks are verified vectorized and their segments opened.
 2. Misses, streamed. Untrusted files are read and hashed (xxh3 row keys); keys still
-   missing are encoded in batches (`batch_rows` rows or `batch_bytes` of text) with the
-   backend's parallel batch encode, compressed, appended to this run's segment,
-   fdatasync'ed, and committed to the index with their stat rows in one transaction.
+   missing from the index are encoded in batches (`batch_rows` rows or `batch_bytes`
+   of text) with the backend's parallel batch encode, compressed, appended to this
+   run's segment, fdatasync'ed, then committed to the index. Changed roots get a new
+   stat snapshot at the end, in the transaction that records the run.
 
-Reads are lazy: `read(i)` preads the entry, checks its checksum, decompresses. A bad
-entry (bit flip, truncation) is a miss: a warning, the row is re-encoded from its
-source, the entry dropped; never wrong ids, never a crash.
+Reads are lazy (`dlm.cache.reader`): `read(i)` preads the entry, checks its checksum,
+decompresses. A bad entry (bit flip, truncation) is a miss: a warning, the row is
+re-encoded from its source, the entry dropped; never wrong ids, never a crash.
 
 Bounds: before admitting a batch past `max_bytes`, LRU eviction runs (this run's keys
 protected); if this run alone exceeds the cap, admission stops, the rest of the run is
