@@ -18,10 +18,12 @@ and the cached tokenizer twice: "cold" (a fresh cache; the first prompts miss) a
 "warm" (a fresh cache first fed 10 warm-up prompts that share the workload's
 prefixes but not its prompts, as a running server would be). Every cached result is
 checked against the plain ids. Each prompt's time is the median over repeats; the
-table gives the mean of those over the workload's prompts, in CPU microseconds (`time.process_time`: the machine is shared, and time
-spent waiting for a core is not the tokenizer's); speedups are uncached `encode` /
-cached. "new chars" is the average number of characters per prompt that are not
-in the previous prompt of the workload: the work the prefix cache cannot skip.
+table gives the mean of those over the workload's prompts, in CPU microseconds
+(`time.process_time`: on a shared machine, time spent waiting for a core is not the
+tokenizer's); speedups are uncached `encode` / cached. Hit rates and L1 bytes are
+those of the cold run (L1 bytes count id arrays with their headers, and keys).
+"new chars" is the average number of characters per prompt beyond its longest common
+prefix with any earlier prompt: the work the prefix cache cannot skip.
 """
 
 from __future__ import annotations
@@ -120,11 +122,17 @@ def workloads(tok: Any) -> list[Workload]:
         turns.append(f"Answer {t}: " + policy_text(220))
     growing = Workload("growing-conversation", growing_prompts, [render(tok, system[:1500], [question(999)])])
     code = code_file()
-    review = ["Please review this module:\n```python\n" + code + "\n```", "Overall fine; see notes on error handling."]
+    review = [
+        "Please review this module:\n```python\n" + code + "\n```",
+        "Overall fine; see notes on error handling.",
+    ]
     guidelines = "You review Python code. Check correctness, naming, error handling, tests, and performance. Be concise."
     code_review = Workload(
         "code-review",
-        [render(tok, guidelines, [*review, f"Follow-up {i}: what about line {i % 40 + 1}?"]) for i in range(100)],
+        [
+            render(tok, guidelines, [*review, f"Follow-up {i}: what about line {i % 40 + 1}?"])
+            for i in range(100)
+        ],
         [render(tok, guidelines, [*review, f"Warm-up {i}"]) for i in range(10)],
     )
     shorts = [render(tok, None, [f"What is {i} plus {i * 3}?"]) for i in range(100)]
@@ -189,7 +197,7 @@ def prompt_times(fn: Callable[[str], Any], prompts: list[str]) -> list[float]:
 def per_prompt_us(runs: list[list[float]]) -> float:
     """Mean over prompts of each prompt's median over repeats: a burst of load from
     another process spoils one sample of one prompt, not a whole repeat."""
-    return statistics.fmean(statistics.median(samples) for samples in zip(*runs))
+    return statistics.fmean(statistics.median(samples) for samples in zip(*runs, strict=True))
 
 
 def run(tok: Any, work: Workload, repeats: int) -> dict[str, Any]:
@@ -209,8 +217,6 @@ def run(tok: Any, work: Workload, repeats: int) -> dict[str, Any]:
     for cached in (cold, warm):
         if [cached.encode(p) for p in work.prompts] != want:
             raise SystemExit(f"{work.name}: cached ids differ from plain ids")
-    stored_bytes = sum(s.bytes for s in (stats.l0, stats.l1) if s)
-    stored_ids = sum(s.ids for s in (stats.l0, stats.l1) if s)
     med = {k: per_prompt_us(v) for k, v in samples.items()}
     return {
         "workload": work.name,
@@ -226,22 +232,23 @@ def run(tok: Any, work: Workload, repeats: int) -> dict[str, Any]:
         "speedup_warm_vs_backend": med["backend"] / med["warm"],
         "l0_hit_rate": stats.l0.hit_rate if stats.l0 else 0.0,
         "l1_hit_rate": stats.l1.hit_rate if stats.l1 else 0.0,
-        "bytes_per_cached_token": stored_bytes / stored_ids if stored_ids else 0.0,
+        "l1_bytes_per_token": stats.l1.bytes / stats.l1.ids if stats.l1 and stats.l1.ids else 0.0,
+        "l1_mib": stats.l1.bytes / 2**20 if stats.l1 else 0.0,
     }
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| workload | avg chars | new chars | uncached encode µs | uncached backend µs | cached µs cold | cached µs warm "
-        "| speedup cold | speedup warm | warm vs backend | L0 hit | L1 hit | bytes/cached token |"
+        "| speedup cold | speedup warm | warm vs backend | L0 hit | L1 hit | L1 bytes/token | L1 MiB |"
     )
-    out = [head, "|" + "---|" * 13]
+    out = [head, "|" + "---|" * 14]
     for r in rows:
         out.append(
             f"| {r['workload']} | {r['avg_chars']} | {r['new_chars']} | {r['plain_us']:.1f} | {r['backend_us']:.1f} | {r['cold_us']:.1f} "
             f"| {r['warm_us']:.1f} | {r['speedup_cold']:.1f}x | {r['speedup_warm']:.1f}x "
             f"| {r['speedup_warm_vs_backend']:.1f}x | {r['l0_hit_rate']:.0%} | {r['l1_hit_rate']:.0%} "
-            f"| {r['bytes_per_cached_token']:.2f} |"
+            f"| {r['l1_bytes_per_token']:.2f} | {r['l1_mib']:.2f} |"
         )
     return "\n".join(out)
 

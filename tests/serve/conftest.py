@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from serve_tokenizers import bert_tokenizer, metaspace_tokenizer, qwen3_tokenizer
 
 

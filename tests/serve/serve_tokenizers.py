@@ -32,7 +32,16 @@ def metaspace_tokenizer() -> Any:
     """A SentencePiece-style BPE: NFKC, Metaspace(prepend_scheme="first"), BOS template,
     overlapping special tokens, lstrip/rstrip/single_word special tokens (one overlapping
     "<s>") and a normalized added token."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import (
+        AddedToken,
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=False))
@@ -57,5 +66,7 @@ def metaspace_tokenizer() -> Any:
     )
     tok.add_tokens([AddedToken("hello there", normalized=True, special=False)])
     bos = tok.token_to_id("<s>")
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)]
+    )
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")

@@ -38,8 +38,14 @@ class FakeEngine:
         self.max_active = 0
         self._lock = threading.Lock()
 
-    def generate(self, messages: list[dict[str, Any]], *, max_new_tokens: int, temperature: float,
-                 input_ids: list[int] | None = None) -> Iterator[str]:
+    def generate(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        input_ids: list[int] | None = None,
+    ) -> Iterator[str]:
         with self._lock:
             self.active += 1
             self.max_active = max(self.max_active, self.active)
@@ -93,7 +99,9 @@ def test_health_and_models(http: httpx.Client) -> None:
     assert [m["id"] for m in models["data"]] == ["dlm:fake"]
 
 
-def test_chat_completion_with_the_openai_client(server: RunningServer, engine: FakeEngine, smollm2_tokenizer: Any) -> None:
+def test_chat_completion_with_the_openai_client(
+    server: RunningServer, engine: FakeEngine, smollm2_tokenizer: Any
+) -> None:
     client = openai_client(server)
     messages = [{"role": "user", "content": "alpha beta gamma"}]
     reply = client.chat.completions.create(model="dlm:fake", messages=messages, max_tokens=8)
@@ -107,7 +115,10 @@ def test_chat_completion_with_the_openai_client(server: RunningServer, engine: F
 def test_streaming_chat_with_the_openai_client(server: RunningServer) -> None:
     client = openai_client(server)
     stream = client.chat.completions.create(
-        model="dlm:fake", messages=[{"role": "user", "content": "one two three four"}], max_tokens=8, stream=True
+        model="dlm:fake",
+        messages=[{"role": "user", "content": "one two three four"}],
+        max_tokens=8,
+        stream=True,
     )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks)
@@ -116,11 +127,17 @@ def test_streaming_chat_with_the_openai_client(server: RunningServer) -> None:
     assert chunks[-1].choices[0].finish_reason in ("stop", "length")
 
 
-def test_tokenize_prompt_and_messages_match_the_plain_tokenizer(http: httpx.Client, smollm2_tokenizer: Any) -> None:
+def test_tokenize_prompt_and_messages_match_the_plain_tokenizer(
+    http: httpx.Client, smollm2_tokenizer: Any
+) -> None:
     prompt = "<|im_start|>user\nHow many tokens is this? 12345<|im_end|>\n"
     for _ in range(2):
         body = http.post("/tokenize", json={"prompt": prompt}).json()
-        assert body == {"tokens": smollm2_tokenizer.encode(prompt), "count": len(body["tokens"]), "max_model_len": 2048}
+        assert body == {
+            "tokens": smollm2_tokenizer.encode(prompt),
+            "count": len(body["tokens"]),
+            "max_model_len": 2048,
+        }
     messages = [{"role": "user", "content": "hi there"}]
     body = http.post("/tokenize", json={"messages": messages}).json()
     assert body["tokens"] == plain_prompt_ids(smollm2_tokenizer, messages)
@@ -147,7 +164,9 @@ def test_metrics_report_requests_and_cache_levels(http: httpx.Client) -> None:
         (b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}', 422, "max_tokens"),
     ],
 )
-def test_bad_chat_requests_get_clear_errors(http: httpx.Client, body: bytes, status: int, needle: str) -> None:
+def test_bad_chat_requests_get_clear_errors(
+    http: httpx.Client, body: bytes, status: int, needle: str
+) -> None:
     response = http.post("/v1/chat/completions", content=body, headers={"content-type": "application/json"})
     assert response.status_code == status
     assert needle in response.json()["error"]["message"]
@@ -162,7 +181,9 @@ def test_tokenize_needs_exactly_one_input(http: httpx.Client) -> None:
 
 def test_oversized_bodies_get_413(http: httpx.Client) -> None:
     big = json.dumps({"prompt": "x" * 70_000}).encode()
-    assert http.post("/tokenize", content=big, headers={"content-type": "application/json"}).status_code == 413
+    assert (
+        http.post("/tokenize", content=big, headers={"content-type": "application/json"}).status_code == 413
+    )
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: counted while reading
         for i in range(0, len(big), 8192):
@@ -187,7 +208,11 @@ def test_concurrent_requests_are_served_one_generation_at_a_time(smollm2_tokeniz
 
         def ask(i: int) -> str:
             messages = [{"role": "user", "content": f"request {i} a b c"}]
-            return client.chat.completions.create(model="dlm:fake", messages=messages, max_tokens=8).choices[0].message.content
+            return (
+                client.chat.completions.create(model="dlm:fake", messages=messages, max_tokens=8)
+                .choices[0]
+                .message.content
+            )
 
         with ThreadPoolExecutor(max_workers=6) as pool:
             replies = list(pool.map(ask, range(12)))
@@ -197,7 +222,10 @@ def test_concurrent_requests_are_served_one_generation_at_a_time(smollm2_tokeniz
 
 def test_generation_failure_is_a_500_or_an_error_event(smollm2_tokenizer: Any) -> None:
     engine = FakeEngine(smollm2_tokenizer, fail=True)
-    with RunningServer(create_app(engine, CACHE), "127.0.0.1", 0) as running, httpx.Client(base_url=running.url, timeout=30) as http:
+    with (
+        RunningServer(create_app(engine, CACHE), "127.0.0.1", 0) as running,
+        httpx.Client(base_url=running.url, timeout=30) as http,
+    ):
         body = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 8}
         response = http.post("/v1/chat/completions", json=body)
         assert response.status_code == 500

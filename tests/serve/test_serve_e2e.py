@@ -104,7 +104,9 @@ def served(tmp_path: Path, smollm2_ref: Any) -> Iterator[tuple[str, Path]]:
             proc.wait(timeout=10)
 
 
-def test_dlm_serve_answers_openai_clients_and_plain_http(served: tuple[str, Path], smollm2_tokenizer: Any) -> None:
+def test_dlm_serve_answers_openai_clients_and_plain_http(
+    served: tuple[str, Path], smollm2_tokenizer: Any
+) -> None:
     url, doc_path = served
     doc = load_document(doc_path)
     client = OpenAI(base_url=url + "/v1", api_key="unused", timeout=120, max_retries=0)
@@ -122,7 +124,9 @@ def test_dlm_serve_answers_openai_clients_and_plain_http(served: tuple[str, Path
 
     with httpx.Client(base_url=url, timeout=60) as http:
         rendered = smollm2_tokenizer.apply_chat_template(
-            [{"role": "system", "content": "Answer briefly."}, *messages], tokenize=False, add_generation_prompt=True
+            [{"role": "system", "content": "Answer briefly."}, *messages],
+            tokenize=False,
+            add_generation_prompt=True,
         )
         tokens = http.post("/tokenize", json={"messages": messages}).json()
         assert tokens["tokens"] == smollm2_tokenizer.encode(rendered, add_special_tokens=False)

@@ -99,7 +99,9 @@ def test_growing_conversation_keeps_hitting_l1(qwen3_tok: Any) -> None:
     for i in range(12):
         turns += [f"question {i}: what about item {i * 7}?"] + ([f"answer {i}"] if i < 11 else [])
         text = chat(qwen3_tok, turns[: 2 * i + 1])
-        assert cached.encode(text, add_special_tokens=False) == qwen3_tok.encode(text, add_special_tokens=False)
+        assert cached.encode(text, add_special_tokens=False) == qwen3_tok.encode(
+            text, add_special_tokens=False
+        )
     l1 = cached.stats().l1
     assert l1.misses == 1 and l1.hits == 11
     assert cached.typecode == "I" and l1.bytes >= 4 * l1.ids
@@ -117,7 +119,9 @@ def test_shared_system_prompt_hits_for_different_user_turns(smollm2_tokenizer: A
 
 def test_l1_is_bounded_by_bytes(smollm2_tokenizer: Any) -> None:
     limit = 6000
-    cached = CachedTokenizer(smollm2_tokenizer, TokenizerCacheConfig(enable_l1=True, l1_max_memory=limit, l1_min_prompt_chars=0))
+    cached = CachedTokenizer(
+        smollm2_tokenizer, TokenizerCacheConfig(enable_l1=True, l1_max_memory=limit, l1_min_prompt_chars=0)
+    )
     for i in range(40):
         text = chat(smollm2_tokenizer, [f"turn {i} " * 20, "ok", "again"])
         assert cached.encode(text) == smollm2_tokenizer.encode(text)
@@ -126,7 +130,9 @@ def test_l1_is_bounded_by_bytes(smollm2_tokenizer: Any) -> None:
 
 
 def test_short_prompts_skip_l1(smollm2_tokenizer: Any) -> None:
-    cached = CachedTokenizer(smollm2_tokenizer, TokenizerCacheConfig(enable_l1=True, l1_min_prompt_chars=10_000))
+    cached = CachedTokenizer(
+        smollm2_tokenizer, TokenizerCacheConfig(enable_l1=True, l1_min_prompt_chars=10_000)
+    )
     text = chat(smollm2_tokenizer, ["short"])
     assert cached.encode(text) == smollm2_tokenizer.encode(text)
     l1 = cached.stats().l1
@@ -136,9 +142,14 @@ def test_short_prompts_skip_l1(smollm2_tokenizer: Any) -> None:
 def test_uncacheable_options_and_batches_go_to_the_plain_tokenizer(smollm2_tokenizer: Any) -> None:
     cached = CachedTokenizer(smollm2_tokenizer, BOTH)
     out = cached("hello world", return_offsets_mapping=True)
-    assert out["offset_mapping"] == smollm2_tokenizer("hello world", return_offsets_mapping=True)["offset_mapping"]
+    assert (
+        out["offset_mapping"]
+        == smollm2_tokenizer("hello world", return_offsets_mapping=True)["offset_mapping"]
+    )
     assert cached(["a b", "c"])["input_ids"] == smollm2_tokenizer(["a b", "c"])["input_ids"]
-    assert cached.encode("a b c d", truncation=True, max_length=2) == smollm2_tokenizer.encode("a b c d", truncation=True, max_length=2)
+    assert cached.encode("a b c d", truncation=True, max_length=2) == smollm2_tokenizer.encode(
+        "a b c d", truncation=True, max_length=2
+    )
     assert cached.encode("a b", "c d") == smollm2_tokenizer.encode("a b", "c d")  # a text pair
     assert cached.stats().bypassed == 4
 
@@ -158,7 +169,9 @@ def test_backend_truncation_bypasses_the_cache(smollm2_tokenizer: Any) -> None:
 # -- isolation and concurrency -------------------------------------------------------
 
 
-def test_tokenizers_sharing_stores_never_read_each_others_entries(smollm2_tokenizer: Any, qwen3_tok: Any) -> None:
+def test_tokenizers_sharing_stores_never_read_each_others_entries(
+    smollm2_tokenizer: Any, qwen3_tok: Any
+) -> None:
     stores = CacheStores.from_config(BOTH, typecode="I")
     small = CachedTokenizer(smollm2_tokenizer, BOTH, stores=stores)
     qwen = CachedTokenizer(qwen3_tok, BOTH, stores=stores)
@@ -170,7 +183,12 @@ def test_tokenizers_sharing_stores_never_read_each_others_entries(smollm2_tokeni
 
 
 def test_concurrent_requests_get_exact_ids(qwen3_tok: Any) -> None:
-    cached = CachedTokenizer(qwen3_tok, TokenizerCacheConfig(enable_l0=True, l0_max_entries=50, enable_l1=True, l1_max_memory=200_000, l1_min_prompt_chars=0))
+    cached = CachedTokenizer(
+        qwen3_tok,
+        TokenizerCacheConfig(
+            enable_l0=True, l0_max_entries=50, enable_l1=True, l1_max_memory=200_000, l1_min_prompt_chars=0
+        ),
+    )
     texts = [chat(qwen3_tok, [f"q{i % 7}", f"a{i % 5}", f"follow-up {i}"]) for i in range(60)]
     want = [qwen3_tok.encode(t) for t in texts]
     errors: list[str] = []
@@ -207,7 +225,9 @@ def test_metaspace_first_would_break_a_split_after_the_special_token(metaspace_t
 
 def test_bert_template_is_added_once_around_the_whole(bert_tok: Any) -> None:
     text = "first part [SEP] second part [SEP] third"
-    per_piece = [i for piece in ("first part ", "[SEP] second part ", "[SEP] third") for i in bert_tok.encode(piece)]
+    per_piece = [
+        i for piece in ("first part ", "[SEP] second part ", "[SEP] third") for i in bert_tok.encode(piece)
+    ]
     assert per_piece != bert_tok.encode(text)
     cached = CachedTokenizer(bert_tok, BOTH)
     for _ in range(2):

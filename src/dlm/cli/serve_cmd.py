@@ -21,29 +21,47 @@ def register(app: typer.Typer) -> None:
 
 def serve(
     path: Annotated[Path, typer.Argument(help="Path of the .dlm document.", show_default=False)],
-    host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback by default).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port (0: any free port).")] = 8000,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on (loopback by default).")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="TCP port (0: any free port).")
+    ] = 8000,
     config: Annotated[
         Optional[Path],
-        typer.Option("--config", help='JSON file: {"tokenizer_cache": {...}} (flags override it).', show_default=False),
+        typer.Option(
+            "--config", help='JSON file: {"tokenizer_cache": {...}} (flags override it).', show_default=False
+        ),
     ] = None,
     enable_l0: Annotated[
         Optional[bool],
-        typer.Option("--tokenizer-cache-enable-l0/--tokenizer-cache-disable-l0", help="Exact-prompt cache.", show_default=False),
+        typer.Option(
+            "--tokenizer-cache-enable-l0/--tokenizer-cache-disable-l0",
+            help="Exact-prompt cache.",
+            show_default=False,
+        ),
     ] = None,
     l0_max_entries: Annotated[
-        Optional[int], typer.Option("--tokenizer-cache-l0-max-entries", help="L0 capacity (entries).", show_default=False)
+        Optional[int],
+        typer.Option("--tokenizer-cache-l0-max-entries", help="L0 capacity (entries).", show_default=False),
     ] = None,
     enable_l1: Annotated[
         Optional[bool],
-        typer.Option("--tokenizer-cache-enable-l1/--tokenizer-cache-disable-l1", help="Special-token prefix cache.", show_default=False),
+        typer.Option(
+            "--tokenizer-cache-enable-l1/--tokenizer-cache-disable-l1",
+            help="Special-token prefix cache.",
+            show_default=False,
+        ),
     ] = None,
     l1_max_memory: Annotated[
-        Optional[int], typer.Option("--tokenizer-cache-l1-max-memory", help="L1 capacity (bytes).", show_default=False)
+        Optional[int],
+        typer.Option("--tokenizer-cache-l1-max-memory", help="L1 capacity (bytes).", show_default=False),
     ] = None,
     l1_min_prompt_chars: Annotated[
         Optional[int],
-        typer.Option("--tokenizer-cache-l1-min-prompt-chars", help="Shorter prompts skip L1.", show_default=False),
+        typer.Option(
+            "--tokenizer-cache-l1-min-prompt-chars", help="Shorter prompts skip L1.", show_default=False
+        ),
     ] = None,
     no_adapter: Annotated[bool, typer.Option("--no-adapter", help="Serve the base model alone.")] = False,
 ) -> None:

@@ -68,7 +68,13 @@ def create_app(
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        card = {"id": engine.model_id, "object": "model", "created": 0, "owned_by": "dlm", "max_model_len": limit}
+        card = {
+            "id": engine.model_id,
+            "object": "model",
+            "created": 0,
+            "owned_by": "dlm",
+            "max_model_len": limit,
+        }
         return {"object": "list", "data": [card]}
 
     @app.get("/metrics")
@@ -96,13 +102,19 @@ def create_app(
                 f"prompt ({len(ids)} tokens) plus max_tokens ({body.new_tokens}) exceeds "
                 f"max_model_len ({limit}); shorten the conversation or lower max_tokens"
             )
-            return JSONResponse(error_body(message, param="messages", code="context_length_exceeded"), status_code=400)
+            return JSONResponse(
+                error_body(message, param="messages", code="context_length_exceeded"), status_code=400
+            )
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
-        pieces = generation.stream(messages, ids, max_new_tokens=body.new_tokens, temperature=body.temperature)
+        pieces = generation.stream(
+            messages, ids, max_new_tokens=body.new_tokens, temperature=body.temperature
+        )
         if body.stream:
             events = _sse(pieces, completion_id, engine.model_id, generation, body.new_tokens, metrics)
             return StreamingResponse(events, media_type="text/event-stream")
-        return await _complete(pieces, completion_id, engine.model_id, generation, len(ids), body.new_tokens, metrics)
+        return await _complete(
+            pieces, completion_id, engine.model_id, generation, len(ids), body.new_tokens, metrics
+        )
 
     return app
 
@@ -141,7 +153,11 @@ async def _complete(
             "created": int(time.time()),
             "model": model_id,
             "choices": [choice],
-            "usage": {"prompt_tokens": n_prompt, "completion_tokens": n_out, "total_tokens": n_prompt + n_out},
+            "usage": {
+                "prompt_tokens": n_prompt,
+                "completion_tokens": n_out,
+                "total_tokens": n_prompt + n_out,
+            },
         }
     )
 

@@ -22,7 +22,9 @@ from dlm.serve.metrics import ServerMetrics
 KNOWN_ENDPOINTS = frozenset({"/v1/chat/completions", "/v1/models", "/tokenize", "/metrics", "/health"})
 
 
-def error_body(message: str, *, kind: str = "invalid_request_error", param: str | None = None, code: Any = None) -> dict[str, Any]:
+def error_body(
+    message: str, *, kind: str = "invalid_request_error", param: str | None = None, code: Any = None
+) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
@@ -83,7 +85,8 @@ class GuardMiddleware:
 
     async def _too_large(self, send: Send) -> None:
         response = JSONResponse(
-            error_body(f"request body over {self.max_body_bytes} bytes", code="request_too_large"), status_code=413
+            error_body(f"request body over {self.max_body_bytes} bytes", code="request_too_large"),
+            status_code=413,
         )
         await response({"type": "http"}, _no_receive, send)
 

@@ -31,11 +31,19 @@ class _CacheCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         stats = self._cached.stats()
         families = {
-            "hits": CounterMetricFamily("dlm_tokenizer_cache_hits", "Cache lookups that hit.", labels=["level"]),
-            "misses": CounterMetricFamily("dlm_tokenizer_cache_misses", "Cache lookups that missed.", labels=["level"]),
-            "hit_rate": GaugeMetricFamily("dlm_tokenizer_cache_hit_rate", "hits / lookups.", labels=["level"]),
+            "hits": CounterMetricFamily(
+                "dlm_tokenizer_cache_hits", "Cache lookups that hit.", labels=["level"]
+            ),
+            "misses": CounterMetricFamily(
+                "dlm_tokenizer_cache_misses", "Cache lookups that missed.", labels=["level"]
+            ),
+            "hit_rate": GaugeMetricFamily(
+                "dlm_tokenizer_cache_hit_rate", "hits / lookups.", labels=["level"]
+            ),
             "entries": GaugeMetricFamily("dlm_tokenizer_cache_entries", "Entries held.", labels=["level"]),
-            "bytes": GaugeMetricFamily("dlm_tokenizer_cache_bytes", "Bytes held (ids and keys).", labels=["level"]),
+            "bytes": GaugeMetricFamily(
+                "dlm_tokenizer_cache_bytes", "Bytes held (ids and keys).", labels=["level"]
+            ),
         }
         for level, level_stats in (("l0", stats.l0), ("l1", stats.l1)):
             if level_stats is None:

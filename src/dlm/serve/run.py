@@ -64,10 +64,12 @@ def read_config_file(path: Path) -> Mapping[str, Any] | None:
     except json.JSONDecodeError as exc:
         raise ServeError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
     if not isinstance(data, dict):
-        raise ServeError(f"{path}: --config must hold a JSON object like {{\"tokenizer_cache\": {{...}}}}")
+        raise ServeError(f'{path}: --config must hold a JSON object like {{"tokenizer_cache": {{...}}}}')
     unknown = sorted(set(data) - _CONFIG_KEYS)
     if unknown:
-        raise ServeError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_CONFIG_KEYS))}")
+        raise ServeError(
+            f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_CONFIG_KEYS))}"
+        )
     return data.get("tokenizer_cache")
 
 
@@ -126,7 +128,9 @@ class RunningServer:
     def __init__(self, app: Any, host: str = DEFAULT_HOST, port: int = 0, *, start_timeout: float = 30.0):
         import uvicorn
 
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off", access_log=False)
+        config = uvicorn.Config(
+            app, host=host, port=port, log_level="warning", lifespan="off", access_log=False
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="dlm-serve", daemon=True)
         self._thread.start()

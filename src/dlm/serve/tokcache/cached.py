@@ -260,7 +260,7 @@ class CachedTokenizer:
         l1: LruStore = self._l1  # type: ignore[assignment]
         packed = self._pack(())
         begin = 0
-        for end, key in zip(starts, keys):
+        for end, key in zip(starts, keys, strict=True):
             packed = packed + self._pack(self._encode_piece(data[begin:end]))
             l1.put(key, packed, _L1_KEY_BYTES)
             begin = end
@@ -306,5 +306,3 @@ class CachedTokenizer:
         if not piece:
             return []
         return self._backend.encode(piece.decode("utf-8"), add_special_tokens=False).ids
-
-

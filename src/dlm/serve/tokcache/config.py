@@ -82,8 +82,7 @@ def overrides_from_mapping(data: Any, origin: str) -> dict[str, Any]:
     unknown = sorted(set(data) - set(_FIELDS))
     if unknown:
         raise TokenizerCacheConfigError(
-            f"{origin}: unknown tokenizer_cache key(s) {', '.join(unknown)}; "
-            f"known: {', '.join(_FIELDS)}"
+            f"{origin}: unknown tokenizer_cache key(s) {', '.join(unknown)}; known: {', '.join(_FIELDS)}"
         )
     return dict(data)
 

@@ -15,10 +15,11 @@ the original text (Metaspace with `prepend_scheme: "first"` looks for offset 0),
 and the post-processor, which runs once on the whole.
 
 A split point B is therefore exact when B is the *start* of a stage-1 match of an
-added token (special or not; chat templates are made of special ones): `ids(text) == ids(text[:B]) + ids(text[B:])` with special tokens
-left out, because (a) leftmost-longest matching of `text[:B]` finds the same
-matches before B (every match before B ends at or before B), (b) `text[B:]`
-starts with that special token, so no piece of either half starts at offset 0
+added token (special or not; chat templates are made of special ones):
+`ids(text) == ids(text[:B]) + ids(text[B:])` with special tokens left out,
+because (a) leftmost-longest matching of `text[:B]` finds the same matches before
+B (every match before B ends at or before B), (b) `text[B:]` starts with that
+added token, so no piece of either half starts at offset 0
 unless it did in the whole, and (c) the pieces are the same strings. The
 post-processor's template is then applied once around the whole, when its shape
 is known exactly (`Template`); otherwise requests with `add_special_tokens=True`
@@ -226,9 +227,10 @@ def literal_trie_re(contents: list[str]) -> re.Pattern[bytes]:
 
 
 def _trie_pattern(node: dict[Any, Any]) -> bytes:
-    branches = [re.escape(bytes([byte])) + _trie_pattern(child) for byte, child in sorted(
-        (k, v) for k, v in node.items() if k is not None
-    )]
+    branches = [
+        re.escape(bytes([byte])) + _trie_pattern(child)
+        for byte, child in sorted((k, v) for k, v in node.items() if k is not None)
+    ]
     if None in node and branches:
         branches.append(b"")
     if len(branches) == 1:

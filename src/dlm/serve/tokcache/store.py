@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 
 def id_typecode(vocab_size: int) -> str:
-    """"H" (uint16) when ids are < 65,536, else "I" (uint32). Raises if "I" is not 4 bytes."""
+    """ "H" (uint16) when ids are < 65,536, else "I" (uint32). Raises if "I" is not 4 bytes."""
     if vocab_size <= 1 << 16:
         return "H"
     if array("I").itemsize != 4:
@@ -96,7 +96,9 @@ class LruStore:
 
     def put(self, key: Hashable, ids: Sequence[int] | array, key_bytes: int = 0) -> None:
         """Store `ids` (copied into a compact array) under `key`, evicting LRU entries."""
-        packed = ids if isinstance(ids, array) and ids.typecode == self._typecode else array(self._typecode, ids)
+        packed = (
+            ids if isinstance(ids, array) and ids.typecode == self._typecode else array(self._typecode, ids)
+        )
         size = sys.getsizeof(packed) + key_bytes
         if self._max_bytes is not None and size > self._max_bytes:
             return
