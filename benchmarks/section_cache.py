@@ -189,7 +189,7 @@ def bench(name: str, corpus: Any, work: Path, tok: Any, sha: str, warm_repeats: 
         _, rows = cache_run(corpus, cache_dir, tok, sha, "seqlen")
         return len(WindowDataset(rows, 512)), rows.stats.cache_misses
 
-    out["seqlen_s"], (examples, out["seqlen_misses"]) = timed(seq_changed)
+    out["seqlen_s"], (out["seqlen_examples"], out["seqlen_misses"]) = timed(seq_changed)
     checkpoint = sqlite3.connect(cache_dir / "index.sqlite")  # WAL folded in: steady-state size
     checkpoint.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     checkpoint.close()

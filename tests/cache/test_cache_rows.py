@@ -106,7 +106,7 @@ def test_text_rows_are_cached_too(tree: Path, cache_dir: Path):
     only_text = RowSet(rows.text_rows, [])
     got = cached(cache_dir).tokenize(only_text)
     assert got.stats.cache_hits == len(rows.text_rows)
-    assert int(got.n_prompt[-1]) == len("<q>hi</q><a>".encode())
+    assert int(got.n_prompt[-1]) == len(b"<q>hi</q><a>")
 
 
 def test_last_access_is_touched_coarsely(tree: Path, cache_dir: Path):

@@ -10,7 +10,13 @@ import pytest
 from cachehelp import FAKE_SHA, FakeTokenizer, row_set
 
 from dlm.cache import (
-    CachedRowTokenizer, build_cache, cache_summary, export_cache, format_hit_rate, import_cache, parse_age,
+    CachedRowTokenizer,
+    build_cache,
+    cache_summary,
+    export_cache,
+    format_hit_rate,
+    import_cache,
+    parse_age,
 )
 from dlm.errors import CacheError, UsageError
 

@@ -9,7 +9,13 @@ from typing import Any
 
 from dlm.cache.portable import ExportResult, ImportResult, export_cache, import_cache
 from dlm.cache.verbs import (
-    BuildResult, ClearResult, PruneResult, build_cache, cache_summary, clear_cache, parse_age,
+    BuildResult,
+    ClearResult,
+    PruneResult,
+    build_cache,
+    cache_summary,
+    clear_cache,
+    parse_age,
     prune_cache,
 )
 from dlm.errors import CacheError

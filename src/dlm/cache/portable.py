@@ -155,23 +155,28 @@ def import_cache(cache_dir: Path, src: Path, tokenizer_sha: str, *, max_bytes: i
     """
     cache_dir, src = Path(cache_dir), Path(src)
     try:
-        tar = tarfile.open(src, mode="r:")
-    except (OSError, tarfile.TarError) as exc:
+        with tarfile.open(src, mode="r:") as tar:
+            return _import_from(tar, cache_dir, src, tokenizer_sha, max_bytes)
+    except (OSError, tarfile.TarError, ValueError) as exc:
         raise CacheError(f"{src}: cannot read the cache export ({exc})") from None
-    with tar:
-        manifest = json.loads(_member(tar, "manifest.json", src).read())
-        if manifest.get("format") != FORMAT or manifest.get("version") != FORMAT_VERSION:
-            raise CacheError(f"{src}: unsupported cache export format {manifest.get('format')!r} v{manifest.get('version')}")
-        if tokenizer_sha not in manifest.get("tokenizers", []):
-            raise CacheError(
-                f"{src}: exported for tokenizer(s) {', '.join(manifest.get('tokenizers', [])) or 'none'}, "
-                f"but this document's tokenizer is {tokenizer_sha}; its ids would be wrong here"
-            )
-        jsonl = _member(tar, "entries.jsonl", src).read()
-        if xxhash.xxh3_64_hexdigest(jsonl) != manifest.get("entries_xxh3_64"):
-            raise CacheError(f"{src}: entries.jsonl fails its checksum; the export is damaged")
-        entries = [json.loads(line) for line in jsonl.splitlines() if line.strip()]
-        return _admit(cache_dir, _member(tar, "data.bin", src), entries, tokenizer_sha, max_bytes)
+
+
+def _import_from(
+    tar: tarfile.TarFile, cache_dir: Path, src: Path, tokenizer_sha: str, max_bytes: int
+) -> ImportResult:
+    manifest = json.loads(_member(tar, "manifest.json", src).read())
+    if manifest.get("format") != FORMAT or manifest.get("version") != FORMAT_VERSION:
+        raise CacheError(f"{src}: unsupported cache export format {manifest.get('format')!r} v{manifest.get('version')}")
+    if tokenizer_sha not in manifest.get("tokenizers", []):
+        raise CacheError(
+            f"{src}: exported for tokenizer(s) {', '.join(manifest.get('tokenizers', [])) or 'none'}, "
+            f"but this document's tokenizer is {tokenizer_sha}; its ids would be wrong here"
+        )
+    jsonl = _member(tar, "entries.jsonl", src).read()
+    if xxhash.xxh3_64_hexdigest(jsonl) != manifest.get("entries_xxh3_64"):
+        raise CacheError(f"{src}: entries.jsonl fails its checksum; the export is damaged")
+    entries = [json.loads(line) for line in jsonl.splitlines() if line.strip()]
+    return _admit(cache_dir, _member(tar, "data.bin", src), entries, tokenizer_sha, max_bytes)
 
 
 def _admit(cache_dir: Path, data: Any, entries: list[dict], sha: str, max_bytes: int) -> ImportResult:

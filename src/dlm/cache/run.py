@@ -17,12 +17,29 @@ import zstandard
 from dlm.cache import statindex
 from dlm.cache.evict import EVICT_TO_FRACTION, compact, evict_lru, maint_lock
 from dlm.cache.index import (
-    ACCESS, META, NPROMPT, NTOK, SEG, as_entries, insert_entries, lookup_keys, meta_check,
-    segment_names, totals, touch, valid_rows,
+    ACCESS,
+    META,
+    NPROMPT,
+    NTOK,
+    SEG,
+    as_entries,
+    insert_entries,
+    lookup_keys,
+    meta_check,
+    segment_names,
+    totals,
+    touch,
+    valid_rows,
 )
 from dlm.cache.reader import IN_MEMORY, CachedRows, RowSource
 from dlm.cache.schema import connect, read_tx, root_id, tokenizer_id, write_tx
-from dlm.cache.segments import ZSTD_LEVEL, SegmentReader, SegmentWriter, checksum, pack_ids
+from dlm.cache.segments import (
+    ZSTD_LEVEL,
+    SegmentReader,
+    SegmentWriter,
+    checksum,
+    pack_ids,
+)
 from dlm.tokenize.encode import RowSpec
 from dlm.tokenize.plain import read_file_row, spec_key, text_row_spec
 from dlm.tokenize.seam import Progress, RowSet, TokenizedRows, TokenizeStats

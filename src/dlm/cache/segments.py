@@ -237,11 +237,11 @@ class SegmentReader:
 
     def close(self) -> None:
         for fd in self.fds.values():
-            os.close(fd)
+            try:
+                os.close(fd)
+            except OSError:
+                continue  # already closed: nothing left to release
         self.fds.clear()
 
     def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
+        self.close()

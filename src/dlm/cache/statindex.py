@@ -32,8 +32,8 @@ root's entries and rewrites the snapshot, so LRU order stays right to the hour.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import xxhash

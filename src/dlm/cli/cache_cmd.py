@@ -7,7 +7,7 @@ result (rich on a terminal, `--json` for machines).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -90,7 +90,7 @@ def build(path: DocArg, json_out: JsonOpt = False) -> None:
 @reported
 def prune(
     path: DocArg,
-    older_than: Annotated[Optional[str], typer.Option(
+    older_than: Annotated[str | None, typer.Option(
         "--older-than", help="Drop entries unused for this long: 30d, 12h, 45m, 90s "
         "(default: training.cache.prune_older_than_days, else 90d).")] = None,
     json_out: JsonOpt = False,
