@@ -254,3 +254,36 @@ def test_unprovable_tokenizer_refuses_l1_and_keeps_l0() -> None:
     text = "hello<|user|>world again"
     assert cached.encode(text) == cached.encode(text) == tok.encode(text)
     assert cached.stats().l0.hits == 1 and cached.stats().l1 is None
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (lambda spec: spec["model"].update(dropout=0.1), "dropout"),
+        (lambda spec: spec.update(post_processor={"type": "Mystery"}), "post-processor 'Mystery'"),
+        (
+            lambda spec: spec.update(normalizer={"type": "Sequence", "normalizers": [{"type": "Mystery"}]}),
+            "Mystery",
+        ),
+        (lambda spec: spec.update(added_tokens=[]), "no added token"),
+    ],
+)
+def test_plan_refuses_what_it_cannot_prove(metaspace_tok: Any, edit: Any, reason: str) -> None:
+    import json
+
+    from dlm.serve.tokcache import plan_for
+
+    spec = json.loads(metaspace_tok.backend_tokenizer.to_str())
+    edit(spec)
+    plan = plan_for(json.dumps(spec))
+    assert not plan.l1_ok and reason in plan.reason
+    assert plan.deterministic == (reason != "dropout")
+
+
+def test_random_tokenizer_is_never_cached() -> None:
+    tok = metaspace_tokenizer()
+    tok.backend_tokenizer.model.dropout = 0.5
+    cached = CachedTokenizer(tok, BOTH)
+    assert not cached.enabled
+    cached.encode("hello world")
+    assert cached.stats().bypassed == 1

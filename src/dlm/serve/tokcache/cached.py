@@ -26,6 +26,7 @@ read once, at construction: build a new `CachedTokenizer` after changing them.
 from __future__ import annotations
 
 import sys
+import threading
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -118,6 +119,7 @@ class CachedTokenizer:
         self._l1 = stores.l1 if config.enable_l1 and self.plan.l1_ok else None
         self._seed = int(self.fingerprint.split(":", 1)[1][:16], 16)
         self._bypassed = 0
+        self._count_lock = threading.Lock()
         self._batch_encoding: Any = None
 
     def __getattr__(self, name: str) -> Any:
@@ -142,7 +144,7 @@ class CachedTokenizer:
         Other arguments (a text pair, truncation, ...) are passed to the wrapped tokenizer.
         """
         if args or kwargs or not self._cacheable(text):
-            self._bypassed += 1
+            self._count_bypass()
             return self._tok.encode(text, *args, add_special_tokens=add_special_tokens, **kwargs)
         return self._ids(text, bool(add_special_tokens))
 
@@ -153,7 +155,7 @@ class CachedTokenizer:
         tokenizer's `model_input_names` ask for them; `.encodings` is None.
         """
         if args or kwargs or not self._cacheable(text):
-            self._bypassed += 1
+            self._count_bypass()
             return self._tok(text, *args, add_special_tokens=add_special_tokens, **kwargs)
         ids = self._ids(text, bool(add_special_tokens))
         data: dict[str, list[int]] = {"input_ids": ids}
@@ -184,6 +186,10 @@ class CachedTokenizer:
             if store is not None:
                 store.clear()
         self._bypassed = 0
+
+    def _count_bypass(self) -> None:
+        with self._count_lock:
+            self._bypassed += 1
 
     def _cacheable(self, text: Any) -> bool:
         backend = self._backend
