@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+import zstandard
 from cachehelp import FAKE_SHA, FakeTokenizer, make_tree, row_set, same_rows
 
 from dlm.cache import CachedRowTokenizer, check_cache, prune_cache
@@ -145,9 +146,9 @@ def test_damaged_stat_snapshot_is_ignored(tree: Path, cache_dir: Path):
     rows = row_set(tree)
     cached(cache_dir).tokenize(rows)
     db = sqlite3.connect(cache_dir / "index.sqlite")
-    blob = bytearray(db.execute("SELECT data FROM stat_snapshots").fetchone()[0])
-    blob[24 + 41 * 8 * 5 + 8] ^= 0x01
-    db.execute("UPDATE stat_snapshots SET data = ?", (bytes(blob),))
+    raw = bytearray(zstandard.ZstdDecompressor().decompress(db.execute("SELECT data FROM stat_snapshots").fetchone()[0]))
+    raw[24 + 41 * 8 * 5 + 8] ^= 0x01
+    db.execute("UPDATE stat_snapshots SET data = ?", (zstandard.ZstdCompressor().compress(bytes(raw)),))
     db.commit()
     tok = cached(cache_dir, "after")
     got = tok.tokenize(rows)

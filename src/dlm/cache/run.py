@@ -8,6 +8,7 @@ for file rows the skip reason, lossy flag and the moment it was read.
 from __future__ import annotations
 
 import time
+from operator import attrgetter
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from dlm.cache.tokenizer import CachedRowTokenizer, CacheRunReport
 
 RACY_NS = 2_000_000_000
+_SOURCE_INDEX = attrgetter("source_index")
 TOUCH_GRANULARITY_S = 3600
 
 
@@ -92,12 +94,18 @@ class Run:
     def _resolve(self) -> list[int]:
         for i, row in enumerate(self.rows.text_rows):
             self.keys[i] = spec_key(self.o.tokenizer_sha, text_row_spec(row))
-        groups: dict[str, list[int]] = {}
-        for j, fr in enumerate(self.rows.file_rows):
-            p = str(fr.path)
-            groups.setdefault(p[: len(p) - len(fr.relpath) - 1], []).append(self.n_text + j)
-        self.roots = {root: root_id(self.conn, root) for root in groups}
-        self.groups = {self.roots[r]: np.array(s, dtype=np.int64) for r, s in groups.items()}
+        # every row of one directive shares its root (the seam's FileRow contract)
+        files = self.rows.file_rows
+        directive = np.fromiter(map(_SOURCE_INDEX, files), dtype=np.int64, count=len(files))
+        self.groups: dict[int, np.ndarray] = {}
+        self.roots: dict[str, int] = {}
+        for d in np.unique(directive).tolist():
+            at = np.flatnonzero(directive == d)
+            first = files[int(at[0])]
+            p = str(first.path)
+            root = p[: len(p) - len(first.relpath) - 1]
+            rid = self.roots.setdefault(root, root_id(self.conn, root))
+            self.groups[rid] = np.concatenate((self.groups.get(rid, np.zeros(0, np.int64)), at + self.n_text))
         self.snaps: dict[int, tuple] = {}
         self.dirty: set[int] = set()
         pending: list[int] = []
@@ -122,7 +130,11 @@ class Run:
         return next(path for path, r in self.roots.items() if r == rid)
 
     def _resolve_root(self, rid, slots, snap, pending, hit_slots, hit_rows) -> None:
-        files = [self.rows.file_rows[s - self.n_text] for s in slots.tolist()]
+        lo, hi = int(slots[0]) - self.n_text, int(slots[-1]) - self.n_text + 1
+        if hi - lo == len(slots):  # contiguous, as a walk emits them
+            files = self.rows.file_rows[lo:hi]
+        else:
+            files = [self.rows.file_rows[s - self.n_text] for s in slots.tolist()]
         stats = statindex.file_stats(files)
         pos, ok = statindex.trusted(snap, files, stats, RACY_NS)
         self.root_of_slot[slots] = rid

@@ -5,7 +5,7 @@ the files of the root's latest run, each with the stat it had when it was read a
 what reading it gave. Stored as one binary blob so a warm run loads and compares
 tens of thousands of files with NumPy instead of one SQL row and tuple per file.
 
-Blob layout (little-endian), version 1:
+Blob layout (little-endian, stored as one zstd frame, level 3), version 1:
 
     b"DLMSTAT1"  u64 n  u64 relpath_bytes
     i64 size[n]  i64 mtime_ns[n]  i64 ctime_ns[n]  u64 ino[n]  i64 recorded_ns[n]
@@ -32,16 +32,20 @@ root's entries and rewrites the snapshot, so LRU order stays right to the hour.
 from __future__ import annotations
 
 import sqlite3
+from itertools import chain, repeat
+from operator import attrgetter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import xxhash
+import zstandard
 
 from dlm.tokenize.keys import KEY_ALGO
 from dlm.tokenize.seam import FileRow
 
 MAGIC = b"DLMSTAT1"
+ZSTD_LEVEL = 3
 REASONS = ("", "binary", "unreadable", "too-large")
 LOSSY, SKIPPED, HAS_ENTRY = 1, 2, 4
 KEY_PREFIX = f"{KEY_ALGO}:"
@@ -69,22 +73,24 @@ class Snapshot:
         return [KEY_PREFIX + hexes[i : i + 32] for i in range(0, len(hexes), 32)]
 
 
+_STAT = attrgetter("size", "mtime_ns", "ctime_ns", "ino")
+_RELPATH = attrgetter("relpath")
+
+
 def file_stats(files: Sequence[FileRow]) -> np.ndarray:
     """int64 [n, 4]: size, mtime_ns, ctime_ns, ino of each FileRow (ino as two's complement)."""
-    out = np.empty((len(files), 4), dtype=np.int64)
-    out[:, 0] = [f.size for f in files]
-    out[:, 1] = [f.mtime_ns for f in files]
-    out[:, 2] = [f.ctime_ns for f in files]
-    out[:, 3] = np.array([f.ino for f in files], dtype=np.uint64).view(np.int64)
-    return out
+    if not files:
+        return np.zeros((0, 4), dtype=np.int64)
+    flat = np.fromiter(chain.from_iterable(map(_STAT, files)), dtype=np.uint64, count=4 * len(files))
+    return flat.view(np.int64).reshape(len(files), 4)
 
 
 def trusted(snap: Snapshot | None, files: Sequence[FileRow], stats: np.ndarray, racy_ns: int) -> tuple[np.ndarray, np.ndarray]:
     """(pos, ok): each file's row in the snapshot (-1: absent) and whether it is trusted."""
     if snap is None or not files:
         return np.full(len(files), -1, dtype=np.int64), np.zeros(len(files), dtype=bool)
-    where = dict(zip(snap.relpaths, range(len(snap.relpaths))))
-    pos = np.fromiter((where.get(f.relpath, -1) for f in files), dtype=np.int64, count=len(files))
+    where = dict(zip(snap.relpaths, range(len(snap.relpaths)), strict=True))
+    pos = np.fromiter(map(where.get, map(_RELPATH, files), repeat(-1)), dtype=np.int64, count=len(files))
     p = np.maximum(pos, 0)
     ok = (
         (pos >= 0)
@@ -109,11 +115,16 @@ def encode(snap: Snapshot) -> bytes:
         snap.reason.astype(np.uint8).tobytes(), names,
     ]
     body = b"".join(parts)
-    return body + np.array([xxhash.xxh3_64_intdigest(body)], dtype="<u8").tobytes()
+    raw = body + np.array([xxhash.xxh3_64_intdigest(body)], dtype="<u8").tobytes()
+    return zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(raw)
 
 
-def decode(blob: bytes) -> Snapshot | None:
-    """The snapshot in `blob`, or None when it is damaged or of another version."""
+def decode(stored: bytes) -> Snapshot | None:
+    """The snapshot in a stored blob, or None when it is damaged or of another version."""
+    try:
+        blob = zstandard.ZstdDecompressor().decompress(stored)
+    except zstandard.ZstdError:
+        return None
     if len(blob) < 32 or blob[:8] != MAGIC:
         return None
     body, tail = blob[:-8], blob[-8:]
