@@ -8,8 +8,8 @@ for file rows the skip reason, lossy flag and the moment it was read.
 from __future__ import annotations
 
 import time
-from operator import attrgetter
 from collections import Counter
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 import numpy as np

@@ -32,10 +32,10 @@ root's entries and rewrites the snapshot, so LRU order stays right to the hour.
 from __future__ import annotations
 
 import sqlite3
-from itertools import chain, repeat
-from operator import attrgetter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain, repeat
+from operator import attrgetter
 
 import numpy as np
 import xxhash
