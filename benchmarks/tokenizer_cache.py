@@ -12,7 +12,7 @@ Workloads (prompts rendered with Qwen3's chat template, `tokenize=False`):
 - short: 100 different one-line prompts (below `l1_min_prompt_chars`);
 - short-l1-forced: the same with `l1_min_prompt_chars=0` (shows why the threshold exists).
 
-Each repeat times, interleaved: the plain tokenizer's `encode` (what a server calls),
+Each repeat times, in an order rotated between repeats: the plain tokenizer's `encode` (what a server calls),
 the backend's `encode(...).ids` (the raw Rust tokenizer, no transformers overhead),
 and the cached tokenizer twice: "cold" (a fresh cache; the first prompts miss) and
 "warm" (a fresh cache first fed 10 warm-up prompts that share the workload's
@@ -203,19 +203,29 @@ def per_prompt_us(runs: list[list[float]]) -> float:
 def run(tok: Any, work: Workload, repeats: int) -> dict[str, Any]:
     backend = tok.backend_tokenizer
     want = [tok.encode(p) for p in work.prompts]
-    samples: dict[str, list[list[float]]] = {"plain": [], "backend": [], "cold": [], "warm": []}
-    for _ in range(repeats):
-        samples["plain"].append(prompt_times(tok.encode, work.prompts))
-        samples["backend"].append(prompt_times(lambda p: backend.encode(p).ids, work.prompts))
-        cold = CachedTokenizer(tok, work.config)
-        samples["cold"].append(prompt_times(cold.encode, work.prompts))
-        warm = CachedTokenizer(tok, work.config, fingerprint=cold.fingerprint)
-        for prompt in work.warmup:
-            warm.encode(prompt)
-        samples["warm"].append(prompt_times(warm.encode, work.prompts))
-    stats = cold.stats()
-    for cached in (cold, warm):
-        if [cached.encode(p) for p in work.prompts] != want:
+    fingerprint = CachedTokenizer(tok).fingerprint
+    cached: dict[str, CachedTokenizer] = {}
+
+    def fresh(kind: str) -> Callable[[str], Any]:
+        cached[kind] = CachedTokenizer(tok, work.config, fingerprint=fingerprint)
+        for prompt in work.warmup if kind == "warm" else ():
+            cached[kind].encode(prompt)
+        return cached[kind].encode
+
+    makers: dict[str, Callable[[], Callable[[str], Any]]] = {
+        "plain": lambda: tok.encode,
+        "backend": lambda: lambda p: backend.encode(p).ids,
+        "cold": lambda: fresh("cold"),
+        "warm": lambda: fresh("warm"),
+    }
+    samples: dict[str, list[list[float]]] = {kind: [] for kind in makers}
+    kinds = list(makers)
+    for r in range(repeats):  # rotate the order: no kind always runs first
+        for kind in kinds[r % 4 :] + kinds[: r % 4]:
+            samples[kind].append(prompt_times(makers[kind](), work.prompts))
+    stats = cached["cold"].stats()
+    for kind in ("cold", "warm"):
+        if [cached[kind].encode(p) for p in work.prompts] != want:
             raise SystemExit(f"{work.name}: cached ids differ from plain ids")
     med = {k: per_prompt_us(v) for k, v in samples.items()}
     return {
