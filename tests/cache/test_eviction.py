@@ -28,7 +28,8 @@ def stored(cache_dir: Path) -> int:
 
 
 def keys_in(cache_dir: Path) -> set[str]:
-    return {k for (k,) in sqlite3.connect(cache_dir / "index.sqlite").execute("SELECT key FROM entries")}
+    db = sqlite3.connect(cache_dir / "index.sqlite")
+    return {"xxh3_128:" + k.hex() for (k,) in db.execute("SELECT key FROM entries")}
 
 
 def test_lru_evicts_oldest_and_protects_the_run(tmp_path: Path, cache_dir: Path):

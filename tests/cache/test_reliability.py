@@ -133,7 +133,8 @@ def test_flipped_index_row_is_caught_before_its_length_is_used(tree: Path, cache
     first = cached(cache_dir).tokenize(rows)
     db = sqlite3.connect(cache_dir / "index.sqlite")
     # flip bit 2 of a text row's token count (SQLite has no XOR operator)
-    db.execute("UPDATE entries SET ntokens = (ntokens | 4) - (ntokens & 4) WHERE key = ?", (first.keys[0],))
+    db.execute("UPDATE entries SET ntokens = (ntokens | 4) - (ntokens & 4) WHERE key = ?",
+               (bytes.fromhex(first.keys[0].split(":")[1]),))
     db.commit()
     tok = cached(cache_dir, "after")
     got = tok.tokenize(rows)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from dlm.cache.index import totals
+from dlm.cache.index import lookup_keys, totals
 from dlm.cache.schema import MIGRATIONS, connect, write_tx
+
+KEY = "xxh3_128:" + "ab" * 16
 
 
 def names(conn: sqlite3.Connection) -> list[str]:
@@ -25,11 +27,13 @@ def test_old_index_upgrades_in_place_and_keeps_data(cache_dir: Path):
     assert names(old) == [MIGRATIONS[0][0]]
     with write_tx(old):
         old.execute("INSERT INTO segments(name, created_ns) VALUES ('s', 0)")
-        old.execute("INSERT INTO entries VALUES ('k', 1, 1, 0, 10, 5, 0, 2, 0, 0, 0)")
+        old.execute("INSERT INTO entries VALUES (?, 1, 1, 0, 10, 5, 0, 2, 0, 0, 0)", (KEY,))
     old.close()
     conn = connect(cache_dir)
     assert names(conn) == [n for n, _ in MIGRATIONS]
     assert totals(conn) == (10, 1)
+    assert conn.execute("SELECT key FROM entries").fetchone()[0] == bytes.fromhex("ab" * 16)
+    assert KEY in lookup_keys(conn, [KEY])
     assert conn.execute("SELECT COUNT(*) FROM stat_snapshots").fetchone()[0] == 0
     with write_tx(conn):  # the triggers still keep segment live bytes after the rebuild
         conn.execute("INSERT INTO entries VALUES ('k2', 1, 1, 10, 5, 5, 0, 2, 0, 0, 0)")

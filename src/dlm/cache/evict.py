@@ -30,7 +30,7 @@ import numpy as np
 from filelock import FileLock
 
 from dlm.cache.index import ENTRY_COLS, meta_check, totals
-from dlm.cache.schema import write_tx
+from dlm.cache.schema import key_text, write_tx
 from dlm.cache.segments import (
     SEGMENT_SUFFIX,
     SegmentReader,
@@ -93,7 +93,7 @@ def evict_lru(
             (EVICT_SCAN + len(protected),),
         ).fetchall()  # fully read: an open cursor would pin a stale snapshot
         for key, nbytes in oldest:
-            if key in protected:
+            if key_text(key) in protected:
                 continue
             victims.append((key,))
             freed += nbytes
@@ -112,11 +112,11 @@ def evict_lru(
 def prune_older(conn: sqlite3.Connection, cutoff_s: int, protected: Collection[str] = ()) -> EvictionResult:
     """Delete entries whose `last_access` is before `cutoff_s` (unix seconds)."""
     rows = conn.execute("SELECT key, nbytes FROM entries WHERE last_access < ?", (cutoff_s,)).fetchall()
-    victims = [(k,) for k, _ in rows if k not in protected]
+    rows = [(k, n) for k, n in rows if key_text(k) not in protected]
     with write_tx(conn):
-        conn.executemany("DELETE FROM entries WHERE key = ?", victims)
-    freed = sum(n for k, n in rows if k not in protected)
-    return EvictionResult(len(victims), freed, totals(conn)[0], False)
+        conn.executemany("DELETE FROM entries WHERE key = ?", [(k,) for k, _ in rows])
+    freed = sum(n for _, n in rows)
+    return EvictionResult(len(rows), freed, totals(conn)[0], False)
 
 
 def compact(

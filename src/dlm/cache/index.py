@@ -17,6 +17,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from dlm.cache.schema import key_blob, key_text
+
 ENTRY_COLS = "segment, offset, nbytes, ntokens, n_prompt, dtype, checksum, meta, last_access"
 SEG, OFF, NBYTES, NTOK, NPROMPT, DTYPE, CKSUM, META, ACCESS = range(9)
 _MIX = np.array(
@@ -63,10 +65,10 @@ def lookup_keys(conn: sqlite3.Connection, keys: Iterable[str]) -> dict[str, tupl
     keys = list(dict.fromkeys(keys))
     found: dict[str, tuple[int, ...]] = {}
     for start in range(0, len(keys), SQL_IN_CHUNK):
-        chunk = keys[start : start + SQL_IN_CHUNK]
+        chunk = [key_blob(k) for k in keys[start : start + SQL_IN_CHUNK]]
         marks = ",".join("?" * len(chunk))
         for row in conn.execute(f"SELECT key, {ENTRY_COLS} FROM entries WHERE key IN ({marks})", chunk):
-            found[row[0]] = row[1:]
+            found[key_text(row[0])] = row[1:]
     return found
 
 
@@ -78,18 +80,21 @@ def insert_entries(conn: sqlite3.Connection, rows: list[tuple]) -> None:
     """Insert (key, tok, *E) rows; a key already present keeps its first entry."""
     conn.executemany(
         f"INSERT OR IGNORE INTO entries(key, tok, {ENTRY_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-        rows,
+        [(key_blob(r[0]), *r[1:]) for r in rows],
     )
 
 
 def touch(conn: sqlite3.Connection, keys: Sequence[str], now_s: int) -> None:
-    conn.executemany("UPDATE entries SET last_access = ? WHERE key = ?", [(now_s, k) for k in keys])
+    conn.executemany(
+        "UPDATE entries SET last_access = ? WHERE key = ?", [(now_s, key_blob(k)) for k in keys]
+    )
 
 
 def delete_entry(conn: sqlite3.Connection, key: str, segment: int, offset: int) -> None:
     """Drop one entry, only if it still points where the caller saw it."""
     conn.execute(
-        "DELETE FROM entries WHERE key = ? AND segment = ? AND offset = ?", (key, segment, offset)
+        "DELETE FROM entries WHERE key = ? AND segment = ? AND offset = ?",
+        (key_blob(key), segment, offset),
     )
 
 

@@ -37,7 +37,7 @@ import zstandard
 from dlm.atomic import canonical_json, fsync_dir
 from dlm.cache.evict import EVICT_TO_FRACTION, compact, evict_lru, maint_lock
 from dlm.cache.index import insert_entries, meta_check, totals
-from dlm.cache.schema import connect, tokenizer_id, write_tx
+from dlm.cache.schema import connect, key_text, tokenizer_id, write_tx
 from dlm.cache.segments import SegmentReader, SegmentWriter, unpack_ids
 from dlm.errors import CacheError
 
@@ -97,7 +97,7 @@ def export_cache(cache_dir: Path, dest: Path) -> ExportResult:
                     continue
                 data.write(os.pread(reader.fds[seg], nb, off))
                 lines.append(json.dumps({
-                    "key": key, "tokenizer": sha, "offset": pos, "nbytes": nb, "ntokens": nt,
+                    "key": key_text(key), "tokenizer": sha, "offset": pos, "nbytes": nb, "ntokens": nt,
                     "n_prompt": npr, "dtype": dt, "checksum": ck,
                 }, sort_keys=True))
                 shas.add(sha)
@@ -184,7 +184,7 @@ def _admit(cache_dir: Path, data: Any, entries: list[dict], sha: str, max_bytes:
     tok = tokenizer_id(conn, sha)
     writer = SegmentWriter(cache_dir, conn)
     dctx = zstandard.ZstdDecompressor()
-    present = {k for (k,) in conn.execute("SELECT key FROM entries")}
+    present = {key_text(k) for (k,) in conn.execute("SELECT key FROM entries")}
     imported = dup = bad = other = 0
     batch: list[tuple[dict, bytes]] = []
     pos = 0

@@ -7,7 +7,7 @@ recorded in `migrations`, so an old index upgrades in place and a blank one is b
     tokenizers(id INTEGER PK, sha TEXT UNIQUE)            -- tokenizer_sha256 values
     segments(id INTEGER PK AUTOINCREMENT, name UNIQUE,    -- segments/<name>; ids never reused
              live_bytes, live_entries, created_ns)        -- kept by triggers
-    entries(key TEXT PK,                                  -- row_key, "xxh3_128:<hex>"
+    entries(key BLOB PK,                                  -- row_key "xxh3_128:<hex>" as 16 bytes
             tok -> tokenizers.id, segment -> segments.id,
             offset, nbytes,                               -- stored (compressed) bytes
             ntokens, n_prompt, dtype,                     -- dtype: 2 = uint16, 4 = uint32
@@ -34,6 +34,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dlm.errors import CacheError
+from dlm.tokenize.keys import KEY_ALGO
+
+KEY_PREFIX = f"{KEY_ALGO}:"
 
 INDEX_NAME = "index.sqlite"
 BUSY_TIMEOUT_MS = 60_000
@@ -128,7 +131,42 @@ MIGRATIONS: list[tuple[str, str]] = [
         """
         + TRIGGERS,
     ),
+    (
+        # keys as their 16 digest bytes: the key column and both indexes shrink by half
+        "006-binary-keys",
+        """
+        DROP TRIGGER entries_ins;
+        DROP TRIGGER entries_del;
+        DROP TRIGGER entries_move;
+        DROP INDEX entries_by_access;
+        DROP INDEX entries_by_segment;
+        CREATE TABLE entries_v2(
+            key BLOB PRIMARY KEY, tok INTEGER NOT NULL, segment INTEGER NOT NULL,
+            offset INTEGER NOT NULL, nbytes INTEGER NOT NULL, ntokens INTEGER NOT NULL,
+            n_prompt INTEGER NOT NULL, dtype INTEGER NOT NULL, checksum INTEGER NOT NULL,
+            meta INTEGER NOT NULL, last_access INTEGER NOT NULL) WITHOUT ROWID;
+        INSERT INTO entries_v2 SELECT dlm_key_blob(key), tok, segment, offset, nbytes, ntokens,
+            n_prompt, dtype, checksum, meta, last_access FROM entries;
+        DROP TABLE entries;
+        ALTER TABLE entries_v2 RENAME TO entries;
+        CREATE INDEX entries_by_access ON entries(last_access);
+        CREATE INDEX entries_by_segment ON entries(segment);
+        """
+        + TRIGGERS,
+    ),
 ]
+
+
+def key_blob(key: str) -> bytes:
+    """The stored form of a row key: the 16 bytes of `xxh3_128:<32 hex>`."""
+    if not key.startswith(KEY_PREFIX) or len(key) != len(KEY_PREFIX) + 32:
+        raise ValueError(f"not a {KEY_ALGO} row key: {key!r}")
+    return bytes.fromhex(key[len(KEY_PREFIX) :])
+
+
+def key_text(blob: bytes) -> str:
+    """The row key of a stored key."""
+    return KEY_PREFIX + blob.hex()
 
 
 def connect(cache_dir: Path, migrations: list[tuple[str, str]] = MIGRATIONS) -> sqlite3.Connection:
@@ -147,6 +185,7 @@ def connect(cache_dir: Path, migrations: list[tuple[str, str]] = MIGRATIONS) -> 
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = OFF")
+        conn.create_function("dlm_key_blob", 1, key_blob, deterministic=True)
         apply_migrations(conn, migrations)
     except sqlite3.DatabaseError as exc:
         if is_corruption(exc):
