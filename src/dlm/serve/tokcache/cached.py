@@ -117,6 +117,7 @@ class CachedTokenizer:
         deterministic = self.plan.deterministic
         self._l0 = stores.l0 if config.enable_l0 and deterministic else None
         self._l1 = stores.l1 if config.enable_l1 and self.plan.l1_ok else None
+        self._wraps = self.plan.template != IDENTITY
         self._seed = int(self.fingerprint.split(":", 1)[1][:16], 16)
         self._bypassed = 0
         self._count_lock = threading.Lock()
@@ -212,8 +213,8 @@ class CachedTokenizer:
         packed = None
         if self._l1 is not None and len(text) >= self.config.l1_min_prompt_chars:
             packed = self._l1_ids(text)
-            template = self.plan.template
-            if packed is not None and add_special and template != IDENTITY:
+            if packed is not None and add_special and self._wraps:
+                template = self.plan.template
                 packed = self._pack(template.pre_ids) + packed + self._pack(template.post_ids)
         if packed is None:
             ids = self._backend.encode(text, add_special_tokens=add_special).ids
