@@ -8,12 +8,16 @@ passed to the wrapped tokenizer untouched, as is every other attribute.
 - L0 maps (fingerprint, add_special_tokens, text) to the final ids; bounded by
   entries.
 - L1 maps (fingerprint, xxh3-128 of the UTF-8 prefix) to the ids of a prompt's
-  prefix up to the start of a special token, encoded without special tokens
-  (`plan.py` proves why such a cut is exact). A lookup hashes every boundary
-  prefix in one streaming pass, takes the deepest cached one, encodes only the
+  prefix up to the start of an added token (`<|im_start|>`, `[SEP]`, ...), encoded
+  without special tokens (`plan.py` proves why such a cut is exact). A lookup
+  hashes boundary prefixes deepest first until one is cached, encodes only the
   rest, then applies the post-processor's template. On a hit the deepest new
   boundary is stored too, so a conversation growing turn by turn keeps hitting;
   on a miss every boundary is stored (at most `MAX_BOUNDARIES`). Bounded by bytes.
+
+L0 keys hold the exact prompt text, so an L0 hit is exact by construction; L1 keys
+are 128-bit digests (a collision, about n^2 / 2^129 for n entries, is the one way a
+result could be wrong, and is accepted as for any content-addressed cache).
 
 The fingerprint (`dlm.tokenize.fingerprint.tokenizer_sha256`) is part of every key,
 so stores shared between tokenizers never hand one tokenizer another's ids.
