@@ -5,12 +5,8 @@ Usage: python scripts/gen-cli-docs.py [--check]
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
-
-os.environ["TERMINAL_WIDTH"] = "100"
-os.environ["NO_COLOR"] = "1"
 
 from typer.main import get_command  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
@@ -21,7 +17,8 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
 
 
 def _help(args: list[str]) -> str:
-    result = CliRunner().invoke(app, [*args, "--help"], env={"TERMINAL_WIDTH": "100", "NO_COLOR": "1"})
+    # rich sizes help to COLUMNS when output is not a terminal; fix it so the file is stable
+    result = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": "100", "NO_COLOR": "1"})
     return "\n".join(line.rstrip() for line in result.output.strip().splitlines())
 
 
