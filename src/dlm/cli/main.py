@@ -105,6 +105,8 @@ def train(
         f"rows: {report.rows['prose']} prose, {report.rows['instruction']} instruction, "
         f"{report.rows['source']} source files (skipped: {skipped})"
     )
+    if report.lossy_files:
+        console.print(f"{report.lossy_files} source files had bytes that are not UTF-8: kept, with U+FFFD in their place")
     console.print(
         f"tokenize: {tok['total_sections']} rows in {tok['total_tokenize_seconds']:.2f}s "
         f"(cache hits {tok['cache_hits']}, misses {tok['cache_misses']})"
