@@ -96,3 +96,11 @@ def test_cached_ids_equal_plain_ids(family: tuple[Any, CachedTokenizer], data: s
     for turn in data.draw(st.lists(_turn(specials, chat), min_size=1, max_size=4)):
         prompt += turn
         _check(tok, cached, prompt)
+
+
+@pytest.mark.slow
+@settings(max_examples=5000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_cached_ids_equal_plain_ids_soak(family: tuple[Any, CachedTokenizer], data: st.DataObject) -> None:
+    """The same property, ten times the examples (`make test-slow`)."""
+    test_cached_ids_equal_plain_ids.hypothesis.inner_test(family, data)
