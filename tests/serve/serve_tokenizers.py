@@ -70,3 +70,34 @@ def metaspace_tokenizer() -> Any:
         single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos)]
     )
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+
+
+def variant_tokenizer(kind: str) -> Any:
+    """Small BPEs for the other split-relevant shapes: "roberta" (ByteLevel with
+    add_prefix_space, RobertaProcessing), "llama-legacy" (Prepend + Replace normalizers),
+    "metaspace-always"; each with an lstrip <mask> and a BOS/EOS template."""
+    from tokenizers import AddedToken, Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    alphabet: list[str] = []
+    if kind == "roberta":
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+        alphabet = pre_tokenizers.ByteLevel.alphabet()
+    elif kind == "llama-legacy":
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always")
+    corpus = ["hello world foo bar baz", "the quick brown fox", "12 34 café"] * 30
+    specials = ["<s>", "</s>", "<pad>"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=specials, initial_alphabet=alphabet, show_progress=False
+    )
+    tok.train_from_iterator(corpus, trainer)
+    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, special=True, normalized=False)])
+    bos, eos = ("<s>", tok.token_to_id("<s>")), ("</s>", tok.token_to_id("</s>"))
+    if kind == "roberta":
+        tok.post_processor = processors.RobertaProcessing(eos, bos)
+    else:
+        tok.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[bos, eos])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>")

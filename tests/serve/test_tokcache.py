@@ -287,3 +287,26 @@ def test_random_tokenizer_is_never_cached() -> None:
     assert not cached.enabled
     cached.encode("hello world")
     assert cached.stats().bypassed == 1
+
+
+@pytest.mark.parametrize("kind", ["roberta", "llama-legacy", "metaspace-always"])
+def test_other_split_relevant_shapes_stay_exact(kind: str) -> None:
+    import random
+
+    from serve_tokenizers import variant_tokenizer
+
+    tok = variant_tokenizer(kind)
+    cached = CachedTokenizer(tok, BOTH)
+    assert cached.plan.l1_ok, cached.plan.reason
+    fragments = ["<s>", "</s>", "<mask>", " ", "  ", "hello", "world", " foo", "\n", "café", "12", "x"]
+    rng = random.Random(7)
+    for _ in range(1500):
+        text = "".join(rng.choice(fragments) for _ in range(rng.randint(0, 10)))
+        for special in (True, False):
+            assert cached.encode(text, add_special_tokens=special) == tok.encode(
+                text, add_special_tokens=special
+            )
+            assert dict(cached(text, add_special_tokens=special)) == dict(
+                tok(text, add_special_tokens=special)
+            )
+    assert cached.stats().l1.hits > 0
