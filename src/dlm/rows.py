@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dlm.errors import TrainingError
+from dlm.infer.generate import with_system_prompt
 from dlm.sources.walk import WalkResult, walk_sources
 from dlm.tokenize.seam import RowSet, TextRow
 
@@ -31,13 +32,10 @@ class BuiltRows:
 
 def instruction_messages(system_prompt: str | None, question: str, answer: str | None) -> list[dict]:
     """OpenAI-style messages for one pair; `answer=None` leaves the assistant turn out."""
-    messages = []
-    if system_prompt:
-        messages.append({"role": "system", "content": system_prompt})
-    messages.append({"role": "user", "content": question})
+    messages = [{"role": "user", "content": question}]
     if answer is not None:
         messages.append({"role": "assistant", "content": answer})
-    return messages
+    return with_system_prompt(messages, system_prompt)
 
 
 def render_instruction(tokenizer: Any, system_prompt: str | None, question: str, answer: str) -> tuple[str, str]:

@@ -18,6 +18,17 @@ from dlm.models import BaseModelRef, load_model, load_tokenizer, resolve_base_mo
 from dlm.store import open_store
 
 
+def with_system_prompt(messages: list[dict[str, Any]], system_prompt: str | None) -> list[dict[str, Any]]:
+    """`messages` with `system_prompt` first when it is set and no system message is there.
+
+    The one rule for every prompt `dlm` renders: `dlm prompt`, `dlm serve`, and the
+    instruction rows training sees.
+    """
+    if system_prompt and not any(m.get("role") == "system" for m in messages):
+        return [{"role": "system", "content": system_prompt}, *messages]
+    return messages
+
+
 @dataclass
 class InferenceModel:
     """A loaded model ready to generate.
@@ -39,9 +50,9 @@ class InferenceModel:
 
     def render(self, messages: list[dict[str, Any]]) -> list[int]:
         """Prompt ids: 1-D list[int] of the chat-templated conversation plus generation prompt."""
-        if self.system_prompt and not any(m.get("role") == "system" for m in messages):
-            messages = [{"role": "system", "content": self.system_prompt}, *messages]
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        text = self.tokenizer.apply_chat_template(
+            with_system_prompt(messages, self.system_prompt), tokenize=False, add_generation_prompt=True
+        )
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def generate(

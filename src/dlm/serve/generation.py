@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from dlm.infer.generate import with_system_prompt
 from dlm.serve.tokcache import CachedTokenizer
 
 
@@ -72,10 +73,7 @@ class Generation:
 
     def with_system_prompt(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Prepend the document's system prompt when the conversation has none."""
-        system = self.engine.system_prompt
-        if system and not any(m.get("role") == "system" for m in messages):
-            return [{"role": "system", "content": system}, *messages]
-        return messages
+        return with_system_prompt(messages, self.engine.system_prompt)
 
     def prompt_ids(self, messages: list[dict[str, Any]], *, add_generation_prompt: bool = True) -> list[int]:
         """Prompt ids, 1-D list[int]: chat template, then the cache, no extra special tokens
