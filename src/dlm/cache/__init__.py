@@ -7,7 +7,9 @@ Public API:
   `export_cache`, `import_cache`; `parse_age` for `--older-than`.
 
 Layout, keys, index schema, eviction and guarantees: `docs/cache.md` and the module
-docstrings of `schema`, `segments`, `index`, `evict`, `tokenizer`, `portable`.
+docstrings of `schema` (index tables, migrations), `segments` (segment files),
+`index` (entry rows and their check), `statindex` (change detection), `run` and
+`reader` (one tokenize call, lazy reads), `evict` (bounds), `portable` (export).
 """
 
 from dlm.cache.portable import ExportResult, ImportResult, export_cache, import_cache
