@@ -146,9 +146,11 @@ def datasets_load_run(corpus: Any, tok: Any, hf_dir: Path) -> tuple[float, int]:
         walk = walk_sources([corpus], Path("."))
         files = [str(f.path) for f in walk.files]
         ds = datasets.load_dataset("text", data_files=files, sample_by="document", split="train",
+                                   encoding_errors="replace",
                                    cache_dir=str(hf_dir))
         out = ds.map(lambda b: tok([t + tok.eos_token for t in b["text"]]), batched=True,
-                     batch_size=BATCH, remove_columns=["text"])
+                     batch_size=BATCH, remove_columns=["text"],
+                     new_fingerprint=ds._fingerprint + "-smollm2-tokenize")
         return len(out)
 
     return timed(go)
