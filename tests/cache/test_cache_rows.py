@@ -64,7 +64,7 @@ def test_racy_file_is_reread_next_run(tree: Path, cache_dir: Path):
 def test_edit_touch_and_tokenizer_change(tree: Path, cache_dir: Path):
     rows = row_set(tree)
     cached(cache_dir).tokenize(rows)
-    edited = rows.file_rows[3].path
+    edited = Path(rows.file_rows[3].path)
     edited.write_text(edited.read_text() + "# edited\n")
     touched = rows.file_rows[5].path
     os.utime(touched, ns=(OLD_NS + 10**9, OLD_NS + 10**9))  # new stat, same text

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
 
@@ -47,21 +47,24 @@ class TextRow:
     prompt_text: str | None = None
 
 
-@dataclass(frozen=True)
-class FileRow:
+class FileRow(NamedTuple):
     """A file taken from a `training.sources` directive, not yet read.
+
+    A NamedTuple rather than a frozen dataclass: it is built once per file on every
+    walk, and tuple construction is several times cheaper at 50K+ files.
 
     The stat fields let a cache decide "unchanged" without reading the file.
 
     Attributes:
         source_index: index of the directive in `training.sources`.
-        path: absolute path of the file.
+        path: absolute path of the file, `<root>/<relpath>` (a str: building a
+            `pathlib.Path` per file is a measurable share of a 50K-file walk).
         relpath: POSIX path relative to the directive's root (named in the row text).
         size: bytes; mtime_ns, ctime_ns, ino: from `os.stat`.
     """
 
     source_index: int
-    path: Path
+    path: str
     relpath: str
     size: int
     mtime_ns: int
