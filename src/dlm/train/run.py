@@ -151,6 +151,9 @@ def train_document(doc: Any, options: TrainOptions = TrainOptions(), sink: Any =
             sink.on_message(note)
         row_tokenizer = make_row_tokenizer(store, tokenizer, tok_sha, training, run_id, options.use_cache)
         tokenized = row_tokenizer.tokenize(built.rows, sink)
+        cache_report = getattr(row_tokenizer, "last_report", None)  # only the cache has one
+        for warning in cache_report.warnings if cache_report else ():
+            sink.on_message(warning)
         files_skipped = dict(built.walk.skipped + tokenized.files_skipped)
         dataset = build_dataset(tokenized, training.sequence_len, training.packing)
         if len(dataset) == 0:
