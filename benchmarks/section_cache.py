@@ -40,7 +40,6 @@ import sysconfig
 import tarfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from dlm.cache import CachedRowTokenizer
@@ -176,15 +175,15 @@ def bench(name: str, corpus: Any, work: Path, tok: Any, sha: str, warm_repeats: 
     out["warm_tokenize_s"] = statistics.median(w[0] - w[1].walk_s for w in warms)
     _, warm = cache_run(corpus, cache_dir, tok, sha, "warm-check")
     assert warm.stats.cache_misses == 0, warm.stats
-    victim = next(f for f in files if f.path.suffix in (".py", ".c", ".h"))
-    original = victim.path.read_bytes()
+    victim = Path(next(f.path for f in files if f.path.endswith((".py", ".c", ".h"))))
+    original = victim.read_bytes()
     try:
-        victim.path.write_bytes(original + b"\n# edited by the benchmark\n")
+        victim.write_bytes(original + b"\n# edited by the benchmark\n")
         out["edit_s"], edited = cache_run(corpus, cache_dir, tok, sha, "edit")
         out["edit_misses"] = edited.stats.cache_misses
         out["edit_tokenize_s"] = out["edit_s"] - edited.walk_s
     finally:
-        victim.path.write_bytes(original)
+        victim.write_bytes(original)
     cache_run(corpus, cache_dir, tok, sha, "restore")
 
     def seq_changed() -> Any:
@@ -207,10 +206,10 @@ def bench(name: str, corpus: Any, work: Path, tok: Any, sha: str, warm_repeats: 
         out["datasets_bytes"] = sum(p.stat().st_size for p in hf_dir.rglob("*") if p.is_file())
         if datasets_edit:
             try:
-                victim.path.write_bytes(original + b"\n# edited by the benchmark\n")
+                victim.write_bytes(original + b"\n# edited by the benchmark\n")
                 out["datasets_edit_s"], _ = run(corpus, tok, hf_dir)
             finally:
-                victim.path.write_bytes(original)
+                victim.write_bytes(original)
     print(f"[{name}] {json.dumps(out)}", file=sys.stderr)
     return out
 

@@ -14,7 +14,6 @@ metrics row of the run is marked `interrupted`.
 from __future__ import annotations
 
 import shutil
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -23,14 +22,14 @@ from ulid import ULID
 
 from dlm.errors import TrainingError
 from dlm.metrics import MetricsDB, RunRecord, TokenizationRecord
-from dlm.models import load_model, load_tokenizer, resolve_base_model
+from dlm.models import BaseModelRef, load_model, load_tokenizer, resolve_base_model
 from dlm.rows import build_rows
 from dlm.store import Store, open_store
 from dlm.tokenize.fingerprint import tokenizer_sha256
 from dlm.tokenize.keys import corpus_fingerprint
 from dlm.tokenize.plain import PlainRowTokenizer
 from dlm.tokenize.seam import NullProgress, Progress, TokenizedRows
-from dlm.train.dataset import as_hf_dataset, build_dataset
+from dlm.train.dataset import PackedDataset, WindowDataset, as_hf_dataset, build_dataset
 from dlm.train.lora import LoraRun, StepSink, pick_precision, train_lora
 
 
@@ -164,14 +163,13 @@ def train_document(doc: Any, options: TrainOptions = TrainOptions(), sink: Any =
                 f"or widen training.sources include patterns"
             )
         lora_run = lora_run_for(training, options)
-        lock_ctx = _LockContext.prepare(doc, store, ref, tok_sha, tokenized, lora_run, options, sink)
-        return _train_and_publish(
-            doc, store, ref, tokenizer, tokenized, dataset, lora_run, run_id, files_skipped,
-            lock_ctx, sink,
-        )
+        lock = _LockStep.prepare(doc, store, ref, tok_sha, tokenized, lora_run, options, sink)
+        prepared = PreparedRun(doc, store, ref, tokenizer, tokenized, dataset, lora_run, run_id,
+                               files_skipped, lock)
+        return _train_and_publish(prepared, sink)
 
 
-class _LockContext:
+class _LockStep:
     """Determinism-lock work around a run (validation before, write after)."""
 
     def __init__(self, store: Store, current: Any, decision: Any) -> None:
@@ -179,7 +177,7 @@ class _LockContext:
 
     @classmethod
     def prepare(cls, doc: Any, store: Store, ref: Any, tok_sha: str, tokenized: TokenizedRows,
-                lora_run: LoraRun, options: TrainOptions, sink: Any) -> _LockContext:
+                lora_run: LoraRun, options: TrainOptions, sink: Any) -> _LockStep:
         from dataclasses import asdict
 
         from dlm.lock import LockInputs, LockMode, apply_determinism, build_lock, check_lock
@@ -212,52 +210,68 @@ class _LockContext:
             write_lock(self.store.root, self.current, run_id=run_id, adapter_sha256=adapter_sha)
 
 
-def _train_and_publish(doc, store, ref, tokenizer, tokenized, dataset, lora_run, run_id,
-                       files_skipped, lock_ctx, sink) -> TrainReport:  # noqa: ANN001
+@dataclass(frozen=True)
+class PreparedRun:
+    """Everything decided before training starts; the store is not yet changed."""
+
+    doc: Any
+    store: Store
+    ref: BaseModelRef
+    tokenizer: Any
+    tokenized: TokenizedRows
+    dataset: WindowDataset | PackedDataset
+    lora_run: LoraRun
+    run_id: str
+    files_skipped: dict[str, int]
+    lock: _LockStep
+
+
+def _train_and_publish(run: PreparedRun, sink: Any) -> TrainReport:
     from dlm.lock import adapter_sha256, canonicalize_adapter_dir
 
-    stats = tokenized.stats
-    with MetricsDB(store.metrics_path) as metrics:
-        metrics.start_run(run_id, base_model=ref.name, max_steps=lora_run.max_steps,
-                          rows=len(tokenized), files_taken=tokenized.files_taken,
-                          files_skipped=files_skipped)
-        metrics.log_tokenization(run_id, TokenizationRecord(
+    stats = run.tokenized.stats
+    with MetricsDB(run.store.metrics_path) as metrics:
+        metrics.start_run(run.run_id, base_model=run.ref.name, max_steps=run.lora_run.max_steps,
+                          rows=len(run.tokenized), files_taken=run.tokenized.files_taken,
+                          files_skipped=run.files_skipped)
+        metrics.log_tokenization(run.run_id, TokenizationRecord(
             stats.total_rows, stats.cache_hits, stats.cache_misses, stats.seconds,
             stats.cache_bytes_after))
-        staging = store.new_staging_dir(run_id)
-        recorder = _StepRecorder(metrics, run_id, sink)
+        staging = run.store.new_staging_dir(run.run_id)
+        recorder = _StepRecorder(metrics, run.run_id, sink)
         try:
-            model = load_model(ref)
-            result = train_lora(model, tokenizer, as_hf_dataset(dataset), lora_run, staging / "trainer", recorder)
+            model = load_model(run.ref)
+            result = train_lora(model, run.tokenizer, as_hf_dataset(run.dataset), run.lora_run,
+                                staging / "trainer", recorder)
             shutil.rmtree(staging / "trainer", ignore_errors=True)
             result.model.save_pretrained(staging)
-            canonicalize_adapter_dir(staging, base_model_name=ref.name)
+            canonicalize_adapter_dir(staging, base_model_name=run.ref.name)
             sha = adapter_sha256(staging)
-            version, adapter_dir = store.commit_version(staging)
+            version, adapter_dir = run.store.commit_version(staging)
         except BaseException as exc:
             shutil.rmtree(staging, ignore_errors=True)
             status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-            metrics.finish_run(run_id, RunRecord(status, recorder.last_step, None, None, None))
+            metrics.finish_run(run.run_id, RunRecord(status, recorder.last_step, None, None, None))
             raise
-        metrics.finish_run(run_id, RunRecord(
+        metrics.finish_run(run.run_id, RunRecord(
             "completed", result.steps, result.train_loss, result.tokens_per_second, version,
             result.tokens_seen))
-    _record_manifest(doc, store, ref, run_id, version, sha)
-    lock_ctx.finish(run_id, sha)
+    _record_manifest(run, version, sha)
+    run.lock.finish(run.run_id, sha)
     return TrainReport(
-        run_id=run_id, dlm_id=doc.frontmatter.dlm_id, adapter_version=version,
-        adapter_dir=str(adapter_dir), adapter_sha256=sha, base_model=ref.name,
-        base_model_revision=ref.revision, steps=result.steps, train_loss=result.train_loss,
+        run_id=run.run_id, dlm_id=run.doc.frontmatter.dlm_id, adapter_version=version,
+        adapter_dir=str(adapter_dir), adapter_sha256=sha, base_model=run.ref.name,
+        base_model_revision=run.ref.revision, steps=result.steps, train_loss=result.train_loss,
         train_tokens=result.tokens_seen, tokens_per_second=result.tokens_per_second,
-        train_seconds=result.seconds, rows=_row_counts(tokenized),
-        files_taken=tokenized.files_taken, files_skipped=files_skipped,
-        lossy_files=tokenized.lossy_files, examples=len(dataset),
+        train_seconds=result.seconds, rows=_row_counts(run.tokenized),
+        files_taken=run.tokenized.files_taken, files_skipped=run.files_skipped,
+        lossy_files=run.tokenized.lossy_files, examples=len(run.dataset),
         tokenization={
             "total_sections": stats.total_rows, "cache_hits": stats.cache_hits,
             "cache_misses": stats.cache_misses, "total_tokenize_seconds": stats.seconds,
             "cache_bytes_after": stats.cache_bytes_after,
         },
-        warnings=list(lock_ctx.decision.warnings),
+        warnings=list(run.lock.decision.warnings),
     )
 
 
@@ -270,23 +284,24 @@ class _StepRecorder:
     def on_train_start(self, total_steps: int) -> None:
         self.sink.on_train_start(total_steps)
 
-    def on_step(self, step, loss, tokens_per_second, learning_rate, tokens_seen, seconds) -> None:  # noqa: ANN001
+    def on_step(self, step: int, loss: float | None, tokens_per_second: float | None,
+                learning_rate: float | None, tokens_seen: int, seconds: float) -> None:
         self.last_step = step
         self.metrics.log_step(self.run_id, step, loss=loss, learning_rate=learning_rate,
                               tokens_seen=tokens_seen, seconds=seconds)
         self.sink.on_step(step, loss, tokens_per_second, learning_rate, tokens_seen, seconds)
 
 
-def _record_manifest(doc, store, ref, run_id, version, sha) -> None:  # noqa: ANN001
-    manifest = store.read_manifest()
+def _record_manifest(run: PreparedRun, version: str, sha: str) -> None:
+    manifest = run.store.read_manifest()
     manifest.update(
-        dlm_id=doc.frontmatter.dlm_id,
-        document_path=str(doc.path.resolve()) if doc.path else None,
-        base_model={"name": ref.name, "revision": ref.revision},
+        dlm_id=run.doc.frontmatter.dlm_id,
+        document_path=str(run.doc.path.resolve()) if run.doc.path else None,
+        base_model={"name": run.ref.name, "revision": run.ref.revision},
         current_version=version,
     )
     manifest.setdefault("adapters", []).append({
-        "version": version, "run_id": run_id, "adapter_sha256": sha,
+        "version": version, "run_id": run.run_id, "adapter_sha256": sha,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     })
-    store.write_manifest(manifest)
+    run.store.write_manifest(manifest)
