@@ -40,6 +40,7 @@ import sysconfig
 import tarfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from dlm.cache import CachedRowTokenizer
