@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS ?= 1
 
-.PHONY: install demo test test-slow bench clean
+.PHONY: install demo test test-slow lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -27,6 +27,9 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check --select F,E9 src tests scripts benchmarks
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow
