@@ -57,6 +57,32 @@ class LoraResult:
         return self.tokens_seen / self.seconds if self.seconds > 0 else None
 
 
+def native_loss_trainer() -> Any:
+    """An SFTTrainer whose loss is the model's own cross-entropy over `labels`.
+
+    TRL scores tokens through a fused, chunked LM head so the full logits are never
+    materialized: a memory win on GPUs with large vocabularies, but on CPU it costs
+    more than it saves (`benchmarks/train_step.py` measures both side by side). The
+    model's own loss uses the same labels (-100 ignored, shifted inside the model) and
+    the same normalization by the number of loss tokens in the batch.
+    """
+    from transformers import Trainer
+    from trl import SFTTrainer
+
+    class NativeLossSFTTrainer(SFTTrainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # type: ignore[override]
+            return Trainer.compute_loss(self, model, inputs, return_outputs, num_items_in_batch)
+
+    return NativeLossSFTTrainer
+
+
+def trainer_class(device: str) -> Any:
+    """TRL's SFTTrainer on CUDA, the native-loss variant elsewhere (see above)."""
+    from trl import SFTTrainer
+
+    return SFTTrainer if device == "cuda" else native_loss_trainer()
+
+
 def pick_precision() -> str:
     """`bfloat16` on a CUDA GPU that supports it, else `float32` (see module docstring)."""
     if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
@@ -94,7 +120,8 @@ def _callback(sink: StepSink) -> Any:
 
 
 def train_lora(
-    model: Any, tokenizer: Any, dataset: Any, run: LoraRun, work_dir: Path, sink: StepSink
+    model: Any, tokenizer: Any, dataset: Any, run: LoraRun, work_dir: Path, sink: StepSink,
+    trainer_cls: Any = None,
 ) -> LoraResult:
     """Wrap `model` with a LoRA adapter and train it on `dataset`.
 
@@ -102,13 +129,14 @@ def train_lora(
         model: a base causal LM (float32).
         dataset: map-style dataset of `{"input_ids", "labels"}` examples.
         work_dir: scratch folder for the trainer (nothing is checkpointed there).
+        trainer_cls: an SFTTrainer class; default `trainer_class(<this device>)`.
 
     Raises:
         KeyboardInterrupt: propagated untouched so the caller can keep the store intact.
     """
     from peft import LoraConfig
     from transformers import PrinterCallback
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig
 
     precision = pick_precision()
     config = SFTConfig(
@@ -143,7 +171,8 @@ def train_lora(
     with warnings.catch_warnings():
         # transformers' own deprecation notices about arguments TRL passes are noise here
         warnings.simplefilter("ignore", FutureWarning)
-        trainer = SFTTrainer(
+        trainer_cls = trainer_cls or trainer_class("cuda" if torch.cuda.is_available() else "cpu")
+        trainer = trainer_cls(
             model=model,
             args=config,
             train_dataset=dataset,
