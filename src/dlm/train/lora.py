@@ -3,7 +3,8 @@
 The dataset is already tokenized and windowed (`dlm.train.dataset`), so TRL's own
 preparation is skipped (`skip_prepare_dataset`) and its collator pads batches with
 the tokenizer's pad token. Precision: float32 on CPU and MPS, bfloat16 on a CUDA GPU
-that supports it. Checkpoints are not written: the adapter is saved once, at the end,
+that supports it. Off CUDA the loss is the model's own cross-entropy (see
+`native_loss_trainer`). Checkpoints are not written: the adapter is saved once, at the end,
 by the caller, so an interrupted run leaves nothing half-written behind.
 """
 
