@@ -86,6 +86,7 @@ def train(
     """Train a new adapter version from the document (rows, tokenize, LoRA, save)."""
     from dlm.cli.progress import RichTrainSink
     from dlm.lock import resolve_lock_mode
+    from dlm.sources.walk import format_skips
     from dlm.train.run import TrainOptions, train_document
 
     mode = resolve_lock_mode(strict=strict_lock, update=update_lock, ignore=ignore_lock)
@@ -99,11 +100,10 @@ def train(
     if json_out:
         print_json(report.as_dict())
         return
-    skipped = ", ".join(f"{n} {r}" for r, n in sorted(report.files_skipped.items())) or "none"
     tok = report.tokenization
     console.print(
         f"rows: {report.rows['prose']} prose, {report.rows['instruction']} instruction, "
-        f"{report.rows['source']} source files (skipped: {skipped})"
+        f"{report.rows['source']} source files (skipped: {format_skips(report.files_skipped)})"
     )
     if report.lossy_files:
         console.print(f"{report.lossy_files} source files had bytes that are not UTF-8: kept, with U+FFFD in their place")

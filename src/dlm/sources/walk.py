@@ -26,13 +26,13 @@ from __future__ import annotations
 import gc
 import os
 import re
-from stat import S_ISREG
 import sysconfig
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 import pathspec
@@ -54,6 +54,11 @@ class WalkResult:
     files: list[FileRow] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
     notes: list[str] = field(default_factory=list)
+
+
+def format_skips(counts: dict[str, int]) -> str:
+    """`"2 binary, 11 too-large"` (reasons sorted), or `"none"`: how messages name skips."""
+    return ", ".join(f"{n} {why}" for why, n in sorted(counts.items())) or "none"
 
 
 def expand_source_path(raw: str, base_dir: Path) -> Path:
