@@ -14,7 +14,7 @@ metrics row of the run is marked `interrupted`.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -24,6 +24,7 @@ from dlm.errors import TrainingError
 from dlm.metrics import MetricsDB, RunRecord, TokenizationRecord
 from dlm.models import BaseModelRef, load_model, load_tokenizer, resolve_base_model
 from dlm.rows import build_rows
+from dlm.sources.walk import format_skips
 from dlm.store import Store, open_store
 from dlm.tokenize.fingerprint import tokenizer_sha256
 from dlm.tokenize.keys import corpus_fingerprint
@@ -87,8 +88,6 @@ class TrainReport:
     warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         return asdict(self)
 
 
@@ -156,10 +155,9 @@ def train_document(doc: Any, options: TrainOptions = TrainOptions(), sink: Any =
         files_skipped = dict(built.walk.skipped + tokenized.files_skipped)
         dataset = build_dataset(tokenized, training.sequence_len, training.packing)
         if len(dataset) == 0:
-            skipped = ", ".join(f"{n} {why}" for why, n in sorted(files_skipped.items())) or "none"
             raise TrainingError(
                 f"{doc.path or '<doc>'}: no usable training rows ({tokenized.files_taken} source files "
-                f"taken, skipped: {skipped}); add prose or ::instruction:: sections, "
+                f"taken, skipped: {format_skips(files_skipped)}); add prose or ::instruction:: sections, "
                 f"or widen training.sources include patterns"
             )
         lora_run = lora_run_for(training, options)
@@ -178,8 +176,6 @@ class _LockStep:
     @classmethod
     def prepare(cls, doc: Any, store: Store, ref: Any, tok_sha: str, tokenized: TokenizedRows,
                 lora_run: LoraRun, options: TrainOptions, sink: Any) -> _LockStep:
-        from dataclasses import asdict
-
         from dlm.lock import LockInputs, LockMode, apply_determinism, build_lock, check_lock
 
         flags = apply_determinism(lora_run.seed)
@@ -230,13 +226,14 @@ def _train_and_publish(run: PreparedRun, sink: Any) -> TrainReport:
     from dlm.lock import adapter_sha256, canonicalize_adapter_dir
 
     stats = run.tokenized.stats
+    tokenization = TokenizationRecord(
+        stats.total_rows, stats.cache_hits, stats.cache_misses, stats.seconds, stats.cache_bytes_after
+    )
     with MetricsDB(run.store.metrics_path) as metrics:
         metrics.start_run(run.run_id, base_model=run.ref.name, max_steps=run.lora_run.max_steps,
                           rows=len(run.tokenized), files_taken=run.tokenized.files_taken,
                           files_skipped=run.files_skipped)
-        metrics.log_tokenization(run.run_id, TokenizationRecord(
-            stats.total_rows, stats.cache_hits, stats.cache_misses, stats.seconds,
-            stats.cache_bytes_after))
+        metrics.log_tokenization(run.run_id, tokenization)
         staging = run.store.new_staging_dir(run.run_id)
         recorder = _StepRecorder(metrics, run.run_id, sink)
         try:
@@ -266,11 +263,7 @@ def _train_and_publish(run: PreparedRun, sink: Any) -> TrainReport:
         train_seconds=result.seconds, rows=_row_counts(run.tokenized),
         files_taken=run.tokenized.files_taken, files_skipped=run.files_skipped,
         lossy_files=run.tokenized.lossy_files, examples=len(run.dataset),
-        tokenization={
-            "total_sections": stats.total_rows, "cache_hits": stats.cache_hits,
-            "cache_misses": stats.cache_misses, "total_tokenize_seconds": stats.seconds,
-            "cache_bytes_after": stats.cache_bytes_after,
-        },
+        tokenization=asdict(tokenization),
         warnings=list(run.lock.decision.warnings),
     )
 
