@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from dlm.cache import cache_summary
 from dlm.metrics import MetricsDB
 from dlm.sources.walk import walk_sources
 from dlm.store import Store
@@ -23,13 +24,6 @@ def _rows_by_kind(doc: Any) -> dict[str, int]:
     walk = walk_sources(doc.frontmatter.training.sources, base_dir, doc_name=str(doc.path))
     return {"prose": prose, "instruction": pairs, "source_files": len(walk.files)}
 
-
-def _cache_summary(store: Store) -> dict[str, Any] | None:
-    try:
-        from dlm.cache import cache_summary
-    except ImportError:
-        return None
-    return cache_summary(store.cache_dir)
 
 
 def show_view(doc: Any, store: Store) -> dict[str, Any]:
@@ -56,7 +50,7 @@ def show_view(doc: Any, store: Store) -> dict[str, Any]:
         "rows": _rows_by_kind(doc),
         "adapter": {"current": store.current_version(), "versions": store.versions()},
         "last_run": last_run,
-        "training_cache": _cache_summary(store),
+        "training_cache": cache_summary(store.cache_dir),
     }
 
 
