@@ -3,6 +3,7 @@ that make naive prefix splitting wrong (shown to be real, then shown handled).""
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -13,6 +14,7 @@ from dlm.errors import DlmError
 from dlm.serve.tokcache import (
     CachedTokenizer,
     CacheStores,
+    LruStore,
     TokenizerCacheConfig,
     TokenizerCacheConfigError,
     merge_config,
@@ -127,6 +129,50 @@ def test_l1_is_bounded_by_bytes(smollm2_tokenizer: Any) -> None:
         assert cached.encode(text) == smollm2_tokenizer.encode(text)
     l1 = cached.stats().l1
     assert 0 < l1.bytes <= limit and l1.entries > 0
+
+
+def test_an_entry_hit_twice_turns_hot_and_its_bytes_are_counted() -> None:
+    store = LruStore("I", max_bytes=1 << 20)
+    ids = [70_000 + i for i in range(1000)]
+    store.put("k", ids)
+    cold_bytes = store.stats().bytes
+    first = store.get("k")
+    assert first is not None and first.hot is None
+    second = store.get("k")
+    assert second is not None and second.hot == tuple(ids)
+    stats = store.stats()
+    assert stats.hot_entries == 1
+    # the tuple's pointers plus one int object per id (ids above 2**16 are real objects)
+    assert stats.bytes - cold_bytes >= sum(sys.getsizeof(i) for i in ids) + 8 * len(ids)
+    got = second.tolist()
+    got[0] = -1  # a caller's list is its own
+    again = store.get("k")
+    assert again is not None and again.tolist() == ids
+    store.put("other", list(range(10_000)))  # evicts nothing; a put under the same key replaces
+    store.put("k", [1, 2, 3])
+    assert store.stats().hot_entries == 0
+
+
+def test_an_entry_is_not_made_hot_when_the_tuple_would_not_fit() -> None:
+    store = LruStore("H", max_bytes=6000)
+    store.put("k", list(range(1000)))  # ~2 KB as uint16; ~38 KB as a tuple of ints
+    store.get("k")
+    hit = store.get("k")
+    assert hit is not None and hit.hot is None
+    stats = store.stats()
+    assert stats.entries == 1 and stats.hot_entries == 0 and stats.bytes <= 6000
+
+
+def test_results_from_hot_entries_are_fresh_lists(qwen3_tok: Any) -> None:
+    cached = CachedTokenizer(qwen3_tok, BOTH)
+    texts = [chat(qwen3_tok, [f"question {i}"]) for i in range(4)]
+    for text in texts * 3:
+        want = qwen3_tok.encode(text)
+        got = cached.encode(text)
+        assert got == want
+        got.clear()  # must not reach into the cache
+    assert cached.stats().l1.hot_entries >= 1 and cached.stats().l0.hot_entries >= 1
+    assert [cached.encode(t) for t in texts] == [qwen3_tok.encode(t) for t in texts]
 
 
 def test_short_prompts_skip_l1(smollm2_tokenizer: Any) -> None:

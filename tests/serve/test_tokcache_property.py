@@ -83,7 +83,9 @@ def _turn(specials: list[str], chat: list[str]) -> st.SearchStrategy[str]:
 def _check(tok: Any, cached: CachedTokenizer, text: str) -> None:
     for special in (True, False):
         want = tok.encode(text, add_special_tokens=special)
-        assert cached.encode(text, add_special_tokens=special) == want, (text, special)
+        got = cached.encode(text, add_special_tokens=special)
+        assert got == want, (text, special)
+        got.append(-1)  # a caller changing its result must not change the cache
         assert dict(cached(text, add_special_tokens=special)) == dict(tok(text, add_special_tokens=special))
 
 
@@ -96,6 +98,25 @@ def test_cached_ids_equal_plain_ids(family: tuple[Any, CachedTokenizer], data: s
     for turn in data.draw(st.lists(_turn(specials, chat), min_size=1, max_size=4)):
         prompt += turn
         _check(tok, cached, prompt)
+
+
+def test_real_families_scan_by_lead_byte(family: tuple[Any, CachedTokenizer]) -> None:
+    """ChatML and BERT tokens share one lead byte, so their scans take the `find` path;
+    the test Metaspace tokenizer has an added token `s>` and falls back to `finditer`."""
+    tok, cached = family
+    leads = {"[CLS]": b"[", "<|im_start|>": b"<", "<s>": b""}
+    lead = next(want for marker, want in leads.items() if marker in tok.get_vocab())
+    assert cached.plan.match_lead == lead
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_boundary_scan_equals_a_regex_scan(family: tuple[Any, CachedTokenizer], data: st.DataObject) -> None:
+    """The scan jumping between lead bytes finds exactly what `finditer` finds."""
+    tok, cached = family
+    text = data.draw(_turn(_specials(tok), _chat_pieces(tok)))
+    raw = (data.draw(st.sampled_from(["", "<", "[", "<|", "a"])) + text).encode("utf-8", "surrogatepass")
+    assert cached.plan.match_starts(raw) == [m.start() for m in cached.plan.match_re.finditer(raw)]
 
 
 @pytest.mark.slow

@@ -8,11 +8,12 @@ from dlm.serve.tokcache.config import (
     overrides_from_mapping,
 )
 from dlm.serve.tokcache.plan import SplitPlan, Template, plan_for
-from dlm.serve.tokcache.store import LevelStats, LruStore
+from dlm.serve.tokcache.store import Hit, LevelStats, LruStore
 
 __all__ = [
     "CacheStores",
     "CachedTokenizer",
+    "Hit",
     "LevelStats",
     "LruStore",
     "SplitPlan",

@@ -40,7 +40,7 @@ import xxhash
 
 from dlm.serve.tokcache.config import TokenizerCacheConfig
 from dlm.serve.tokcache.plan import IDENTITY, SplitPlan, plan_for
-from dlm.serve.tokcache.store import LevelStats, LruStore, id_typecode
+from dlm.serve.tokcache.store import Hit, LevelStats, LruStore, id_typecode
 from dlm.tokenize.fingerprint import tokenizer_sha256
 
 _L1_KEY_BYTES = sys.getsizeof(("", 0)) + sys.getsizeof(1 << 127)
@@ -214,20 +214,27 @@ class CachedTokenizer:
             found = l0.get(key)
             if found is not None:
                 return found.tolist()
-        packed = None
+        parts = None
         if self._l1 is not None and len(text) >= self.config.l1_min_prompt_chars:
-            packed = self._l1_ids(text)
-            if packed is not None and add_special and self._wraps:
-                template = self.plan.template
-                packed = self._pack(template.pre_ids) + packed + self._pack(template.post_ids)
-        if packed is None:
+            parts = self._l1_ids(text)
+        if parts is None:
             ids = self._backend.encode(text, add_special_tokens=add_special).ids
             if l0 is not None:
                 l0.put(key, ids, key_bytes=sys.getsizeof(text))
             return ids
+        prefix, rest = parts
+        pre: tuple[int, ...] = ()
+        post: tuple[int, ...] = ()
+        if add_special and self._wraps:
+            pre, post = self.plan.template.pre_ids, self.plan.template.post_ids
         if l0 is not None:
+            packed = self._pack(pre) + prefix.ids + self._pack(rest) + self._pack(post)
             l0.put(key, packed, key_bytes=sys.getsizeof(text))
-        return packed.tolist()
+        ids = [*pre]
+        ids += prefix.hot if prefix.hot is not None else prefix.ids.tolist()
+        ids += rest
+        ids += post
+        return ids
 
     def _type_ids(self, n_ids: int, add_special: bool) -> list[int]:
         template = self.plan.template
@@ -236,8 +243,9 @@ class CachedTokenizer:
         n_seq = n_ids - len(template.pre_ids) - len(template.post_ids)
         return [*template.pre_types, *[template.seq_type] * n_seq, *template.post_types]
 
-    def _l1_ids(self, text: str) -> array | None:
-        """Ids without special tokens via the prefix cache, or None to encode plainly."""
+    def _l1_ids(self, text: str) -> tuple[Hit, list[int]] | None:
+        """Ids without special tokens via the prefix cache, as (cached prefix, ids of the
+        rest), or None to encode plainly."""
         try:
             data = text.encode("utf-8")
         except UnicodeEncodeError:  # lone surrogates: let the tokenizer decide
@@ -252,20 +260,21 @@ class CachedTokenizer:
         found_at, prefix = l1.deepest(self._probe_keys(data, starts))
         deepest = len(starts) - 1
         if prefix is None:
-            return self._encode_storing_all(data, starts, self._prefix_keys(data, starts))
+            packed = self._encode_storing_all(data, starts, self._prefix_keys(data, starts))
+            return Hit(packed, None), []
         if found_at == 0:
-            return prefix + self._pack(self._encode_piece(data[starts[deepest] :]))
+            return prefix, self._encode_piece(data[starts[deepest] :])
         # One encode of the rest; the deepest boundary starts an added token, so its
         # position splits the ids exactly (the new prefix is stored for the next turn).
         rest = data[starts[-1 - found_at] :].decode("utf-8")
         encoding = self._backend.encode(rest, add_special_tokens=False)
         cut_chars = len(data[starts[-1 - found_at] : starts[deepest]].decode("utf-8"))
         cut = encoding.char_to_token(cut_chars)
-        if cut is None:  # not expected: then do not store, the result is still exact
-            return prefix + self._pack(encoding.ids)
-        ids = prefix + self._pack(encoding.ids)
-        l1.put(self._key(memoryview(data)[: starts[deepest]]), ids[: len(prefix) + cut], _L1_KEY_BYTES)
-        return ids
+        ids = encoding.ids
+        if cut is not None:  # None is not expected: then do not store, the result is still exact
+            new_prefix = prefix.ids + self._pack(ids[:cut])
+            l1.put(self._key(memoryview(data)[: starts[deepest]]), new_prefix, _L1_KEY_BYTES)
+        return prefix, ids
 
     def _encode_storing_all(self, data: bytes, starts: list[int], keys: list[Any]) -> array:
         l1: LruStore = self._l1  # type: ignore[assignment]
@@ -282,7 +291,7 @@ class CachedTokenizer:
 
     def _boundaries(self, data: bytes) -> list[int]:
         """Byte offsets (> 0) where a stage-1 added-token match starts (see plan.py)."""
-        starts = [m.start() for m in self.plan.match_re.finditer(data)]  # type: ignore[union-attr]
+        starts = self.plan.match_starts(data)
         if starts and starts[0] == 0:
             starts.pop(0)
         if len(starts) > MAX_BOUNDARIES:

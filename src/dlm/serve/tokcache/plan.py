@@ -93,6 +93,9 @@ class SplitPlan:
         deterministic: false when encoding is random (BPE dropout): no level may cache.
         match_re: bytes regex matching the stage-1 added tokens leftmost-longest; every
             match start (> 0) is a split point.
+        match_lead: the one byte every token of `match_re` starts with (b"<" for ChatML,
+            b"[" for BERT), or b"" when they differ: lets a scan jump between candidates
+            with `bytes.find` instead of trying the regex at every position.
         bypass_re: bytes regex of stage-1 tokens with lstrip/rstrip/single_word, or None.
         template: what `add_special_tokens=True` adds around the sequence.
     """
@@ -101,8 +104,30 @@ class SplitPlan:
     reason: str = ""
     deterministic: bool = True
     match_re: re.Pattern[bytes] | None = None
+    match_lead: bytes = b""
     bypass_re: re.Pattern[bytes] | None = None
     template: Template = IDENTITY
+
+    def match_starts(self, data: bytes) -> list[int]:
+        """Byte offsets where `match_re` matches in `data`, leftmost-longest and
+        non-overlapping, as `finditer` finds them ([] when L1 is refused)."""
+        match_re = self.match_re
+        if match_re is None:
+            return []
+        lead = self.match_lead
+        if not lead:
+            return [m.start() for m in match_re.finditer(data)]
+        starts = []
+        find, match = data.find, match_re.match
+        at = find(lead)
+        while at >= 0:
+            found = match(data, at)
+            if found is None:
+                at = find(lead, at + 1)
+            else:
+                starts.append(at)
+                at = find(lead, found.end())
+        return starts
 
 
 def plan_for(backend_json: str) -> SplitPlan:
@@ -200,9 +225,11 @@ def _added_token_plan(added: list[dict[str, Any]], template: Template) -> SplitP
     plain = [t for t in stage1 if t not in flagged]
     if not plain:
         return SplitPlan(False, "no added token is matched on the raw text")
+    leads = {t["content"].encode()[:1] for t in plain}
     return SplitPlan(
         True,
         match_re=literal_trie_re([t["content"] for t in plain]),
+        match_lead=leads.pop() if len(leads) == 1 else b"",
         bypass_re=literal_trie_re([t["content"] for t in flagged]) if flagged else None,
         template=template,
     )
