@@ -184,10 +184,12 @@ def new_chars(work: Workload) -> float:
 
 def prompt_times(fn: Callable[[str], Any], prompts: list[str]) -> list[float]:
     """CPU microseconds of each call, in order (time spent waiting for a core on a
-    shared machine is not counted; everything here runs on one thread)."""
+    shared machine is not counted; everything here runs on one thread). Each call gets
+    a fresh copy of its prompt, as a server gets a new string per request (a `str`
+    caches its hash, which would flatter a cache keyed by the text)."""
     clock = time.process_time
     times = []
-    for prompt in prompts:
+    for prompt in [p.encode().decode() for p in prompts]:
         start = clock()
         fn(prompt)
         times.append((clock() - start) * 1e6)

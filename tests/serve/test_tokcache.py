@@ -175,6 +175,17 @@ def test_results_from_hot_entries_are_fresh_lists(qwen3_tok: Any) -> None:
     assert [cached.encode(t) for t in texts] == [qwen3_tok.encode(t) for t in texts]
 
 
+def test_lone_surrogates_get_the_tokenizers_own_error_and_are_not_cached(qwen3_tok: Any) -> None:
+    cached = CachedTokenizer(qwen3_tok, BOTH)
+    text = chat(qwen3_tok, ["broken \ud800 text"])
+    with pytest.raises(TypeError):
+        qwen3_tok.encode(text)
+    with pytest.raises(TypeError, match="must be str"):  # the Rust tokenizer's refusal
+        cached.encode(text)
+    stats = cached.stats()
+    assert stats.l0.entries == 0 and stats.l1.entries == 0
+
+
 def test_short_prompts_skip_l1(smollm2_tokenizer: Any) -> None:
     cached = CachedTokenizer(
         smollm2_tokenizer, TokenizerCacheConfig(enable_l1=True, l1_min_prompt_chars=10_000)
