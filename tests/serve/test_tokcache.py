@@ -19,6 +19,7 @@ from dlm.serve.tokcache import (
     TokenizerCacheConfigError,
     merge_config,
 )
+from dlm.serve.tokcache.cached import MAX_BOUNDARIES
 
 BOTH = TokenizerCacheConfig(enable_l0=True, enable_l1=True, l1_min_prompt_chars=0)
 SYSTEM = "You are a careful assistant for ACME. Follow the policy below. " * 8
@@ -184,6 +185,21 @@ def test_lone_surrogates_get_the_tokenizers_own_error_and_are_not_cached(qwen3_t
         cached.encode(text)
     stats = cached.stats()
     assert stats.l0.entries == 0 and stats.l1.entries == 0
+
+
+def test_probes_reach_the_first_half_of_a_prompt_with_many_boundaries(qwen3_tok: Any) -> None:
+    """Past `MAX_BOUNDARIES` the backward scan stops half way, and the first boundaries
+    (a few-shot prefix shared by later prompts) are still probed, deepest first."""
+    cached = CachedTokenizer(qwen3_tok, BOTH)
+    turns = [f"shot {i}" for i in range(80)]
+    text = chat(qwen3_tok, turns)
+    data = text.encode()
+    assert len(cached.plan.match_starts(data)) > 2 * MAX_BOUNDARIES
+    assert list(cached._probe_starts(data)) == cached._boundaries(data)[::-1]
+    assert cached.encode(text) == qwen3_tok.encode(text)
+    follow = chat(qwen3_tok, [*turns[:20], "a different ending"])
+    assert cached.encode(follow) == qwen3_tok.encode(follow)
+    assert cached.stats().l1.hits == 1
 
 
 def test_short_prompts_skip_l1(smollm2_tokenizer: Any) -> None:

@@ -101,8 +101,8 @@ def test_cached_ids_equal_plain_ids(family: tuple[Any, CachedTokenizer], data: s
 
 
 def test_real_families_scan_by_lead_byte(family: tuple[Any, CachedTokenizer]) -> None:
-    """ChatML and BERT tokens share one lead byte, so their scans take the `find` path;
-    the test Metaspace tokenizer has an added token `s>` and falls back to `finditer`."""
+    """ChatML and BERT tokens share one lead byte, so hits scan back from the end; the
+    test Metaspace tokenizer has added tokens `s>` and `e<s` and scans forward."""
     tok, cached = family
     leads = {"[CLS]": b"[", "<|im_start|>": b"<", "<s>": b""}
     lead = next(want for marker, want in leads.items() if marker in tok.get_vocab())
@@ -112,11 +112,16 @@ def test_real_families_scan_by_lead_byte(family: tuple[Any, CachedTokenizer]) ->
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_boundary_scan_equals_a_regex_scan(family: tuple[Any, CachedTokenizer], data: st.DataObject) -> None:
-    """The scan jumping between lead bytes finds exactly what `finditer` finds."""
+    """The backward scan from the lead byte finds what `finditer` finds, and the
+    probe order is every kept boundary, deepest first."""
     tok, cached = family
     text = data.draw(_turn(_specials(tok), _chat_pieces(tok)))
     raw = (data.draw(st.sampled_from(["", "<", "[", "<|", "a"])) + text).encode("utf-8", "surrogatepass")
-    assert cached.plan.match_starts(raw) == [m.start() for m in cached.plan.match_re.finditer(raw)]
+    forward = cached.plan.match_starts(raw)
+    assert forward == [m.start() for m in cached.plan.match_re.finditer(raw)]
+    if cached.plan.match_lead:
+        assert list(cached.plan.match_starts_reversed(raw)) == forward[::-1]
+    assert list(cached._probe_starts(raw)) == cached._boundaries(raw)[::-1]
 
 
 @pytest.mark.slow

@@ -12,10 +12,11 @@ passed to the wrapped tokenizer untouched, as is every other attribute.
 - L1 maps (fingerprint, xxh3-128 of the UTF-8 prefix) to the ids of a prompt's
   prefix up to the start of an added token (`<|im_start|>`, `[SEP]`, ...), encoded
   without special tokens (`plan.py` proves why such a cut is exact). A lookup
-  hashes every boundary prefix in one streaming pass, probes them deepest first
-  until one is cached, encodes only the rest, then applies the post-processor's template. On a hit the deepest new
-  boundary is stored too, so a conversation growing turn by turn keeps hitting;
-  on a miss every boundary is stored (at most `MAX_BOUNDARIES`). Bounded by bytes.
+  finds boundaries from the end of the prompt and hashes their prefixes deepest
+  first until one is cached, encodes only the rest, then applies the
+  post-processor's template. On a hit the deepest new boundary is stored too, so a
+  conversation growing turn by turn keeps hitting; on a miss every boundary is
+  stored (at most `MAX_BOUNDARIES`). Bounded by bytes.
 
 Keys of both levels are 128-bit digests seeded per tokenizer: a collision, about
 n^2 / 2^129 for n entries, is the one way a result could be wrong, and is accepted
@@ -31,9 +32,11 @@ read once, at construction: build a new `CachedTokenizer` after changing them.
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -259,28 +262,29 @@ class CachedTokenizer:
         plan = self.plan
         if plan.bypass_re is not None and plan.bypass_re.search(data):
             return None
-        starts = self._boundaries(data)
-        if not starts:
+        starts = self._probe_starts(data)
+        deepest = next(starts, None)
+        if deepest is None:
             return None
         l1: LruStore = self._l1  # type: ignore[assignment]
-        keys = self._prefix_keys(data, starts)
-        found_at, prefix = l1.deepest(reversed(keys))
-        deepest = len(starts) - 1
+        seen: list[int] = []
+        keys: list[tuple[str, int]] = []
+        probes = self._probe_keys(data, itertools.chain((deepest,), starts), seen, keys)
+        found_at, prefix = l1.deepest(probes)
         if prefix is None:
-            packed = self._encode_storing_all(data, starts, keys)
+            forward = self._boundaries(data)
+            packed = self._encode_storing_all(data, forward, self._prefix_keys(data, forward))
             return Hit(packed, None), []
         if found_at == 0:
-            return prefix, self._encode_piece(data[starts[deepest] :])
+            return prefix, self._encode_piece(data[deepest:])
         # One encode of the rest; the deepest boundary starts an added token, so its
         # position splits the ids exactly (the new prefix is stored for the next turn).
-        rest = data[starts[-1 - found_at] :].decode("utf-8")
-        encoding = self._backend.encode(rest, add_special_tokens=False)
-        cut_chars = len(data[starts[-1 - found_at] : starts[deepest]].decode("utf-8"))
-        cut = encoding.char_to_token(cut_chars)
+        begin = seen[found_at]
+        encoding = self._backend.encode(data[begin:].decode("utf-8"), add_special_tokens=False)
+        cut = encoding.char_to_token(len(data[begin:deepest].decode("utf-8")))
         ids = encoding.ids
         if cut is not None:  # None is not expected: then do not store, the result is still exact
-            new_prefix = prefix.ids + self._pack(ids[:cut])
-            l1.put(keys[deepest], new_prefix, _L1_KEY_BYTES)
+            l1.put(keys[0], prefix.ids + self._pack(ids[:cut]), _L1_KEY_BYTES)
         return prefix, ids
 
     def _encode_storing_all(self, data: bytes, starts: list[int], keys: list[Any]) -> array:
@@ -305,6 +309,41 @@ class CachedTokenizer:
             half = MAX_BOUNDARIES // 2
             starts = starts[:half] + starts[-half:]
         return starts
+
+    def _probe_starts(self, data: bytes) -> Iterator[int]:
+        """The boundaries of `_boundaries(data)`, deepest first, found lazily: with a
+        `match_lead`, the last half by scanning back from the end (a hit is usually
+        among the deepest few, even in a prompt with hundreds of boundaries), and the
+        first half only if needed."""
+        lowest = len(data) + 1
+        if self.plan.match_lead:
+            found = 0
+            for start in self.plan.match_starts_reversed(data):
+                if start == 0:
+                    return
+                if found == MAX_BOUNDARIES // 2:
+                    break
+                yield start
+                found += 1
+                lowest = start
+            else:
+                return
+        for start in reversed(self._boundaries(data)):
+            if start < lowest:
+                yield start
+
+    def _probe_keys(
+        self, data: bytes, starts: Iterator[int], seen: list[int], keys: list[tuple[str, int]]
+    ) -> Iterator[tuple[str, int]]:
+        """(fingerprint, xxh3-128 of data[:b]) for each b of `starts`, hashed only when
+        probed; each b and key is appended to `seen` and `keys`."""
+        view = memoryview(data)
+        fingerprint, seed = self.fingerprint, self._seed
+        for start in starts:
+            key = (fingerprint, xxhash.xxh3_128_intdigest(view[:start], seed=seed))
+            seen.append(start)
+            keys.append(key)
+            yield key
 
     def _prefix_keys(self, data: bytes, starts: list[int]) -> list[tuple[str, int]]:
         """(fingerprint, xxh3-128 of data[:b]) for each b, in one streaming pass."""

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,9 +94,10 @@ class SplitPlan:
         deterministic: false when encoding is random (BPE dropout): no level may cache.
         match_re: bytes regex matching the stage-1 added tokens leftmost-longest; every
             match start (> 0) is a split point.
-        match_lead: the one byte every token of `match_re` starts with (b"<" for ChatML,
-            b"[" for BERT), or b"" when they differ: lets a scan jump between candidates
-            with `bytes.find` instead of trying the regex at every position.
+        match_lead: the byte every token of `match_re` starts with and none contains
+            anywhere else (b"<" for ChatML, b"[" for BERT), or b"". Then a match can
+            neither overlap another nor start inside one, so each candidate found by
+            `bytes.rfind` is checked on its own, and a scan can run from the end.
         bypass_re: bytes regex of stage-1 tokens with lstrip/rstrip/single_word, or None.
         template: what `add_special_tokens=True` adds around the sequence.
     """
@@ -110,24 +112,22 @@ class SplitPlan:
 
     def match_starts(self, data: bytes) -> list[int]:
         """Byte offsets where `match_re` matches in `data`, leftmost-longest and
-        non-overlapping, as `finditer` finds them ([] when L1 is refused)."""
-        match_re = self.match_re
-        if match_re is None:
+        non-overlapping ([] when L1 is refused)."""
+        if self.match_re is None:
             return []
-        lead = self.match_lead
-        if not lead:
-            return [m.start() for m in match_re.finditer(data)]
-        starts = []
-        find, match = data.find, match_re.match
-        at = find(lead)
+        return [m.start() for m in self.match_re.finditer(data)]
+
+    def match_starts_reversed(self, data: bytes) -> Iterator[int]:
+        """`match_starts(data)` from the last to the first, lazily: the few deepest cost
+        a few `rfind` calls however many the prompt holds. Needs `match_lead`."""
+        if not self.match_lead or self.match_re is None:
+            raise ValueError("match_starts_reversed needs a match_lead")
+        lead, rfind, match = self.match_lead, data.rfind, self.match_re.match
+        at = rfind(lead)
         while at >= 0:
-            found = match(data, at)
-            if found is None:
-                at = find(lead, at + 1)
-            else:
-                starts.append(at)
-                at = find(lead, found.end())
-        return starts
+            if match(data, at) is not None:
+                yield at
+            at = rfind(lead, 0, at)
 
 
 def plan_for(backend_json: str) -> SplitPlan:
@@ -226,10 +226,13 @@ def _added_token_plan(added: list[dict[str, Any]], template: Template) -> SplitP
     if not plain:
         return SplitPlan(False, "no added token is matched on the raw text")
     leads = {t["content"].encode()[:1] for t in plain}
+    lead = leads.pop() if len(leads) == 1 else b""
+    if any(lead in t["content"].encode()[1:] for t in plain):
+        lead = b""
     return SplitPlan(
         True,
         match_re=literal_trie_re([t["content"] for t in plain]),
-        match_lead=leads.pop() if len(leads) == 1 else b"",
+        match_lead=lead,
         bypass_re=literal_trie_re([t["content"] for t in flagged]) if flagged else None,
         template=template,
     )
