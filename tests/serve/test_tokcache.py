@@ -14,6 +14,7 @@ from dlm.errors import DlmError
 from dlm.serve.tokcache import (
     CachedTokenizer,
     CacheStores,
+    LevelStats,
     LruStore,
     TokenizerCacheConfig,
     TokenizerCacheConfigError,
@@ -133,7 +134,7 @@ def test_l1_is_bounded_by_bytes(smollm2_tokenizer: Any) -> None:
 
 
 def test_an_entry_hit_twice_turns_hot_and_its_bytes_are_counted() -> None:
-    store = LruStore("I", max_bytes=1 << 20)
+    store = LruStore("I", max_bytes=1 << 20, max_hot_bytes=1 << 18)
     ids = [70_000 + i for i in range(1000)]
     store.put("k", ids)
     cold_bytes = store.stats().bytes
@@ -142,29 +143,52 @@ def test_an_entry_hit_twice_turns_hot_and_its_bytes_are_counted() -> None:
     second = store.get("k")
     assert second is not None and second.hot == tuple(ids)
     stats = store.stats()
-    assert stats.hot_entries == 1
+    assert stats.hot_entries == 1 and stats.bytes - cold_bytes == stats.hot_bytes
     # the tuple's pointers plus one int object per id (ids above 2**16 are real objects)
-    assert stats.bytes - cold_bytes >= sum(sys.getsizeof(i) for i in ids) + 8 * len(ids)
+    assert stats.hot_bytes >= sum(sys.getsizeof(i) for i in ids) + 8 * len(ids)
     got = second.tolist()
     got[0] = -1  # a caller's list is its own
     again = store.get("k")
     assert again is not None and again.tolist() == ids
-    store.put("other", list(range(10_000)))  # evicts nothing; a put under the same key replaces
-    store.put("k", [1, 2, 3])
-    assert store.stats().hot_entries == 0
-
-
-def test_an_entry_is_not_made_hot_when_the_tuple_would_not_fit() -> None:
-    store = LruStore("H", max_bytes=6000)
-    store.put("k", list(range(1000)))  # ~2 KB as uint16; ~38 KB as a tuple of ints
-    store.get("k")
-    hit = store.get("k")
-    assert hit is not None and hit.hot is None
+    store.put("k", [1, 2, 3])  # replacing an entry drops its tuple and its bytes
     stats = store.stats()
+    assert (stats.hot_entries, stats.hot_bytes, stats.ids) == (0, 0, 3)
+
+
+def test_hot_tuples_share_a_budget_and_the_least_recently_used_drop_theirs() -> None:
+    one_hot = 8 + 1000 * (8 + 28) + 100  # about one 1,000-id tuple
+    store = LruStore("H", max_bytes=1 << 20, max_hot_bytes=2 * one_hot)
+    for name in "abc":
+        store.put(name, range(1000))
+        store.get(name)
+        assert store.get(name).hot is not None  # type: ignore[union-attr]
+    stats = store.stats()
+    assert (stats.entries, stats.hot_entries) == (3, 2)  # "a" kept its array only
+    assert stats.hot_bytes <= 2 * one_hot
+    a = store.get("a")  # found again: "a" turns hot again, and another entry drops its tuple
+    assert a is not None and a.hot is not None and a.tolist() == list(range(1000))
+    stats = store.stats()
+    assert stats.hot_entries == 2 and stats.hot_bytes <= 2 * one_hot and stats.entries == 3
+    store.clear()
+    assert store.stats() == LevelStats(0, 0, 0, 0, 0, 0, 0)
+
+
+def test_no_hot_tier_without_a_budget_or_when_a_tuple_would_not_fit() -> None:
+    plain = LruStore("H", max_bytes=1 << 20)
+    plain.put("k", list(range(1000)))
+    for _ in range(3):
+        found = plain.get("k")
+        assert found is not None and found.hot is None
+    tight = LruStore("H", max_bytes=6000, max_hot_bytes=6000)
+    tight.put("k", list(range(1000)))  # ~2 KB as uint16; ~36 KB as a tuple of ints
+    tight.get("k")
+    found = tight.get("k")
+    assert found is not None and found.hot is None
+    stats = tight.stats()
     assert stats.entries == 1 and stats.hot_entries == 0 and stats.bytes <= 6000
 
 
-def test_results_from_hot_entries_are_fresh_lists(qwen3_tok: Any) -> None:
+def test_results_built_from_hot_entries_are_fresh_lists(qwen3_tok: Any) -> None:
     cached = CachedTokenizer(qwen3_tok, BOTH)
     texts = [chat(qwen3_tok, [f"question {i}"]) for i in range(4)]
     for text in texts * 3:

@@ -32,7 +32,6 @@ read once, at construction: build a new `CachedTokenizer` after changing them.
 
 from __future__ import annotations
 
-import itertools
 import sys
 import threading
 from array import array
@@ -44,11 +43,18 @@ import xxhash
 
 from dlm.serve.tokcache.config import TokenizerCacheConfig
 from dlm.serve.tokcache.plan import IDENTITY, SplitPlan, plan_for
-from dlm.serve.tokcache.store import Hit, LevelStats, LruStore, id_typecode
+from dlm.serve.tokcache.store import LevelStats, LruStore, id_typecode
 from dlm.tokenize.fingerprint import tokenizer_sha256
 
 _L1_KEY_BYTES = sys.getsizeof(("", 0)) + sys.getsizeof(1 << 127)
 _L0_KEY_BYTES = sys.getsizeof(("", True, 0)) + sys.getsizeof(1 << 127)
+
+HOT_SHARE = 4
+"""L1 keeps hot tuples (see store.py) in at most 1/HOT_SHARE of its byte bound."""
+
+L0_MAX_HOT_BYTES = 8 * 2**20
+"""L0, bounded by entries rather than bytes, keeps hot tuples in at most this many
+bytes (about 230,000 Qwen3 ids: exact repeats such as canned prompts)."""
 
 MAX_BOUNDARIES = 64
 """Split points considered per prompt (the first and last halves when there are more):
@@ -68,8 +74,16 @@ class CacheStores:
         """Stores sized by `config` (a level that is off gets None); `typecode`: "H" or "I"
         (`id_typecode`), which must hold every id of every tokenizer sharing them."""
         return cls(
-            l0=LruStore(typecode, max_entries=config.l0_max_entries) if config.enable_l0 else None,
-            l1=LruStore(typecode, max_bytes=config.l1_max_memory) if config.enable_l1 else None,
+            l0=(
+                LruStore(typecode, max_entries=config.l0_max_entries, max_hot_bytes=L0_MAX_HOT_BYTES)
+                if config.enable_l0
+                else None
+            ),
+            l1=(
+                LruStore(typecode, max_bytes=config.l1_max_memory, max_hot_bytes=config.l1_max_memory // HOT_SHARE)
+                if config.enable_l1
+                else None
+            ),
             typecode=typecode,
         )
 
@@ -233,19 +247,18 @@ class CachedTokenizer:
             if l0 is not None:
                 l0.put(key, ids, _L0_KEY_BYTES)
             return ids
-        prefix, rest = parts
+        prefix, rest, ids = parts
         pre: tuple[int, ...] = ()
         post: tuple[int, ...] = ()
         if add_special and self._wraps:
             pre, post = self.plan.template.pre_ids, self.plan.template.post_ids
         if l0 is not None:
-            packed = prefix.ids + self._pack(rest)
+            packed = prefix + self._pack(rest)
             if pre or post:
                 packed = self._pack(pre) + packed + self._pack(post)
             l0.put(key, packed, _L0_KEY_BYTES)
-        ids = [*pre]
-        ids += prefix.hot if prefix.hot is not None else prefix.ids.tolist()
-        ids += rest
+        if pre:
+            ids[:0] = pre
         ids += post
         return ids
 
@@ -256,36 +269,39 @@ class CachedTokenizer:
         n_seq = n_ids - len(template.pre_ids) - len(template.post_ids)
         return [*template.pre_types, *[template.seq_type] * n_seq, *template.post_types]
 
-    def _l1_ids(self, data: bytes) -> tuple[Hit, list[int]] | None:
+    def _l1_ids(self, data: bytes) -> tuple[array, list[int], list[int]] | None:
         """Ids without special tokens of the UTF-8 text `data` via the prefix cache, as
-        (cached prefix, ids of the rest), or None to encode plainly."""
+        (cached prefix ids, ids of the rest, all ids as a fresh list), or None to
+        encode plainly."""
         plan = self.plan
         if plan.bypass_re is not None and plan.bypass_re.search(data):
-            return None
-        starts = self._probe_starts(data)
-        deepest = next(starts, None)
-        if deepest is None:
             return None
         l1: LruStore = self._l1  # type: ignore[assignment]
         seen: list[int] = []
         keys: list[tuple[str, int]] = []
-        probes = self._probe_keys(data, itertools.chain((deepest,), starts), seen, keys)
-        found_at, prefix = l1.deepest(probes)
+        found_at, prefix = l1.deepest(self._probe_keys(data, self._probe_starts(data), seen, keys))
+        if not seen:  # no boundary
+            return None
         if prefix is None:
             forward = self._boundaries(data)
             packed = self._encode_storing_all(data, forward, self._prefix_keys(data, forward))
-            return Hit(packed, None), []
+            return packed, [], packed.tolist()
+        ids = prefix.tolist()
+        deepest = seen[0]
         if found_at == 0:
-            return prefix, self._encode_piece(data[deepest:])
+            rest = self._encode_piece(data[deepest:])
+            ids += rest
+            return prefix.ids, rest, ids
         # One encode of the rest; the deepest boundary starts an added token, so its
         # position splits the ids exactly (the new prefix is stored for the next turn).
         begin = seen[found_at]
         encoding = self._backend.encode(data[begin:].decode("utf-8"), add_special_tokens=False)
         cut = encoding.char_to_token(len(data[begin:deepest].decode("utf-8")))
-        ids = encoding.ids
+        rest = encoding.ids
+        ids += rest
         if cut is not None:  # None is not expected: then do not store, the result is still exact
-            l1.put(keys[0], prefix.ids + self._pack(ids[:cut]), _L1_KEY_BYTES)
-        return prefix, ids
+            l1.put(keys[0], prefix.ids + self._pack(rest[:cut]), _L1_KEY_BYTES)
+        return prefix.ids, rest, ids
 
     def _encode_storing_all(self, data: bytes, starts: list[int], keys: list[Any]) -> array:
         l1: LruStore = self._l1  # type: ignore[assignment]

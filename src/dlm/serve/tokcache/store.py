@@ -4,17 +4,20 @@ Entries hold token ids as `array.array` of the tokenizer's id width: typecode "H
 (uint16, 2 bytes per id) when every id fits, else "I" (uint32, 4 bytes). Building
 the array raises `OverflowError` on an id that does not fit, so ids never wrap.
 
-An entry found a second time also keeps its ids as a tuple of Python ints ("hot"):
-a caller needs a `list[int]`, and `list(tuple)` only copies pointers, while
-`array.tolist()` builds one int object per id (for a 2,000-id system prompt, ~3 µs
-against ~27 µs). A hot entry costs 8 bytes per id for the tuple plus one int object
-per id (28 or 32 bytes), so only entries that repeat are promoted, and only while
-the entry still fits the byte bound.
+Hot tier: callers need a `list[int]`, and `array.tolist()` builds one int object per
+id (~20 ns each: ~40 µs for a 2,000-token prefix), while `list(tuple)` only copies
+pointers (~3 µs). So a store keeps the ids of entries found a second time as a
+tuple of ints too (a system prompt shared by every request, a canned question). A
+hot entry costs 8 bytes per id for the tuple plus one int object per id (28 or 32
+bytes), about 9x its array, so hot tuples share a byte budget (`max_hot_bytes`,
+inside `max_bytes` when there is one); past it, the least recently used hot entries
+drop their tuples and keep their arrays. An entry found only once (each turn of a
+growing conversation is) is not made hot: its one conversion is paid either way.
 
 Bytes are counted honestly per entry: `sys.getsizeof` of the id array (header and
 buffer), of the hot tuple and its int objects (an upper bound: small ints shared by
-the interpreter are counted too), plus its key (the prompt string for L0, the key
-tuple for L1). Dictionary slot overhead (about 100 bytes per entry) is not included.
+the interpreter are counted too), plus its key. Dictionary slot overhead (about 100
+bytes per entry) is not included.
 
 Every method takes the store's lock; callers never hold it while encoding.
 """
@@ -30,8 +33,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 HOT_AFTER_HITS = 2
-"""An entry is promoted to hot on this many hits (a prefix hit once, e.g. one turn of a
-growing conversation, is not worth the memory)."""
+"""An entry is made hot on this many hits."""
+
+_IDS, _SIZE, _HITS, _HOT = range(4)  # fields of an entry (a list, mutated in place)
 
 
 def id_typecode(vocab_size: int) -> str:
@@ -48,7 +52,7 @@ class Hit(NamedTuple):
 
     Attributes:
         ids: 1-D array [n_ids] of typecode "H" (uint16) or "I" (uint32); never mutate.
-        hot: the same ids as a tuple of ints once the entry is hot, else None.
+        hot: the same ids as a tuple of ints while the entry is hot, else None.
     """
 
     ids: array
@@ -61,7 +65,8 @@ class Hit(NamedTuple):
 
 @dataclass(frozen=True)
 class LevelStats:
-    """Counters of one level. `hit_rate` is hits / (hits + misses), 0.0 before any lookup."""
+    """Counters of one level. `hit_rate` is hits / (hits + misses), 0.0 before any lookup;
+    `bytes` includes the `hot_bytes` of the `hot_entries`."""
 
     hits: int
     misses: int
@@ -69,6 +74,7 @@ class LevelStats:
     bytes: int
     ids: int
     hot_entries: int = 0
+    hot_bytes: int = 0
 
     @property
     def hit_rate(self) -> float:
@@ -84,19 +90,28 @@ class LruStore:
         max_entries: evict beyond this many entries (None: no entry bound).
         max_bytes: evict beyond this many counted bytes (None: no byte bound). An
             entry larger than `max_bytes` on its own is not stored.
+        max_hot_bytes: bytes of hot tuples kept at most (0: no hot tier).
     """
 
-    def __init__(self, typecode: str, *, max_entries: int | None = None, max_bytes: int | None = None):
+    def __init__(
+        self,
+        typecode: str,
+        *,
+        max_entries: int | None = None,
+        max_bytes: int | None = None,
+        max_hot_bytes: int = 0,
+    ):
         self._typecode = typecode
         self._int_bytes = sys.getsizeof((1 << 16) - 1 if typecode == "H" else (1 << 32) - 1)
         self._max_entries = max_entries
         self._max_bytes = max_bytes
-        # key -> [ids, counted bytes, hits, hot tuple or None]
+        self._max_hot_bytes = max_hot_bytes
         self._data: OrderedDict[Hashable, list[Any]] = OrderedDict()
+        self._hot: OrderedDict[Hashable, list[Any]] = OrderedDict()  # LRU order of hot entries
         self._lock = threading.Lock()
         self._bytes = 0
+        self._hot_bytes = 0
         self._ids = 0
-        self._hot = 0
         self.hits = 0
         self.misses = 0
 
@@ -112,36 +127,19 @@ class LruStore:
     def deepest(self, probes: Iterable[Hashable]) -> tuple[int, Hit | None]:
         """Try `probes` in order; return (position, entry) of the first key found, or (-1, None).
 
-        One lookup: counts one hit or one miss whatever the number of probes. `probes`
-        may be a lazy iterator (it is consumed under the lock, only as far as needed).
+        One lookup: counts one hit or one miss whatever the number of probes (nothing
+        when `probes` is empty). `probes` may be a lazy iterator (it is consumed under
+        the lock, only as far as needed).
         """
         with self._lock:
+            index = -1
             for index, key in enumerate(probes):
                 entry = self._data.get(key)
                 if entry is not None:
                     return index, self._found(key, entry)
-            self.misses += 1
+            if index >= 0:
+                self.misses += 1
             return -1, None
-
-    def _found(self, key: Hashable, entry: list[Any]) -> Hit:
-        self._data.move_to_end(key)
-        self.hits += 1
-        entry[2] += 1
-        if entry[3] is None and entry[2] >= HOT_AFTER_HITS:
-            self._promote(entry)
-        return Hit(entry[0], entry[3])
-
-    def _promote(self, entry: list[Any]) -> None:
-        """Keep a tuple of the entry's ids too, if the entry still fits the byte bound."""
-        ids = entry[0]
-        extra = sys.getsizeof(()) + len(ids) * (8 + self._int_bytes)
-        if self._max_bytes is not None and entry[1] + extra > self._max_bytes:
-            return
-        entry[3] = tuple(ids.tolist())
-        entry[1] += extra
-        self._bytes += extra
-        self._hot += 1
-        self._evict()  # the entry itself is most recently used, so it goes last
 
     def put(self, key: Hashable, ids: Sequence[int] | array, key_bytes: int = 0) -> None:
         """Store `ids` (copied into a compact array) under `key`, evicting LRU entries."""
@@ -154,31 +152,73 @@ class LruStore:
         with self._lock:
             old = self._data.pop(key, None)
             if old is not None:
-                self._forget(old)
-            self._data[key] = [packed, size, 0, None]
+                self._forget(key, old)
+            entry = [packed, size, 0, None]
+            self._data[key] = entry
             self._bytes += size
             self._ids += len(packed)
             self._evict()
 
-    def _forget(self, entry: list[Any]) -> None:
-        self._bytes -= entry[1]
-        self._ids -= len(entry[0])
-        self._hot -= entry[3] is not None
+    def _found(self, key: Hashable, entry: list[Any]) -> Hit:
+        self._data.move_to_end(key)
+        self.hits += 1
+        entry[_HITS] += 1
+        if entry[_HOT] is not None:
+            self._hot.move_to_end(key)
+        elif entry[_HITS] >= HOT_AFTER_HITS and self._max_hot_bytes:
+            self._make_hot(key, entry, tuple(entry[_IDS].tolist()))
+            self._evict()
+        return Hit(entry[_IDS], entry[_HOT])
+
+    def _hot_size(self, n_ids: int) -> int:
+        return sys.getsizeof(()) + n_ids * (8 + self._int_bytes)
+
+    def _make_hot(self, key: Hashable, entry: list[Any], hot: tuple[int, ...]) -> None:
+        extra = self._hot_size(len(hot))
+        if extra > self._max_hot_bytes or (
+            self._max_bytes is not None and entry[_SIZE] + extra > self._max_bytes
+        ):
+            return
+        entry[_HOT] = hot
+        entry[_SIZE] += extra
+        self._bytes += extra
+        self._hot_bytes += extra
+        self._hot[key] = entry
+        while self._hot_bytes > self._max_hot_bytes:  # never this entry: it is the newest
+            self._demote(self._hot.popitem(last=False)[1])
+
+    def _demote(self, entry: list[Any]) -> None:
+        """Drop an entry's tuple (it keeps its array); the caller removed it from `_hot`."""
+        extra = self._hot_size(len(entry[_IDS]))
+        entry[_HOT] = None
+        entry[_SIZE] -= extra
+        self._bytes -= extra
+        self._hot_bytes -= extra
+
+    def _forget(self, key: Hashable, entry: list[Any]) -> None:
+        if entry[_HOT] is not None:
+            del self._hot[key]
+            self._demote(entry)
+        self._bytes -= entry[_SIZE]
+        self._ids -= len(entry[_IDS])
 
     def _evict(self) -> None:
         while self._data and (
             (self._max_entries is not None and len(self._data) > self._max_entries)
             or (self._max_bytes is not None and self._bytes > self._max_bytes)
         ):
-            self._forget(self._data.popitem(last=False)[1])
+            self._forget(*self._data.popitem(last=False))
 
     def clear(self) -> None:
         """Drop every entry and reset the counters."""
         with self._lock:
             self._data.clear()
-            self._bytes = self._ids = self._hot = self.hits = self.misses = 0
+            self._hot.clear()
+            self._bytes = self._hot_bytes = self._ids = self.hits = self.misses = 0
 
     def stats(self) -> LevelStats:
         """A consistent snapshot of the counters."""
         with self._lock:
-            return LevelStats(self.hits, self.misses, len(self._data), self._bytes, self._ids, self._hot)
+            return LevelStats(
+                self.hits, self.misses, len(self._data), self._bytes, self._ids, len(self._hot), self._hot_bytes
+            )
