@@ -6,8 +6,8 @@ Series:
   response body is complete, streaming included);
 - `dlm_generated_tokens_total`: counter of completion tokens;
 - `dlm_tokenizer_cache_{hits,misses}_total{level}`, `dlm_tokenizer_cache_hit_rate{level}`,
-  `dlm_tokenizer_cache_entries{level}`, `dlm_tokenizer_cache_bytes{level}`, and
-  `dlm_tokenizer_cache_bypassed_total`: read from the cache at scrape time (`level`
+  `dlm_tokenizer_cache_entries{level}`, `dlm_tokenizer_cache_bytes{level}`,
+  `dlm_tokenizer_cache_hot_bytes{level}` and `dlm_tokenizer_cache_bypassed_total`: read from the cache at scrape time (`level`
   is "l0" or "l1"; a level that is off has no series).
 """
 
@@ -43,6 +43,11 @@ class _CacheCollector(Collector):
             "entries": GaugeMetricFamily("dlm_tokenizer_cache_entries", "Entries held.", labels=["level"]),
             "bytes": GaugeMetricFamily(
                 "dlm_tokenizer_cache_bytes", "Bytes held (ids and keys).", labels=["level"]
+            ),
+            "hot_bytes": GaugeMetricFamily(
+                "dlm_tokenizer_cache_hot_bytes",
+                "Bytes of the ids also held as Python ints (part of dlm_tokenizer_cache_bytes).",
+                labels=["level"],
             ),
         }
         for level, level_stats in (("l0", stats.l0), ("l1", stats.l1)):
