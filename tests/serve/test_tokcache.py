@@ -200,6 +200,27 @@ def test_results_built_from_hot_entries_are_fresh_lists(qwen3_tok: Any) -> None:
     assert [cached.encode(t) for t in texts] == [qwen3_tok.encode(t) for t in texts]
 
 
+def test_a_growing_conversation_stores_its_next_prefix_hot(qwen3_tok: Any) -> None:
+    """From the third turn on, the prefix stored for the next turn is a tuple already;
+    prompts that extend a shared prefix once (different user turns) store none."""
+    cached = CachedTokenizer(qwen3_tok, BOTH)
+    turns: list[str] = []
+    for i in range(6):
+        turns.append(f"question {i}?")
+        text = chat(qwen3_tok, turns)
+        assert cached.encode(text) == qwen3_tok.encode(text)
+        turns.append(f"answer {i}.")
+    l1 = cached.stats().l1
+    assert (l1.hits, l1.misses, l1.hot_entries) == (5, 1, 4)
+
+    fresh = CachedTokenizer(qwen3_tok, BOTH)
+    for i in range(6):
+        text = chat(qwen3_tok, [f"a different question {i}?"])
+        assert fresh.encode(text) == qwen3_tok.encode(text)
+    l1 = fresh.stats().l1
+    assert (l1.hits, l1.hot_entries) == (5, 1)  # only the shared system prompt
+
+
 def test_lone_surrogates_get_the_tokenizers_own_error_and_are_not_cached(qwen3_tok: Any) -> None:
     cached = CachedTokenizer(qwen3_tok, BOTH)
     text = chat(qwen3_tok, ["broken \ud800 text"])

@@ -7,12 +7,13 @@ the array raises `OverflowError` on an id that does not fit, so ids never wrap.
 Hot tier: callers need a `list[int]`, and `array.tolist()` builds one int object per
 id (~20 ns each: ~40 µs for a 2,000-token prefix), while `list(tuple)` only copies
 pointers (~3 µs). So a store keeps the ids of entries found a second time as a
-tuple of ints too (a system prompt shared by every request, a canned question). A
-hot entry costs 8 bytes per id for the tuple plus one int object per id (28 or 32
+tuple of ints too (a system prompt shared by every request, a canned question), and
+a caller may store an entry hot at once when it already holds the ints and expects
+the entry to be found (the next turn of a conversation, see cached.py). A hot entry
+costs 8 bytes per id for the tuple plus one int object per id (28 or 32
 bytes), about 9x its array, so hot tuples share a byte budget (`max_hot_bytes`,
 inside `max_bytes` when there is one); past it, the least recently used hot entries
-drop their tuples and keep their arrays. An entry found only once (each turn of a
-growing conversation is) is not made hot: its one conversion is paid either way.
+drop their tuples and keep their arrays.
 
 Bytes are counted honestly per entry: `sys.getsizeof` of the id array (header and
 buffer), of the hot tuple and its int objects (an upper bound: small ints shared by
@@ -35,7 +36,7 @@ from typing import Any, NamedTuple
 HOT_AFTER_HITS = 2
 """An entry is made hot on this many hits."""
 
-_IDS, _SIZE, _HITS, _HOT = range(4)  # fields of an entry (a list, mutated in place)
+_IDS, _SIZE, _HITS, _HOT, _GROWN = range(5)  # fields of an entry (a list, mutated in place)
 
 
 def id_typecode(vocab_size: int) -> str:
@@ -53,10 +54,13 @@ class Hit(NamedTuple):
     Attributes:
         ids: 1-D array [n_ids] of typecode "H" (uint16) or "I" (uint32); never mutate.
         hot: the same ids as a tuple of ints while the entry is hot, else None.
+        grown: the caller's flag given to `put` (L1: stored while answering a request
+            that extended an earlier prompt).
     """
 
     ids: array
     hot: tuple[int, ...] | None
+    grown: bool = False
 
     def tolist(self) -> list[int]:
         """A fresh `list[int]` [n_ids] of the ids (cheap when hot)."""
@@ -141,8 +145,21 @@ class LruStore:
                 self.misses += 1
             return -1, None
 
-    def put(self, key: Hashable, ids: Sequence[int] | array, key_bytes: int = 0) -> None:
-        """Store `ids` (copied into a compact array) under `key`, evicting LRU entries."""
+    def put(
+        self,
+        key: Hashable,
+        ids: Sequence[int] | array,
+        key_bytes: int = 0,
+        *,
+        grown: bool = False,
+        hot: tuple[int, ...] | None = None,
+    ) -> None:
+        """Store `ids` (copied into a compact array) under `key`, evicting LRU entries.
+
+        `grown` is returned with the entry (`Hit.grown`). `hot`: the same ids as a
+        tuple of ints the caller already holds, kept while the hot budget allows (the
+        caller guarantees it equals `ids`).
+        """
         packed = (
             ids if isinstance(ids, array) and ids.typecode == self._typecode else array(self._typecode, ids)
         )
@@ -153,10 +170,12 @@ class LruStore:
             old = self._data.pop(key, None)
             if old is not None:
                 self._forget(key, old)
-            entry = [packed, size, 0, None]
+            entry = [packed, size, 0, None, grown]
             self._data[key] = entry
             self._bytes += size
             self._ids += len(packed)
+            if hot is not None:
+                self._make_hot(key, entry, hot)
             self._evict()
 
     def _found(self, key: Hashable, entry: list[Any]) -> Hit:
@@ -168,7 +187,7 @@ class LruStore:
         elif entry[_HITS] >= HOT_AFTER_HITS and self._max_hot_bytes:
             self._make_hot(key, entry, tuple(entry[_IDS].tolist()))
             self._evict()
-        return Hit(entry[_IDS], entry[_HOT])
+        return Hit(entry[_IDS], entry[_HOT], entry[_GROWN])
 
     def _hot_size(self, n_ids: int) -> int:
         return sys.getsizeof(()) + n_ids * (8 + self._int_bytes)
