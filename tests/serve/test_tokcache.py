@@ -135,6 +135,7 @@ def test_l1_is_bounded_by_bytes(smollm2_tokenizer: Any) -> None:
 
 def test_an_entry_hit_twice_turns_hot_and_its_bytes_are_counted() -> None:
     store = LruStore("I", max_bytes=1 << 20, max_hot_bytes=1 << 18)
+    assert store.deepest([]) == (-1, None) and store.stats().misses == 0  # no probe, no lookup
     ids = [70_000 + i for i in range(1000)]
     store.put("k", ids)
     cold_bytes = store.stats().bytes
@@ -150,6 +151,12 @@ def test_an_entry_hit_twice_turns_hot_and_its_bytes_are_counted() -> None:
     got[0] = -1  # a caller's list is its own
     again = store.get("k")
     assert again is not None and again.tolist() == ids
+    store.drop_hot("k")
+    stats = store.stats()
+    assert (stats.hot_entries, stats.hot_bytes, stats.bytes) == (0, 0, cold_bytes)
+    store.drop_hot("k")  # already cold: nothing changes
+    store.get("k")  # found again: hot again
+    assert store.stats().hot_entries == 1
     store.put("k", [1, 2, 3])  # replacing an entry drops its tuple and its bytes
     stats = store.stats()
     assert (stats.hot_entries, stats.hot_bytes, stats.ids) == (0, 0, 3)
@@ -201,8 +208,9 @@ def test_results_built_from_hot_entries_are_fresh_lists(qwen3_tok: Any) -> None:
 
 
 def test_a_growing_conversation_stores_its_next_prefix_hot(qwen3_tok: Any) -> None:
-    """From the third turn on, the prefix stored for the next turn is a tuple already;
-    prompts that extend a shared prefix once (different user turns) store none."""
+    """From the third turn on, the prefix stored for the next turn is a tuple already,
+    and the turn it came from drops its own; prompts that extend a shared prefix once
+    (different user turns) store none."""
     cached = CachedTokenizer(qwen3_tok, BOTH)
     turns: list[str] = []
     for i in range(6):
@@ -211,7 +219,12 @@ def test_a_growing_conversation_stores_its_next_prefix_hot(qwen3_tok: Any) -> No
         assert cached.encode(text) == qwen3_tok.encode(text)
         turns.append(f"answer {i}.")
     l1 = cached.stats().l1
-    assert (l1.hits, l1.misses, l1.hot_entries) == (5, 1, 4)
+    assert (l1.hits, l1.misses, l1.hot_entries) == (5, 1, 1)
+    turns.append("question 6?")
+    text = chat(qwen3_tok, turns)
+    assert cached.encode(text) == qwen3_tok.encode(text)
+    l1 = cached.stats().l1
+    assert (l1.hits, l1.hot_entries) == (6, 1)
 
     fresh = CachedTokenizer(qwen3_tok, BOTH)
     for i in range(6):

@@ -303,10 +303,13 @@ class CachedTokenizer:
         if cut is not None:  # None is not expected: then do not store, the result is still exact
             # A prefix that was itself stored this way means a conversation is growing
             # turn by turn: its next turn will find the new prefix, so keep it hot now,
-            # from the ints at hand. A prompt extending a shared prefix once (a new user
-            # turn after a common system prompt) does not pay for a tuple never read.
+            # from the ints at hand, and let the turn just found go cold. A prompt
+            # extending a shared prefix once (a new user turn after a common system
+            # prompt) does not pay for a tuple never read.
             hot = tuple(ids[: n_prefix + cut]) if prefix.grown else None
             l1.put(keys[0], prefix.ids + self._pack(rest[:cut]), _L1_KEY_BYTES, grown=True, hot=hot)
+            if hot is not None:
+                l1.drop_hot(keys[found_at])
         return prefix.ids, rest, ids
 
     def _encode_storing_all(self, data: bytes, starts: list[int], keys: list[Any]) -> array:

@@ -178,6 +178,13 @@ class LruStore:
                 self._make_hot(key, entry, hot)
             self._evict()
 
+    def drop_hot(self, key: Hashable) -> None:
+        """Drop the tuple of `key`'s entry, if any; the entry keeps its array."""
+        with self._lock:
+            entry = self._hot.pop(key, None)
+            if entry is not None:
+                self._demote(entry)
+
     def _found(self, key: Hashable, entry: list[Any]) -> Hit:
         self._data.move_to_end(key)
         self.hits += 1
