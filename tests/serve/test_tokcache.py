@@ -21,6 +21,7 @@ from dlm.serve.tokcache import (
     merge_config,
 )
 from dlm.serve.tokcache.cached import MAX_BOUNDARIES
+from dlm.serve.tokcache.pieces import PieceCache
 
 BOTH = TokenizerCacheConfig(enable_l0=True, enable_l1=True, l1_min_prompt_chars=0)
 SYSTEM = "You are a careful assistant for ACME. Follow the policy below. " * 8
@@ -232,6 +233,44 @@ def test_a_growing_conversation_stores_its_next_prefix_hot(qwen3_tok: Any) -> No
         assert fresh.encode(text) == qwen3_tok.encode(text)
     l1 = fresh.stats().l1
     assert (l1.hits, l1.hot_entries) == (5, 1)  # only the shared system prompt
+
+
+def test_known_closing_pieces_are_not_encoded_again(qwen3_tok: Any) -> None:
+    """After one prompt, `<|im_end|>\n` and `<|im_start|>assistant\n` come from the
+    piece cache: the tokenizer sees only the new user turn."""
+    cached = CachedTokenizer(qwen3_tok, TokenizerCacheConfig(enable_l1=True, l1_min_prompt_chars=0))
+    first = chat(qwen3_tok, ["the first question"])
+    assert cached.encode(first) == qwen3_tok.encode(first)
+    assert cached._pieces.get(b"<|im_start|>assistant\n") == tuple(
+        qwen3_tok.encode("<|im_start|>assistant\n", add_special_tokens=False)
+    )
+    seen: list[str] = []
+    backend = cached._backend
+
+    class Recording:
+        def encode(self, text: str, **kwargs: Any) -> Any:
+            seen.append(text)
+            return backend.encode(text, **kwargs)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(backend, name)
+
+    cached._backend = Recording()
+    second = chat(qwen3_tok, ["a second, different question"])
+    assert cached.encode(second) == qwen3_tok.encode(second)
+    assert seen == ["<|im_start|>user\na second, different question"]
+
+
+def test_the_piece_cache_is_bounded() -> None:
+    pieces = PieceCache()
+    pieces.put(b"x" * (PieceCache.MAX_PIECE_BYTES + 1), [1])
+    assert len(pieces) == 0
+    for i in range(PieceCache.MAX_PIECES + 10):
+        pieces.put(b"<p%d>" % i, [i])
+    assert len(pieces) == PieceCache.MAX_PIECES
+    assert pieces.get(b"<p0>") is None and pieces.get(b"<p%d>" % (PieceCache.MAX_PIECES + 9)) == (
+        PieceCache.MAX_PIECES + 9,
+    )
 
 
 def test_lone_surrogates_get_the_tokenizers_own_error_and_are_not_cached(qwen3_tok: Any) -> None:

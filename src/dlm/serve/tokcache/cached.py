@@ -13,10 +13,11 @@ passed to the wrapped tokenizer untouched, as is every other attribute.
   prefix up to the start of an added token (`<|im_start|>`, `[SEP]`, ...), encoded
   without special tokens (`plan.py` proves why such a cut is exact). A lookup
   finds boundaries from the end of the prompt and hashes their prefixes deepest
-  first until one is cached, encodes only the rest, then applies the
-  post-processor's template. On a hit the deepest new boundary is stored too, so a
-  conversation growing turn by turn keeps hitting; on a miss every boundary is
-  stored (at most `MAX_BOUNDARIES`). Bounded by bytes.
+  first until one is cached, encodes only the rest (less the short pieces it ends
+  with, when `pieces.py` knows them), then applies the post-processor's template.
+  On a hit the deepest new boundary is stored too, so a conversation growing turn
+  by turn keeps hitting; on a miss every boundary is stored (at most
+  `MAX_BOUNDARIES`). Bounded by bytes.
 
 Keys of both levels are 128-bit digests seeded per tokenizer: a collision, about
 n^2 / 2^129 for n entries, is the one way a result could be wrong, and is accepted
@@ -43,6 +44,7 @@ import xxhash
 
 from dlm.serve.tokcache.config import TokenizerCacheConfig
 from dlm.serve.tokcache.plan import IDENTITY, SplitPlan, plan_for
+from dlm.serve.tokcache.pieces import PieceCache
 from dlm.serve.tokcache.store import LevelStats, LruStore, id_typecode
 from dlm.tokenize.fingerprint import tokenizer_sha256
 
@@ -145,6 +147,7 @@ class CachedTokenizer:
         self._bypassed = 0
         self._count_lock = threading.Lock()
         self._batch_encoding: Any = None
+        self._pieces = PieceCache()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._tok, name)
@@ -209,6 +212,7 @@ class CachedTokenizer:
         for store in (self._l0, self._l1):
             if store is not None:
                 store.clear()
+        self._pieces.clear()
         self._bypassed = 0
 
     def _count_bypass(self) -> None:
@@ -292,12 +296,19 @@ class CachedTokenizer:
             rest = self._encode_piece(data[deepest:])
             ids += rest
             return prefix.ids, rest, ids
-        # One encode of the rest; the deepest boundary starts an added token, so its
-        # position splits the ids exactly (the new prefix is stored for the next turn).
+        # One encode of the rest, less the known short pieces it ends with (the chat
+        # template's closing turn); boundaries split the ids exactly, so the deepest
+        # one gives the new prefix, stored for the next turn.
         begin = seen[found_at]
-        encoding = self._backend.encode(data[begin:].decode("utf-8"), add_special_tokens=False)
-        cut = encoding.char_to_token(len(data[begin:deepest].decode("utf-8")))
+        end, tail, last = self._pieces.peel(data, seen[:found_at])
+        encoding = self._backend.encode(data[begin:end].decode("utf-8"), add_special_tokens=False)
         rest = encoding.ids
+        if end > deepest:  # the final piece was encoded: split there, learn the tail
+            cut = encoding.char_to_token(len(data[begin:deepest].decode("utf-8")))
+            self._pieces.learn(data, begin, encoding, rest, seen[:found_at])
+        else:
+            cut = len(rest) + len(tail) - last
+        rest += tail
         n_prefix = len(ids)
         ids += rest
         if cut is not None:  # None is not expected: then do not store, the result is still exact
@@ -384,6 +395,13 @@ class CachedTokenizer:
         return keys
 
     def _encode_piece(self, piece: bytes) -> list[int]:
+        """Ids of text between boundaries (no special tokens added), known ones from the
+        piece cache."""
         if not piece:
             return []
-        return self._backend.encode(piece.decode("utf-8"), add_special_tokens=False).ids
+        known = self._pieces.get(piece) if len(piece) <= PieceCache.MAX_PIECE_BYTES else None
+        if known is not None:
+            return list(known)
+        ids = self._backend.encode(piece.decode("utf-8"), add_special_tokens=False).ids
+        self._pieces.put(piece, ids)
+        return ids

@@ -248,3 +248,4 @@ class LruStore:
             return LevelStats(
                 self.hits, self.misses, len(self._data), self._bytes, self._ids, len(self._hot), self._hot_bytes
             )
+

@@ -1,0 +1,85 @@
+"""A small exact cache of the short pieces prompts end with (see `PieceCache`)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+
+class PieceCache:
+    """Ids (no special tokens added) of short pieces of prompt text between boundaries,
+    such as the chat template's `<|im_end|>\n` and `<|im_start|>assistant\n`, keyed by
+    their exact UTF-8 bytes.
+
+    A piece starts with an added token, or at the start of a prompt; either way the same
+    bytes always start the same way, and `plan.py` shows a piece's ids do not depend on
+    the text around it, so its bytes decide its ids. Every chat prompt ends with such
+    pieces; encoding them with the rest costs the tokenizer ~10 µs, a lookup well under
+    one. Bounded: pieces of at most `MAX_PIECE_BYTES`, at most `MAX_PIECES` of them
+    (least recently used evicted), under 1 MiB in all; not counted in the levels' bytes.
+    """
+
+    MAX_PIECE_BYTES = 64
+    MAX_PIECES = 4096
+
+    def __init__(self) -> None:
+        self._data: OrderedDict[bytes, tuple[int, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, piece: bytes) -> tuple[int, ...] | None:
+        """The ids of `piece` (no special tokens added), or None."""
+        with self._lock:
+            ids = self._data.get(piece)
+            if ids is not None:
+                self._data.move_to_end(piece)
+            return ids
+
+    def put(self, piece: bytes, ids: Sequence[int]) -> None:
+        """Remember `ids` for `piece` when it is short enough."""
+        if len(piece) > self.MAX_PIECE_BYTES:
+            return
+        with self._lock:
+            self._data[piece] = tuple(ids)
+            self._data.move_to_end(piece)
+            while len(self._data) > self.MAX_PIECES:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        """Forget every piece."""
+        with self._lock:
+            self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def peel(self, data: bytes, starts: list[int]) -> tuple[int, list[int], int]:
+        """Peel known pieces off the end of `data`, given boundaries deepest first:
+        (where the unknown part ends, ids of the peeled pieces, id count of the final
+        piece, or 0 when none was peeled)."""
+        end, tail, last = len(data), [], 0
+        for start in starts:
+            if end - start > self.MAX_PIECE_BYTES:
+                break
+            piece = self.get(data[start:end])
+            if piece is None:
+                break
+            tail[:0] = piece
+            last = last or len(piece)
+            end = start
+        return end, tail, last
+
+    def learn(self, data: bytes, begin: int, encoding: Any, ids: list[int], starts: list[int]) -> None:
+        """Remember the short pieces `data[begin:]` ends with, split from its `encoding`
+        (`ids` its ids) at the boundaries `starts` (deepest first, all > begin): each
+        starts an added token, so the token at its first character starts the piece."""
+        end, end_id = len(data), len(ids)
+        for start in starts:
+            if end - start > self.MAX_PIECE_BYTES:
+                return
+            first_id = encoding.char_to_token(len(data[begin:start].decode("utf-8")))
+            if first_id is None:
+                return
+            self.put(data[start:end], ids[first_id:end_id])
+            end, end_id = start, first_id
