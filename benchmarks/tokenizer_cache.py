@@ -21,7 +21,7 @@ checked against the plain ids. Each prompt's time is the median over repeats; th
 table gives the mean of those over the workload's prompts, in CPU microseconds
 (`time.process_time`: on a shared machine, time spent waiting for a core is not the
 tokenizer's); speedups are uncached `encode` / cached. Hit rates and L1 bytes are
-those of the cold run (L1 bytes count id arrays with their headers, and keys).
+those of the cold run (L1 bytes count id arrays with their headers, keys, and hot tuples).
 "new chars" is the average number of characters per prompt beyond its longest common
 prefix with any earlier prompt: the work the prefix cache cannot skip.
 """
