@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from dlm.cli.common import load_doc_and_store, print_json
+from dlm.cli.common import DocArg, JsonOpt, load_doc_and_store, print_json, print_table
 from dlm.cli.reporter import console, reported, warn_line
 
 cache_app = typer.Typer(
@@ -20,16 +19,7 @@ cache_app = typer.Typer(
     no_args_is_help=True,
 )
 
-DocArg = Annotated[Path, typer.Argument(help="Path of the .dlm document.", show_default=False)]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 FileArg = Annotated[Path, typer.Argument(help="Path of the portable cache file.", show_default=False)]
-
-
-def _table(rows: list[tuple[str, object]]) -> None:
-    table = Table(show_header=False, box=None)
-    for key, value in rows:
-        table.add_row(f"[bold]{key}[/]", str(value))
-    console.print(table)
 
 
 @cache_app.command()
@@ -49,7 +39,7 @@ def show(path: DocArg, json_out: JsonOpt = False) -> None:
         return
     if summary["error"]:
         warn_line(summary["error"])
-    _table([
+    print_table([
         ("path", summary["path"]),
         ("entries", f"{summary['entry_count']:,}"),
         ("size", f"{summary['bytes']:,} bytes on disk ({summary['entry_bytes']:,} in live entries)"),
@@ -77,7 +67,7 @@ def build(path: DocArg, json_out: JsonOpt = False) -> None:
     if json_out:
         print_json(result.as_dict())
         return
-    _table([
+    print_table([
         ("rows", f"{result.rows:,} ({result.files_taken:,} source files)"),
         ("hits", f"{result.hits:,}"),
         ("misses", f"{result.misses:,}"),

@@ -5,13 +5,11 @@ Thin: `dlm.lock.doctor_view()` builds the data; this module only renders it.
 
 from __future__ import annotations
 
-import json
-from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from dlm.cli.reporter import console, reported
+from dlm.cli.common import JsonOpt, print_json, print_table
+from dlm.cli.reporter import reported
 
 
 def register(app: typer.Typer) -> None:
@@ -20,16 +18,15 @@ def register(app: typer.Typer) -> None:
 
 
 def doctor(
-    json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Show this machine's hardware tier, the determinism class `dlm train` records, and versions."""
     from dlm.lock import doctor_view
 
     view = doctor_view()
     if json_out:
-        print(json.dumps(view.to_json(), indent=2, sort_keys=True))
+        print_json(view.to_json())
         return
-    table = Table(show_header=False, box=None)
     rows = [
         ("dlm", view.dlm_version),
         ("python", view.python_version),
@@ -40,6 +37,4 @@ def doctor(
         ("switches", ", ".join(f"{k}={v}" for k, v in sorted(view.determinism_flags.items()))),
     ]
     rows += [(name, version) for name, version in sorted(view.versions.items())]
-    for key, value in rows:
-        table.add_row(f"[bold]{key}[/]", str(value))
-    console.print(table)
+    print_table(rows)

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from dlm import __version__
-from dlm.cli.common import load_doc_and_store, print_json
+from dlm.cli.common import DocArg, JsonOpt, load_doc_and_store, print_json, print_table
 from dlm.cli.reporter import console, reported, set_verbose
 
 app = typer.Typer(
@@ -21,8 +21,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-DocArg = Annotated[Path, typer.Argument(help="Path of the .dlm document.", show_default=False)]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 
 
 def _version(value: bool) -> None:
@@ -152,11 +150,10 @@ def show(path: DocArg, json_out: JsonOpt = False) -> None:
     if json_out:
         print_json(view)
         return
-    table = Table(show_header=False, box=None)
     rows = view["rows"]
     last = view["last_run"]
     cache = view["training_cache"]
-    for key, value in [
+    print_table([
         ("dlm_id", view["dlm_id"]),
         ("base model", view["base_model"]),
         ("store", view["store_path"]),
@@ -164,9 +161,7 @@ def show(path: DocArg, json_out: JsonOpt = False) -> None:
         ("adapter", f"{view['adapter']['current'] or 'none'} (versions: {', '.join(view['adapter']['versions']) or 'none'})"),
         ("last run", "none" if not last else f"{last['run_id']} {last['status']}, {last['steps']} steps, loss {last['train_loss']}"),
         ("cache", "none" if not cache else f"{cache['entry_count']} entries, {cache['bytes']:,} bytes"),
-    ]:
-        table.add_row(f"[bold]{key}[/]", str(value))
-    console.print(table)
+    ])
 
 
 @app.command()

@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from dlm.cli.common import DocArg
 from dlm.cli.reporter import console, reported, warn_line
 
 
@@ -20,7 +21,7 @@ def register(app: typer.Typer) -> None:
 
 
 def serve(
-    path: Annotated[Path, typer.Argument(help="Path of the .dlm document.", show_default=False)],
+    path: DocArg,
     host: Annotated[
         str, typer.Option("--host", help="Address to listen on (loopback by default).")
     ] = "127.0.0.1",
