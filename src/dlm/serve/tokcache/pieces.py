@@ -18,11 +18,13 @@ class PieceCache:
     the text around it, so its bytes decide its ids. Every chat prompt ends with such
     pieces; encoding them with the rest costs the tokenizer ~10 µs, a lookup well under
     one. Bounded: pieces of at most `MAX_PIECE_BYTES`, at most `MAX_PIECES` of them
-    (least recently used evicted), under 1 MiB in all; not counted in the levels' bytes.
+    (least recently used evicted): about 2.5 MiB in the worst case (64 ids of their
+    own int objects per piece), a few KiB for a chat template's pieces; not counted in
+    the levels' bytes.
     """
 
     MAX_PIECE_BYTES = 64
-    MAX_PIECES = 4096
+    MAX_PIECES = 1024
 
     def __init__(self) -> None:
         self._data: OrderedDict[bytes, tuple[int, ...]] = OrderedDict()
