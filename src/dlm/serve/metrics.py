@@ -7,8 +7,9 @@ Series:
 - `dlm_generated_tokens_total`: counter of completion tokens;
 - `dlm_tokenizer_cache_{hits,misses}_total{level}`, `dlm_tokenizer_cache_hit_rate{level}`,
   `dlm_tokenizer_cache_entries{level}`, `dlm_tokenizer_cache_bytes{level}`,
-  `dlm_tokenizer_cache_hot_bytes{level}` and `dlm_tokenizer_cache_bypassed_total`: read from the cache at scrape time (`level`
-  is "l0" or "l1"; a level that is off has no series).
+  `dlm_tokenizer_cache_hot_bytes{level}` and `dlm_tokenizer_cache_bypassed_total`:
+  read from the cache at scrape time (`level` is "l0" or "l1"; a level that is off
+  has no series).
 """
 
 from __future__ import annotations

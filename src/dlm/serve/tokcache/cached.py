@@ -399,7 +399,7 @@ class CachedTokenizer:
         piece cache."""
         if not piece:
             return []
-        known = self._pieces.get(piece) if len(piece) <= PieceCache.MAX_PIECE_BYTES else None
+        known = self._pieces.get(piece)
         if known is not None:
             return list(known)
         ids = self._backend.encode(piece.decode("utf-8"), add_special_tokens=False).ids

@@ -31,7 +31,10 @@ class PieceCache:
         self._lock = threading.Lock()
 
     def get(self, piece: bytes) -> tuple[int, ...] | None:
-        """The ids of `piece` (no special tokens added), or None."""
+        """The ids of `piece` (no special tokens added), or None (always for a piece
+        longer than `MAX_PIECE_BYTES`)."""
+        if len(piece) > self.MAX_PIECE_BYTES:
+            return None
         with self._lock:
             ids = self._data.get(piece)
             if ids is not None:
@@ -62,8 +65,6 @@ class PieceCache:
         piece, or 0 when none was peeled)."""
         end, tail, last = len(data), [], 0
         for start in starts:
-            if end - start > self.MAX_PIECE_BYTES:
-                break
             piece = self.get(data[start:end])
             if piece is None:
                 break

@@ -10,10 +10,10 @@ pointers (~3 µs). So a store keeps the ids of entries found a second time as a
 tuple of ints too (a system prompt shared by every request, a canned question), and
 a caller may store an entry hot at once when it already holds the ints and expects
 the entry to be found (the next turn of a conversation, see cached.py). A hot entry
-costs 8 bytes per id for the tuple plus one int object per id (28 or 32
-bytes), about 9x its array, so hot tuples share a byte budget (`max_hot_bytes`,
-inside `max_bytes` when there is one); past it, the least recently used hot entries
-drop their tuples and keep their arrays.
+costs 8 bytes per id for the tuple plus one int object per id (28 or 32 bytes),
+about 9x its array, so hot tuples share a byte budget (`max_hot_bytes`, inside
+`max_bytes` when there is one); past it, the least recently used hot entries drop
+their tuples and keep their arrays.
 
 Bytes are counted honestly per entry: `sys.getsizeof` of the id array (header and
 buffer), of the hot tuple and its int objects (an upper bound: small ints shared by
