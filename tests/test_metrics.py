@@ -1,8 +1,14 @@
 import sqlite3
 from pathlib import Path
 
-from dlm.metrics import MetricsDB, RunRecord, TokenizationRecord
-from dlm.metrics.migrations import MIGRATIONS, m001_runs_and_steps, migrate
+from dlm.metrics import EvalRecord, MetricsDB, RunRecord, TokenizationRecord
+from dlm.metrics.migrations import (
+    MIGRATIONS,
+    m001_runs_and_steps,
+    m002_tokenization,
+    m003_run_corpus,
+    migrate,
+)
 
 
 def test_blank_database_gets_every_migration(tmp_path: Path):
@@ -38,3 +44,27 @@ def test_run_round_trip(tmp_path: Path):
     assert run["tokenization"] == {"total_sections": 3, "cache_hits": 1, "cache_misses": 2,
                                    "total_tokenize_seconds": 0.5, "cache_bytes_after": 1024}
     assert run["files_skipped"] == {"binary": 1} and run["status"] == "completed"
+
+
+def test_database_before_heldout_upgrades_and_records_evals(tmp_path: Path):
+    path = tmp_path / "m.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
+    for m in (m001_runs_and_steps, m002_tokenization, m003_run_corpus):
+        m(db)
+        db.execute("INSERT INTO _migrations VALUES (?, 'then')", (m.__name__,))
+    db.execute("INSERT INTO runs (run_id, started_at, status, base_model) VALUES ('old', 't', 'completed', 'b')")
+    db.commit()
+    db.close()
+    with MetricsDB(path) as metrics:
+        metrics.start_run("new", base_model="b", max_steps=2, rows=30, files_taken=0, files_skipped={},
+                          heldout_rows=3)
+        metrics.log_eval("new", EvalRecord("after", 2, 2.4, 11.0, 3, 96, 90, None))
+        metrics.log_eval("new", EvalRecord("before", 0, 2.7, 14.9, 3, 96, 90, 1.5))
+        metrics.log_eval("new", EvalRecord("step", 1, 2.5, 12.2, 3, 96, 90, None))
+        metrics.finish_run("new", RunRecord("completed", 2, 2.5, 10.0, "v0001", 200, 0.75))
+        old, new = metrics.runs()
+    assert old["evals"] == [] and old["heldout_rows"] is None
+    assert [(e["phase"], e["step"]) for e in new["evals"]] == [("before", 0), ("step", 1), ("after", 2)]
+    assert new["evals"][0]["instruction_loss"] == 1.5 and new["heldout_rows"] == 3
+    assert new["real_token_fraction"] == 0.75

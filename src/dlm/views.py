@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dlm.cache import cache_summary
+from dlm.errors import UsageError
 from dlm.metrics import MetricsDB
 from dlm.sources.walk import walk_sources
 from dlm.store import Store
@@ -59,10 +60,27 @@ def metrics_view(store: Store) -> dict[str, Any]:
 
     Keys: dlm_id, runs[{run_id, status, started_at, finished_at, steps, train_loss,
     tokens_per_second, train_tokens, adapter_version, rows, files_taken, files_skipped,
-    steps_logged[{step, loss, learning_rate, tokens_seen, seconds}], tokenization{...}}].
+    heldout_rows, real_token_fraction, steps_logged[{step, loss, learning_rate, tokens_seen,
+    seconds}], evals[{phase, step, loss, perplexity, rows, tokens, loss_tokens,
+    instruction_loss}], tokenization{...}}].
     """
     runs: list[dict[str, Any]] = []
     if store.metrics_path.exists():
         with MetricsDB(store.metrics_path) as db:
             runs = db.runs()
     return {"dlm_id": store.dlm_id, "runs": runs}
+
+
+def only_run(view: dict[str, Any], run_id: str | None) -> dict[str, Any]:
+    """`view` (from `metrics_view`) keeping only run `run_id`; all runs when None.
+
+    Raises:
+        UsageError: no run has that id.
+    """
+    if run_id is None:
+        return view
+    runs = [r for r in view["runs"] if r["run_id"] == run_id]
+    if not runs:
+        known = ", ".join(r["run_id"] for r in view["runs"]) or "none"
+        raise UsageError(f"no run {run_id!r} in this document's metrics (runs: {known})")
+    return {**view, "runs": runs}

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from dlm.doc import (
     CacheConfig,
+    EvalConfig,
     Frontmatter,
     InstructionSection,
     ProseSection,
@@ -49,6 +50,7 @@ def test_example_document_parses_into_the_sections_it_describes() -> None:
         ("### `training`", TrainingConfig),
         ("### `training.sources[]`", SourceDirective),
         ("### `training.cache`", CacheConfig),
+        ("### `training.eval`", EvalConfig),
         ("### `serve.tokenizer_cache`", TokenizerCacheSettings),
     ],
 )

@@ -79,10 +79,12 @@ def train(
     strict_lock: Annotated[bool, typer.Option("--strict-lock", help="Treat every lock warning as an error.")] = False,
     update_lock: Annotated[bool, typer.Option("--update-lock", help="Skip lock validation and write a new lock.")] = False,
     ignore_lock: Annotated[bool, typer.Option("--ignore-lock", help="Skip lock validation and leave the lock as it is.")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="After the run, re-train whenever the document or its sources change (Ctrl-C stops).")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Train a new adapter version from the document (rows, tokenize, LoRA, save)."""
-    from dlm.cli.progress import RichTrainSink
+    from dlm.cli.judge_render import print_heldout
+    from dlm.cli.progress import make_train_sink
     from dlm.lock import resolve_lock_mode
     from dlm.sources.walk import format_skips
     from dlm.train.run import TrainOptions, train_document
@@ -90,7 +92,11 @@ def train(
     mode = resolve_lock_mode(strict=strict_lock, update=update_lock, ignore=ignore_lock)
     doc, _ = load_doc_and_store(path)
     options = TrainOptions(max_steps=max_steps, use_cache=not no_cache, strict_sources=strict, lock_mode=mode)
-    sink = RichTrainSink(quiet=json_out)
+    if watch:
+        from dlm.cli.watch_cmd import run_watch
+
+        return run_watch(path, options, json_out)
+    sink = make_train_sink(json_out)
     try:
         report = train_document(doc, options, sink)
     finally:
@@ -115,6 +121,7 @@ def train(
         f"trained {report.steps} steps on {report.train_tokens:,} tokens in "
         f"{report.train_seconds:.1f}s: [bold]{tps} tokens/s[/], loss {loss}"
     )
+    print_heldout(report)
     console.print(f"adapter {report.adapter_version} -> {report.adapter_dir}")
 
 
@@ -141,11 +148,22 @@ def prompt(
 
 @app.command()
 @reported
-def show(path: DocArg, json_out: JsonOpt = False) -> None:
+def show(
+    path: DocArg,
+    tokens: Annotated[Optional[str], typer.Option("--tokens", metavar="PATH_OR_SECTION", help="Show one row's tokens as the model sees them: a source file path or a section's line.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="With --tokens: how many tokens to show.")] = 200,
+    json_out: JsonOpt = False,
+) -> None:
     """Show a document's id, base model, store, rows, adapter versions and last run."""
     from dlm.views import show_view
 
     doc, store = load_doc_and_store(path)
+    if tokens is not None:
+        from dlm.cli.judge_render import print_row_tokens
+        from dlm.train.row_view import row_tokens
+
+        row = row_tokens(doc, store, tokens, limit)
+        return print_json(row.as_dict()) if json_out else print_row_tokens(row)
     view = show_view(doc, store)
     if json_out:
         print_json(view)
@@ -166,23 +184,36 @@ def show(path: DocArg, json_out: JsonOpt = False) -> None:
 
 @app.command()
 @reported
-def metrics(path: DocArg, json_out: JsonOpt = False) -> None:
+def metrics(
+    path: DocArg,
+    plot: Annotated[Optional[Path], typer.Option("--plot", metavar="FILE.png", help="Write train and held-out loss curves to a PNG.")] = None,
+    run: Annotated[Optional[str], typer.Option("--run", metavar="ID", help="Only this run (its run id).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
     """Show training runs with their per-step loss (from the store's metrics.sqlite)."""
-    from dlm.views import metrics_view
+    from dlm.views import metrics_view, only_run
 
     _, store = load_doc_and_store(path)
-    view = metrics_view(store)
+    view = only_run(metrics_view(store), run)
+    if plot is not None:
+        from dlm.metrics.plot import render_loss_plot
+
+        render_loss_plot(view["runs"], plot, title=f"{path.name} ({len(view['runs'])} runs)")
+        console.print(f"wrote {plot}")
+        return
     if json_out:
         print_json(view)
         return
-    table = Table("run", "status", "steps", "loss", "tokens/s", "adapter", "tokenize s", "cache hits")
-    for run in view["runs"]:
-        tok = run["tokenization"] or {}
+    table = Table("run", "status", "steps", "loss", "held-out", "tokens/s", "adapter", "tokenize s", "cache hits")
+    for r in view["runs"]:
+        tok = r["tokenization"] or {}
+        evals = {e["phase"]: e["loss"] for e in r.get("evals", [])}
         table.add_row(
-            run["run_id"], run["status"], str(run["steps"]),
-            f"{run['train_loss']:.4f}" if run["train_loss"] is not None else "-",
-            f"{run['tokens_per_second']:,.0f}" if run["tokens_per_second"] else "-",
-            run["adapter_version"] or "-",
+            r["run_id"], r["status"], str(r["steps"]),
+            f"{r['train_loss']:.4f}" if r["train_loss"] is not None else "-",
+            f"{evals['before']:.3f} -> {evals['after']:.3f}" if {"before", "after"} <= evals.keys() else "-",
+            f"{r['tokens_per_second']:,.0f}" if r["tokens_per_second"] else "-",
+            r["adapter_version"] or "-",
             f"{tok.get('total_tokenize_seconds', 0):.2f}",
             f"{tok.get('cache_hits', 0)}/{tok.get('total_sections', 0)}",
         )

@@ -64,6 +64,16 @@ class CacheConfig(_Strict):
     prune_older_than_days: YamlFloat = Field(default=90.0, gt=0)
 
 
+class EvalConfig(_Strict):
+    """The held-out set (`dlm.train.heldout` has the rule). `fraction`: share of rows held
+    out of training, 0 turns it off; `max_rows`: how many held-out rows are scored;
+    `every_steps`: also score every N optimizer steps (None: before and after only)."""
+
+    fraction: YamlFloat = Field(default=0.02, ge=0, le=0.5)
+    max_rows: int = Field(default=256, gt=0)
+    every_steps: int | None = Field(default=None, gt=0)
+
+
 class TrainingConfig(_Strict):
     """LoRA training hyperparameters and the data taken from outside the document.
 
@@ -88,6 +98,7 @@ class TrainingConfig(_Strict):
     packing: bool = False
     sources: list[SourceDirective] = Field(default_factory=list)
     cache: CacheConfig = Field(default_factory=CacheConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
 
     @model_validator(mode="after")
     def _one_stop_rule(self) -> TrainingConfig:

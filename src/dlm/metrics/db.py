@@ -2,7 +2,8 @@
 
 One row in `runs` per `dlm train` (status `running`, then `completed`, `interrupted`
 or `failed`), one row in `steps` per logged optimizer step, one row in
-`tokenization` per run. Opened in WAL mode so `dlm metrics` can read while a run writes.
+`tokenization` per run, one row in `evals` per held-out loss measurement (`phase`
+`before` at step 0, `step` every `training.eval.every_steps`, `after` at the last step). Opened in WAL mode so `dlm metrics` can read while a run writes.
 """
 
 from __future__ import annotations
@@ -42,6 +43,22 @@ class RunRecord:
     tokens_per_second: float | None
     adapter_version: str | None
     train_tokens: int | None = None
+    real_token_fraction: float | None = None
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """One held-out loss measurement. `loss` and `instruction_loss` (answer tokens of
+    held-out Q/A pairs only, None without any) in nats per loss token; `tokens` scored."""
+
+    phase: str
+    step: int
+    loss: float
+    perplexity: float
+    rows: int
+    tokens: int
+    loss_tokens: int
+    instruction_loss: float | None = None
 
 
 class MetricsDB:
@@ -65,14 +82,22 @@ class MetricsDB:
 
     def start_run(
         self, run_id: str, *, base_model: str, max_steps: int | None, rows: int,
-        files_taken: int, files_skipped: dict[str, int],
+        files_taken: int, files_skipped: dict[str, int], heldout_rows: int = 0,
     ) -> None:
         with self.db:
             self.db.execute(
                 "INSERT INTO runs (run_id, started_at, status, base_model, max_steps, rows, "
-                "files_taken, files_skipped) VALUES (?, ?, 'running', ?, ?, ?, ?, ?)",
+                "files_taken, files_skipped, heldout_rows) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
                 (run_id, _now(), base_model, max_steps, rows, files_taken,
-                 json.dumps(dict(sorted(files_skipped.items())))),
+                 json.dumps(dict(sorted(files_skipped.items()))), heldout_rows),
+            )
+
+    def log_eval(self, run_id: str, record: EvalRecord) -> None:
+        with self.db:
+            self.db.execute(
+                "INSERT OR REPLACE INTO evals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, record.phase, record.step, record.loss, record.perplexity, record.rows,
+                 record.tokens, record.loss_tokens, record.instruction_loss),
             )
 
     def log_step(
@@ -97,13 +122,15 @@ class MetricsDB:
         with self.db:
             self.db.execute(
                 "UPDATE runs SET finished_at=?, status=?, steps=?, train_loss=?, "
-                "tokens_per_second=?, adapter_version=?, train_tokens=? WHERE run_id=?",
-                (_now(), record.status, record.steps, record.train_loss,
-                 record.tokens_per_second, record.adapter_version, record.train_tokens, run_id),
+                "tokens_per_second=?, adapter_version=?, train_tokens=?, real_token_fraction=? "
+                "WHERE run_id=?",
+                (_now(), record.status, record.steps, record.train_loss, record.tokens_per_second,
+                 record.adapter_version, record.train_tokens, record.real_token_fraction, run_id),
             )
 
     def runs(self) -> list[dict[str, Any]]:
-        """Every run, oldest first, with its `steps` and `tokenization` (None if absent)."""
+        """Every run, oldest first, with its `steps_logged`, `evals` (measurement order:
+        before, by step, after) and `tokenization` (None if absent)."""
         self.db.row_factory = sqlite3.Row
         try:
             runs = [dict(r) for r in self.db.execute("SELECT * FROM runs ORDER BY started_at, run_id")]
@@ -113,6 +140,14 @@ class MetricsDB:
                     {k: r[k] for k in ("step", "loss", "learning_rate", "tokens_seen", "seconds")}
                     for r in self.db.execute(
                         "SELECT * FROM steps WHERE run_id=? ORDER BY step", (run["run_id"],)
+                    )
+                ]
+                run["evals"] = [
+                    {k: r[k] for k in asdict(EvalRecord("", 0, 0.0, 0.0, 0, 0, 0))}
+                    for r in self.db.execute(
+                        "SELECT * FROM evals WHERE run_id=? ORDER BY step, "
+                        "CASE phase WHEN 'before' THEN 0 WHEN 'step' THEN 1 ELSE 2 END",
+                        (run["run_id"],),
                     )
                 ]
                 tok = self.db.execute(

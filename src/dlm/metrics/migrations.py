@@ -60,10 +60,32 @@ def m003_run_corpus(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN train_tokens INTEGER")
 
 
+def m004_heldout_loss(db: sqlite3.Connection) -> None:
+    """Held-out loss per measurement (`phase` before | step | after) and, per run, the
+    held-out row count and the real-token fraction (loss tokens / tokens processed)."""
+    db.execute(
+        """CREATE TABLE evals (
+            run_id TEXT NOT NULL REFERENCES runs(run_id),
+            phase TEXT NOT NULL,
+            step INTEGER NOT NULL,
+            loss REAL NOT NULL,
+            perplexity REAL NOT NULL,
+            rows INTEGER NOT NULL,
+            tokens INTEGER NOT NULL,
+            loss_tokens INTEGER NOT NULL,
+            instruction_loss REAL,
+            PRIMARY KEY (run_id, phase, step)
+        )"""
+    )
+    db.execute("ALTER TABLE runs ADD COLUMN heldout_rows INTEGER")
+    db.execute("ALTER TABLE runs ADD COLUMN real_token_fraction REAL")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
     m001_runs_and_steps,
     m002_tokenization,
     m003_run_corpus,
+    m004_heldout_loss,
 ]
 
 

@@ -19,6 +19,8 @@ Examples with no predicted loss token (a window wholly inside a prompt) are drop
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from dlm.tokenize.seam import TokenizedRows
@@ -110,17 +112,20 @@ def build_dataset(rows: TokenizedRows, sequence_len: int, packing: bool) -> Wind
     return PackedDataset(rows, sequence_len) if packing else WindowDataset(rows, sequence_len)
 
 
-def as_hf_dataset(examples: WindowDataset | PackedDataset) -> object:
+def as_hf_dataset(examples: WindowDataset | PackedDataset, on_batch: Callable[[list[dict]], None] | None = None) -> object:
     """Wrap a lazy dataset as a Hugging Face `datasets.Dataset` (what TRL accepts).
 
     The Arrow table holds only `example_index` (int64 [n_examples]); ids are fetched
     and widened when the trainer reads a batch, through `with_transform`, so nothing
-    is materialized up front.
+    is materialized up front. `on_batch`, when given, sees the examples of each fetch
+    (one micro-batch per fetch when a data loader reads it).
     """
     from datasets import Dataset
 
     def fetch(batch: dict[str, list[int]]) -> dict[str, list[np.ndarray]]:
         got = [examples[int(i)] for i in batch["example_index"]]
+        if on_batch is not None:
+            on_batch(got)
         return {"input_ids": [g["input_ids"] for g in got], "labels": [g["labels"] for g in got]}
 
     table = Dataset.from_dict({"example_index": np.arange(len(examples), dtype=np.int64)})

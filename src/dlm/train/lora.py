@@ -122,7 +122,7 @@ def _callback(sink: StepSink) -> Any:
 
 def train_lora(
     model: Any, tokenizer: Any, dataset: Any, run: LoraRun, work_dir: Path, sink: StepSink,
-    trainer_cls: Any = None,
+    trainer_cls: Any = None, callbacks: list[Any] | None = None,
 ) -> LoraResult:
     """Wrap `model` with a LoRA adapter and train it on `dataset`.
 
@@ -131,6 +131,7 @@ def train_lora(
         dataset: map-style dataset of `{"input_ids", "labels"}` examples.
         work_dir: scratch folder for the trainer (nothing is checkpointed there).
         trainer_cls: an SFTTrainer class; default `trainer_class(<this device>)`.
+        callbacks: more transformers `TrainerCallback`s (the held-out loss hook).
 
     Raises:
         KeyboardInterrupt: propagated untouched so the caller can keep the store intact.
@@ -179,7 +180,7 @@ def train_lora(
             train_dataset=dataset,
             processing_class=tokenizer,
             peft_config=peft_config,
-            callbacks=[_callback(sink)],
+            callbacks=[_callback(sink), *(callbacks or [])],
         )
     # stdout belongs to the command (`--json`); progress goes through `sink`
     trainer.remove_callback(PrinterCallback)

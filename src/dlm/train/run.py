@@ -3,9 +3,11 @@
 Order of work (each step can fail cleanly before the next touches the store):
 1. resolve the base model and its tokenizer, fingerprint the tokenizer;
 2. take the store's writer lock (a second train on the document fails at once);
-3. build rows (walk sources) and tokenize them through the seam (cache or plain);
+3. build rows (walk sources) and tokenize them through the seam (cache or plain), then
+   set the held-out rows aside (`dlm.train.heldout`);
 4. check the determinism lock (before any compute is spent on training);
-5. train LoRA into a staging folder, save the adapter there, make it canonical;
+5. score the held-out rows on the base model, train LoRA into a staging folder, score
+   them again, save the adapter there, make it canonical;
 6. publish it as the next version, then record manifest, metrics and lock.
 Ctrl-C at any point before 6 leaves the previous adapter current and intact; the
 metrics row of the run is marked `interrupted`.
@@ -31,7 +33,10 @@ from dlm.tokenize.keys import corpus_fingerprint
 from dlm.tokenize.plain import PlainRowTokenizer
 from dlm.tokenize.seam import NullProgress, Progress, TokenizedRows
 from dlm.train.dataset import PackedDataset, WindowDataset, as_hf_dataset, build_dataset
+from dlm.train.evaluate import build_eval_set
+from dlm.train.heldout import Split, split_rows, subset
 from dlm.train.lora import LoraRun, StepSink, pick_precision, train_lora
+from dlm.train.tracking import HeldOutTracker, TokenTally, planned_tokens
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,12 @@ class TrainSink(StepSink, Progress):
 
     def on_message(self, text: str) -> None: ...
 
+    def on_plan(self, total_tokens: int) -> None:
+        """Tokens the run will process (non-padding), known before step 1."""
+
+    def on_eval(self, phase: str, step: int, result: Any) -> None:
+        """A held-out loss measurement (`dlm.train.evaluate.EvalResult`)."""
+
 
 class NullSink(NullProgress):
     """A `TrainSink` that shows nothing."""
@@ -60,6 +71,12 @@ class NullSink(NullProgress):
         pass
 
     def on_message(self, text: str) -> None:
+        pass
+
+    def on_plan(self, total_tokens: int) -> None:
+        pass
+
+    def on_eval(self, phase: str, step: int, result: Any) -> None:
         pass
 
 
@@ -86,6 +103,8 @@ class TrainReport:
     examples: int
     tokenization: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+    heldout: dict[str, Any] | None = None
+    real_token_fraction: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -153,7 +172,8 @@ def train_document(doc: Any, options: TrainOptions = TrainOptions(), sink: Any =
         for warning in cache_report.warnings if cache_report else ():
             sink.on_message(warning)
         files_skipped = dict(built.walk.skipped + tokenized.files_skipped)
-        dataset = build_dataset(tokenized, training.sequence_len, training.packing)
+        split = split_rows(tokenized, training.eval.fraction, training.eval.max_rows)
+        dataset = build_dataset(subset(tokenized, split.train), training.sequence_len, training.packing)
         if len(dataset) == 0:
             raise TrainingError(
                 f"{doc.path or '<doc>'}: no usable training rows ({tokenized.files_taken} source files "
@@ -161,9 +181,10 @@ def train_document(doc: Any, options: TrainOptions = TrainOptions(), sink: Any =
                 f"or widen training.sources include patterns"
             )
         lora_run = lora_run_for(training, options)
-        lock = _LockStep.prepare(doc, store, ref, tok_sha, tokenized, lora_run, options, sink)
+        lock = _LockStep.prepare(doc, store, ref, tok_sha, subset(tokenized, split.train), lora_run,
+                                 options, sink)
         prepared = PreparedRun(doc, store, ref, tokenizer, tokenized, dataset, lora_run, run_id,
-                               files_skipped, lock)
+                               files_skipped, lock, split)
         return _train_and_publish(prepared, sink)
 
 
@@ -220,6 +241,7 @@ class PreparedRun:
     run_id: str
     files_skipped: dict[str, int]
     lock: _LockStep
+    split: Split
 
 
 def _train_and_publish(run: PreparedRun, sink: Any) -> TrainReport:
@@ -232,14 +254,19 @@ def _train_and_publish(run: PreparedRun, sink: Any) -> TrainReport:
     with MetricsDB(run.store.metrics_path) as metrics:
         metrics.start_run(run.run_id, base_model=run.ref.name, max_steps=run.lora_run.max_steps,
                           rows=len(run.tokenized), files_taken=run.tokenized.files_taken,
-                          files_skipped=run.files_skipped)
+                          files_skipped=run.files_skipped, heldout_rows=int(run.split.heldout.shape[0]))
         metrics.log_tokenization(run.run_id, tokenization)
         staging = run.store.new_staging_dir(run.run_id)
         recorder = _StepRecorder(metrics, run.run_id, sink)
+        heldout, tally = _heldout_tracker(run, metrics, sink), TokenTally()
+        sink.on_plan(planned_tokens(run.dataset, run.lora_run.max_steps, run.lora_run.batch_size
+                                    * run.lora_run.gradient_accumulation_steps, run.lora_run.num_epochs))
         try:
             model = load_model(run.ref)
-            result = train_lora(model, run.tokenizer, as_hf_dataset(run.dataset), run.lora_run,
-                                staging / "trainer", recorder)
+            heldout.measure(model, "before", 0)
+            result = train_lora(model, run.tokenizer, as_hf_dataset(run.dataset, tally.on_batch),
+                                run.lora_run, staging / "trainer", recorder, callbacks=heldout.callbacks())
+            heldout.measure(result.model, "after", result.steps)
             shutil.rmtree(staging / "trainer", ignore_errors=True)
             result.model.save_pretrained(staging)
             canonicalize_adapter_dir(staging, base_model_name=run.ref.name)
@@ -252,7 +279,7 @@ def _train_and_publish(run: PreparedRun, sink: Any) -> TrainReport:
             raise
         metrics.finish_run(run.run_id, RunRecord(
             "completed", result.steps, result.train_loss, result.tokens_per_second, version,
-            result.tokens_seen))
+            result.tokens_seen, tally.fraction))
     _record_manifest(run, version, sha)
     run.lock.finish(run.run_id, sha)
     return TrainReport(
@@ -265,7 +292,16 @@ def _train_and_publish(run: PreparedRun, sink: Any) -> TrainReport:
         lossy_files=run.tokenized.lossy_files, examples=len(run.dataset),
         tokenization=asdict(tokenization),
         warnings=list(run.lock.decision.warnings),
+        heldout=heldout.summary(), real_token_fraction=tally.fraction,
     )
+
+
+def _heldout_tracker(run: PreparedRun, metrics: MetricsDB, sink: Any) -> HeldOutTracker:
+    """The held-out measurements of `run` (inactive when nothing is held out)."""
+    training = run.doc.frontmatter.training
+    eval_set = build_eval_set(subset(run.tokenized, run.split.scored), training.sequence_len)
+    pad_id = run.tokenizer.pad_token_id if run.tokenizer.pad_token_id is not None else 0
+    return HeldOutTracker(eval_set, metrics, run.run_id, sink, training.eval.every_steps, pad_id)
 
 
 class _StepRecorder:

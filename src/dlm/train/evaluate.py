@@ -1,0 +1,197 @@
+"""Held-out loss: mean cross-entropy per loss-carrying token over fixed examples.
+
+The examples are cut once from the held-out rows (`dlm.train.heldout`), whose ids come
+from the same tokenize call as training (so from the cache when it is on): one window
+of at most `sequence_len` tokens per scored row. Prose and source rows are scored from
+their first token; an instruction row from a window that holds its answer, and only the
+answer tokens carry loss (the prompt is masked as in training). A window cut from a long
+file is a sample of that file, which keeps the cost bounded by
+`max_rows * sequence_len` tokens per measurement.
+
+    loss        = sum of -log p(token | tokens before) over loss tokens / loss tokens  (nats)
+    perplexity  = exp(loss)
+
+The same examples are scored before the first optimizer step (on the base model, since
+every run trains a fresh adapter from the base) and after the last, so the two numbers
+compare. Scoring runs under `torch.no_grad()` with the model in eval mode (no dropout),
+which draws nothing from any random generator: the training run is unchanged by it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dlm.tokenize.seam import TokenizedRows
+
+TOKENS_PER_BATCH = 4096
+
+
+@dataclass(frozen=True)
+class EvalExample:
+    """One scored window. `input_ids`: 1-D int64 [n]; `labels`: same, -100 where masked."""
+
+    input_ids: np.ndarray
+    labels: np.ndarray
+    kind: str
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """The fixed examples every measurement of a run scores."""
+
+    examples: list[EvalExample]
+
+    @property
+    def rows(self) -> int:
+        return len(self.examples)
+
+    @property
+    def tokens(self) -> int:
+        return int(sum(e.input_ids.shape[0] for e in self.examples))
+
+    @property
+    def kinds(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for e in self.examples:
+            counts[e.kind] = counts.get(e.kind, 0) + 1
+        return counts
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """One measurement. `loss` in nats per loss token; `by_kind[kind]` the same per row kind
+    (for instruction rows it is the answer-only loss)."""
+
+    loss: float
+    perplexity: float
+    rows: int
+    tokens: int
+    loss_tokens: int
+    by_kind: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def eval_window(length: int, n_prompt: int, sequence_len: int) -> tuple[int, int] | None:
+    """`(start, stop)` token bounds of the window a row is scored on, or None when that
+    window would hold no loss token. Rows with a short prompt (all prose and source rows)
+    start at 0; a longer prompt keeps its last `sequence_len // 2` tokens before the answer."""
+    start = 0 if n_prompt < sequence_len // 2 else n_prompt - sequence_len // 2
+    stop = min(length, start + sequence_len)
+    if stop - max(start + 1, n_prompt) < 1:
+        return None
+    return start, stop
+
+
+def build_eval_set(rows: TokenizedRows, sequence_len: int) -> EvalSet:
+    """One window per row of `rows` (the scored held-out rows), see module docstring.
+
+    Rows whose window holds no loss token are left out.
+    """
+    examples = []
+    for i in range(len(rows)):
+        n_prompt = int(rows.n_prompt[i])
+        window = eval_window(int(rows.lengths[i]), n_prompt, sequence_len)
+        if window is None:
+            continue
+        start, stop = window
+        ids = rows.read(i)[start:stop].astype(np.int64)
+        labels = np.where(np.arange(start, stop) >= n_prompt, ids, -100)
+        examples.append(EvalExample(ids, labels, rows.kinds[i]))
+    return EvalSet(examples)
+
+
+def _batches(examples: list[EvalExample]) -> list[list[int]]:
+    """Example indices grouped by length so padding stays small, <= TOKENS_PER_BATCH tokens."""
+    order = sorted(range(len(examples)), key=lambda i: examples[i].input_ids.shape[0])
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        width = examples[i].input_ids.shape[0]
+        if current and (len(current) + 1) * width > TOKENS_PER_BATCH:
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def heldout_loss(model: Any, eval_set: EvalSet, pad_id: int = 0) -> EvalResult:
+    """Score `eval_set` with `model` (a causal LM, peft-wrapped or not).
+
+    The model's train/eval mode is restored afterwards.
+
+    Raises:
+        ValueError: `eval_set` is empty.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    if not eval_set.examples:
+        raise ValueError("no held-out examples to score")
+    was_training = model.training
+    device = next(model.parameters()).device
+    nll_by_kind: dict[str, float] = {}
+    count_by_kind: dict[str, int] = {}
+    model.eval()
+    try:
+        with torch.no_grad():
+            for batch in _batches(eval_set.examples):
+                width = max(eval_set.examples[i].input_ids.shape[0] for i in batch)
+                ids = torch.full((len(batch), width), pad_id, dtype=torch.long)  # (B, T)
+                labels = torch.full((len(batch), width), -100, dtype=torch.long)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                for row, i in enumerate(batch):
+                    ex = eval_set.examples[i]
+                    n = ex.input_ids.shape[0]
+                    ids[row, :n] = torch.from_numpy(ex.input_ids)
+                    labels[row, :n] = torch.from_numpy(ex.labels)
+                    mask[row, :n] = 1
+                logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
+                target = labels[:, 1:].to(device)  # (B, T-1): token t is predicted at t-1
+                nll = F.cross_entropy(
+                    logits[:, :-1].float().reshape(-1, logits.shape[-1]), target.reshape(-1),
+                    ignore_index=-100, reduction="none",
+                ).reshape(target.shape)
+                per_row = nll.sum(dim=1).cpu().tolist()
+                per_count = (target != -100).sum(dim=1).cpu().tolist()
+                for row, i in enumerate(batch):
+                    kind = eval_set.examples[i].kind
+                    nll_by_kind[kind] = nll_by_kind.get(kind, 0.0) + per_row[row]
+                    count_by_kind[kind] = count_by_kind.get(kind, 0) + int(per_count[row])
+    finally:
+        model.train(was_training)
+    total_tokens = sum(count_by_kind.values())
+    loss = sum(nll_by_kind.values()) / total_tokens
+    return EvalResult(
+        loss=loss,
+        perplexity=math.exp(loss),
+        rows=eval_set.rows,
+        tokens=eval_set.tokens,
+        loss_tokens=total_tokens,
+        by_kind={k: nll_by_kind[k] / count_by_kind[k] for k in sorted(nll_by_kind) if count_by_kind[k]},
+    )
+
+
+def eval_callback(eval_set: EvalSet, every_steps: int, on_result: Any, pad_id: int = 0) -> Any:
+    """A transformers `TrainerCallback` scoring `eval_set` every `every_steps` optimizer steps.
+
+    `on_result(step, EvalResult)` receives each measurement. The last step is left to the
+    caller, which scores the finished model once.
+    """
+    from transformers import TrainerCallback
+
+    class _HeldOut(TrainerCallback):
+        def on_step_end(self, args, state, control, model=None, **kwargs):  # noqa: ANN001
+            step = state.global_step
+            if model is None or step % every_steps or step >= state.max_steps:
+                return
+            on_result(step, heldout_loss(model, eval_set, pad_id))
+
+    return _HeldOut()

@@ -1,0 +1,108 @@
+"""What a run measures about itself besides the train loss: the held-out loss at each
+measurement, the tokens it plans to process (for a token-based ETA), and the share of
+processed tokens that carry loss (the real-token fraction).
+
+Library code only: measurements go to the metrics database and to the run's sink
+(`on_eval`, `on_plan`), which the CLI renders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dlm.metrics import EvalRecord, MetricsDB
+from dlm.train.evaluate import EvalResult, EvalSet, eval_callback, heldout_loss
+
+
+def planned_tokens(dataset: Any, max_steps: int | None, examples_per_step: int, epochs: float) -> int:
+    """Non-padding tokens a run will process: every example's length is known up front.
+
+    With `max_steps` the run processes `max_steps * examples_per_step` examples, cycling
+    over the dataset; their mean length is the dataset's (exact for whole epochs, an
+    estimate when `max_steps` ends inside one, since the shuffled order is not replayed).
+    """
+    n = len(dataset)
+    if n == 0:
+        return 0
+    total = int(dataset.total_tokens)
+    if max_steps is None:
+        return int(round(total * epochs))
+    return int(round(total / n * max_steps * examples_per_step))
+
+
+@dataclass
+class TokenTally:
+    """Counts what the trainer read, batch by batch (`on_batch` is given each micro-batch).
+
+    `processed`: tokens fed to the model, padding included (batch size * longest example);
+    `loss_tokens`: tokens whose label is predicted (a label != -100 after the first position).
+    """
+
+    processed: int = 0
+    loss_tokens: int = 0
+
+    def on_batch(self, examples: list[dict[str, np.ndarray]]) -> None:
+        if not examples:
+            return
+        self.processed += len(examples) * max(e["input_ids"].shape[0] for e in examples)
+        self.loss_tokens += sum(int((e["labels"][1:] != -100).sum()) for e in examples)
+
+    @property
+    def fraction(self) -> float | None:
+        return self.loss_tokens / self.processed if self.processed else None
+
+
+def _record(phase: str, step: int, result: EvalResult) -> EvalRecord:
+    return EvalRecord(phase, step, result.loss, result.perplexity, result.rows, result.tokens,
+                      result.loss_tokens, result.by_kind.get("instruction"))
+
+
+@dataclass
+class HeldOutTracker:
+    """Scores a fixed `EvalSet` before, during (every `every_steps`) and after training,
+    writing each measurement to `metrics` and to `sink.on_eval(phase, step, result)`."""
+
+    eval_set: EvalSet
+    metrics: MetricsDB
+    run_id: str
+    sink: Any
+    every_steps: int | None = None
+    pad_id: int = 0
+    results: list[tuple[str, int, EvalResult]] = field(default_factory=list)
+
+    @property
+    def active(self) -> bool:
+        return self.eval_set.rows > 0
+
+    def measure(self, model: Any, phase: str, step: int) -> None:
+        if self.active:
+            self._keep(phase, step, heldout_loss(model, self.eval_set, self.pad_id))
+
+    def callbacks(self) -> list[Any]:
+        """Trainer callbacks to add (none unless `every_steps` is set)."""
+        if not self.active or not self.every_steps:
+            return []
+        return [eval_callback(self.eval_set, self.every_steps,
+                              lambda step, result: self._keep("step", step, result), self.pad_id)]
+
+    def _keep(self, phase: str, step: int, result: EvalResult) -> None:
+        self.results.append((phase, step, result))
+        self.metrics.log_eval(self.run_id, _record(phase, step, result))
+        self.sink.on_eval(phase, step, result)
+
+    def summary(self) -> dict[str, Any] | None:
+        """`{rows, tokens, kinds, before, after, steps[]}` for the report, or None when off."""
+        if not self.results:
+            return None
+        by_phase: dict[str, Any] = {"before": None, "after": None}
+        steps = []
+        for phase, step, result in self.results:
+            if phase == "step":
+                steps.append({"step": step, **result.as_dict()})
+            else:
+                by_phase[phase] = {"step": step, **result.as_dict()}
+        return {"rows": self.eval_set.rows, "tokens": self.eval_set.tokens,
+                "kinds": self.eval_set.kinds, **by_phase, "steps": steps}
