@@ -63,7 +63,8 @@ def test_database_before_heldout_upgrades_and_records_evals(tmp_path: Path):
         metrics.log_eval("new", EvalRecord("before", 0, 2.7, 14.9, 3, 96, 90, 1.5))
         metrics.log_eval("new", EvalRecord("step", 1, 2.5, 12.2, 3, 96, 90, None))
         metrics.finish_run("new", RunRecord("completed", 2, 2.5, 10.0, "v0001", 200, 0.75))
-        old, new = metrics.runs()
+        by_id = {r["run_id"]: r for r in metrics.runs()}
+    old, new = by_id["old"], by_id["new"]
     assert old["evals"] == [] and old["heldout_rows"] is None
     assert [(e["phase"], e["step"]) for e in new["evals"]] == [("before", 0), ("step", 1), ("after", 2)]
     assert new["evals"][0]["instruction_loss"] == 1.5 and new["heldout_rows"] == 3

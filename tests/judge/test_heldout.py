@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +32,7 @@ def test_split_value_is_the_same_in_a_fresh_process():
     key = row_key("sha256:tok", "source", "# path: json/decoder.py\nimport re\n")
     code = f"from dlm.train.heldout import split_value; print(repr(split_value({key!r})))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PYTHONHASHSEED": "7", "PATH": "/usr/bin"})
+                         env={**os.environ, "PYTHONHASHSEED": "7"})
     assert float(out.stdout) == split_value(key)
     assert 0.0 <= split_value(key) < 1.0
 
