@@ -1,0 +1,59 @@
+"""Held-out loss through the real pipeline: the embedded SmolLM2, a few steps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dlm.cli.main import app
+from dlm.doc import load_document
+from dlm.metrics import MetricsDB
+from dlm.store import open_store
+from dlm.train.run import TrainOptions, train_document
+
+from judgedoc import write_judged
+
+pytestmark = pytest.mark.integration
+runner = CliRunner()
+
+
+def test_held_out_rows_are_scored_before_during_and_after(tmp_path: Path, smollm2_ref):
+    doc = load_document(write_judged(tmp_path))
+    report = train_document(doc, TrainOptions(use_cache=False))
+    held = report.heldout
+    assert held is not None and held["rows"] == 8
+    assert held["kinds"].keys() <= {"prose", "instruction"}
+    before, after = held["before"], held["after"]
+    assert before["step"] == 0 and after["step"] == report.steps == 4
+    assert [s["step"] for s in held["steps"]] == [2]
+    assert after["loss"] < before["loss"]  # lr 2e-3 on near-identical sentences
+    assert before["perplexity"] == pytest.approx(2.718281828 ** before["loss"])
+    assert 0 < report.real_token_fraction <= 1
+    assert report.as_dict()["heldout"]["after"]["loss"] == after["loss"]  # what --json prints
+    with MetricsDB(open_store(doc.frontmatter.dlm_id).metrics_path) as db:
+        (run,) = db.runs()
+    assert [(e["phase"], e["step"]) for e in run["evals"]] == [("before", 0), ("step", 2), ("after", 4)]
+    assert run["heldout_rows"] >= 8 and run["rows"] == 24 + 22
+    assert run["real_token_fraction"] == report.real_token_fraction
+
+
+def test_train_cli_prints_the_held_out_line_and_plots_it(tmp_path: Path, smollm2_ref):
+    path = write_judged(tmp_path, every_steps=None, max_steps=2)
+    result = runner.invoke(app, ["train", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "held-out loss " in result.output and "(perplexity " in result.output
+    assert "8 rows" in result.output and "real tokens:" in result.output
+    assert "step 1/2" in result.output and "ETA" in result.output  # plain lines: not a terminal
+    plot = tmp_path / "loss.png"
+    result = runner.invoke(app, ["metrics", str(path), "--plot", str(plot)])
+    assert result.exit_code == 0, result.output
+    assert plot.read_bytes()[:4] == b"\x89PNG"
+    (run,) = json.loads(runner.invoke(app, ["metrics", str(path), "--json"]).output)["runs"]
+    result = runner.invoke(app, ["metrics", str(path), "--json", "--run", run["run_id"]])
+    assert json.loads(result.output)["runs"] == [run]
+    assert [e["phase"] for e in run["evals"]] == ["before", "after"]
+    result = runner.invoke(app, ["metrics", str(path), "--run", "nope"])
+    assert result.exit_code == 2 and "no run 'nope'" in result.output
