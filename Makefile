@@ -21,9 +21,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+DEMO_Q := Where does the json package keep its decoder?
+
 demo: $(STAMP)
-	$(BIN)/dlm train examples/stdlib.dlm --max-steps 20
-	$(BIN)/dlm prompt examples/stdlib.dlm "Where does the json package keep its decoder?"
+	$(BIN)/dlm train examples/stdlib.dlm
+	@echo "--- base model alone:"
+	@$(BIN)/dlm prompt examples/stdlib.dlm "$(DEMO_Q)" --no-adapter --max-new-tokens 48
+	@echo "--- base model + the new adapter:"
+	@$(BIN)/dlm prompt examples/stdlib.dlm "$(DEMO_Q)" --max-new-tokens 48
+	@echo "--- loss curves: $(BIN)/dlm metrics examples/stdlib.dlm --plot loss.png"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -87,14 +87,21 @@ def test_unknown_selector_is_a_usage_error(doc_path: Path):
     assert result.exit_code == 2 and "not a source file" in result.output
 
 
-def test_held_out_row_carries_loss_only_in_its_scored_window(tmp_path: Path, smollm2_ref):
-    path = write_judged(tmp_path)
-    doc = load_document(path)
+def test_held_out_row_carries_loss_only_in_its_scored_window(tmp_path: Path, smollm2_tokenizer):
+    from dlm.rows import build_rows
+    from dlm.tokenize.fingerprint import tokenizer_sha256
+    from dlm.tokenize.plain import PlainRowTokenizer
+    from dlm.train.heldout import split_rows
+
+    doc = load_document(write_judged(tmp_path))
+    built = build_rows(doc, smollm2_tokenizer)
+    rows = PlainRowTokenizer(smollm2_tokenizer, tokenizer_sha256(smollm2_tokenizer)).tokenize(built.rows)
+    split = split_rows(rows, 0.3, 8)
+    scored, trains = int(split.scored[0]), int(split.train[0])
+    line = {i: built.rows.text_rows[i].origin.rsplit(":", 1)[1] for i in (scored, trains)}
     store = open_store(doc.frontmatter.dlm_id)
-    lines = [i + 1 for i, t in enumerate(path.read_text().splitlines()) if t.startswith("# Station")]
-    views = [row_tokens(doc, store, str(n)) for n in lines]
-    held = [v for v in views if v.heldout]
-    assert held and len(held) < len(views)
-    for v in held:
-        assert v.cuts == [] and sum(t["loss"] for t in v.tokens) in (0, min(v.n_tokens, 64) - 1)
-    assert any(sum(t["loss"] for t in v.tokens) for v in held)  # the scored ones
+    held = row_tokens(doc, store, line[scored])
+    assert held.heldout and held.cuts == []
+    assert sum(t["loss"] for t in held.tokens) == min(held.n_tokens, 64) - max(held.n_prompt, 1)
+    kept = row_tokens(doc, store, line[trains])
+    assert not kept.heldout and kept.cuts == [0]
