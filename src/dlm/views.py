@@ -11,7 +11,7 @@ from typing import Any
 
 from dlm.cache import cache_summary
 from dlm.metrics import MetricsDB
-from dlm.sources.walk import walk_sources
+from dlm.rows.walk import walk_sources
 from dlm.store import Store
 
 

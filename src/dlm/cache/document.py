@@ -80,7 +80,7 @@ def build_document_cache(doc: Any, store: Any, progress: Progress | None = None)
     """
     from ulid import ULID
 
-    from dlm.rows import build_rows
+    from dlm.rows.build import build_rows
 
     tokenizer, sha = _tokenizer(doc)
     built = build_rows(doc, tokenizer)

@@ -21,8 +21,10 @@ from dlm.cache.index import SEG, delete_entry
 from dlm.cache.schema import connect, write_tx
 from dlm.cache.segments import SegmentReader
 from dlm.errors import CacheError
-from dlm.tokenize.plain import read_file_row, spec_key, text_row_spec
-from dlm.tokenize.seam import RowSet, TokenizeStats
+from dlm.rows.read import read_file_row, text_row_spec
+from dlm.rows.types import RowSet
+from dlm.tokenize.plain import spec_key
+from dlm.tokenize.seam import TokenizeStats
 
 IN_MEMORY = -2
 

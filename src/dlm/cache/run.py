@@ -41,9 +41,10 @@ from dlm.cache.segments import (
     checksum,
     pack_ids,
 )
-from dlm.tokenize.encode import RowSpec
-from dlm.tokenize.plain import read_file_row, spec_key, text_row_spec
-from dlm.tokenize.seam import Progress, RowSet, TokenizedRows, TokenizeStats
+from dlm.rows.read import read_file_row, text_row_spec
+from dlm.rows.types import RowSet, RowSpec
+from dlm.tokenize.plain import spec_key
+from dlm.tokenize.seam import Progress, TokenizedRows, TokenizeStats
 
 if TYPE_CHECKING:
     from dlm.cache.tokenizer import CachedRowTokenizer, CacheRunReport

@@ -38,8 +38,9 @@ from dlm.cache.run import RACY_NS, Run
 from dlm.cache.schema import INDEX_NAME, CacheIndexCorrupt, is_corruption
 from dlm.cache.segments import MAX_SEGMENT_BYTES, WriteFn, segment_dir
 from dlm.errors import CacheError
+from dlm.rows.types import RowSet
 from dlm.tokenize.encode import RowEncoder
-from dlm.tokenize.seam import NullProgress, Progress, RowSet, TokenizedRows
+from dlm.tokenize.seam import NullProgress, Progress, TokenizedRows
 
 log = logging.getLogger("dlm.cache")
 

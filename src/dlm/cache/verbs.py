@@ -19,7 +19,8 @@ from dlm.cache.index import totals
 from dlm.cache.schema import INDEX_NAME, connect, write_tx
 from dlm.cache.tokenizer import CachedRowTokenizer
 from dlm.errors import CacheError, UsageError
-from dlm.tokenize.seam import Progress, RowSet
+from dlm.rows.types import RowSet
+from dlm.tokenize.seam import Progress
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([dhms])\s*$")
 _UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}

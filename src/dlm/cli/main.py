@@ -84,7 +84,7 @@ def train(
     """Train a new adapter version from the document (rows, tokenize, LoRA, save)."""
     from dlm.cli.progress import RichTrainSink
     from dlm.lock import resolve_lock_mode
-    from dlm.sources.walk import format_skips
+    from dlm.rows.walk import format_skips
     from dlm.train.run import TrainOptions, train_document
 
     mode = resolve_lock_mode(strict=strict_lock, update=update_lock, ignore=ignore_lock)

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from dlm.errors import TrainingError
+from dlm.rows.types import RowSpec
 
 UINT16_LIMIT = 1 << 16
 UINT32_LIMIT = 1 << 32
@@ -47,15 +48,6 @@ class BackendLike(Protocol):
     """The part of a `tokenizers.Tokenizer` this module uses."""
 
     def encode_batch(self, inputs: list[str], add_special_tokens: bool = True) -> list[Any]: ...
-
-
-@dataclass(frozen=True)
-class RowSpec:
-    """What to encode for one row. `prompt_text` is set for instruction rows only."""
-
-    kind: str
-    text: str
-    prompt_text: str | None = None
 
 
 @dataclass(frozen=True)

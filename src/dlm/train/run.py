@@ -23,8 +23,8 @@ from ulid import ULID
 from dlm.errors import TrainingError
 from dlm.metrics import MetricsDB, RunRecord, TokenizationRecord
 from dlm.models import BaseModelRef, load_model, load_tokenizer, resolve_base_model
-from dlm.rows import build_rows
-from dlm.sources.walk import format_skips
+from dlm.rows.build import build_rows
+from dlm.rows.walk import format_skips
 from dlm.store import Store, open_store
 from dlm.tokenize.fingerprint import tokenizer_sha256
 from dlm.tokenize.keys import corpus_fingerprint

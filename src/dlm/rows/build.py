@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dlm.chat import with_system_prompt
 from dlm.errors import TrainingError
-from dlm.infer.generate import with_system_prompt
-from dlm.sources.walk import WalkResult, walk_sources
-from dlm.tokenize.seam import RowSet, TextRow
+from dlm.rows.types import RowSet, TextRow
+from dlm.rows.walk import WalkResult, walk_sources
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def build_rows(doc: Any, tokenizer: Any, *, strict: bool = False) -> BuiltRows:
     """All rows of `doc` (a `dlm.doc.Document`), in training order.
 
     Raises:
-        SourceError: a `training.sources` directive cannot be walked (see `dlm.sources.walk`).
+        SourceError: a `training.sources` directive cannot be walked (see `dlm.rows.walk`).
     """
     from dlm.doc import InstructionSection, ProseSection
 

@@ -18,7 +18,7 @@ Rules (docs/format.md states them for users):
   reachable by several paths is walked once, at the first path in walk order.
 - Files over `max_bytes_per_file` are skipped (`too-large`) by their stat size; past
   `max_files` the rest are skipped (`over-max-files`). Binary and undecodable files
-  are decided later, when content is read (`dlm.sources.text`).
+  are decided later, when content is read (`dlm.rows.read`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import Any
 import pathspec
 
 from dlm.errors import SourceError
-from dlm.tokenize.seam import FileRow
+from dlm.rows.types import FileRow
 
 
 @dataclass
