@@ -10,7 +10,7 @@ import shutil
 import sqlite3
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -114,8 +114,6 @@ class PruneResult:
     bytes_reclaimed: int
     orphans_removed: int
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def prune_cache(cache_dir: Path, older_than_s: float, now_s: float | None = None) -> PruneResult:
@@ -150,8 +148,6 @@ class ClearResult:
     removed_bytes: int
     reset_corrupt_index: bool = False
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def clear_cache(cache_dir: Path) -> ClearResult:
@@ -194,8 +190,6 @@ class BuildResult:
     files_skipped: dict[str, int]
     warnings: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def build_cache(

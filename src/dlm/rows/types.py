@@ -68,6 +68,6 @@ class RowSet:
 class RowSpec:
     """What to encode for one row. `prompt_text` is set for instruction rows only."""
 
-    kind: str
+    kind: RowKind
     text: str
     prompt_text: str | None = None

@@ -28,7 +28,7 @@ import os
 import re
 import sysconfig
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +36,7 @@ from stat import S_ISREG
 from typing import Any
 
 import pathspec
+from pathspec.patterns.regex import RegexPattern
 
 from dlm.errors import SourceError
 from dlm.rows.types import FileRow
@@ -91,8 +92,10 @@ class _Matcher:
 
     def __init__(self, patterns: Sequence[str]) -> None:
         self.spec = pathspec.PathSpec.from_lines("gitwildmatch", patterns)
-        compiled = [p for p in self.spec.patterns if p.include is not None]
-        self.regex = None
+        # gitwildmatch patterns are all RegexPatterns; the isinstance narrows for the checker
+        compiled = [p for p in self.spec.patterns if isinstance(p, RegexPattern) and p.include is not None]
+        self.regex: re.Pattern[str] | None = None
+        self.match: Callable[[str], bool]
         if all(p.include for p in compiled):
             joined = "|".join(f"(?:{p.regex.pattern})" for p in compiled)
             # the group only tells pathspec a folder matched; plain grouping means the same
@@ -102,7 +105,7 @@ class _Matcher:
             self.match = self.spec.match_file
 
     def _match_regex(self, rel: str) -> bool:
-        return self.regex.match(rel) is not None  # type: ignore[union-attr]
+        return self.regex.match(rel) is not None  # type: ignore[union-attr]  # bound only when regex is set
 
     @staticmethod
     def _match_none(rel: str) -> bool:

@@ -29,6 +29,9 @@ import numpy as np
 from dlm.errors import TrainingError
 from dlm.rows.types import RowSpec
 
+BATCH_ROWS = 1000
+"""Rows per encode batch: large enough to keep the backend's threads busy, small enough
+that one batch's ids stay a few MiB."""
 UINT16_LIMIT = 1 << 16
 UINT32_LIMIT = 1 << 32
 

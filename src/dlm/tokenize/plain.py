@@ -18,11 +18,9 @@ import numpy as np
 
 from dlm.rows.read import read_file_row, text_row_spec
 from dlm.rows.types import RowKind, RowSet, RowSpec
-from dlm.tokenize.encode import RowEncoder
+from dlm.tokenize.encode import BATCH_ROWS, RowEncoder
 from dlm.tokenize.keys import row_key
 from dlm.tokenize.seam import NullProgress, Progress, TokenizedRows, TokenizeStats
-
-BATCH_ROWS = 1000
 
 
 def spec_key(tokenizer_sha: str, spec: RowSpec) -> str:
@@ -79,7 +77,7 @@ class PlainRowTokenizer:
                 ids.append(enc.ids)
                 n_prompt.append(enc.n_prompt)
             progress.advance(len(batch))
-        kinds: list[RowKind] = [s.kind for s in specs]  # type: ignore[misc]
+        kinds: list[RowKind] = [s.kind for s in specs]
         return TokenizedRows(
             lengths=np.array([a.shape[0] for a in ids], dtype=np.int64),
             n_prompt=np.array(n_prompt, dtype=np.int32),

@@ -280,7 +280,7 @@ class CachedTokenizer:
         plan = self.plan
         if plan.bypass_re is not None and plan.bypass_re.search(data):
             return None
-        l1: LruStore = self._l1  # type: ignore[assignment]
+        l1: LruStore = self._l1  # type: ignore[assignment]  # callers check L1 is enabled first
         seen: list[int] = []
         keys: list[tuple[str, int]] = []
         found_at, prefix = l1.deepest(self._probe_keys(data, self._probe_starts(data), seen, keys))
@@ -324,7 +324,7 @@ class CachedTokenizer:
         return prefix.ids, rest, ids
 
     def _encode_storing_all(self, data: bytes, starts: list[int], keys: list[Any]) -> array:
-        l1: LruStore = self._l1  # type: ignore[assignment]
+        l1: LruStore = self._l1  # type: ignore[assignment]  # callers check L1 is enabled first
         packed = self._pack(())
         begin = 0
         for end, key in zip(starts, keys, strict=True):

@@ -1,4 +1,4 @@
-"""`dlm train`: from a document to a new adapter version, as one library call.
+"""`dlm train`: from a document to a new adapter version, as one library call (`train`).
 
 Order of work (each step can fail cleanly before the next touches the store):
 1. resolve the base model and its tokenizer, fingerprint the tokenizer;
@@ -20,7 +20,9 @@ from typing import Any
 
 from ulid import ULID
 
+from dlm.actions.common import DocPath, open_document
 from dlm.errors import TrainingError
+from dlm.lock import resolve_lock_mode
 from dlm.metrics import MetricsDB, RunRecord, TokenizationRecord
 from dlm.models import BaseModelRef, load_model, load_tokenizer, resolve_base_model
 from dlm.rows.build import build_rows
@@ -32,6 +34,11 @@ from dlm.tokenize.plain import PlainRowTokenizer
 from dlm.tokenize.seam import NullProgress, Progress, TokenizedRows
 from dlm.train.dataset import PackedDataset, WindowDataset, as_hf_dataset, build_dataset
 from dlm.train.lora import LoraRun, StepSink, pick_precision, train_lora
+
+__all__ = [
+    "NullSink", "TrainOptions", "TrainReport", "TrainSink", "format_skips", "resolve_lock_mode", "train",
+    "train_document",
+]
 
 
 @dataclass(frozen=True)
@@ -65,7 +72,7 @@ class NullSink(NullProgress):
 
 @dataclass
 class TrainReport:
-    """The outcome of `dlm train`, as shown to the user (`--json` prints `as_dict()`)."""
+    """The outcome of `dlm train`, as shown to the user (`--json` prints every field)."""
 
     run_id: str
     dlm_id: str
@@ -87,8 +94,6 @@ class TrainReport:
     tokenization: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _row_counts(tokenized: TokenizedRows) -> dict[str, int]:
@@ -108,7 +113,7 @@ def lora_run_for(training: Any, options: TrainOptions) -> LoraRun:
         target_modules=tuple(sorted(training.target_modules)),
         learning_rate=training.learning_rate,
         max_steps=max_steps,
-        num_epochs=training.num_epochs or 1.0,
+        num_epochs=training.effective_epochs,
         batch_size=training.batch_size,
         gradient_accumulation_steps=training.gradient_accumulation_steps,
         seed=training.seed,
@@ -124,6 +129,38 @@ def make_row_tokenizer(store: Store, tokenizer: Any, tok_sha: str, training: Any
             store.cache_dir, tokenizer, tok_sha, max_bytes=training.cache.max_bytes, run_id=run_id
         )
     return PlainRowTokenizer(tokenizer, tok_sha)
+
+
+def train(
+    path: DocPath,
+    *,
+    max_steps: int | None = None,
+    use_cache: bool = True,
+    strict_sources: bool = False,
+    lock_mode: Any = None,
+    sink: Any = None,
+) -> TrainReport:
+    """Train a new adapter version for the `.dlm` document at `path`.
+
+    Args:
+        max_steps: overrides `training.max_steps`.
+        use_cache: False bypasses the tokenized-section cache without touching it.
+        strict_sources: refuse source symlinks that leave their root (else skipped).
+        lock_mode: a `dlm.lock.LockMode` (None: the default, warn on drift).
+        sink: a `TrainSink` for progress and messages (None: silent).
+
+    Returns:
+        The `TrainReport` that `dlm train` renders (`--json` prints it).
+
+    Raises:
+        DocError, BaseModelError, SourceError, StoreError, LockValidationError, TrainingError:
+            each before the store changes.
+        KeyboardInterrupt: after marking the run interrupted; the store is unchanged.
+    """
+    doc, _ = open_document(path)
+    options = TrainOptions(max_steps=max_steps, use_cache=use_cache, strict_sources=strict_sources,
+                           lock_mode=lock_mode)
+    return train_document(doc, options, sink)
 
 
 def train_document(doc: Any, options: TrainOptions = TrainOptions(), sink: Any = None) -> TrainReport:
