@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dlm.defaults import DEFAULT_HOST, DEFAULT_PORT
+from dlm.doc import Document
 from dlm.errors import ServeError
 from dlm.serve.app import DEFAULT_MAX_BODY_BYTES, create_app
 from dlm.serve.run import bind_warning, serve_forever
@@ -69,7 +70,7 @@ def read_config_file(path: Path) -> Mapping[str, Any] | None:
     return data.get("tokenizer_cache")
 
 
-def resolve_cache_config(doc: Any, options: ServeOptions) -> TokenizerCacheConfig:
+def resolve_cache_config(doc: Document, options: ServeOptions) -> TokenizerCacheConfig:
     """Merge frontmatter, `--config` and flags (in that precedence order, lowest first).
 
     Raises:

@@ -16,13 +16,15 @@ from __future__ import annotations
 import shutil
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 from ulid import ULID
 
 from dlm.actions.common import DocPath, open_document
+from dlm.doc import Document
+from dlm.doc.schema import TrainingConfig
 from dlm.errors import TrainingError
-from dlm.lock import resolve_lock_mode
+from dlm.lock import DlmLock, LockDecision, LockMode, resolve_lock_mode
 from dlm.metrics import MetricsDB, RunRecord, TokenizationRecord
 from dlm.models import BaseModelRef, load_model, load_tokenizer, resolve_base_model
 from dlm.rows.build import build_rows
@@ -31,7 +33,7 @@ from dlm.store import Store, open_store
 from dlm.tokenize.fingerprint import tokenizer_sha256
 from dlm.tokenize.keys import corpus_fingerprint
 from dlm.tokenize.plain import PlainRowTokenizer
-from dlm.tokenize.seam import NullProgress, Progress, TokenizedRows
+from dlm.tokenize.seam import NullProgress, Progress, RowTokenizer, TokenizedRows
 from dlm.train.dataset import PackedDataset, WindowDataset, as_hf_dataset, build_dataset
 from dlm.train.lora import LoraRun, StepSink, pick_precision, train_lora
 
@@ -48,11 +50,12 @@ class TrainOptions:
     max_steps: int | None = None
     use_cache: bool = True
     strict_sources: bool = False
-    lock_mode: Any = None  # dlm.lock.LockMode; None means the default mode
+    lock_mode: LockMode | None = None  # None means the default mode
 
 
-class TrainSink(StepSink, Progress):
-    """Everything `train_document` reports while it runs."""
+class TrainSink(StepSink, Progress, Protocol):
+    """Everything `train_document` reports while it runs (a structural type: any object
+    with these methods is one)."""
 
     def on_message(self, text: str) -> None: ...
 
@@ -103,7 +106,7 @@ def _row_counts(tokenized: TokenizedRows) -> dict[str, int]:
     return counts
 
 
-def lora_run_for(training: Any, options: TrainOptions) -> LoraRun:
+def lora_run_for(training: TrainingConfig, options: TrainOptions) -> LoraRun:
     """The LoRA hyperparameters of a run: the document's `training:` with CLI overrides."""
     max_steps = options.max_steps if options.max_steps is not None else training.max_steps
     return LoraRun(
@@ -120,7 +123,9 @@ def lora_run_for(training: Any, options: TrainOptions) -> LoraRun:
     )
 
 
-def make_row_tokenizer(store: Store, tokenizer: Any, tok_sha: str, training: Any, run_id: str, use_cache: bool) -> Any:
+def make_row_tokenizer(
+    store: Store, tokenizer: Any, tok_sha: str, training: TrainingConfig, run_id: str, use_cache: bool
+) -> RowTokenizer:
     """The seam implementation for this run: the section cache unless disabled."""
     if use_cache and training.cache.enabled:
         from dlm.cache import CachedRowTokenizer
@@ -137,8 +142,8 @@ def train(
     max_steps: int | None = None,
     use_cache: bool = True,
     strict_sources: bool = False,
-    lock_mode: Any = None,
-    sink: Any = None,
+    lock_mode: LockMode | None = None,
+    sink: TrainSink | None = None,
 ) -> TrainReport:
     """Train a new adapter version for the `.dlm` document at `path`.
 
@@ -163,7 +168,9 @@ def train(
     return train_document(doc, options, sink)
 
 
-def train_document(doc: Any, options: TrainOptions = TrainOptions(), sink: Any = None) -> TrainReport:
+def train_document(
+    doc: Document, options: TrainOptions = TrainOptions(), sink_or_none: TrainSink | None = None
+) -> TrainReport:
     """Train a new adapter version for `doc` (a `dlm.doc.Document`).
 
     Raises:
@@ -171,7 +178,7 @@ def train_document(doc: Any, options: TrainOptions = TrainOptions(), sink: Any =
             each before the store changes.
         KeyboardInterrupt: after marking the run interrupted; the store is unchanged.
     """
-    sink = sink or NullSink()
+    sink: TrainSink = sink_or_none if sink_or_none is not None else NullSink()
     fm = doc.frontmatter
     training = fm.training
     run_id = str(ULID())
@@ -207,12 +214,12 @@ def train_document(doc: Any, options: TrainOptions = TrainOptions(), sink: Any =
 class _LockStep:
     """Determinism-lock work around a run (validation before, write after)."""
 
-    def __init__(self, store: Store, current: Any, decision: Any) -> None:
+    def __init__(self, store: Store, current: DlmLock, decision: LockDecision) -> None:
         self.store, self.current, self.decision = store, current, decision
 
     @classmethod
-    def prepare(cls, doc: Any, store: Store, ref: Any, tok_sha: str, tokenized: TokenizedRows,
-                lora_run: LoraRun, options: TrainOptions, sink: Any) -> _LockStep:
+    def prepare(cls, doc: Document, store: Store, ref: BaseModelRef, tok_sha: str, tokenized: TokenizedRows,
+                lora_run: LoraRun, options: TrainOptions, sink: TrainSink) -> _LockStep:
         from dlm.lock import LockInputs, LockMode, apply_determinism, build_lock, check_lock
 
         flags = apply_determinism(lora_run.seed)
@@ -247,7 +254,7 @@ class _LockStep:
 class PreparedRun:
     """Everything decided before training starts; the store is not yet changed."""
 
-    doc: Any
+    doc: Document
     store: Store
     ref: BaseModelRef
     tokenizer: Any
@@ -259,7 +266,7 @@ class PreparedRun:
     lock: _LockStep
 
 
-def _train_and_publish(run: PreparedRun, sink: Any) -> TrainReport:
+def _train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
     from dlm.lock import adapter_sha256, canonicalize_adapter_dir
 
     stats = run.tokenized.stats
@@ -308,7 +315,7 @@ def _train_and_publish(run: PreparedRun, sink: Any) -> TrainReport:
 class _StepRecorder:
     """Writes each logged step to metrics and forwards it to the user's sink."""
 
-    def __init__(self, metrics: MetricsDB, run_id: str, sink: Any) -> None:
+    def __init__(self, metrics: MetricsDB, run_id: str, sink: TrainSink) -> None:
         self.metrics, self.run_id, self.sink, self.last_step = metrics, run_id, sink, 0
 
     def on_train_start(self, total_steps: int) -> None:

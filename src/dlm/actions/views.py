@@ -11,11 +11,12 @@ from typing import Any
 
 from dlm.actions.common import DocPath, doc_dir, open_document
 from dlm.cache import cache_summary
+from dlm.doc import Document
 from dlm.metrics import MetricsDB
 from dlm.rows.walk import walk_sources
 
 
-def _rows_by_kind(doc: Any) -> dict[str, int]:
+def _rows_by_kind(doc: Document) -> dict[str, int]:
     from dlm.doc import InstructionSection, ProseSection
 
     prose = sum(isinstance(s, ProseSection) for s in doc.sections)

@@ -36,7 +36,7 @@ from stat import S_ISREG
 from typing import Any
 
 import pathspec
-from pathspec.patterns.regex import RegexPattern
+from pathspec import RegexPattern
 
 from dlm.errors import SourceError
 from dlm.rows.types import FileRow
@@ -93,11 +93,12 @@ class _Matcher:
     def __init__(self, patterns: Sequence[str]) -> None:
         self.spec = pathspec.PathSpec.from_lines("gitwildmatch", patterns)
         # gitwildmatch patterns are all RegexPatterns; the isinstance narrows for the checker
-        compiled = [p for p in self.spec.patterns if isinstance(p, RegexPattern) and p.include is not None]
+        compiled = [(p.include, p.regex) for p in self.spec.patterns
+                    if isinstance(p, RegexPattern) and p.include is not None and p.regex is not None]
         self.regex: re.Pattern[str] | None = None
         self.match: Callable[[str], bool]
-        if all(p.include for p in compiled):
-            joined = "|".join(f"(?:{p.regex.pattern})" for p in compiled)
+        if all(include for include, _ in compiled):
+            joined = "|".join(f"(?:{regex.pattern})" for _, regex in compiled)
             # the group only tells pathspec a folder matched; plain grouping means the same
             self.regex = re.compile(joined.replace("(?P<ps_d>", "(?:")) if joined else None
             self.match = self._match_regex if self.regex else self._match_none
