@@ -112,12 +112,10 @@ class CachedTokenizer:
 
     Args:
         tokenizer: the fast tokenizer; every attribute not defined here is read from it.
-        config: which levels are on and their sizes (validated here).
+        config: which levels are on and their sizes (a validated pydantic model; default:
+            both levels off).
         stores: shared stores; default: fresh ones sized by `config`.
         fingerprint: the tokenizer's `tokenizer_sha256`, when already known.
-
-    Raises:
-        TokenizerCacheConfigError: invalid `config`.
     """
 
     def __init__(
@@ -128,7 +126,7 @@ class CachedTokenizer:
         stores: CacheStores | None = None,
         fingerprint: str | None = None,
     ):
-        config = (config or TokenizerCacheConfig()).validate()
+        config = config or TokenizerCacheConfig()
         backend = tokenizer.backend_tokenizer
         self._tok = tokenizer
         self._backend = backend
