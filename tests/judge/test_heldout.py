@@ -94,7 +94,7 @@ def test_the_determinism_golden_document_holds_nothing_out(smollm2_tokenizer):
     """The golden adapter must not change: its document has 2 prose sections and 2 pairs,
     below the per-kind minimum, so every row still trains."""
     from dlm.doc import load_document
-    from dlm.rows import build_rows
+    from dlm.rows.build import build_rows
     from dlm.tokenize.plain import PlainRowTokenizer
 
     doc = load_document(REPO / "tests/golden/determinism/golden.dlm")

@@ -10,8 +10,7 @@ from typer.testing import CliRunner
 
 from dlm.cli.main import app
 from dlm.doc import load_document
-from dlm.store import open_store
-from dlm.train.row_view import row_tokens
+from dlm.actions.row_tokens import row_tokens
 
 from judgedoc import write_judged
 
@@ -88,20 +87,20 @@ def test_unknown_selector_is_a_usage_error(doc_path: Path):
 
 
 def test_held_out_row_carries_loss_only_in_its_scored_window(tmp_path: Path, smollm2_tokenizer):
-    from dlm.rows import build_rows
+    from dlm.rows.build import build_rows
     from dlm.tokenize.fingerprint import tokenizer_sha256
     from dlm.tokenize.plain import PlainRowTokenizer
     from dlm.train.heldout import split_rows
 
-    doc = load_document(write_judged(tmp_path))
+    path = write_judged(tmp_path)
+    doc = load_document(path)
     built = build_rows(doc, smollm2_tokenizer)
     rows = PlainRowTokenizer(smollm2_tokenizer, tokenizer_sha256(smollm2_tokenizer)).tokenize(built.rows)
     split = split_rows(rows, 0.3, 8)
     scored, trains = int(split.scored[0]), int(split.train[0])
     line = {i: built.rows.text_rows[i].origin.rsplit(":", 1)[1] for i in (scored, trains)}
-    store = open_store(doc.frontmatter.dlm_id)
-    held = row_tokens(doc, store, line[scored])
+    held = row_tokens(path, line[scored])
     assert held.heldout and held.cuts == []
     assert sum(t["loss"] for t in held.tokens) == min(held.n_tokens, 64) - max(held.n_prompt, 1)
-    kept = row_tokens(doc, store, line[trains])
+    kept = row_tokens(path, line[trains])
     assert not kept.heldout and kept.cuts == [0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from dlm.cli.main import app
 from dlm.doc import load_document
 from dlm.metrics import MetricsDB
 from dlm.store import open_store
-from dlm.train.run import TrainOptions, train_document
+from dlm.actions.training import TrainOptions, train_document
 
 from judgedoc import write_judged
 
@@ -32,7 +33,7 @@ def test_held_out_rows_are_scored_before_during_and_after(tmp_path: Path, smollm
     assert after["loss"] < before["loss"]  # lr 2e-3 on near-identical sentences
     assert before["perplexity"] == pytest.approx(2.718281828 ** before["loss"])
     assert 0 < report.real_token_fraction <= 1
-    assert report.as_dict()["heldout"]["after"]["loss"] == after["loss"]  # what --json prints
+    assert dataclasses.asdict(report)["heldout"]["after"]["loss"] == after["loss"]  # what --json prints
     with MetricsDB(open_store(doc.frontmatter.dlm_id).metrics_path) as db:
         (run,) = db.runs()
     assert [(e["phase"], e["step"]) for e in run["evals"]] == [("before", 0), ("step", 2), ("after", 4)]

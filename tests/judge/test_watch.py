@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from dlm.store import open_store
-from dlm.train.run import NullSink, TrainOptions, train_document
-from dlm.train.watch import Cycle, watch_and_train
+from dlm.actions.training import NullSink, TrainOptions, train_document
+from dlm.actions.watching import Cycle, watch_and_train
 
 DOC = """---
 dlm_id: 01JD7Z8K2M4N6P8Q0R2S4T6V8Z

@@ -31,8 +31,7 @@ def print_cycle(cycle: Any, json_out: bool) -> None:
     from dlm.cli.common import print_json
 
     if json_out:
-        print_json({"cycle": cycle.number, "changed": cycle.changed, "error": cycle.error,
-                    "report": cycle.report.as_dict() if cycle.report else None})
+        print_json(cycle)
         return
     changed = f" ({len(cycle.changed)} changed: {', '.join(cycle.changed[:3])}{' ...' if len(cycle.changed) > 3 else ''})" if cycle.changed else ""
     if cycle.error:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dlm.actions.common import DocPath
 from dlm.errors import DlmError
 
 DEBOUNCE_MS = 800
@@ -49,9 +50,34 @@ class WatchSummary:
     errors: list[str] = field(default_factory=list)
 
 
+def watch(
+    path: DocPath,
+    *,
+    on_cycle: Callable[[Cycle], None],
+    max_steps: int | None = None,
+    use_cache: bool = True,
+    strict_sources: bool = False,
+    lock_mode: Any = None,
+    sink: Any = None,
+    stop_event: threading.Event | None = None,
+) -> WatchSummary:
+    """`dlm train --watch` on the document at `path`: `dlm.actions.training.train_document`
+    at every cycle with these options (see `train` for their meaning).
+
+    Raises:
+        DocError: the document cannot be read before the first cycle.
+    """
+    from dlm.actions.training import TrainOptions, train_document
+
+    options = TrainOptions(max_steps=max_steps, use_cache=use_cache, strict_sources=strict_sources,
+                           lock_mode=lock_mode)
+    return watch_and_train(Path(path), lambda doc: train_document(doc, options, sink), on_cycle,
+                           stop_event=stop_event)
+
+
 def watch_targets(doc: Any) -> tuple[list[Path], Callable[[Any, str], bool]]:
     """Folders to watch for `doc` and the filter `(change, path) -> counts?` over their events."""
-    from dlm.sources.walk import expand_source_path
+    from dlm.rows.walk import expand_source_path
 
     doc_path = Path(doc.path).resolve()
     roots = [expand_source_path(s.path, doc_path.parent) for s in doc.frontmatter.training.sources]

@@ -27,8 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from dlm.actions.common import DocPath, base_tokenizer, doc_dir, open_document
 from dlm.errors import UsageError
-from dlm.tokenize.seam import FileRow, TextRow
+from dlm.rows.types import FileRow, RowSet, TextRow
+from dlm.tokenize.seam import TokenizedRows
+from dlm.train.heldout import Split
 
 DEFAULT_LIMIT = 200
 
@@ -48,13 +51,8 @@ class RowTokens:
     layout: str
     tokens: list[dict[str, Any]]
 
-    def as_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
 
-        return asdict(self)
-
-
-def _select(rows: Any, selector: str, base_dir: Path) -> TextRow | FileRow:
+def _select(rows: RowSet, selector: str, base_dir: Path) -> TextRow | FileRow:
     """The text or file row `selector` names (see module docstring)."""
     if selector.isdigit():
         line = f":{selector}"
@@ -80,25 +78,46 @@ def _cuts(layout: str, length: int, offset: int, sequence_len: int) -> list[int]
     return [p - offset for p in range(first, offset + length, sequence_len)]
 
 
-def row_tokens(doc: Any, store: Any, selector: str, limit: int = DEFAULT_LIMIT, use_cache: bool = True) -> RowTokens:
-    """Tokens of the row `selector` names in `doc` (see module docstring).
+def _loss_and_cuts(tokenized: TokenizedRows, split: Split, index: int, heldout: bool, layout: str,
+                   sequence_len: int) -> tuple[np.ndarray, list[int]]:
+    """(loss: 1-D bool [n_tokens] of row `index`, cut positions), by the module's rules."""
+    from dlm.train.evaluate import eval_window
+
+    length, n_prompt = int(tokenized.lengths[index]), int(tokenized.n_prompt[index])
+    if heldout:
+        loss = np.zeros(length, dtype=bool)
+        window = eval_window(length, n_prompt, sequence_len)
+        if window is not None and bool((split.scored == index).any()):
+            loss[max(window[0] + 1, n_prompt) : window[1]] = True
+        return loss, []
+    train = split.train.tolist()
+    offset = int(tokenized.lengths[train[: train.index(index)]].sum())
+    cuts = _cuts(layout, length, offset, sequence_len)
+    loss = np.arange(length) >= n_prompt
+    for start in cuts if layout == "packed" else [0]:
+        loss[start] = False
+    return loss, cuts
+
+
+def row_tokens(path: DocPath, selector: str, limit: int = DEFAULT_LIMIT, use_cache: bool = True) -> RowTokens:
+    """Tokens of the row `selector` names in the document at `path`, the first `limit` of
+    them (see module docstring).
 
     Raises:
+        DocError: the document cannot be parsed.
         UsageError: nothing matches `selector`, or the file is skipped (binary, too large).
         BaseModelError, SourceError: as `dlm train` raises them.
     """
-    from dlm.models import load_tokenizer, resolve_base_model
-    from dlm.rows import build_rows
-    from dlm.tokenize.fingerprint import tokenizer_sha256
-    from dlm.tokenize.plain import read_file_row, spec_key, text_row_spec
-    from dlm.train.evaluate import eval_window
+    from dlm.actions.training import make_row_tokenizer
+    from dlm.rows.build import build_rows
+    from dlm.rows.read import read_file_row, text_row_spec
+    from dlm.tokenize.plain import spec_key
     from dlm.train.heldout import split_rows
-    from dlm.train.run import make_row_tokenizer
 
+    doc, store = open_document(path)
     training = doc.frontmatter.training
-    base_dir = doc.path.parent if doc.path else Path.cwd()
-    tokenizer = load_tokenizer(resolve_base_model(doc.frontmatter.base_model, relative_to=base_dir))
-    tok_sha = tokenizer_sha256(tokenizer)
+    base_dir = doc_dir(doc) or Path.cwd()
+    _, tokenizer, tok_sha = base_tokenizer(doc)
     built = build_rows(doc, tokenizer)
     row = _select(built.rows, selector, base_dir)
     if isinstance(row, TextRow):
@@ -115,21 +134,7 @@ def row_tokens(doc: Any, store: Any, selector: str, limit: int = DEFAULT_LIMIT, 
     n_prompt = int(tokenized.n_prompt[index])
     layout = "packed" if training.packing else "windows"
     heldout = bool((split.heldout == index).any())
-    positions = np.arange(ids.shape[0])
-    if heldout:
-        cuts: list[int] = []
-        loss = np.zeros(ids.shape[0], dtype=bool)
-        window = eval_window(ids.shape[0], n_prompt, training.sequence_len)
-        if window is not None and (split.scored == index).any():
-            loss[max(window[0] + 1, n_prompt) : window[1]] = True
-    else:
-        train = [int(i) for i in split.train]
-        before = train[: train.index(index)]
-        offset = int(tokenized.lengths[before].sum()) if before else 0
-        cuts = _cuts(layout, ids.shape[0], offset, training.sequence_len)
-        loss = positions >= n_prompt
-        starts = cuts if layout == "packed" else [0]
-        loss[[c for c in starts if 0 <= c < ids.shape[0]]] = False
+    loss, cuts = _loss_and_cuts(tokenized, split, index, heldout, layout, training.sequence_len)
     shown = ids[:limit].tolist()
     pieces = tokenizer.convert_ids_to_tokens(shown)
     cut_set = set(cuts)
