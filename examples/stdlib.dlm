@@ -11,6 +11,9 @@ training:
   sequence_len: 128
   max_steps: 20
   seed: 42
+  eval:
+    fraction: 0.02
+    max_rows: 64
   sources:
     - path: $DLM_STDLIB
       include: ["**/*.py"]
