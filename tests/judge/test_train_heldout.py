@@ -38,6 +38,7 @@ def test_held_out_rows_are_scored_before_during_and_after(tmp_path: Path, smollm
         (run,) = db.runs()
     assert [(e["phase"], e["step"]) for e in run["evals"]] == [("before", 0), ("step", 2), ("after", 4)]
     assert run["heldout_rows"] >= 8 and run["rows"] == 24 + 22
+    assert report.examples == run["rows"] - run["heldout_rows"]  # one window per short row, none held out
     assert run["real_token_fraction"] == report.real_token_fraction
 
 
