@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """Regenerate docs/img/stdlib-loss.png from a real run of examples/stdlib.dlm.
 
-Trains the example in a fresh, temporary DLM_HOME (so no earlier run is mixed in), with
-the held-out loss measured every `--every` steps as well as before and after, then draws
-the plot with `dlm metrics --plot`. Takes a few minutes on a 2-core CPU.
+Trains the example as `make demo` does, in a fresh, temporary DLM_HOME (so no earlier run
+is mixed in): held-out loss before the first step and after the last (and every
+`--every` steps when given), then draws the plot with `dlm metrics --plot`. Takes a few
+minutes on an otherwise idle 2-core CPU.
 
     .venv/bin/python scripts/plot-stdlib-loss.py [--steps N] [--every K] [--out PATH]
 
@@ -27,16 +28,17 @@ EXAMPLE = REPO / "examples" / "stdlib.dlm"
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=None, help="max_steps (default: the example's)")
-    parser.add_argument("--every", type=int, default=10, help="held-out loss every K steps")
+    parser.add_argument("--every", type=int, default=None, help="also measure held-out loss every K steps")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "img" / "stdlib-loss.png")
     args = parser.parse_args(argv)
     dlm = [sys.executable, "-m", "dlm"]
     with tempfile.TemporaryDirectory(prefix="dlm-plot-") as tmp:
         text = EXAMPLE.read_text()
-        if "\n  eval:\n" not in text:
-            print(f"{EXAMPLE} has no training.eval block to extend", file=sys.stderr)
-            return 1
-        text = text.replace("\n  eval:\n", f"\n  eval:\n    every_steps: {args.every}\n", 1)
+        if args.every:
+            if "\n  eval:\n" not in text:
+                print(f"{EXAMPLE} has no training.eval block to extend", file=sys.stderr)
+                return 1
+            text = text.replace("\n  eval:\n", f"\n  eval:\n    every_steps: {args.every}\n", 1)
         if args.steps:
             text = re.sub(r"max_steps: \d+", f"max_steps: {args.steps}", text, count=1)
         doc = Path(tmp) / "stdlib.dlm"
