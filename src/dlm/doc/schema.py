@@ -103,12 +103,13 @@ class TrainingConfig(_Strict):
 
 
 class TokenizerCacheSettings(_Strict):
-    """Serving-time tokenizer cache. L0: exact-prompt entries (count);
+    """Serving-time tokenizer cache. L0: exact-prompt entries (count and bytes);
     L1: prefix cache, `l1_max_memory` bytes, used for prompts of at least
     `l1_min_prompt_chars` characters."""
 
     enable_l0: bool = False
     l0_max_entries: int = Field(default=10_000, gt=0)
+    l0_max_memory: int = Field(default=64 * 2**20, gt=0)
     enable_l1: bool = False
     l1_max_memory: int = Field(default=50 * 2**20, gt=0)
     l1_min_prompt_chars: int = Field(default=256, ge=0)

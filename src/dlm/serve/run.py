@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dlm.errors import ServeError
+from dlm.serve import DEFAULT_MAX_QUEUE, DEFAULT_SHUTDOWN_TIMEOUT
 from dlm.serve.app import DEFAULT_MAX_BODY_BYTES, create_app
 from dlm.serve.tokcache import TokenizerCacheConfig, merge_config
 
@@ -40,6 +41,9 @@ class ServeOptions:
         cache_flags: tokenizer cache keys given on the command line (None: not given).
         use_adapter: load the document's current adapter (else the base model alone).
         max_body_bytes: request bodies over this get 413.
+        max_queue: generation requests that may wait while one runs (more get 503).
+        shutdown_timeout: seconds in-flight requests get to finish after SIGTERM or
+            Ctrl-C before they are cancelled and the server exits.
     """
 
     path: Path
@@ -49,6 +53,8 @@ class ServeOptions:
     cache_flags: Mapping[str, Any] = field(default_factory=dict)
     use_adapter: bool = True
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_queue: int = DEFAULT_MAX_QUEUE
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
 
 
 def read_config_file(path: Path) -> Mapping[str, Any] | None:
@@ -108,10 +114,39 @@ def build_app(options: ServeOptions) -> Any:
     from dlm.doc import load_document
     from dlm.infer import load_inference
 
+    from dlm.serve.warm import warm_start
+
     doc = load_document(options.path)
     config = resolve_cache_config(doc, options)
-    engine = load_inference(doc, use_adapter=options.use_adapter)
-    return create_app(engine, config, max_body_bytes=options.max_body_bytes)
+    engine, cached = warm_start(load_inference(doc, use_adapter=options.use_adapter), config)
+    return create_app(engine, max_body_bytes=options.max_body_bytes, max_queue=options.max_queue, cached=cached)
+
+
+def uvicorn_server(app: Any, host: str, port: int, *, shutdown_timeout: float, log_level: str) -> Any:
+    """A `uvicorn.Server` for `app` that, when told to stop (SIGTERM, SIGINT,
+    `should_exit`), first refuses new generations and ends queued ones with 503
+    (`Generation.begin_shutdown`), then gives in-flight requests `shutdown_timeout`
+    seconds before uvicorn cancels them (each cancelled generation stops within one
+    decoding step), then exits."""
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            generation = getattr(getattr(app, "state", None), "generation", None)
+            if generation is not None:
+                generation.begin_shutdown()
+            await super().shutdown(sockets)
+
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="off",
+        access_log=False,
+        timeout_graceful_shutdown=shutdown_timeout,
+    )
+    return _Server(config)
 
 
 class RunningServer:
@@ -120,18 +155,22 @@ class RunningServer:
     Args:
         app: the ASGI app. host / port: where to bind (port 0: ephemeral).
         start_timeout: seconds to wait for the socket to listen.
+        shutdown_timeout: seconds in-flight requests get on `stop()` (see `uvicorn_server`).
 
     Raises:
         ServeError: the server did not start (port in use, bad host) in time.
     """
 
-    def __init__(self, app: Any, host: str = DEFAULT_HOST, port: int = 0, *, start_timeout: float = 30.0):
-        import uvicorn
-
-        config = uvicorn.Config(
-            app, host=host, port=port, log_level="warning", lifespan="off", access_log=False
-        )
-        self._server = uvicorn.Server(config)
+    def __init__(
+        self,
+        app: Any,
+        host: str = DEFAULT_HOST,
+        port: int = 0,
+        *,
+        start_timeout: float = 30.0,
+        shutdown_timeout: float = 5.0,
+    ):
+        self._server = uvicorn_server(app, host, port, shutdown_timeout=shutdown_timeout, log_level="warning")
         self._thread = threading.Thread(target=self._server.run, name="dlm-serve", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + start_timeout
@@ -159,8 +198,7 @@ class RunningServer:
         self.stop()
 
 
-def serve_forever(app: Any, host: str, port: int) -> None:
-    """Run uvicorn in the foreground until Ctrl-C (it handles the signal and drains)."""
-    import uvicorn
-
-    uvicorn.run(app, host=host, port=port, log_level="info", lifespan="off")
+def serve_forever(app: Any, host: str, port: int, shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT) -> None:
+    """Run uvicorn in the foreground until SIGTERM or Ctrl-C; then stop as
+    `uvicorn_server` says, within about `shutdown_timeout` seconds."""
+    uvicorn_server(app, host, port, shutdown_timeout=shutdown_timeout, log_level="info").run()

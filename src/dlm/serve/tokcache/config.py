@@ -4,7 +4,7 @@ The keys are those of the `serve.tokenizer_cache` block of a document's frontmat
 (`dlm.doc.schema.TokenizerCacheSettings`, which owns the defaults) and of the
 `tokenizer_cache` block of `dlm serve --config FILE.json`:
 
-    enable_l0 (bool), l0_max_entries (int > 0, entries),
+    enable_l0 (bool), l0_max_entries (int > 0, entries), l0_max_memory (int > 0, bytes),
     enable_l1 (bool), l1_max_memory (int > 0, bytes),
     l1_min_prompt_chars (int >= 0, characters; shorter prompts skip L1).
 
@@ -34,6 +34,7 @@ class TokenizerCacheConfig:
     Attributes:
         enable_l0: exact-prompt cache on.
         l0_max_entries: L0 capacity in entries (least recently used evicted).
+        l0_max_memory: L0 capacity in bytes (least recently used evicted).
         enable_l1: special-token prefix cache on.
         l1_max_memory: L1 capacity in bytes (least recently used evicted).
         l1_min_prompt_chars: prompts shorter than this (characters) skip L1.
@@ -41,6 +42,7 @@ class TokenizerCacheConfig:
 
     enable_l0: bool = _DEFAULTS.enable_l0
     l0_max_entries: int = _DEFAULTS.l0_max_entries
+    l0_max_memory: int = _DEFAULTS.l0_max_memory
     enable_l1: bool = _DEFAULTS.enable_l1
     l1_max_memory: int = _DEFAULTS.l1_max_memory
     l1_min_prompt_chars: int = _DEFAULTS.l1_min_prompt_chars
@@ -51,7 +53,7 @@ class TokenizerCacheConfig:
         for name in ("enable_l0", "enable_l1"):
             if not isinstance(getattr(self, name), bool):
                 out.append(f"{name}: must be true or false, got {getattr(self, name)!r}")
-        for name, low in (("l0_max_entries", 1), ("l1_max_memory", 1), ("l1_min_prompt_chars", 0)):
+        for name, low in (("l0_max_entries", 1), ("l0_max_memory", 1), ("l1_max_memory", 1), ("l1_min_prompt_chars", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 out.append(f"{name}: must be an integer >= {low}, got {value!r}")
