@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
+from jinja2 import TemplateError
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -118,7 +119,7 @@ def create_app(
     def render_chat(messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> str:
         try:
             return generation.render(messages, add_generation_prompt=add_generation_prompt)
-        except Exception as exc:  # the template's own refusal (jinja2 errors, None + str)
+        except (TemplateError, TypeError, ValueError) as exc:  # the template's own refusal
             raise _template_refusal(messages, exc) from None
 
     @app.exception_handler(TemplateRefused)
