@@ -298,9 +298,10 @@ class Job:
                     owner.on_event("finished" if isinstance(item, Done) else "failed")
                 yield item
         finally:
-            if not finished:
-                self.cancel(self._reason or "client_disconnected")
-                owner.on_event(self._reason or "client_disconnected")
+            if not finished:  # ended early: the client went away or the server is stopping
+                reason = self._reason or ("shutdown" if owner.shutting_down else "client_disconnected")
+                self.cancel(reason)
+                owner.on_event(reason)
 
     def _run(self, emit: Callable[[Event | None], None]) -> None:
         engine, request = self.owner.engine, self.request
