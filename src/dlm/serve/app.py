@@ -29,7 +29,7 @@ from jinja2 import TemplateError
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from dlm.serve import DEFAULT_MAX_QUEUE
+from dlm.defaults import DEFAULT_MAX_QUEUE
 from dlm.serve.generation import (
     Cancelled,
     Done,

@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from dlm.infer.generate import with_system_prompt
-from dlm.serve import DEFAULT_MAX_QUEUE
+from dlm.chat import with_system_prompt
+from dlm.defaults import DEFAULT_MAX_QUEUE
 from dlm.serve.decode import Sampling
 from dlm.serve.textstream import TextStream
 from dlm.serve.tokcache import CachedTokenizer

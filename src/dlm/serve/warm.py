@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dlm.infer.generate import with_system_prompt
+from dlm.chat import with_system_prompt
 from dlm.serve.decode import TorchEngine
 from dlm.serve.tokcache import CachedTokenizer, TokenizerCacheConfig
 

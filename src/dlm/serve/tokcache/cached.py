@@ -170,12 +170,10 @@ class CachedTokenizer:
 
     Args:
         tokenizer: the fast tokenizer; every attribute not defined here is read from it.
-        config: which levels are on and their sizes (validated here).
+        config: which levels are on and their sizes (a validated pydantic model; default:
+            both levels off).
         stores: shared stores; default: fresh ones sized by `config`.
         fingerprint: the tokenizer's `tokenizer_sha256`, when already known.
-
-    Raises:
-        TokenizerCacheConfigError: invalid `config`.
     """
 
     def __init__(
@@ -186,7 +184,7 @@ class CachedTokenizer:
         stores: CacheStores | None = None,
         fingerprint: str | None = None,
     ):
-        config = (config or TokenizerCacheConfig()).validate()
+        config = config or TokenizerCacheConfig()
         backend = tokenizer.backend_tokenizer
         self._tok = tokenizer
         self._backend = backend
@@ -409,7 +407,7 @@ class CachedTokenizer:
         plan = self.plan
         if plan.bypass_re is not None and plan.bypass_re.search(data):
             return None
-        l1: LruStore = self._l1  # type: ignore[assignment]
+        l1: LruStore = self._l1  # type: ignore[assignment]  # callers check L1 is enabled first
         seen: list[int] = []
         keys: list[tuple[str, int]] = []
         found_at, prefix = l1.deepest(self._probe_keys(data, self._probe_starts(data), seen, keys))
@@ -457,7 +455,7 @@ class CachedTokenizer:
         """Ids (no special tokens) of `data`, queuing each boundary's prefix in `pending`
         while it fits one entry's share of L1; past that, the rest in one encode (the
         boundaries split the ids exactly, so one encode equals the pieces joined)."""
-        l1: LruStore = self._l1  # type: ignore[assignment]
+        l1: LruStore = self._l1  # type: ignore[assignment]  # callers check L1 is enabled first
         packed = self._pack(())
         begin = 0
         for end, key in zip(starts, keys, strict=True):
