@@ -198,11 +198,14 @@ def create_app(
         except Cancelled:
             return Response(status_code=499)
         metrics.prompt_tokens.inc(len(job_request.input_ids))
+        job.start()
+        # Cancels the job when the client goes away, even before a streamed body is
+        # first read (the response ends the watch: the server then reports a disconnect).
+        watcher = asyncio.ensure_future(_disconnected(request))
+        watcher.add_done_callback(lambda w: None if w.cancelled() else job.cancel())
         events = _counting(job.events(), metrics)
         if stream:
             return StreamingResponse(sse(events, shape), media_type="text/event-stream")
-        watcher = asyncio.ensure_future(_disconnected(request))
-        watcher.add_done_callback(lambda w: None if w.cancelled() else job.cancel())
         try:
             status, payload = await collect(events, shape)
         finally:

@@ -5,8 +5,8 @@ One model instance cannot generate for two requests at once. A request is
 `admit`ted (refused with `QueueFull` when `max_queue` requests already wait, or
 `ShuttingDown`), waits its turn on the event loop (`Job.wait_turn`, which a
 disconnected client or the start of shutdown ends), then its ids are generated on a
-worker thread and handed to the event loop through an `asyncio.Queue` as `Delta`s,
-then one `Done` (or `GenerationFailed`). `Job.cancel()` stops the worker within one
+worker thread (`Job.start`) and handed to the event loop through an `asyncio.Queue`
+as `Delta`s, then one `Done` (or `GenerationFailed`). `Job.cancel()` stops the worker within one
 decoding step: it checks the flag between ids. The turn passes to the next request
 only when the worker has returned, so two generations never overlap.
 """
@@ -108,8 +108,8 @@ class Generation:
 
     Args:
         max_queue: requests that may wait while one generates; more get `QueueFull`.
-        on_event: called on the event loop with what happened to a request (metrics
-            hook): "admitted"; refused: "queue_full", "shutting_down"; cancelled:
+        on_event: called with what happened to a request (metrics hook; thread-safe:
+            a generation's outcome is reported from its worker thread): "admitted"; refused: "queue_full", "shutting_down"; cancelled:
             "client_disconnected", "shutdown"; ended: "finished", "failed".
     """
 
@@ -193,7 +193,7 @@ class Generation:
 
 
 class Job:
-    """One admitted request: `wait_turn`, then `events()`; `cancel()` at any time."""
+    """One admitted request: `wait_turn`, `start`, then read `events()`; `cancel()` at any time."""
 
     def __init__(self, owner: Generation, request: Request):
         self.owner = owner
@@ -202,6 +202,7 @@ class Job:
         self._waiting = True
         self._holds_turn = False
         self._reason = ""
+        self._queue: asyncio.Queue[Event | None] | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -259,14 +260,16 @@ class Job:
         owner.on_event("client_disconnected")
         raise Cancelled
 
-    async def events(self) -> AsyncIterator[Event]:
-        """Run the engine on a worker thread and yield its `Event`s; the last is a `Done`
-        or `GenerationFailed`. Closing this iterator early cancels the job. Needs `wait_turn` first."""
-        if not self._holds_turn:
-            raise RuntimeError("events() before wait_turn()")
+    def start(self) -> None:
+        """Run the engine on a worker thread (needs `wait_turn` first). The worker counts
+        the outcome and hands the turn on when it returns, whether or not anyone reads
+        `events()`: a reply nobody reads still ends when the job is cancelled."""
+        if not self._holds_turn or self._queue is not None:
+            raise RuntimeError("start() needs wait_turn() first, and runs once")
         owner = self.owner
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._queue = queue
 
         def emit(item: Event | None) -> None:
             try:
@@ -280,9 +283,13 @@ class Job:
             owner._turn_lock().release()
 
         def work() -> None:
+            outcome = "failed"
             try:
-                self._run(emit)
+                outcome = self._run(emit)
             finally:
+                if outcome == "cancelled":
+                    outcome = self._reason or ("shutdown" if owner.shutting_down else "client_disconnected")
+                owner.on_event(outcome)  # here, not on the loop: it may have stopped already
                 emit(None)
                 try:
                     loop.call_soon_threadsafe(release)
@@ -290,20 +297,23 @@ class Job:
                     pass
 
         threading.Thread(target=work, name="dlm-generate", daemon=True).start()
-        finished = False
+
+    async def events(self) -> AsyncIterator[Event]:
+        """The `Event`s of the started job; the last is a `Done` or `GenerationFailed`
+        unless it was cancelled. Closing this iterator early cancels the job."""
+        if self._queue is None:
+            raise RuntimeError("events() before start()")
+        ended = False
         try:
-            while (item := await queue.get()) is not None:
-                if isinstance(item, (Done, GenerationFailed)):
-                    finished = True
-                    owner.on_event("finished" if isinstance(item, Done) else "failed")
+            while (item := await self._queue.get()) is not None:
+                ended = isinstance(item, (Done, GenerationFailed))
                 yield item
         finally:
-            if not finished:  # ended early: the client went away or the server is stopping
-                reason = self._reason or ("shutdown" if owner.shutting_down else "client_disconnected")
-                self.cancel(reason)
-                owner.on_event(reason)
+            if not ended:  # the client went away or the server is stopping
+                self.cancel("shutdown" if self.owner.shutting_down else "client_disconnected")
 
-    def _run(self, emit: Callable[[Event | None], None]) -> None:
+    def _run(self, emit: Callable[[Event | None], None]) -> str:
+        """Generate and emit; the outcome: "finished", "failed" or "cancelled"."""
         engine, request = self.owner.engine, self.request
         text = TextStream(engine.tokenizer, request.stop, engine.eos_token_ids)
         ended_by_model = False
@@ -313,7 +323,7 @@ class Job:
         try:
             for token in ids:
                 if self._cancel.is_set():
-                    return
+                    return "cancelled"
                 step = text.push(token)
                 if step.text:
                     emit(Delta(step.text))
@@ -321,10 +331,10 @@ class Job:
                     ended_by_model = True
                     break
                 if self._cancel.is_set():
-                    return
+                    return "cancelled"
         except Exception as exc:  # reported to the client, not raised in a dead thread
             emit(GenerationFailed(f"generation failed: {type(exc).__name__}: {exc}"))
-            return
+            return "failed"
         finally:
             close = getattr(ids, "close", None)
             if close is not None:
@@ -334,3 +344,4 @@ class Job:
             emit(Delta(rest))
         stopped = ended_by_model or text.n_ids < request.max_new_tokens
         emit(Done("stop" if stopped else "length", text.n_ids))
+        return "finished"
