@@ -109,6 +109,13 @@ def test_metrics_report_requests_and_cache_levels(http: httpx.Client) -> None:
     assert 'dlm_tokenizer_cache_hit_rate{level="l0"}' in text
     assert 'dlm_tokenizer_cache_bytes{level="l1"}' in text
     assert 'dlm_tokenizer_cache_hot_bytes{level="l1"}' in text
+    values = dict(line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
+    cached = float(values['dlm_tokenizer_cache_tokens_total{source="cached"}'])
+    encoded = float(values['dlm_tokenizer_cache_tokens_total{source="encoded"}'])
+    assert cached > 0 and encoded > 0  # the second and third prompts reused the first's prefix
+    ratio = float(values["dlm_tokenizer_cache_token_reuse_ratio"])
+    assert ratio == pytest.approx(cached / (cached + encoded))
+    assert "dlm_generation_queue_waiting 0.0" in text and "dlm_generation_running 0.0" in text
 
 
 @pytest.mark.parametrize(
