@@ -169,7 +169,7 @@ def train(
 
 
 def train_document(
-    doc: Document, options: TrainOptions = TrainOptions(), sink_or_none: TrainSink | None = None
+    doc: Document, options: TrainOptions = TrainOptions(), sink: TrainSink | None = None
 ) -> TrainReport:
     """Train a new adapter version for `doc` (a `dlm.doc.Document`).
 
@@ -178,7 +178,7 @@ def train_document(
             each before the store changes.
         KeyboardInterrupt: after marking the run interrupted; the store is unchanged.
     """
-    sink: TrainSink = sink_or_none if sink_or_none is not None else NullSink()
+    sink = sink if sink is not None else NullSink()
     fm = doc.frontmatter
     training = fm.training
     run_id = str(ULID())
