@@ -139,7 +139,7 @@ def _embedding_rule(info: AdapterInfo, fmt: str) -> list[str]:
 
 def _dora_rule(info: AdapterInfo, fmt: str) -> list[str]:
     if info.use_dora and fmt != "merged":
-        return [f"use_dora is true: DoRA does not run in llama.cpp or vLLM; export --format merged instead"]
+        return ["use_dora is true: DoRA does not run in llama.cpp or vLLM; export --format merged instead"]
     return []
 
 
