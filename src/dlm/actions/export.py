@@ -84,6 +84,8 @@ def check_base(store: Store, ref: BaseModelRef) -> str:
     """
     from dlm.lock import read_lock
 
+    recorded: str | None
+    name: str | None
     if store.lock_path.is_file():
         pin = read_lock(store.lock_path).base_model
         recorded, name, source = pin.revision, pin.name, "lock"

@@ -31,10 +31,18 @@ def register(app: typer.Typer) -> None:
 
 def export(
     path: DocArg,
-    format: Annotated[Format, typer.Option("--format", help="gguf: llama.cpp LoRA; ollama: GGUF + Modelfile; merged: transformers folder; peft: adapter folder for vLLM.")] = Format.gguf,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Output folder (default: next to the document, <stem>-<version>-<format>).", show_default=False)] = None,
-    adapter_version: Annotated[Optional[str], typer.Option("--adapter-version", help="Adapter version to export, e.g. v0002 (default: current).", show_default=False)] = None,
-    verify: Annotated[bool, typer.Option("--verify", help="Check the export against peft (llama.cpp runtime when importable, else GGUF tensors).")] = False,
+    format: Annotated[Format, typer.Option(
+        "--format", help="gguf: llama.cpp LoRA; ollama: GGUF + Modelfile; merged: transformers folder; "
+        "peft: adapter folder for vLLM.")] = Format.gguf,
+    out: Annotated[Optional[Path], typer.Option(
+        "--out", help="Output folder (default: next to the document, <stem>-<version>-<format>).",
+        show_default=False)] = None,
+    adapter_version: Annotated[Optional[str], typer.Option(
+        "--adapter-version", help="Adapter version to export, e.g. v0002 (default: current).",
+        show_default=False)] = None,
+    verify: Annotated[bool, typer.Option(
+        "--verify", help="Check the export against peft (llama.cpp runtime when importable, "
+        "else GGUF tensors).")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Export the document's adapter (GGUF, Ollama, merged transformers folder, or peft for vLLM)."""
