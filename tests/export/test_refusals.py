@@ -88,6 +88,17 @@ def test_base_other_than_the_locked_one_is_refused(doc, dlm_home, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_without_a_lock_the_base_is_checked_against_the_manifest(doc, dlm_home, tmp_path):
+    store = next((dlm_home / "store").glob("*/"))
+    (store / "dlm.lock").unlink()
+    assert export(doc, format="peft", out=tmp_path / "ok").base_checked_against == "manifest"
+    manifest = json.loads((store / "manifest.json").read_text())
+    manifest["base_model"]["revision"] = "sha256:" + "1" * 64
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ExportRefused, match="manifest.json: the adapter was trained on base"):
+        export(doc, format="peft", out=tmp_path / "out")
+
+
 def test_unknown_version_and_missing_adapter_are_refused(doc, dlm_home, tmp_path):
     with pytest.raises(ExportError, match="v0042.*versions: v0001"):
         export(doc, format="gguf", adapter_version="v0042", out=tmp_path / "out")

@@ -10,7 +10,6 @@ publishes its folder at once (`dlm.export.publish.staged_folder`, files 0644).
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 from dataclasses import dataclass
@@ -140,7 +139,3 @@ def write_peft(adapter_dir: Path, base: BaseSpec, out: Path, *, model_name: str)
                f"--max-lora-rank {vllm_max_lora_rank(info.max_rank)}")
     return Written(out, _files(out), command)
 
-
-def read_config(path: Path) -> dict[str, Any]:
-    """A JSON file as a dict (the base's `config.json`)."""
-    return dict(json.loads(Path(path).read_text(encoding="utf-8")))
