@@ -52,6 +52,7 @@ test: $(STAMP) $(CONVERTER)
 
 lint: $(STAMP)
 	$(BIN)/ruff check --select F,E9 src tests scripts benchmarks
+	$(BIN)/mypy
 
 # The llama.cpp runtime (llama-cpp-python has no Linux wheel on PyPI): built once from the
 # same pinned sdist (about 24 minutes on 2 cores, at lowest priority), cached, then reused.

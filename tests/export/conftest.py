@@ -41,7 +41,7 @@ The secret word is quindlewhump.
 def trained(tmp_path_factory: pytest.TempPathFactory, smollm2_ref) -> tuple[Path, Path]:
     """(document path, DLM_HOME holding its store with one trained adapter v0001)."""
     from dlm.doc import load_document
-    from dlm.train.run import TrainOptions, train_document
+    from dlm.actions.training import TrainOptions, train_document
 
     root = tmp_path_factory.mktemp("export-trained")
     home, doc_path = root / "home", root / "notes.dlm"

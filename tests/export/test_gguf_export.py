@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType, GGUFReader, GGUFValueType, GGUFWriter
 
-from dlm.actions.export import export
+from dlm.actions.exporting import export
 from dlm.export import BaseSpec, read_adapter, write_gguf
 from dlm.export.gguf_file import normalize_gguf
 from dlm.export.layout import expected_gguf_tensors

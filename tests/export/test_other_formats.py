@@ -10,7 +10,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from dlm.actions.export import export
+from dlm.actions.exporting import export
 from dlm.cli.main import app
 from dlm.export.verify import HELD_OUT_TEXT, peft_logits
 

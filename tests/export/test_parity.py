@@ -70,11 +70,11 @@ def dequantized_gguf(src: Path, dst: Path) -> Path:
 
 def test_llama_cpp_with_exported_adapter_matches_peft(tmp_path, smollm2_ref, smollm2_tokenizer):
     pytest.importorskip("llama_cpp", reason="build it with `make test-parity`")
-    from dlm.actions.export import export
+    from dlm.actions.exporting import export
     from dlm.doc import load_document
     from dlm.export.verify import verify_llama_cpp
     from dlm.models.base import alias_gguf_path
-    from dlm.train.run import TrainOptions, train_document
+    from dlm.actions.training import TrainOptions, train_document
 
     doc_path = tmp_path / "parity.dlm"
     doc_path.write_text(DOC)

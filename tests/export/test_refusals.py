@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dlm.actions.export import export
+from dlm.actions.exporting import export
 from dlm.errors import DlmError
 from dlm.export import BaseSpec, ExportError, ExportRefused, refusals, write_gguf, write_merged, write_peft
 from dlm.export.adapter import AdapterInfo, vllm_max_lora_rank

@@ -1,6 +1,6 @@
 """`dlm export`: write the adapter for llama.cpp, Ollama, vLLM or transformers.
 
-Thin: `dlm.actions.export.export` does the work; this module parses flags and renders
+Thin: `dlm.actions.exporting.export` does the work; this module parses flags and renders
 the `ExportReport`. A failed `--verify` exits 1 after printing its numbers (the export
 itself stays written).
 """
@@ -46,8 +46,8 @@ def export(
     json_out: JsonOpt = False,
 ) -> None:
     """Export the document's adapter (GGUF, Ollama, merged transformers folder, or peft for vLLM)."""
-    from dlm.actions.export import export as run_export
-    from dlm.export import ExportError
+    from dlm.actions.exporting import export as run_export
+    from dlm.errors import ExportError
 
     report = run_export(path, format=format.value, out=out, adapter_version=adapter_version, verify=verify)
     if json_out:

@@ -13,8 +13,8 @@ the store keeps it under `adapter/versions/vNNNN/`) and a `BaseSpec`.
     dlm.export.verify      the --verify checks
 """
 
+from dlm.errors import ExportError, ExportRefused
 from dlm.export.adapter import FORMATS, AdapterInfo, read_adapter, refusals
-from dlm.export.errors import ExportError, ExportRefused
 from dlm.export.formats import BaseSpec, Written, write_gguf, write_merged, write_ollama, write_peft
 from dlm.export.verify import VerifyResult
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlm.export.errors import ExportError, ExportRefused
+from dlm.errors import ExportError, ExportRefused
 
 FORMATS = ("gguf", "ollama", "merged", "peft")
 ADAPTER_CONFIG = "adapter_config.json"

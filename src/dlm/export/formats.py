@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlm.atomic import canonical_json
+from dlm.canonical import canonical_json
 from dlm.export.adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS, check_exportable, read_adapter, vllm_max_lora_rank
-from dlm.export.errors import ExportRefused
+from dlm.errors import ExportRefused
 from dlm.export.gguf_file import GGUF_NAME, export_gguf
 from dlm.export.ollama import MODELFILE, chatml_profile, modelfile_text, tokenizer_render
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dlm.export.errors import ExportError
+from dlm.errors import ExportError
 
 GGUF_NAME = "adapter.gguf"
 _FIXED = ("general.architecture", "general.type", "general.name", "adapter.type", "adapter.lora.alpha")

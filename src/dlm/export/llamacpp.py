@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dlm.export.errors import ExportError
+from dlm.errors import ExportError
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 CONVERTER = "convert_lora_to_gguf.py"

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dlm.export.errors import ExportRefused
+from dlm.errors import ExportRefused
 
 MODELFILE = "Modelfile"
 START, END = "<|im_start|>", "<|im_end|>"

@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from dlm.atomic import fsync_dir
-from dlm.export.errors import ExportError
+from dlm.atomic import DEFAULT_FILE_MODE, fsync_dir
+from dlm.errors import ExportError
 
-FILE_MODE = 0o644
+FILE_MODE = DEFAULT_FILE_MODE
 DIR_MODE = 0o755
 
 

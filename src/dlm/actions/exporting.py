@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from dlm.doc import load_document
+from dlm.actions.common import DocPath, doc_dir, open_document
 from dlm.export import FORMATS, BaseSpec, ExportError, ExportRefused, VerifyResult
 from dlm.models import BaseModelRef, load_tokenizer, resolve_base_model
-from dlm.store import Store, open_store
+from dlm.store import Store
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def _model_name(doc_path: Path) -> str:
     return re.sub(r"[^a-z0-9._-]+", "-", doc_path.stem.lower()).strip("-.") or "dlm"
 
 
-def export(path: str | Path, format: str = "gguf", out: str | Path | None = None,
+def export(path: DocPath, format: str = "gguf", out: str | Path | None = None,
            adapter_version: str | None = None, verify: bool = False) -> ExportReport:
     """Export the adapter of the document at `path` (module docstring).
 
@@ -140,10 +140,9 @@ def export(path: str | Path, format: str = "gguf", out: str | Path | None = None
     if format not in FORMATS:
         raise ExportError(f"--format {format}: unknown; choose one of {', '.join(FORMATS)}")
     doc_path = Path(path)
-    doc = load_document(doc_path)
-    store = open_store(doc.frontmatter.dlm_id)
+    doc, store = open_document(doc_path)
     version, adapter_dir = resolve_adapter(store, adapter_version)
-    ref = resolve_base_model(doc.frontmatter.base_model, relative_to=doc_path.parent)
+    ref = resolve_base_model(doc.frontmatter.base_model, relative_to=doc_dir(doc))
     checked = check_base(store, ref)
     base = base_spec(ref)
     target = Path(out) if out is not None else doc_path.parent / f"{doc_path.stem}-{version}-{format}"
