@@ -55,10 +55,12 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # The llama.cpp runtime (llama-cpp-python has no Linux wheel on PyPI): built once from the
-# same pinned sdist (about 24 minutes on 2 cores, at lowest priority), cached, then reused.
+# same pinned sdist (about 24 minutes on 2 cores with everything; the multimodal library is
+# not needed and not built), at lowest priority, cached, then reused.
 PARITY_WHEELS := .parity-wheels
 test-parity: $(STAMP) $(CONVERTER)
 	ls $(PARITY_WHEELS)/llama_cpp_python-$(LLAMA_CPP_PY)-*.whl >/dev/null 2>&1 || \
+		CMAKE_ARGS="-DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2 \
 		nice -n 19 $(BIN)/python -m pip wheel --no-deps $(LLAMA_CPP_SDIST) -w $(PARITY_WHEELS)
 	$(BIN)/python -m pip install --quiet "$(TORCH)" $(PARITY_WHEELS)/llama_cpp_python-$(LLAMA_CPP_PY)-*.whl
 	$(BIN)/python -m pytest -m parity -s tests/export/test_parity.py
