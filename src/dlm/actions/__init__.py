@@ -22,6 +22,7 @@ _WHERE = {
     "cache_build": "cache", "cache_clear": "cache", "cache_dir": "cache", "cache_export": "cache",
     "cache_import": "cache", "cache_prune": "cache", "cache_show": "cache",
     "DoctorView": "diagnostics", "doctor": "diagnostics",
+    "ExportReport": "exporting", "export": "exporting",
     "prompt": "prompting",
     "init": "scaffold",
     "ServeOptions": "serving", "build_app": "serving",
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
         cache_show,
     )
     from dlm.actions.diagnostics import DoctorView, doctor
+    from dlm.actions.exporting import ExportReport, export
     from dlm.actions.prompting import prompt
     from dlm.actions.scaffold import init
     from dlm.actions.serving import ServeOptions, build_app
@@ -57,6 +59,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DoctorView",
+    "ExportReport",
     "ServeOptions",
     "TrainOptions",
     "TrainReport",
@@ -70,6 +73,7 @@ __all__ = [
     "cache_prune",
     "cache_show",
     "doctor",
+    "export",
     "init",
     "metrics",
     "prompt",

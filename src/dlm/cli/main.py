@@ -184,12 +184,13 @@ def metrics(path: DocArg, json_out: JsonOpt = False) -> None:
     console.print(table if view["runs"] else "no runs yet")
 
 
-from dlm.cli import doctor_cmd, serve_cmd  # noqa: E402
+from dlm.cli import doctor_cmd, export_cmd, serve_cmd  # noqa: E402
 from dlm.cli.cache_cmd import cache_app  # noqa: E402
 
 app.add_typer(cache_app, name="cache")
 doctor_cmd.register(app)
 serve_cmd.register(app)
+export_cmd.register(app)
 
 
 def main() -> None:

