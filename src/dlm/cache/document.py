@@ -4,6 +4,8 @@ calls exactly one of these per command."""
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -71,8 +73,12 @@ def import_document_cache(doc: Any, store: Any, src: Path) -> ImportResult:
     return import_cache(store.cache_dir, src, sha, max_bytes=doc.frontmatter.training.cache.max_bytes)
 
 
-def build_document_cache(doc: Any, store: Any, progress: Progress | None = None) -> BuildResult:
+def build_document_cache(
+    doc: Any, store: Any, progress: Progress | None = None, *, rehash: bool = False
+) -> BuildResult:
     """Tokenize every row of the document into its cache, without training.
+    `files_skipped` counts the walk's skips and the read's. `rehash`: read and hash
+    every file even if its stat is unchanged (as `training.cache.trust_stat: false`).
 
     Raises:
         SourceError: a `training.sources` directive cannot be walked.
@@ -84,10 +90,14 @@ def build_document_cache(doc: Any, store: Any, progress: Progress | None = None)
 
     tokenizer, sha = _tokenizer(doc)
     built = build_rows(doc, tokenizer)
-    return build_cache(
+    cfg = doc.frontmatter.training.cache
+    result = build_cache(
         store.cache_dir, tokenizer, sha, built.rows,
-        max_bytes=doc.frontmatter.training.cache.max_bytes, run_id=f"build-{ULID()}", progress=progress,
+        max_bytes=cfg.max_bytes, run_id=f"build-{ULID()}", progress=progress,
+        trust_stat=cfg.trust_stat and not rehash,
     )
+    skipped = Counter(result.files_skipped) + built.walk.skipped
+    return replace(result, files_skipped=dict(skipped), warnings=built.walk.notes + result.warnings)
 
 
 def _require(store: Any) -> None:

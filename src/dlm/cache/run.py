@@ -70,6 +70,7 @@ class Run:
         self.encoded: set[str] = set()
         self.stale: list[str] = []
         self.admitting = True
+        self.dropped: set[int] = set()
         self.cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
         self.now_s = int(time.time())
 
@@ -137,6 +138,8 @@ class Run:
             files = [self.rows.file_rows[s - self.n_text] for s in slots.tolist()]
         stats = statindex.file_stats(files)
         pos, ok = statindex.trusted(snap, files, stats, RACY_NS)
+        if not self.o.options.trust_stat:
+            ok[:] = False  # every file read and hashed; entries still found by key
         self.root_of_slot[slots] = rid
         self.snaps[rid] = (files, stats, snap, pos)
         if snap is None or len(snap.relpaths) != len(files) or not ok.all():
@@ -176,6 +179,7 @@ class Run:
             name = self.seg_names.get(seg)
             if name is None or not self.reader.open(seg, name):
                 ok &= entries[:, SEG] != seg
+                self._drop_segment(seg)
         self.loc[slots[ok]] = entries[ok]
         self.hit[slots[ok]] = True
         stale = ok & (entries[:, ACCESS] < self.now_s - TOUCH_GRANULARITY_S)
@@ -242,11 +246,24 @@ class Run:
         for seg in np.unique(entries[ok, SEG]).tolist():
             if seg not in names or not self.reader.open(seg, names[seg]):
                 ok &= entries[:, SEG] != seg
+                self._drop_segment(seg)
         for key, e, good in zip(keys, entries.tolist(), ok.tolist()):
             if good:
                 self.where[key] = tuple(e)
                 if e[ACCESS] < self.now_s - TOUCH_GRANULARITY_S:
                     self.stale.append(key)
+
+    def _drop_segment(self, seg: int) -> None:
+        """A segment file that vanished (deleted by hand, lost with a disk): its entries
+        and its row go, so this run stores fresh entries and the byte total stays true."""
+        if seg in self.dropped:
+            return
+        self.dropped.add(seg)
+        with write_tx(self.conn):
+            n = self.conn.execute("DELETE FROM entries WHERE segment = ?", (seg,)).rowcount
+            self.conn.execute("DELETE FROM segments WHERE id = ?", (seg,))
+        if n:
+            self.report.warn(f"a cache segment file is missing; its {n} entries were dropped and are re-tokenized")
 
     def _encode_and_write(self, specs: dict[str, RowSpec]) -> list[tuple]:
         keys = list(specs)
@@ -308,6 +325,7 @@ class Run:
                 touch(self.conn, self.stale, self.now_s)
             for rid in self.dirty:
                 statindex.save(self.conn, self.tok, rid, self._snapshot(rid), time.time_ns())
+            statindex.keep_only(self.conn, self.tok, list(self.groups))
             self.conn.execute(
                 "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?)",
                 (self.o.run_id, time.time_ns(), kept, hits, kept - hits, seconds, self.tok),

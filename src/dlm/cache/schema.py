@@ -27,6 +27,7 @@ never re-summed and never drifts.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -177,8 +178,14 @@ def connect(cache_dir: Path, migrations: list[tuple[str, str]] = MIGRATIONS) -> 
     Raises:
         CacheError: the file is not a SQLite database or cannot be opened.
     """
-    cache_dir.mkdir(parents=True, exist_ok=True)
     path = cache_dir / INDEX_NAME
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CacheError(
+            f"{cache_dir}: cannot create the cache folder ({exc.strerror or exc}); make DLM_HOME "
+            "writable, point DLM_HOME or DLM_CACHE_DIR elsewhere, or set training.cache.enabled: false"
+        ) from None
     try:
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -276,11 +283,22 @@ def tokenizer_id(conn: sqlite3.Connection, sha: str, *, create: bool = True) -> 
     return conn.execute("SELECT id FROM tokenizers WHERE sha = ?", (sha,)).fetchone()[0]
 
 
+def root_value(path: str) -> str | bytes:
+    """How a root path is stored: the text when it is valid UTF-8, else its raw
+    file-system bytes (a path the OS gave with surrogate escapes cannot be stored as text)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(path)
+    return path
+
+
 def root_id(conn: sqlite3.Connection, path: str) -> int:
     """Row id of a source root, inserting it on first use."""
-    row = conn.execute("SELECT id FROM roots WHERE path = ?", (path,)).fetchone()
+    value = root_value(path)
+    row = conn.execute("SELECT id FROM roots WHERE path = ?", (value,)).fetchone()
     if row:
         return row[0]
     with write_tx(conn):
-        conn.execute("INSERT OR IGNORE INTO roots(path) VALUES (?)", (path,))
-    return conn.execute("SELECT id FROM roots WHERE path = ?", (path,)).fetchone()[0]
+        conn.execute("INSERT OR IGNORE INTO roots(path) VALUES (?)", (value,))
+    return conn.execute("SELECT id FROM roots WHERE path = ?", (value,)).fetchone()[0]

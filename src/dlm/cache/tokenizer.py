@@ -81,6 +81,7 @@ class CacheOptions:
     batch_rows: int = BATCH_ROWS
     batch_bytes: int = BATCH_BYTES
     max_segment_bytes: int = MAX_SEGMENT_BYTES
+    trust_stat: bool = True
 
 
 class CachedRowTokenizer:
@@ -95,6 +96,8 @@ class CachedRowTokenizer:
         batch_rows, batch_bytes: a miss batch ends at this many rows or text bytes.
         max_segment_bytes: segment files roll over past this size.
         segment_write: the raw write of segment bytes (`os.write`; a seam for tests).
+        trust_stat: False reads and hashes every file even when its stat is unchanged
+            (stat cannot see a write through a shared `mmap` that keeps size and times).
 
     Attributes:
         last_report: `CacheRunReport` of the latest `tokenize` call.
@@ -112,13 +115,14 @@ class CachedRowTokenizer:
         batch_bytes: int = BATCH_BYTES,
         max_segment_bytes: int = MAX_SEGMENT_BYTES,
         segment_write: WriteFn = os.write,
+        trust_stat: bool = True,
     ) -> None:
         self.cache_dir = Path(cache_dir)
         self.segment_write = segment_write
         self.encoder = RowEncoder(tokenizer)
         self.tokenizer_sha = tokenizer_sha
         self.run_id = run_id
-        self.options = CacheOptions(max_bytes, batch_rows, batch_bytes, max_segment_bytes)
+        self.options = CacheOptions(max_bytes, batch_rows, batch_bytes, max_segment_bytes, trust_stat)
         self.last_report: CacheRunReport | None = None
 
     def tokenize(self, rows: RowSet, progress: Progress | None = None) -> TokenizedRows:

@@ -5,6 +5,7 @@ None of them imports typer or rich; `dlm.cli.cache_cmd` renders the results.
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import sqlite3
@@ -16,13 +17,14 @@ from typing import Any
 
 from dlm.cache.evict import compact, maint_lock, prune_older, segment_bytes
 from dlm.cache.index import totals
-from dlm.cache.schema import INDEX_NAME, connect, write_tx
+from dlm.cache.schema import INDEX_NAME, CacheIndexCorrupt, connect, write_tx
 from dlm.cache.tokenizer import CachedRowTokenizer
 from dlm.errors import CacheError, UsageError
 from dlm.tokenize.seam import Progress, RowSet
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([dhms])\s*$")
 _UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+MAX_AGE_S = 1000 * 365.25 * 86400
 DTYPE_NAMES = {2: "uint16", 4: "uint32"}
 
 
@@ -35,7 +37,10 @@ def parse_age(text: str) -> float:
     match = _AGE.match(text)
     if not match:
         raise UsageError(f"--older-than {text!r}: expected a number and a unit, like 30d, 12h, 45m or 90s")
-    return float(match.group(1)) * _UNIT_S[match.group(2)]
+    seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
+    if not math.isfinite(seconds) or seconds > MAX_AGE_S:
+        raise UsageError(f"--older-than {text!r}: more than 1000 years; give a shorter age, like 365d")
+    return seconds
 
 
 def index_exists(cache_dir: Path) -> bool:
@@ -127,7 +132,7 @@ def prune_cache(cache_dir: Path, older_than_s: float, now_s: float | None = None
     conn = connect(Path(cache_dir))
     try:
         with maint_lock(Path(cache_dir)):
-            pruned = prune_older(conn, int(now_s - older_than_s))
+            pruned = prune_older(conn, int(max(now_s - older_than_s, -(2.0**62))))
             packed = compact(conn, Path(cache_dir), min_live_fraction=0.999)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return PruneResult(
@@ -163,8 +168,13 @@ def clear_cache(cache_dir: Path) -> ClearResult:
     before = disk_bytes(cache_dir)
     try:
         conn = connect(cache_dir)
-    except CacheError:
+    except CacheIndexCorrupt:
         shutil.rmtree(cache_dir, ignore_errors=True)
+        if cache_dir.exists():
+            raise CacheError(
+                f"{cache_dir}: the cache index is unreadable and the folder cannot be removed; "
+                "remove it by hand or make it writable"
+            ) from None
         return ClearResult(str(cache_dir), True, 0, before, reset_corrupt_index=True)
     try:
         with maint_lock(cache_dir):
@@ -175,6 +185,10 @@ def clear_cache(cache_dir: Path) -> ClearResult:
             compact(conn, cache_dir, min_live_fraction=1.0)
         conn.execute("VACUUM")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except (sqlite3.DatabaseError, OSError) as exc:
+        raise CacheError(
+            f"{cache_dir}: cannot clear the cache ({exc}); nothing was removed; make the folder writable"
+        ) from None
     finally:
         conn.close()
     return ClearResult(str(cache_dir), True, count, before - disk_bytes(cache_dir))
@@ -199,10 +213,13 @@ class BuildResult:
 
 def build_cache(
     cache_dir: Path, tokenizer: Any, tokenizer_sha: str, rows: RowSet, *,
-    max_bytes: int, run_id: str, progress: Progress | None = None,
+    max_bytes: int, run_id: str, progress: Progress | None = None, trust_stat: bool = True,
 ) -> BuildResult:
-    """Tokenize every row of `rows` into the cache (see `CachedRowTokenizer`)."""
-    cached = CachedRowTokenizer(cache_dir, tokenizer, tokenizer_sha, max_bytes=max_bytes, run_id=run_id)
+    """Tokenize every row of `rows` into the cache (see `CachedRowTokenizer`).
+    `trust_stat=False` re-reads and re-hashes every file (`dlm cache build --rehash`)."""
+    cached = CachedRowTokenizer(
+        cache_dir, tokenizer, tokenizer_sha, max_bytes=max_bytes, run_id=run_id, trust_stat=trust_stat
+    )
     got = cached.tokenize(rows, progress)
     report = cached.last_report
     return BuildResult(

@@ -51,15 +51,22 @@ def show(path: DocArg, json_out: JsonOpt = False) -> None:
 
 @cache_app.command()
 @reported
-def build(path: DocArg, json_out: JsonOpt = False) -> None:
+def build(
+    path: DocArg,
+    rehash: Annotated[bool, typer.Option(
+        "--rehash", help="Read and hash every source file even when its stat (size, times, inode) "
+        "is unchanged; for edits stat cannot see, like writes through a shared mmap.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
     """Tokenize every row of the document into the cache, without training."""
     from dlm.cache.document import build_document_cache
     from dlm.cli.progress import RichTrainSink
+    from dlm.sources.walk import format_skips
 
     doc, store = load_doc_and_store(path)
     sink = RichTrainSink(quiet=json_out)
     try:
-        result = build_document_cache(doc, store, sink)
+        result = build_document_cache(doc, store, sink, rehash=rehash)
     finally:
         sink.close()
     for warning in result.warnings:
@@ -69,6 +76,7 @@ def build(path: DocArg, json_out: JsonOpt = False) -> None:
         return
     print_table([
         ("rows", f"{result.rows:,} ({result.files_taken:,} source files)"),
+        ("skipped", format_skips(result.files_skipped)),
         ("hits", f"{result.hits:,}"),
         ("misses", f"{result.misses:,}"),
         ("seconds", f"{result.seconds:.2f}"),

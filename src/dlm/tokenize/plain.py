@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from dlm.sources.text import read_file_text, render_file_row
+from dlm.sources.text import display_relpath, read_file_text, render_file_row
 from dlm.tokenize.encode import RowEncoder, RowSpec
 from dlm.tokenize.keys import row_key
 from dlm.tokenize.seam import (
@@ -49,10 +49,11 @@ def text_row_spec(row: TextRow) -> RowSpec:
 
 def read_file_row(row: FileRow) -> ReadFile | str:
     """Read, decode and render a source file; returns `ReadFile` or a skip reason."""
-    got = read_file_text(row)
+    got = read_file_text(row, row.max_bytes)
     if isinstance(got, str):
         return got
-    return ReadFile(RowSpec("source", render_file_row(row.relpath, got.text)), got.lossy)
+    _, lossy_name = display_relpath(row.relpath)
+    return ReadFile(RowSpec("source", render_file_row(row.relpath, got.text)), got.lossy or lossy_name)
 
 
 def spec_key(tokenizer_sha: str, spec: RowSpec) -> str:

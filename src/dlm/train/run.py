@@ -121,7 +121,8 @@ def make_row_tokenizer(store: Store, tokenizer: Any, tok_sha: str, training: Any
         from dlm.cache import CachedRowTokenizer
 
         return CachedRowTokenizer(
-            store.cache_dir, tokenizer, tok_sha, max_bytes=training.cache.max_bytes, run_id=run_id
+            store.cache_dir, tokenizer, tok_sha, max_bytes=training.cache.max_bytes, run_id=run_id,
+            trust_stat=training.cache.trust_stat,
         )
     return PlainRowTokenizer(tokenizer, tok_sha)
 
