@@ -64,7 +64,7 @@ class CacheConfig(_Strict):
 
     enabled: bool = True
     max_bytes: int = Field(default=10 * 2**30, gt=0)
-    prune_older_than_days: YamlFloat = Field(default=90.0, gt=0, le=365_000)
+    prune_older_than_days: YamlFloat = Field(default=90.0, gt=0)
     trust_stat: bool = True
     remote: str | None = Field(default=None, min_length=1)
 
