@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dlm.cache import cache_summary
+from dlm.cache.document import document_cache_summary
 from dlm.metrics import MetricsDB
 from dlm.sources.walk import walk_sources
 from dlm.store import Store
@@ -50,7 +50,7 @@ def show_view(doc: Any, store: Store) -> dict[str, Any]:
         "rows": _rows_by_kind(doc),
         "adapter": {"current": store.current_version(), "versions": store.versions()},
         "last_run": last_run,
-        "training_cache": cache_summary(store.cache_dir),
+        "training_cache": document_cache_summary(store),
     }
 
 

@@ -15,7 +15,7 @@ import pytest
 from cachehelp import FAKE_SHA, FakeTokenizer, all_ids, file_rows, make_tree, row_set, same_rows
 
 from dlm.cache import CachedRowTokenizer, check_cache, clear_cache, export_cache, parse_age, prune_cache
-from dlm.cache.schema import INDEX_NAME, connect
+from dlm.cache.schema import INDEX_NAME, connect_state
 from dlm.cache.segments import segment_dir
 from dlm.errors import CacheError, SourceError, UsageError
 from dlm.sources.walk import walk_sources
@@ -181,7 +181,7 @@ def test_stat_snapshots_of_old_roots_are_pruned(tree: Path, cache_dir: Path, tmp
         checkout = tmp_path / f"checkout-{i}"
         shutil.copytree(tree, checkout)
         cached(cache_dir).tokenize(walked_rows(checkout))
-    conn = connect(cache_dir)
+    conn = connect_state(cache_dir)
     assert conn.execute("SELECT COUNT(*) FROM stat_snapshots").fetchone()[0] == 1
     assert conn.execute("SELECT COUNT(*) FROM roots").fetchone()[0] == 1
 

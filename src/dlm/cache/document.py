@@ -1,9 +1,12 @@
-"""The cache verbs for one document: resolve its tokenizer, rows and settings, then
+"""The cache verbs for one document: resolve its tokenizer, rows, settings and the
+shared store (`dlm.paths.cache_store_dir`; the document's own state stays in
+`store.cache_dir`), then
 call the plain verbs of `dlm.cache.verbs` / `dlm.cache.portable`. `dlm cache ...`
 calls exactly one of these per command."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +23,9 @@ from dlm.cache.verbs import (
     parse_age,
     prune_cache,
 )
+from dlm.cache.shared import clear_document, migrate_legacy
 from dlm.errors import CacheError
+from dlm.paths import cache_store_dir
 from dlm.tokenize.seam import Progress
 
 DAY_S = 86400
@@ -36,31 +41,47 @@ def _tokenizer(doc: Any) -> tuple[Any, str]:
 
 
 def document_cache_summary(store: Any) -> dict[str, Any] | None:
-    """`cache_summary` of the document's store (None: no cache yet)."""
-    return cache_summary(store.cache_dir)
+    """`cache_summary` of the shared store as this document sees it (None: no cache yet)."""
+    migrate_legacy(store.cache_dir, cache_store_dir())
+    return cache_summary(cache_store_dir(), store.cache_dir, store.dlm_id)
 
 
-def prune_document_cache(doc: Any, store: Any, older_than: str | None) -> PruneResult:
+def prune_document_cache(doc: Any, store: Any, older_than: str | None, *, whole_store: bool = False) -> PruneResult:
     """Prune entries unused for `older_than` (`30d`, `12h`; default: the document's
-    `training.cache.prune_older_than_days`).
+    `training.cache.prune_older_than_days`): those only this document uses, or with
+    `whole_store` every such entry of the shared store.
 
     Raises:
         UsageError: a malformed age. CacheError: no cache or an unreadable index.
     """
     seconds = parse_age(older_than) if older_than else doc.frontmatter.training.cache.prune_older_than_days * DAY_S
     _require(store)
-    return prune_cache(store.cache_dir, seconds)
+    if whole_store:
+        return prune_cache(cache_store_dir(), seconds)
+    cutoff = int(max(time.time() - seconds, -(2.0**62)))
+    done = clear_document(cache_store_dir(), store.cache_dir, store.dlm_id, older_than_cutoff_s=cutoff)
+    after = cache_summary(cache_store_dir())
+    return PruneResult(seconds, done.removed_entries, done.removed_bytes, after["entry_bytes"] if after else 0,
+                       0, 0, 0, 0)
 
 
-def clear_document_cache(store: Any) -> ClearResult:
-    """Empty the document's cache (see `clear_cache`)."""
-    return clear_cache(store.cache_dir)
+def clear_document_cache(store: Any, *, whole_store: bool = False) -> ClearResult:
+    """Remove the entries only this document uses and forget its state (entries
+    another document uses stay); with `whole_store`, empty the shared store."""
+    store_dir = cache_store_dir()
+    if whole_store:
+        return clear_cache(store_dir)
+    migrate_legacy(store.cache_dir, store_dir)
+    if cache_summary(store_dir) is None:
+        return ClearResult(str(store.cache_dir), False, 0, 0)
+    done = clear_document(store_dir, store.cache_dir, store.dlm_id)
+    return ClearResult(str(store.cache_dir), True, done.removed_entries, done.removed_bytes)
 
 
 def export_document_cache(store: Any, dest: Path) -> ExportResult:
-    """Write the document's cache to one portable file (see `dlm.cache.portable`)."""
+    """Write the shared store's entries to one portable file (see `dlm.cache.portable`)."""
     _require(store)
-    return export_cache(store.cache_dir, dest)
+    return export_cache(cache_store_dir(), dest)
 
 
 def import_document_cache(doc: Any, store: Any, src: Path) -> ImportResult:
@@ -70,7 +91,7 @@ def import_document_cache(doc: Any, store: Any, src: Path) -> ImportResult:
         CacheError: another tokenizer, a damaged or foreign file.
     """
     _, sha = _tokenizer(doc)
-    return import_cache(store.cache_dir, src, sha, max_bytes=doc.frontmatter.training.cache.max_bytes)
+    return import_cache(cache_store_dir(), src, sha, max_bytes=doc.frontmatter.training.cache.max_bytes)
 
 
 def build_document_cache(
@@ -94,14 +115,15 @@ def build_document_cache(
     result = build_cache(
         store.cache_dir, tokenizer, sha, built.rows,
         max_bytes=cfg.max_bytes, run_id=f"build-{ULID()}", progress=progress,
-        trust_stat=cfg.trust_stat and not rehash,
+        trust_stat=cfg.trust_stat and not rehash, store_dir=cache_store_dir(), doc_id=store.dlm_id,
     )
     skipped = Counter(result.files_skipped) + built.walk.skipped
     return replace(result, files_skipped=dict(skipped), warnings=built.walk.notes + result.warnings)
 
 
 def _require(store: Any) -> None:
-    if cache_summary(store.cache_dir) is None:
+    migrate_legacy(store.cache_dir, cache_store_dir())
+    if cache_summary(cache_store_dir()) is None:
         raise CacheError(
-            f"{store.cache_dir}: no tokenized-section cache yet; run `dlm cache build` or `dlm train` first"
+            f"{cache_store_dir()}: no tokenized-section cache yet; run `dlm cache build` or `dlm train` first"
         )

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from dlm.cache.index import SEG, delete_entry
-from dlm.cache.schema import connect, write_tx
+from dlm.cache.schema import connect, connect_state, write_tx
 from dlm.cache.segments import SegmentReader
 from dlm.errors import CacheError
 from dlm.tokenize.plain import read_file_row, spec_key, text_row_spec
@@ -42,20 +42,21 @@ class CachedRows:
     """The `read` callable of a cached `TokenizedRows`.
 
     Args:
+        dirs: (store folder, the document's state folder).
         loc: int64 [n_rows, 9], each row's entry E (`SEG == IN_MEMORY`: in `mem`).
         keys: row keys; mem: key -> ids of rows not stored in the cache.
         warn: called once per damaged entry met.
     """
 
     def __init__(
-        self, cache_dir: Path, reader: SegmentReader, loc: np.ndarray, keys: list[str],
+        self, dirs: tuple[Path, Path], reader: SegmentReader, loc: np.ndarray, keys: list[str],
         mem: dict[str, np.ndarray], source: RowSource, encode: Callable[[Any], np.ndarray],
         tokenizer_sha: str, stats: TokenizeStats, warn: Callable[[str], None], keepalive: Any = None,
     ) -> None:
         # The run's index connection lives as long as its rows: closing the last
         # connection checkpoints the WAL, work the caller need not wait for.
         self.keepalive = keepalive
-        self.cache_dir, self.reader, self.loc, self.keys, self.mem = cache_dir, reader, loc, keys, mem
+        (self.store_dir, self.state_dir), self.reader, self.loc, self.keys, self.mem = dirs, reader, loc, keys, mem
         self.source, self.encode, self.tokenizer_sha = source, encode, tokenizer_sha
         self.stats, self.warn = stats, warn
         self.healed = 0
@@ -89,13 +90,16 @@ class CachedRows:
 
     def _forget(self, key: str, seg: int, off: int, root: int) -> None:
         try:
-            conn = connect(self.cache_dir)
+            conn = connect(self.store_dir)
             with write_tx(conn):
                 delete_entry(conn, key, seg, off)
-                if root >= 0:
-                    conn.execute(
+            conn.close()
+            if root >= 0:
+                state = connect_state(self.state_dir)
+                with write_tx(state):
+                    state.execute(
                         "DELETE FROM stat_snapshots WHERE tok = ? AND root = ?", (self.source.tok, root)
                     )
-            conn.close()
+                state.close()
         except (sqlite3.DatabaseError, CacheError, OSError):
             pass  # the next run finds the same damage and heals it then

@@ -33,7 +33,8 @@ from dlm.cache.index import (
     valid_rows,
 )
 from dlm.cache.reader import IN_MEMORY, CachedRows, RowSource
-from dlm.cache.schema import connect, read_tx, root_id, tokenizer_id, write_tx
+from dlm.cache.schema import connect, connect_state, read_tx, root_id, store_uuid, tokenizer_id, write_tx
+from dlm.cache.shared import Lease, protected_keys, save_refs
 from dlm.cache.segments import (
     ZSTD_LEVEL,
     SegmentReader,
@@ -77,10 +78,14 @@ class Run:
     def execute(self) -> TokenizedRows:
         started = time.perf_counter()
         o = self.o
-        self.conn = connect(o.cache_dir)
+        self.conn = connect(o.store_dir)
+        self.state = connect_state(o.cache_dir)
+        self._same_store()
         self.tok = tokenizer_id(self.conn, o.tokenizer_sha)
-        self.reader = SegmentReader(o.cache_dir)
-        self.writer = SegmentWriter(o.cache_dir, self.conn, o.options.max_segment_bytes, o.segment_write)
+        self.stok = tokenizer_id(self.state, o.tokenizer_sha)
+        self.lease = Lease(o.store_dir, o.doc_id, o.run_id)
+        self.reader = SegmentReader(o.store_dir)
+        self.writer = SegmentWriter(o.store_dir, self.conn, o.options.max_segment_bytes, o.segment_write)
         self.progress.start("tokenizing", len(self.loc))
         try:
             pending = self._resolve()
@@ -90,6 +95,18 @@ class Run:
         finally:
             self.writer.close()
         return self._assemble(time.perf_counter() - started)
+
+    def _same_store(self) -> None:
+        """Stat snapshots name entry locations of one store: forget them when the
+        document's state was last used with another store (DLM_CACHE_DIR changed)."""
+        uuid = store_uuid(self.conn)
+        row = self.state.execute("SELECT v FROM state_meta WHERE k = 'store'").fetchone()
+        if row and row[0] == uuid:
+            return
+        with write_tx(self.state):
+            if row:
+                self.state.execute("DELETE FROM stat_snapshots")
+            self.state.execute("INSERT OR REPLACE INTO state_meta VALUES ('store', ?)", (uuid,))
 
     # phase 1: resolve without reading -------------------------------------
     def _resolve(self) -> list[int]:
@@ -105,7 +122,7 @@ class Run:
             first = files[int(at[0])]
             p = str(first.path)
             root = p[: len(p) - len(first.relpath) - 1]
-            rid = self.roots.setdefault(root, root_id(self.conn, root))
+            rid = self.roots.setdefault(root, root_id(self.state, root))
             self.groups[rid] = np.concatenate((self.groups.get(rid, np.zeros(0, np.int64)), at + self.n_text))
         self.snaps: dict[int, tuple] = {}
         self.dirty: set[int] = set()
@@ -120,7 +137,7 @@ class Run:
             hit_slots.append(np.array(text_hits, dtype=np.int64))
             hit_rows.append(as_entries([found[self.keys[i]] for i in text_hits]))  # type: ignore[index]
             for rid, slots in self.groups.items():
-                snap, damaged = statindex.load(self.conn, self.tok, rid)
+                snap, damaged = statindex.load(self.state, self.stok, rid)
                 if damaged:
                     self.report.warn(f"stat index of {self._root_path(rid)} was damaged; re-reading its files")
                 self._resolve_root(rid, slots, snap, pending, hit_slots, hit_rows)
@@ -303,9 +320,12 @@ class Run:
         if totals(self.conn)[0] + incoming <= cap:
             return True
         protected = {k for k in self.keys if k} | set(keys)
-        with maint_lock(self.o.cache_dir):
-            result = evict_lru(self.conn, max(0, int(cap * EVICT_TO_FRACTION) - incoming), protected)
-            compact(self.conn, self.o.cache_dir)
+        with maint_lock(self.o.store_dir):
+            running, since = protected_keys(self.conn, self.o.store_dir, self.o.doc_id)
+            result = evict_lru(
+                self.conn, max(0, int(cap * EVICT_TO_FRACTION) - incoming), protected | running, since
+            )
+            compact(self.conn, self.o.store_dir)
         self.report.evicted_entries += result.evicted_entries
         self.report.evicted_bytes += result.evicted_bytes
         return result.bytes_after + incoming <= cap
@@ -323,12 +343,14 @@ class Run:
         with write_tx(self.conn):
             if self.stale:
                 touch(self.conn, self.stale, self.now_s)
+            save_refs(self.conn, self.o.doc_id, (k for k in self.keys if k))
+        with write_tx(self.state):
             for rid in self.dirty:
-                statindex.save(self.conn, self.tok, rid, self._snapshot(rid), time.time_ns())
-            statindex.keep_only(self.conn, self.tok, list(self.groups))
-            self.conn.execute(
+                statindex.save(self.state, self.stok, rid, self._snapshot(rid), time.time_ns())
+            statindex.keep_only(self.state, self.stok, list(self.groups))
+            self.state.execute(
                 "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?)",
-                (self.o.run_id, time.time_ns(), kept, hits, kept - hits, seconds, self.tok),
+                (self.o.run_id, time.time_ns(), kept, hits, kept - hits, seconds, self.stok),
             )
 
     def _snapshot(self, rid: int) -> statindex.Snapshot:
@@ -362,11 +384,11 @@ class Run:
         keys = [self.keys[s] for s in kept] if self.skip else list(self.keys)
         n = len(kept)
         stats = TokenizeStats(n, hits, n - hits, seconds, totals(self.conn)[0])
-        source = RowSource(self.rows, self.n_text, kept, self.root_of_slot, self.tok)
+        source = RowSource(self.rows, self.n_text, kept, self.root_of_slot, self.stok)
         read = CachedRows(
-            self.o.cache_dir, self.reader, loc, keys, self.mem, source,  # type: ignore[arg-type]
+            (self.o.store_dir, self.o.cache_dir), self.reader, loc, keys, self.mem, source,  # type: ignore[arg-type]
             lambda spec: self.o.encoder.encode([spec])[0].ids, self.o.tokenizer_sha, stats,
-            self.report.bad_entry, keepalive=self.conn,
+            self.report.bad_entry, keepalive=(self.conn, self.state, self.lease),
         )
         return TokenizedRows(
             lengths=loc[:, NTOK].copy(),

@@ -1,4 +1,10 @@
-"""The cache index: one SQLite database, `<cache_dir>/index.sqlite`, in WAL mode.
+"""The cache indexes: SQLite databases in WAL mode.
+
+`<store_dir>/index.sqlite`, the shared store's index (`MIGRATIONS`), and
+`<state_dir>/state.sqlite`, one document's state (`STATE_MIGRATIONS`: tokenizers,
+roots, stat_snapshots, runs and state_meta, as described below). The store keeps
+the `roots`, `stat_snapshots` and `runs` tables its older versions had (a store
+opened in one folder with its document's state) but no longer writes them.
 
 Schema (applied by named migrations, in order, on every open; the applied names are
 recorded in `migrations`, so an old index upgrades in place and a blank one is built):
@@ -19,6 +25,9 @@ recorded in `migrations`, so an old index upgrades in place and a blank one is b
     stat_snapshots(tok, root, written_ns, n, data)        -- PK (tok, root); the stat
                                                           -- index, see dlm.cache.statindex
     runs(run_id TEXT PK, finished_ns, total, hits, misses, seconds, tok)
+    doc_refs(doc TEXT PK, keys BLOB, updated_ns)          -- 16-byte keys of each document's
+                                                          -- latest run, sorted
+    store_meta(k TEXT PK, v)                              -- 'uuid': the store's identity
 
 Writes run in `BEGIN IMMEDIATE` transactions; `totals` and `segments.live_*` are
 updated by triggers in the same transaction as the entry change, so the byte total is
@@ -158,6 +167,53 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 
+MIGRATIONS.append((
+    # one store shared by documents: which keys each document's latest run used
+    # (per-document prune/clear, protection of running documents) and the store's
+    # identity (a document's stat snapshots name locations in one store only)
+    "007-shared-store",
+    """
+    CREATE TABLE doc_refs(doc TEXT PRIMARY KEY, keys BLOB NOT NULL, updated_ns INTEGER NOT NULL);
+    CREATE TABLE store_meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
+    INSERT INTO store_meta VALUES ('uuid', lower(hex(randomblob(16))));
+    """,
+))
+
+STATE_NAME = "state.sqlite"
+STATE_MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "001-document-state",
+        """
+        CREATE TABLE tokenizers(id INTEGER PRIMARY KEY, sha TEXT NOT NULL UNIQUE);
+        CREATE TABLE roots(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE);
+        CREATE TABLE stat_snapshots(
+            tok INTEGER NOT NULL, root INTEGER NOT NULL, written_ns INTEGER NOT NULL,
+            n INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (tok, root));
+        CREATE TABLE runs(
+            run_id TEXT PRIMARY KEY, finished_ns INTEGER NOT NULL, total INTEGER NOT NULL,
+            hits INTEGER NOT NULL, misses INTEGER NOT NULL, seconds REAL NOT NULL,
+            tok INTEGER NOT NULL);
+        CREATE TABLE state_meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
+        """,
+    ),
+]
+
+
+def connect_state(state_dir: Path) -> sqlite3.Connection:
+    """Open (creating if needed) a document's cache state, `<state_dir>/state.sqlite`:
+    its tokenizers, roots, stat snapshots and runs (never shared, never sent anywhere).
+
+    Raises:
+        CacheError: as `connect`.
+    """
+    return connect(state_dir, STATE_MIGRATIONS, STATE_NAME)
+
+
+def store_uuid(conn: sqlite3.Connection) -> str:
+    """The identity of a store (random, set when its index is created)."""
+    return str(conn.execute("SELECT v FROM store_meta WHERE k = 'uuid'").fetchone()[0])
+
+
 def key_blob(key: str) -> bytes:
     """The stored form of a row key: the 16 bytes of `xxh3_128:<32 hex>`."""
     if not key.startswith(KEY_PREFIX) or len(key) != len(KEY_PREFIX) + 32:
@@ -170,7 +226,9 @@ def key_text(blob: bytes) -> str:
     return KEY_PREFIX + blob.hex()
 
 
-def connect(cache_dir: Path, migrations: list[tuple[str, str]] = MIGRATIONS) -> sqlite3.Connection:
+def connect(
+    cache_dir: Path, migrations: list[tuple[str, str]] = MIGRATIONS, name: str = INDEX_NAME
+) -> sqlite3.Connection:
     """Open (creating if needed) the index of `cache_dir` and apply pending migrations.
 
     The connection is in autocommit mode; use `write_tx` / `read_tx` for transactions.
@@ -178,7 +236,7 @@ def connect(cache_dir: Path, migrations: list[tuple[str, str]] = MIGRATIONS) -> 
     Raises:
         CacheError: the file is not a SQLite database or cannot be opened.
     """
-    path = cache_dir / INDEX_NAME
+    path = cache_dir / name
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

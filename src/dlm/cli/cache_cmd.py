@@ -20,6 +20,9 @@ cache_app = typer.Typer(
 )
 
 FileArg = Annotated[Path, typer.Argument(help="Path of the portable cache file.", show_default=False)]
+AllOpt = Annotated[bool, typer.Option(
+    "--all", help="Act on the whole shared store (every document's entries), not only the entries "
+    "this document alone uses.")]
 
 
 @cache_app.command()
@@ -35,13 +38,14 @@ def show(path: DocArg, json_out: JsonOpt = False) -> None:
         print_json(summary)
         return
     if summary is None:
-        console.print(f"no cache yet at {store.cache_dir} (run `dlm cache build` or `dlm train`)")
+        console.print("no cache yet for this document (run `dlm cache build` or `dlm train`)")
         return
     if summary["error"]:
         warn_line(summary["error"])
     print_table([
         ("path", summary["path"]),
-        ("entries", f"{summary['entry_count']:,}"),
+        ("entries", f"{summary['entry_count']:,} ({summary['shared_entries']:,} shared with other "
+                    f"documents; {summary['store_entry_count']:,} in the store)"),
         ("size", f"{summary['bytes']:,} bytes on disk ({summary['entry_bytes']:,} in live entries)"),
         ("token dtype", summary["token_dtype"] or "-"),
         ("tokenizer", summary["tokenizer_sha256"] or "-"),
@@ -91,13 +95,14 @@ def prune(
     older_than: Annotated[str | None, typer.Option(
         "--older-than", help="Drop entries unused for this long: 30d, 12h, 45m, 90s "
         "(default: training.cache.prune_older_than_days, else 90d).")] = None,
+    all_: AllOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Drop entries not used for a while, compact segments, reclaim orphaned bytes."""
+    """Drop entries not used for a while that no other document uses (--all: any), compact, reclaim orphans."""
     from dlm.cache.document import prune_document_cache
 
     doc, store = load_doc_and_store(path)
-    result = prune_document_cache(doc, store, older_than)
+    result = prune_document_cache(doc, store, older_than, whole_store=all_)
     if json_out:
         print_json(result.as_dict())
         return
@@ -112,15 +117,17 @@ def prune(
 def clear(
     path: DocArg,
     force: Annotated[bool, typer.Option("--force", help="Do not ask for confirmation.")] = False,
+    all_: AllOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Delete every entry of the document's cache."""
+    """Delete the entries only this document uses and its cache state (--all: the whole shared store)."""
     from dlm.cache.document import clear_document_cache
 
     _, store = load_doc_and_store(path)
     if not force:
-        typer.confirm(f"Delete the tokenized-section cache at {store.cache_dir}?", abort=True)
-    result = clear_document_cache(store)
+        what = "the whole shared tokenized-section store" if all_ else "this document's cache entries"
+        typer.confirm(f"Delete {what}?", abort=True)
+    result = clear_document_cache(store, whole_store=all_)
     if json_out:
         print_json(result.as_dict())
         return

@@ -119,10 +119,11 @@ def make_row_tokenizer(store: Store, tokenizer: Any, tok_sha: str, training: Any
     """The seam implementation for this run: the section cache unless disabled."""
     if use_cache and training.cache.enabled:
         from dlm.cache import CachedRowTokenizer
+        from dlm.paths import cache_store_dir
 
         return CachedRowTokenizer(
             store.cache_dir, tokenizer, tok_sha, max_bytes=training.cache.max_bytes, run_id=run_id,
-            trust_stat=training.cache.trust_stat,
+            trust_stat=training.cache.trust_stat, store_dir=cache_store_dir(), doc_id=store.dlm_id,
         )
     return PlainRowTokenizer(tokenizer, tok_sha)
 
