@@ -34,6 +34,7 @@ from dlm.cache.index import (
 )
 from dlm.cache.reader import IN_MEMORY, CachedRows, RowSource
 from dlm.cache.schema import connect, connect_state, read_tx, root_id, store_uuid, tokenizer_id, write_tx
+from dlm.cache.remote import RemoteTier
 from dlm.cache.shared import Lease, protected_keys, save_refs
 from dlm.cache.segments import (
     ZSTD_LEVEL,
@@ -86,12 +87,16 @@ class Run:
         self.lease = Lease(o.store_dir, o.doc_id, o.run_id)
         self.reader = SegmentReader(o.store_dir)
         self.writer = SegmentWriter(o.store_dir, self.conn, o.options.max_segment_bytes, o.segment_write)
+        self.remote = RemoteTier(o.remote, self.conn, o.store_dir, self.report.warn, self.writer) if o.remote else None
         self.progress.start("tokenizing", len(self.loc))
         try:
             pending = self._resolve()
             self._stream(pending)
             self._fill()
             self._finish(time.perf_counter() - started)
+            if self.remote is not None:
+                self.remote.push(self.encoded)
+                self.report.remote = (self.remote.pulled, self.remote.pushed)
         finally:
             self.writer.close()
         return self._assemble(time.perf_counter() - started)
@@ -242,7 +247,12 @@ class Run:
         keys = [self.keys[slot] for slot, _ in chunk]
         unknown = [k for k in dict.fromkeys(keys) if k not in self.where]
         if unknown:
-            self._take_found(lookup_keys(self.conn, unknown))
+            found = lookup_keys(self.conn, unknown)
+            if self.remote is not None and len(found) < len(unknown):
+                missing = [k for k in unknown if k not in found]
+                if self.remote.pull(missing):  # pull-through: the packs holding them
+                    found.update(lookup_keys(self.conn, missing))
+            self._take_found(found)
         specs: dict[str, RowSpec] = {}
         for (_, spec), key in zip(chunk, keys):
             if key not in self.where:

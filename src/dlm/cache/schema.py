@@ -28,6 +28,7 @@ recorded in `migrations`, so an old index upgrades in place and a blank one is b
     doc_refs(doc TEXT PK, keys BLOB, updated_ns)          -- 16-byte keys of each document's
                                                           -- latest run, sorted
     store_meta(k TEXT PK, v)                              -- 'uuid': the store's identity
+    remotes, remote_seen, remote_entries                  -- the remote tier, dlm.cache.remote
 
 Writes run in `BEGIN IMMEDIATE` transactions; `totals` and `segments.live_*` are
 updated by triggers in the same transaction as the entry change, so the byte total is
@@ -176,6 +177,21 @@ MIGRATIONS.append((
     CREATE TABLE doc_refs(doc TEXT PRIMARY KEY, keys BLOB NOT NULL, updated_ns INTEGER NOT NULL);
     CREATE TABLE store_meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
     INSERT INTO store_meta VALUES ('uuid', lower(hex(randomblob(16))));
+    """,
+))
+
+MIGRATIONS.append((
+    # what each remote tier holds (dlm.cache.remote): index objects read, their entries
+    "008-remote-tier",
+    """
+    CREATE TABLE remotes(id INTEGER PRIMARY KEY, url TEXT NOT NULL UNIQUE);
+    CREATE TABLE remote_seen(remote INTEGER NOT NULL, name TEXT NOT NULL, PRIMARY KEY (remote, name));
+    CREATE TABLE remote_entries(
+        remote INTEGER NOT NULL, key BLOB NOT NULL, tok INTEGER NOT NULL, idx TEXT NOT NULL,
+        pack TEXT NOT NULL, offset INTEGER NOT NULL, nbytes INTEGER NOT NULL, ntokens INTEGER NOT NULL,
+        n_prompt INTEGER NOT NULL, dtype INTEGER NOT NULL, checksum INTEGER NOT NULL,
+        PRIMARY KEY (remote, key)) WITHOUT ROWID;
+    CREATE INDEX remote_entries_by_pack ON remote_entries(remote, pack);
     """,
 ))
 

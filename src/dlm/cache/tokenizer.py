@@ -63,6 +63,7 @@ class CacheRunReport:
     evicted_entries: int = 0
     evicted_bytes: int = 0
     warnings: list[str] = field(default_factory=list)
+    remote: tuple[Any, Any] | None = None  # (pulled, pushed) `RemoteCounts` when a remote is set
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -95,6 +96,8 @@ class CachedRowTokenizer:
             `cache_dir` itself (one folder holding both). A per-document cache left in
             `cache_dir` by an older dlm is moved into the store on first use.
         doc_id: names the document in the store's references (default: `cache_dir`).
+        remote: URL of the remote tier (`dlm.cache.remote`): misses are pulled from it,
+            new entries pushed to it at the end of the run; None: local only.
         tokenizer: a Hugging Face fast tokenizer.
         tokenizer_sha: its `tokenizer_sha256` (part of every key).
         max_bytes: cap on stored entry bytes (default 10 GiB).
@@ -124,7 +127,9 @@ class CachedRowTokenizer:
         trust_stat: bool = True,
         store_dir: Path | None = None,
         doc_id: str | None = None,
+        remote: str | None = None,
     ) -> None:
+        self.remote = remote
         self.cache_dir = Path(cache_dir)
         self.store_dir = Path(store_dir) if store_dir is not None else self.cache_dir
         self.doc_id = doc_id or str(self.cache_dir)
