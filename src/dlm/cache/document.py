@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,10 @@ from dlm.cache.verbs import (
     parse_age,
     prune_cache,
 )
-from dlm.cache.shared import clear_document, migrate_legacy
-from dlm.errors import CacheError
+from dlm.cache.remote import RemoteTier, resolve_remote
+from dlm.cache.schema import connect, key_text
+from dlm.cache.shared import clear_document, migrate_legacy, unpack_keys
+from dlm.errors import CacheError, UsageError
 from dlm.paths import cache_store_dir
 from dlm.tokenize.seam import Progress
 
@@ -95,7 +97,7 @@ def import_document_cache(doc: Any, store: Any, src: Path) -> ImportResult:
 
 
 def build_document_cache(
-    doc: Any, store: Any, progress: Progress | None = None, *, rehash: bool = False
+    doc: Any, store: Any, progress: Progress | None = None, *, rehash: bool = False, remote: str | None = None
 ) -> BuildResult:
     """Tokenize every row of the document into its cache, without training.
     `files_skipped` counts the walk's skips and the read's. `rehash`: read and hash
@@ -116,9 +118,78 @@ def build_document_cache(
         store.cache_dir, tokenizer, sha, built.rows,
         max_bytes=cfg.max_bytes, run_id=f"build-{ULID()}", progress=progress,
         trust_stat=cfg.trust_stat and not rehash, store_dir=cache_store_dir(), doc_id=store.dlm_id,
+        remote=resolve_remote(cfg.remote, remote, doc.path.parent if doc.path else None),
     )
     skipped = Counter(result.files_skipped) + built.walk.skipped
     return replace(result, files_skipped=dict(skipped), warnings=built.walk.notes + result.warnings)
+
+
+@dataclass(frozen=True)
+class RemoteResult:
+    """Outcome of `dlm cache push` / `pull`: entries, objects and stored bytes moved."""
+
+    remote: str
+    entries: int
+    objects: int
+    bytes: int
+    rejected: int
+    seconds: float
+    warnings: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _remote_url(doc: Any, override: str | None) -> str:
+    url = resolve_remote(doc.frontmatter.training.cache.remote, override, doc.path.parent if doc.path else None)
+    if url is None:
+        raise UsageError(
+            "no cache remote: pass --cache-remote URL, set DLM_CACHE_REMOTE, or set training.cache.remote"
+        )
+    return url
+
+
+def _move(doc: Any, store: Any, override: str | None, push: bool) -> RemoteResult:
+    url = _remote_url(doc, override)
+    store_dir = cache_store_dir()
+    migrate_legacy(store.cache_dir, store_dir)
+    warnings: list[str] = []
+    conn = connect(store_dir)
+    try:
+        tier = RemoteTier(url, conn, store_dir, warnings.append)
+        if push:
+            mine = conn.execute("SELECT keys FROM doc_refs WHERE doc = ?", (store.dlm_id,)).fetchone()
+            tier.push([key_text(k) for k in unpack_keys(mine[0])] if mine else [])
+            counts = tier.pushed
+        else:
+            _, sha = _tokenizer(doc)
+            tier.pull(None, tokenizer=sha)
+            counts = tier.pulled
+    finally:
+        conn.close()
+    if not tier.alive:
+        raise CacheError(warnings[-1] if warnings else f"{url}: cache remote unavailable")
+    return RemoteResult(url, counts.entries, counts.objects, counts.bytes, counts.rejected, counts.seconds, warnings)
+
+
+def push_document_cache(doc: Any, store: Any, remote: str | None = None) -> RemoteResult:
+    """Send the entries of the document's latest run that the remote lacks.
+
+    Raises:
+        UsageError: no remote configured. CacheError: the remote is unreachable.
+    """
+    return _move(doc, store, remote, push=True)
+
+
+def pull_document_cache(doc: Any, store: Any, remote: str | None = None) -> RemoteResult:
+    """Fetch every remote entry made with this document's tokenizer that the local
+    store lacks (a fresh machine's warm-up before `dlm train`).
+
+    Raises:
+        UsageError: no remote configured. CacheError: the remote is unreachable, or
+            the local disk is full (nothing half-written is ever indexed).
+    """
+    return _move(doc, store, remote, push=False)
 
 
 def _require(store: Any) -> None:

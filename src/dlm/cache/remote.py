@@ -101,9 +101,10 @@ def bounded(fn: Callable[[], T], timeout_s: float, what: str) -> T:
 class RemoteStore:
     """Objects under one remote URL, through fsspec (see module docstring)."""
 
-    def __init__(self, url: str, timeout_s: float = REMOTE_TIMEOUT_S) -> None:
+    def __init__(self, url: str, timeout_s: float | None = None) -> None:
         import fsspec
 
+        timeout_s = REMOTE_TIMEOUT_S if timeout_s is None else timeout_s
         self.url, self.timeout_s = url, timeout_s
         options: dict[str, Any] = {}
         if url.startswith(("s3://", "s3a://")):
@@ -234,7 +235,7 @@ class RemoteTier:
     """
 
     def __init__(self, url: str, conn: sqlite3.Connection, store_dir: Path, warn: Callable[[str], None],
-                 writer: SegmentWriter | None = None, timeout_s: float = REMOTE_TIMEOUT_S) -> None:
+                 writer: SegmentWriter | None = None, timeout_s: float | None = None) -> None:
         self.url, self.conn, self.store_dir, self.warn = url, conn, Path(store_dir), warn
         self.writer = writer
         self.alive = True

@@ -241,13 +241,13 @@ class BuildResult:
 def build_cache(
     cache_dir: Path, tokenizer: Any, tokenizer_sha: str, rows: RowSet, *,
     max_bytes: int, run_id: str, progress: Progress | None = None, trust_stat: bool = True,
-    store_dir: Path | None = None, doc_id: str | None = None,
+    store_dir: Path | None = None, doc_id: str | None = None, remote: str | None = None,
 ) -> BuildResult:
     """Tokenize every row of `rows` into the cache (see `CachedRowTokenizer`).
     `trust_stat=False` re-reads and re-hashes every file (`dlm cache build --rehash`)."""
     cached = CachedRowTokenizer(
         cache_dir, tokenizer, tokenizer_sha, max_bytes=max_bytes, run_id=run_id, trust_stat=trust_stat,
-        store_dir=store_dir, doc_id=doc_id,
+        store_dir=store_dir, doc_id=doc_id, remote=remote,
     )
     got = cached.tokenize(rows, progress)
     report = cached.last_report

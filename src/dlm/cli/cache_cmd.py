@@ -15,11 +15,14 @@ from dlm.cli.common import DocArg, JsonOpt, load_doc_and_store, print_json, prin
 from dlm.cli.reporter import console, reported, warn_line
 
 cache_app = typer.Typer(
-    help="Inspect and manage the tokenized-section cache (show, build, prune, clear, export, import).",
+    help="Inspect and manage the tokenized-section cache (show, build, prune, clear, export, import, push, pull).",
     no_args_is_help=True,
 )
 
 FileArg = Annotated[Path, typer.Argument(help="Path of the portable cache file.", show_default=False)]
+RemoteOpt = Annotated[str | None, typer.Option(
+    "--cache-remote", help="Remote tier: a folder or fsspec URL (s3://bucket/prefix). Default: "
+    "$DLM_CACHE_REMOTE, else training.cache.remote.", show_default=False)]
 AllOpt = Annotated[bool, typer.Option(
     "--all", help="Act on the whole shared store (every document's entries), not only the entries "
     "this document alone uses.")]
@@ -60,6 +63,7 @@ def build(
     rehash: Annotated[bool, typer.Option(
         "--rehash", help="Read and hash every source file even when its stat (size, times, inode) "
         "is unchanged; for edits stat cannot see, like writes through a shared mmap.")] = False,
+    cache_remote: RemoteOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Tokenize every row of the document into the cache, without training."""
@@ -70,7 +74,7 @@ def build(
     doc, store = load_doc_and_store(path)
     sink = RichTrainSink(quiet=json_out)
     try:
-        result = build_document_cache(doc, store, sink, rehash=rehash)
+        result = build_document_cache(doc, store, sink, rehash=rehash, remote=cache_remote)
     finally:
         sink.close()
     for warning in result.warnings:
@@ -169,3 +173,36 @@ def import_(path: DocArg, file: FileArg, json_out: JsonOpt = False) -> None:
     console.print(
         f"imported {result.entries_imported:,} entries ({result.already_present:,} already present)"
     )
+
+
+def _render_moved(result, verb: str, json_out: bool) -> None:  # type: ignore[no-untyped-def]
+    for warning in result.warnings:
+        warn_line(warning)
+    if json_out:
+        print_json(result.as_dict())
+        return
+    rate = result.bytes / result.seconds / 1e6 if result.seconds > 0 else 0.0
+    console.print(
+        f"{verb} {result.entries:,} entries in {result.objects:,} objects ({result.bytes:,} bytes, "
+        f"{rate:.1f} MB/s) {'to' if verb == 'pushed' else 'from'} {result.remote}"
+    )
+
+
+@cache_app.command()
+@reported
+def push(path: DocArg, cache_remote: RemoteOpt = None, json_out: JsonOpt = False) -> None:
+    """Send the entries of the document's latest run that the remote tier lacks."""
+    from dlm.cache.document import push_document_cache
+
+    doc, store = load_doc_and_store(path)
+    _render_moved(push_document_cache(doc, store, cache_remote), "pushed", json_out)
+
+
+@cache_app.command()
+@reported
+def pull(path: DocArg, cache_remote: RemoteOpt = None, json_out: JsonOpt = False) -> None:
+    """Fetch every remote entry made with the document's tokenizer that the local store lacks."""
+    from dlm.cache.document import pull_document_cache
+
+    doc, store = load_doc_and_store(path)
+    _render_moved(pull_document_cache(doc, store, cache_remote), "pulled", json_out)
