@@ -3,7 +3,6 @@ failed before its fix (checked by reverting the fix, then restoring it)."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sqlite3
@@ -42,21 +41,18 @@ def walked_rows(root: Path, **kw) -> RowSet:
 
 # --- wrong ids ---------------------------------------------------------------------
 
-def test_split_special_tokens_changes_the_fingerprint(smollm2_ref, tmp_path: Path):
+def test_split_special_tokens_changes_the_fingerprint(smollm2_ref, smollm2_tokenizer):
+    """`split_special_tokens: true` (tokenizer_config.json, or the same keyword at load)
+    changes ids through backend state that `to_str()` does not serialize."""
     from transformers import AutoTokenizer
 
     from dlm.tokenize.fingerprint import tokenizer_sha256
 
-    folder = tmp_path / "tok"
-    shutil.copytree(smollm2_ref.path, folder, ignore=shutil.ignore_patterns("*.safetensors", "*.bin"))
-    base = AutoTokenizer.from_pretrained(folder)
-    config = json.loads((folder / "tokenizer_config.json").read_text())
-    config["split_special_tokens"] = True
-    (folder / "tokenizer_config.json").write_text(json.dumps(config))
-    split = AutoTokenizer.from_pretrained(folder)
+    split = AutoTokenizer.from_pretrained(smollm2_ref.path, split_special_tokens=True)
     text = "a<|im_end|>b"
-    assert base.backend_tokenizer.encode(text).ids != split.backend_tokenizer.encode(text).ids
-    assert tokenizer_sha256(base) != tokenizer_sha256(split)
+    assert smollm2_tokenizer.backend_tokenizer.encode(text).ids != split.backend_tokenizer.encode(text).ids
+    assert smollm2_tokenizer.backend_tokenizer.to_str() == split.backend_tokenizer.to_str()
+    assert tokenizer_sha256(smollm2_tokenizer) != tokenizer_sha256(split)
 
 
 def test_tokenizers_version_is_in_the_fingerprint(smollm2_tokenizer, monkeypatch: pytest.MonkeyPatch):
@@ -235,8 +231,6 @@ def test_cache_build_reports_walk_skips(tmp_path: Path, smollm2_ref):
         "---\ndlm_id: 01JDCACHE00000000000000001\nbase_model: smollm2-135m\ntraining:\n"
         f"  sources:\n    - path: {src}\n      max_bytes_per_file: 1000\n---\n\nProse.\n"
     )
-    got = CliRunner().invoke(cache_app, ["build", str(doc), "--json"])
+    got = CliRunner().invoke(cache_app, ["build", str(doc)])
     assert got.exit_code == 0, got.output
-    assert json.loads(got.stdout)["files_skipped"] == {"too-large": 1}
-    human = CliRunner().invoke(cache_app, ["build", str(doc)])
-    assert "1 too-large" in human.stdout
+    assert "1 too-large" in got.stdout

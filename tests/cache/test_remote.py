@@ -118,10 +118,16 @@ def tmp_tree_pack(url: str) -> bytes:
         return next(Path(other, "packs").iterdir()).read_bytes()
 
 
-@pytest.mark.parametrize("how", ["truncated", "bit-flipped", "overwritten"])
-@pytest.mark.parametrize("folder", ["packs", "index"])
-def test_damaged_remote_object_is_a_miss_never_wrong_ids(tree: Path, tmp_path: Path, remote_url: str,
+DAMAGE = [(kind, folder, how) for folder in ("packs", "index") for how in ("truncated", "bit-flipped", "overwritten")
+          for kind in ("dir", "s3") if kind == "dir" or how == "overwritten"]
+
+
+@pytest.mark.parametrize(("kind", "folder", "how"), DAMAGE)
+def test_damaged_remote_object_is_a_miss_never_wrong_ids(tree: Path, tmp_path: Path, request, kind: str,
                                                          folder: str, how: str):
+    """Every damage on the folder remote; on S3, the overwrite at the same URL (the
+    rest is the same verification, whatever the transport)."""
+    remote_url = str(tmp_path / "remote-folder") if kind == "dir" else request.getfixturevalue("s3_bucket")
     rows = row_set(tree)
     run_home(tmp_path / "h1", rows, remote_url)
     _damage(remote_url, folder, how)
