@@ -75,6 +75,7 @@ def train(
     path: DocArg,
     max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Override training.max_steps.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Bypass the tokenized-section cache without touching it.")] = False,
+    cache_remote: Annotated[str | None, typer.Option("--cache-remote", help="Remote tier of the cache: a folder or fsspec URL (s3://bucket/prefix); default $DLM_CACHE_REMOTE, else training.cache.remote.", show_default=False)] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Refuse source symlinks that leave their root instead of skipping them.")] = False,
     strict_lock: Annotated[bool, typer.Option("--strict-lock", help="Treat every lock warning as an error.")] = False,
     update_lock: Annotated[bool, typer.Option("--update-lock", help="Skip lock validation and write a new lock.")] = False,
@@ -89,7 +90,8 @@ def train(
 
     mode = resolve_lock_mode(strict=strict_lock, update=update_lock, ignore=ignore_lock)
     doc, _ = load_doc_and_store(path)
-    options = TrainOptions(max_steps=max_steps, use_cache=not no_cache, strict_sources=strict, lock_mode=mode)
+    options = TrainOptions(max_steps=max_steps, use_cache=not no_cache, strict_sources=strict, lock_mode=mode,
+                           cache_remote=cache_remote)
     sink = RichTrainSink(quiet=json_out)
     try:
         report = train_document(doc, options, sink)

@@ -42,6 +42,7 @@ class TrainOptions:
     use_cache: bool = True
     strict_sources: bool = False
     lock_mode: Any = None  # dlm.lock.LockMode; None means the default mode
+    cache_remote: str | None = None  # overrides $DLM_CACHE_REMOTE and training.cache.remote
 
 
 class TrainSink(StepSink, Progress):
@@ -116,7 +117,8 @@ def lora_run_for(training: Any, options: TrainOptions) -> LoraRun:
 
 
 def make_row_tokenizer(
-    store: Store, tokenizer: Any, tok_sha: str, training: Any, run_id: str, use_cache: bool, base_dir: Any = None
+    store: Store, tokenizer: Any, tok_sha: str, training: Any, run_id: str, use_cache: bool, base_dir: Any = None,
+    cache_remote: str | None = None,
 ) -> Any:
     """The seam implementation for this run: the section cache (shared store, remote
     tier when configured) unless disabled."""
@@ -128,7 +130,7 @@ def make_row_tokenizer(
         return CachedRowTokenizer(
             store.cache_dir, tokenizer, tok_sha, max_bytes=training.cache.max_bytes, run_id=run_id,
             trust_stat=training.cache.trust_stat, store_dir=cache_store_dir(), doc_id=store.dlm_id,
-            remote=resolve_remote(training.cache.remote, base_dir=base_dir),
+            remote=resolve_remote(training.cache.remote, cache_remote, base_dir),
         )
     return PlainRowTokenizer(tokenizer, tok_sha)
 
@@ -154,7 +156,9 @@ def train_document(doc: Any, options: TrainOptions = TrainOptions(), sink: Any =
         built = build_rows(doc, tokenizer, strict=options.strict_sources)
         for note in built.walk.notes:
             sink.on_message(note)
-        row_tokenizer = make_row_tokenizer(store, tokenizer, tok_sha, training, run_id, options.use_cache, base_dir)
+        row_tokenizer = make_row_tokenizer(
+            store, tokenizer, tok_sha, training, run_id, options.use_cache, base_dir, options.cache_remote
+        )
         tokenized = row_tokenizer.tokenize(built.rows, sink)
         cache_report = getattr(row_tokenizer, "last_report", None)  # only the cache has one
         for warning in cache_report.warnings if cache_report else ():
