@@ -5,7 +5,8 @@
                                  adapter versions with their run ids and sha256
         dlm.lock                 determinism lock (dlm.lock package)
         metrics.sqlite           runs and per-step loss (dlm.metrics)
-        tokenized-cache/         tokenized-section cache (dlm.cache)
+        tokenized-cache/         this document's cache state (dlm.cache; entries live in
+                                 the shared store, dlm.paths.cache_store_dir)
         adapter/
             current              text file naming the current version, e.g. "v0003"
             versions/v0001/      a peft adapter folder (adapter_model.safetensors, ...)
