@@ -234,3 +234,14 @@ def test_cache_build_reports_walk_skips(tmp_path: Path, smollm2_ref):
     got = CliRunner().invoke(cache_app, ["build", str(doc)])
     assert got.exit_code == 0, got.output
     assert "1 too-large" in got.stdout
+
+
+def test_train_lock_in_a_home_that_cannot_be_written(tmp_path: Path):
+    from dlm.errors import StoreError
+    from dlm.store.store import Store
+
+    blocker = tmp_path / "home"
+    blocker.write_text("a file where the store folder should be")
+    with pytest.raises(StoreError, match="cannot write the document's store"):
+        with Store("01JD", blocker / "store" / "01JD").train_lock():
+            pass
