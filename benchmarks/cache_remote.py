@@ -99,6 +99,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "dlm-bench")
     parser.add_argument("--stdlib", action="store_true", help="the standard library instead of Linux")
     parser.add_argument("--linux-max-file-bytes", type=int, default=8192)
+    parser.add_argument("--reuse-cold", action="store_true",
+                        help="keep home A and the folder remote of the previous run (skip the cold encode)")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     corpus = stdlib_corpus() if args.stdlib else linux_corpus(args.work, args.linux_max_file_bytes)
@@ -106,13 +108,23 @@ def main() -> None:
     tok = load_tokenizer(resolve_base_model("smollm2-135m"))
     sha = tokenizer_sha256(tok)
     base = args.work / "remote-bench"
-    shutil.rmtree(base, ignore_errors=True)
+    previous = args.work / "cache_remote.json"
+    res: dict[str, Any] = {"corpus": name}
+    if args.reuse_cold and previous.exists() and (base / "A").is_dir():
+        old = json.loads(previous.read_text())
+        res.update(cold=old["cold"], push_folder_s=old["push_folder_s"], pushed_bytes=old["pushed_bytes"],
+                   cold_reused=True)
+        for home in ("B", "C"):
+            shutil.rmtree(base / home, ignore_errors=True)
+        shutil.rmtree(base / "A" / "doc2", ignore_errors=True)
+    else:
+        shutil.rmtree(base, ignore_errors=True)
     folder_remote = str(base / "remote-folder")
     server, s3_remote = start_s3(base)
     try:
-        res: dict[str, Any] = {"corpus": name}
-        res["cold"] = ready(corpus, base / "A", tok, sha, "doc1", folder_remote, "cold")
-        res["push_folder_s"], res["pushed_bytes"] = res["cold"]["push_s"], res["cold"]["pushed_bytes"]
+        if "cold" not in res:
+            res["cold"] = ready(corpus, base / "A", tok, sha, "doc1", folder_remote, "cold")
+            res["push_folder_s"], res["pushed_bytes"] = res["cold"]["push_s"], res["cold"]["pushed_bytes"]
         # the S3 remote gets the same entries through an explicit push from home A
         from dlm.cache.remote import RemoteTier
 

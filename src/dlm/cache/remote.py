@@ -280,12 +280,13 @@ class RemoteTier:
             self.pulled.rejected += 1
             self.warn(f"{self.url}/index/{name}: damaged or foreign index object; ignored (a miss, never wrong ids)")
             return 0
-        toks = [tokenizer_id(self.conn, sha) for sha in index.tokenizers]
-        rows = [
-            (self.rid, bytes(index.keys[i]), toks[int(index.tok[i])], name, index.pack,
-             *(int(index.cols[f][i]) for f, _ in _FIELDS))
-            for i in range(index.keys.shape[0])
-        ]
+        toks = np.array([tokenizer_id(self.conn, sha) for sha in index.tokenizers], dtype=np.int64)
+        order = np.lexsort(index.keys.T[::-1])  # key order: B-tree inserts stay sequential
+        keys = index.keys[order].tobytes()
+        cols = [toks[index.tok[order].astype(np.int64)].tolist()] + [index.cols[f][order].tolist() for f, _ in _FIELDS]
+        rid = self.rid
+        rows = [(rid, keys[16 * i : 16 * i + 16], c[0], name, index.pack, *c[1:])
+                for i, c in enumerate(zip(*cols))]
         with write_tx(self.conn):
             self.conn.executemany("INSERT OR IGNORE INTO remote_entries VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
             self.conn.execute("INSERT OR IGNORE INTO remote_seen VALUES (?, ?)", (self.rid, name))
@@ -380,8 +381,9 @@ class RemoteTier:
         now = int(time.time())
         cols = np.array([[seg, o, *g[3], 0, now] for g, o in zip(good, offsets)], dtype=np.int64)
         cols[:, 7] = meta_check(cols)
+        rows = sorted((key_text(g[0]), g[1], *c) for g, c in zip(good, cols.tolist()))
         with write_tx(self.conn):
-            insert_entries(self.conn, [(key_text(g[0]), g[1], *c) for g, c in zip(good, cols.tolist())])
+            insert_entries(self.conn, rows)
         self.pulled.entries += len(good)
         return len(good)
 
