@@ -42,9 +42,9 @@ from section_cache import linux_corpus, stdlib_corpus
 from dlm.cache import CachedRowTokenizer
 from dlm.cache.schema import connect
 from dlm.models import load_tokenizer, resolve_base_model
-from dlm.sources.walk import walk_sources
+from dlm.rows.walk import walk_sources
 from dlm.tokenize.fingerprint import tokenizer_sha256
-from dlm.tokenize.seam import RowSet
+from dlm.rows.types import RowSet
 
 
 def free_port() -> int:

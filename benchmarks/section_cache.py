@@ -9,7 +9,7 @@ For each corpus, in one process, side by side, on the real SmolLM2 tokenizer:
 
 - raw: read every file and `encode_batch` it (batches of 1000), nothing stored —
   the least work any uncached path does;
-- cold / warm / one file edited / sequence_len changed: `dlm.sources.walk` +
+- cold / warm / one file edited / sequence_len changed: `dlm.rows.walk` +
   `CachedRowTokenizer.tokenize`, timed from walk start until `TokenizedRows` is
   ready (sequence_len changed also builds the window dataset at a new length);
 - `datasets`: `Dataset.from_generator` over the same files (its fingerprint covers
@@ -46,10 +46,10 @@ from typing import Any
 from dlm.cache import CachedRowTokenizer
 from dlm.cache.verbs import disk_bytes
 from dlm.models import load_tokenizer, resolve_base_model
-from dlm.sources.text import read_file_text, render_file_row
-from dlm.sources.walk import walk_sources
+from dlm.rows.read import read_file_text, render_file_row
+from dlm.rows.types import RowSet
+from dlm.rows.walk import walk_sources
 from dlm.tokenize.fingerprint import tokenizer_sha256
-from dlm.tokenize.seam import RowSet
 
 LINUX_TAR = Path("/usr/src/linux-source-6.1.tar.xz")
 BATCH = 1000

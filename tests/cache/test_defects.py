@@ -17,9 +17,9 @@ from dlm.cache import CachedRowTokenizer, check_cache, clear_cache, export_cache
 from dlm.cache.schema import INDEX_NAME, connect_state
 from dlm.cache.segments import segment_dir
 from dlm.errors import CacheError, SourceError, UsageError
-from dlm.sources.walk import walk_sources
+from dlm.rows.walk import walk_sources
 from dlm.tokenize.plain import PlainRowTokenizer
-from dlm.tokenize.seam import FileRow, RowSet
+from dlm.rows.types import FileRow, RowSet
 
 
 def cached(cache_dir: Path, **kw) -> CachedRowTokenizer:

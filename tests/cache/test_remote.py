@@ -77,7 +77,7 @@ def test_tokenizer_swapped(tree: Path, tmp_path: Path, remote_url: str):
 def test_chat_template_changed(tree: Path, tmp_path: Path, remote_url: str):
     rows = row_set(tree)
     run_home(tmp_path / "h1", rows, remote_url)
-    from dlm.tokenize.seam import RowSet, TextRow
+    from dlm.rows.types import RowSet, TextRow
 
     changed = RowSet(rows.text_rows[:-1] + [TextRow("instruction", "<|user|>hi<|bot|>yo", "doc.dlm:99",
                                                     prompt_text="<|user|>hi<|bot|>")], rows.file_rows)

@@ -1,18 +1,21 @@
 """`dlm cache ...`: inspect and manage a document's tokenized-section cache.
 
-Each command parses, calls one function of `dlm.cache.document`, and renders the
+Each command parses, calls one function of `dlm.actions.cache`, and renders the
 result (rich on a terminal, `--json` for machines).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dlm.cli.common import DocArg, JsonOpt, load_doc_and_store, print_json, print_table
+from dlm.cli.common import DocArg, JsonOpt, print_json, print_table
 from dlm.cli.reporter import console, reported, warn_line
+
+if TYPE_CHECKING:
+    from dlm.actions.cache import RemoteResult
 
 cache_app = typer.Typer(
     help="Inspect and manage the tokenized-section cache (show, build, prune, clear, export, import, push, pull).",
@@ -32,11 +35,9 @@ AllOpt = Annotated[bool, typer.Option(
 @reported
 def show(path: DocArg, json_out: JsonOpt = False) -> None:
     """Show the cache's path, entries, size, token dtype, tokenizer and last-run hit rate."""
-    from dlm.cache import format_hit_rate
-    from dlm.cache.document import document_cache_summary
+    from dlm.actions.cache import cache_show, format_hit_rate
 
-    _, store = load_doc_and_store(path)
-    summary = document_cache_summary(store)
+    summary = cache_show(path)
     if json_out:
         print_json(summary)
         return
@@ -67,20 +68,19 @@ def build(
     json_out: JsonOpt = False,
 ) -> None:
     """Tokenize every row of the document into the cache, without training."""
-    from dlm.cache.document import build_document_cache
+    from dlm.actions.cache import cache_build
     from dlm.cli.progress import RichTrainSink
-    from dlm.sources.walk import format_skips
+    from dlm.actions.cache import format_skips
 
-    doc, store = load_doc_and_store(path)
     sink = RichTrainSink(quiet=json_out)
     try:
-        result = build_document_cache(doc, store, sink, rehash=rehash, remote=cache_remote)
+        result = cache_build(path, sink, rehash=rehash, remote=cache_remote)
     finally:
         sink.close()
     for warning in result.warnings:
         warn_line(warning)
     if json_out:
-        print_json(result.as_dict())
+        print_json(result)
         return
     print_table([
         ("rows", f"{result.rows:,} ({result.files_taken:,} source files)"),
@@ -103,12 +103,11 @@ def prune(
     json_out: JsonOpt = False,
 ) -> None:
     """Drop entries not used for a while that no other document uses (--all: any), compact, reclaim orphans."""
-    from dlm.cache.document import prune_document_cache
+    from dlm.actions.cache import cache_prune
 
-    doc, store = load_doc_and_store(path)
-    result = prune_document_cache(doc, store, older_than, whole_store=all_)
+    result = cache_prune(path, older_than, whole_store=all_)
     if json_out:
-        print_json(result.as_dict())
+        print_json(result)
         return
     console.print(
         f"pruned {result.removed_entries:,} entries ({result.removed_bytes:,} bytes); "
@@ -125,15 +124,14 @@ def clear(
     json_out: JsonOpt = False,
 ) -> None:
     """Delete the entries only this document uses and its cache state (--all: the whole shared store)."""
-    from dlm.cache.document import clear_document_cache
+    from dlm.actions.cache import cache_clear
 
-    _, store = load_doc_and_store(path)
     if not force:
         what = "the whole shared tokenized-section store" if all_ else "this document's cache entries"
         typer.confirm(f"Delete {what}?", abort=True)
-    result = clear_document_cache(store, whole_store=all_)
+    result = cache_clear(path, whole_store=all_)
     if json_out:
-        print_json(result.as_dict())
+        print_json(result)
         return
     console.print(
         f"cleared {result.removed_entries:,} entries ({result.removed_bytes:,} bytes)"
@@ -145,14 +143,13 @@ def clear(
 @reported
 def export_(path: DocArg, file: FileArg, json_out: JsonOpt = False) -> None:
     """Write the cache's entries to one portable file (a tar)."""
-    from dlm.cache.document import export_document_cache
+    from dlm.actions.cache import cache_export
 
-    _, store = load_doc_and_store(path)
-    result = export_document_cache(store, file)
+    result = cache_export(path, file)
     if result.corrupt_skipped:
         warn_line(f"{result.corrupt_skipped} damaged entries were left out")
     if json_out:
-        print_json(result.as_dict())
+        print_json(result)
         return
     console.print(f"exported {result.entries:,} entries to {result.path} ({result.bytes:,} bytes)")
 
@@ -161,25 +158,24 @@ def export_(path: DocArg, file: FileArg, json_out: JsonOpt = False) -> None:
 @reported
 def import_(path: DocArg, file: FileArg, json_out: JsonOpt = False) -> None:
     """Admit entries from a portable file made with the same tokenizer (checksums verified)."""
-    from dlm.cache.document import import_document_cache
+    from dlm.actions.cache import cache_import
 
-    doc, store = load_doc_and_store(path)
-    result = import_document_cache(doc, store, file)
+    result = cache_import(path, file)
     if result.corrupt_skipped:
         warn_line(f"{result.corrupt_skipped} damaged entries were skipped")
     if json_out:
-        print_json(result.as_dict())
+        print_json(result)
         return
     console.print(
         f"imported {result.entries_imported:,} entries ({result.already_present:,} already present)"
     )
 
 
-def _render_moved(result, verb: str, json_out: bool) -> None:  # type: ignore[no-untyped-def]
+def _render_moved(result: RemoteResult, verb: str, json_out: bool) -> None:
     for warning in result.warnings:
         warn_line(warning)
     if json_out:
-        print_json(result.as_dict())
+        print_json(result)
         return
     rate = result.bytes / result.seconds / 1e6 if result.seconds > 0 else 0.0
     console.print(
@@ -192,17 +188,15 @@ def _render_moved(result, verb: str, json_out: bool) -> None:  # type: ignore[no
 @reported
 def push(path: DocArg, cache_remote: RemoteOpt = None, json_out: JsonOpt = False) -> None:
     """Send the entries of the document's latest run that the remote tier lacks."""
-    from dlm.cache.document import push_document_cache
+    from dlm.actions.cache import cache_push
 
-    doc, store = load_doc_and_store(path)
-    _render_moved(push_document_cache(doc, store, cache_remote), "pushed", json_out)
+    _render_moved(cache_push(path, cache_remote), "pushed", json_out)
 
 
 @cache_app.command()
 @reported
 def pull(path: DocArg, cache_remote: RemoteOpt = None, json_out: JsonOpt = False) -> None:
     """Fetch every remote entry made with the document's tokenizer that the local store lacks."""
-    from dlm.cache.document import pull_document_cache
+    from dlm.actions.cache import cache_pull
 
-    doc, store = load_doc_and_store(path)
-    _render_moved(pull_document_cache(doc, store, cache_remote), "pulled", json_out)
+    _render_moved(cache_pull(path, cache_remote), "pulled", json_out)

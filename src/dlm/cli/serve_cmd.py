@@ -1,6 +1,6 @@
 """`dlm serve`: an OpenAI-compatible server for a document's adapter.
 
-Thin: `dlm.serve.run` resolves settings and builds the app; this module parses flags,
+Thin: `dlm.actions.serving` resolves settings and builds the app; this module parses flags,
 prints where it listens, and runs uvicorn in the foreground until Ctrl-C.
 """
 
@@ -13,6 +13,7 @@ import typer
 
 from dlm.cli.common import DocArg
 from dlm.cli.reporter import console, reported, warn_line
+from dlm.defaults import DEFAULT_HOST, DEFAULT_PORT
 
 
 def register(app: typer.Typer) -> None:
@@ -24,10 +25,10 @@ def serve(
     path: DocArg,
     host: Annotated[
         str, typer.Option("--host", help="Address to listen on (loopback by default).")
-    ] = "127.0.0.1",
+    ] = DEFAULT_HOST,
     port: Annotated[
         int, typer.Option("--port", min=0, max=65535, help="TCP port (0: any free port).")
-    ] = 8000,
+    ] = DEFAULT_PORT,
     config: Annotated[
         Optional[Path],
         typer.Option(
@@ -67,7 +68,7 @@ def serve(
     no_adapter: Annotated[bool, typer.Option("--no-adapter", help="Serve the base model alone.")] = False,
 ) -> None:
     """Serve the base model with the document's current adapter (OpenAI-compatible API)."""
-    from dlm.serve.run import ServeOptions, bind_warning, build_app, serve_forever
+    from dlm.actions.serving import ServeOptions, bind_warning, build_app, serve_forever
 
     flags = {
         "enable_l0": enable_l0,

@@ -18,8 +18,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from ulid import ULID
 
+from dlm.defaults import DEFAULT_BASE_MODEL, DEFAULT_CACHE_MAX_BYTES
+
 SUPPORTED_DLM_VERSION = 1
-DEFAULT_BASE_MODEL = "smollm2-135m"
 
 _NUMERIC = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
@@ -63,7 +64,7 @@ class CacheConfig(_Strict):
     pulled from on a miss and pushed to after a run."""
 
     enabled: bool = True
-    max_bytes: int = Field(default=10 * 2**30, gt=0)
+    max_bytes: int = Field(default=DEFAULT_CACHE_MAX_BYTES, gt=0)
     prune_older_than_days: YamlFloat = Field(default=90.0, gt=0)
     trust_stat: bool = True
     remote: str | None = Field(default=None, min_length=1)

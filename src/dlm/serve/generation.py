@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from dlm.infer.generate import with_system_prompt
+from dlm.chat import with_system_prompt
 from dlm.serve.tokcache import CachedTokenizer
 
 

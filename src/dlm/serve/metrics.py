@@ -31,7 +31,7 @@ class _CacheCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         stats = self._cached.stats()
-        families = {
+        families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
             "hits": CounterMetricFamily(
                 "dlm_tokenizer_cache_hits", "Cache lookups that hit.", labels=["level"]
             ),

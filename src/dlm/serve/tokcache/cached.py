@@ -112,12 +112,10 @@ class CachedTokenizer:
 
     Args:
         tokenizer: the fast tokenizer; every attribute not defined here is read from it.
-        config: which levels are on and their sizes (validated here).
+        config: which levels are on and their sizes (a validated pydantic model; default:
+            both levels off).
         stores: shared stores; default: fresh ones sized by `config`.
         fingerprint: the tokenizer's `tokenizer_sha256`, when already known.
-
-    Raises:
-        TokenizerCacheConfigError: invalid `config`.
     """
 
     def __init__(
@@ -128,7 +126,7 @@ class CachedTokenizer:
         stores: CacheStores | None = None,
         fingerprint: str | None = None,
     ):
-        config = (config or TokenizerCacheConfig()).validate()
+        config = config or TokenizerCacheConfig()
         backend = tokenizer.backend_tokenizer
         self._tok = tokenizer
         self._backend = backend
@@ -280,7 +278,7 @@ class CachedTokenizer:
         plan = self.plan
         if plan.bypass_re is not None and plan.bypass_re.search(data):
             return None
-        l1: LruStore = self._l1  # type: ignore[assignment]
+        l1: LruStore = self._l1  # type: ignore[assignment]  # callers check L1 is enabled first
         seen: list[int] = []
         keys: list[tuple[str, int]] = []
         found_at, prefix = l1.deepest(self._probe_keys(data, self._probe_starts(data), seen, keys))
@@ -324,7 +322,7 @@ class CachedTokenizer:
         return prefix.ids, rest, ids
 
     def _encode_storing_all(self, data: bytes, starts: list[int], keys: list[Any]) -> array:
-        l1: LruStore = self._l1  # type: ignore[assignment]
+        l1: LruStore = self._l1  # type: ignore[assignment]  # callers check L1 is enabled first
         packed = self._pack(())
         begin = 0
         for end, key in zip(starts, keys, strict=True):

@@ -1,8 +1,7 @@
-"""The cache verbs for one document: resolve its tokenizer, rows, settings and the
-shared store (`dlm.paths.cache_store_dir`; the document's own state stays in
-`store.cache_dir`), then
-call the plain verbs of `dlm.cache.verbs` / `dlm.cache.portable`. `dlm cache ...`
-calls exactly one of these per command."""
+"""The cache verbs for one document: resolve its store, tokenizer, rows, settings and
+the shared section store (`dlm.paths.cache_store_dir`; the document's own state stays
+in `store.cache_dir`), then call the plain verbs of the section cache (`dlm.cache`).
+`dlm cache ...` calls exactly one of these per command."""
 
 from __future__ import annotations
 
@@ -12,43 +11,65 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dlm.cache.portable import ExportResult, ImportResult, export_cache, import_cache
-from dlm.cache.verbs import (
+from dlm.actions.common import DocPath, base_tokenizer, doc_dir, open_document
+from dlm.cache import (
     BuildResult,
     ClearResult,
+    ExportResult,
+    ImportResult,
     PruneResult,
     build_cache,
     cache_summary,
     clear_cache,
+    export_cache,
+    format_hit_rate,
+    import_cache,
     parse_age,
     prune_cache,
 )
-from dlm.cache.remote import RemoteTier, resolve_remote
+from dlm.cache.remote import RemoteCounts, RemoteTier, resolve_remote
 from dlm.cache.schema import connect, key_text
 from dlm.cache.shared import clear_document, migrate_legacy, unpack_keys
+from dlm.doc import Document
 from dlm.errors import CacheError, UsageError
 from dlm.paths import cache_store_dir
+from dlm.rows.walk import format_skips
+from dlm.store import Store
 from dlm.tokenize.seam import Progress
 
 DAY_S = 86400
+__all__ = [
+    "RemoteResult", "cache_build", "cache_clear", "cache_dir", "cache_export", "cache_import", "cache_prune",
+    "cache_pull", "cache_push", "cache_show", "format_hit_rate", "format_skips",
+]
 
 
-def _tokenizer(doc: Any) -> tuple[Any, str]:
-    from dlm.models import load_tokenizer, resolve_base_model
-    from dlm.tokenize.fingerprint import tokenizer_sha256
-
-    ref = resolve_base_model(doc.frontmatter.base_model, relative_to=doc.path.parent if doc.path else None)
-    tokenizer = load_tokenizer(ref)
-    return tokenizer, tokenizer_sha256(tokenizer)
+def cache_dir(path: DocPath) -> Path:
+    """Where the document's cache state lives (it may not exist yet); its entries live
+    in the shared store, `dlm.paths.cache_store_dir()`."""
+    return open_document(path)[1].cache_dir
 
 
-def document_cache_summary(store: Any) -> dict[str, Any] | None:
-    """`cache_summary` of the shared store as this document sees it (None: no cache yet)."""
+def _summary(store: Store) -> dict[str, Any] | None:
     migrate_legacy(store.cache_dir, cache_store_dir())
     return cache_summary(cache_store_dir(), store.cache_dir, store.dlm_id)
 
 
-def prune_document_cache(doc: Any, store: Any, older_than: str | None, *, whole_store: bool = False) -> PruneResult:
+def cache_show(path: DocPath) -> dict[str, Any] | None:
+    """`cache_summary` of the shared store as this document sees it (None: no cache yet).
+
+    Raises:
+        DocError: the document cannot be parsed.
+    """
+    return _summary(open_document(path)[1])
+
+
+def document_cache_summary(store: Store) -> dict[str, Any] | None:
+    """`cache_show` for an already opened store (`dlm show --json`'s `training_cache`)."""
+    return _summary(store)
+
+
+def cache_prune(path: DocPath, older_than: str | None = None, *, whole_store: bool = False) -> PruneResult:
     """Prune entries unused for `older_than` (`30d`, `12h`; default: the document's
     `training.cache.prune_older_than_days`): those only this document uses, or with
     `whole_store` every such entry of the shared store.
@@ -56,6 +77,7 @@ def prune_document_cache(doc: Any, store: Any, older_than: str | None, *, whole_
     Raises:
         UsageError: a malformed age. CacheError: no cache or an unreadable index.
     """
+    doc, store = open_document(path)
     seconds = parse_age(older_than) if older_than else doc.frontmatter.training.cache.prune_older_than_days * DAY_S
     _require(store)
     if whole_store:
@@ -67,9 +89,10 @@ def prune_document_cache(doc: Any, store: Any, older_than: str | None, *, whole_
                        0, 0, 0, 0)
 
 
-def clear_document_cache(store: Any, *, whole_store: bool = False) -> ClearResult:
+def cache_clear(path: DocPath, *, whole_store: bool = False) -> ClearResult:
     """Remove the entries only this document uses and forget its state (entries
     another document uses stay); with `whole_store`, empty the shared store."""
+    store = open_document(path)[1]
     store_dir = cache_store_dir()
     if whole_store:
         return clear_cache(store_dir)
@@ -80,28 +103,35 @@ def clear_document_cache(store: Any, *, whole_store: bool = False) -> ClearResul
     return ClearResult(str(store.cache_dir), True, done.removed_entries, done.removed_bytes)
 
 
-def export_document_cache(store: Any, dest: Path) -> ExportResult:
-    """Write the shared store's entries to one portable file (see `dlm.cache.portable`)."""
-    _require(store)
-    return export_cache(cache_store_dir(), dest)
+def cache_export(path: DocPath, dest: Path) -> ExportResult:
+    """Write the shared store's entries to one portable file (see `dlm.cache.portable`).
+
+    Raises:
+        CacheError: no cache yet, or `dest` cannot be written.
+    """
+    _require(open_document(path)[1])
+    return export_cache(cache_store_dir(), Path(dest))
 
 
-def import_document_cache(doc: Any, store: Any, src: Path) -> ImportResult:
-    """Admit an export made with this document's tokenizer.
+def cache_import(path: DocPath, src: Path) -> ImportResult:
+    """Admit an export made with this document's tokenizer into the shared store.
 
     Raises:
         CacheError: another tokenizer, a damaged or foreign file.
     """
-    _, sha = _tokenizer(doc)
-    return import_cache(cache_store_dir(), src, sha, max_bytes=doc.frontmatter.training.cache.max_bytes)
+    doc, store = open_document(path)
+    migrate_legacy(store.cache_dir, cache_store_dir())
+    _, _, sha = base_tokenizer(doc)
+    return import_cache(cache_store_dir(), Path(src), sha, max_bytes=doc.frontmatter.training.cache.max_bytes)
 
 
-def build_document_cache(
-    doc: Any, store: Any, progress: Progress | None = None, *, rehash: bool = False, remote: str | None = None
+def cache_build(
+    path: DocPath, progress: Progress | None = None, *, rehash: bool = False, remote: str | None = None
 ) -> BuildResult:
-    """Tokenize every row of the document into its cache, without training.
+    """Tokenize every row of the document into the shared store, without training.
     `files_skipped` counts the walk's skips and the read's. `rehash`: read and hash
     every file even if its stat is unchanged (as `training.cache.trust_stat: false`).
+    `remote`: the remote tier (overrides `$DLM_CACHE_REMOTE` and `training.cache.remote`).
 
     Raises:
         SourceError: a `training.sources` directive cannot be walked.
@@ -109,16 +139,17 @@ def build_document_cache(
     """
     from ulid import ULID
 
-    from dlm.rows import build_rows
+    from dlm.rows.build import build_rows
 
-    tokenizer, sha = _tokenizer(doc)
+    doc, store = open_document(path)
+    _, tokenizer, sha = base_tokenizer(doc)
     built = build_rows(doc, tokenizer)
     cfg = doc.frontmatter.training.cache
     result = build_cache(
         store.cache_dir, tokenizer, sha, built.rows,
         max_bytes=cfg.max_bytes, run_id=f"build-{ULID()}", progress=progress,
         trust_stat=cfg.trust_stat and not rehash, store_dir=cache_store_dir(), doc_id=store.dlm_id,
-        remote=resolve_remote(cfg.remote, remote, doc.path.parent if doc.path else None),
+        remote=resolve_remote(cfg.remote, remote, doc_dir(doc)),
     )
     skipped = Counter(result.files_skipped) + built.walk.skipped
     return replace(result, files_skipped=dict(skipped), warnings=built.walk.notes + result.warnings)
@@ -140,8 +171,8 @@ class RemoteResult:
         return asdict(self)
 
 
-def _remote_url(doc: Any, override: str | None) -> str:
-    url = resolve_remote(doc.frontmatter.training.cache.remote, override, doc.path.parent if doc.path else None)
+def _remote_url(doc: Document, override: str | None) -> str:
+    url = resolve_remote(doc.frontmatter.training.cache.remote, override, doc_dir(doc))
     if url is None:
         raise UsageError(
             "no cache remote: pass --cache-remote URL, set DLM_CACHE_REMOTE, or set training.cache.remote"
@@ -149,12 +180,14 @@ def _remote_url(doc: Any, override: str | None) -> str:
     return url
 
 
-def _move(doc: Any, store: Any, override: str | None, push: bool) -> RemoteResult:
+def _move(path: DocPath, override: str | None, push: bool) -> RemoteResult:
+    doc, store = open_document(path)
     url = _remote_url(doc, override)
     store_dir = cache_store_dir()
     migrate_legacy(store.cache_dir, store_dir)
     warnings: list[str] = []
     conn = connect(store_dir)
+    counts: RemoteCounts
     try:
         tier = RemoteTier(url, conn, store_dir, warnings.append)
         if push:
@@ -162,7 +195,7 @@ def _move(doc: Any, store: Any, override: str | None, push: bool) -> RemoteResul
             tier.push([key_text(k) for k in unpack_keys(mine[0])] if mine else [])
             counts = tier.pushed
         else:
-            _, sha = _tokenizer(doc)
+            _, _, sha = base_tokenizer(doc)
             tier.pull(None, tokenizer=sha)
             counts = tier.pulled
     finally:
@@ -172,16 +205,16 @@ def _move(doc: Any, store: Any, override: str | None, push: bool) -> RemoteResul
     return RemoteResult(url, counts.entries, counts.objects, counts.bytes, counts.rejected, counts.seconds, warnings)
 
 
-def push_document_cache(doc: Any, store: Any, remote: str | None = None) -> RemoteResult:
+def cache_push(path: DocPath, remote: str | None = None) -> RemoteResult:
     """Send the entries of the document's latest run that the remote lacks.
 
     Raises:
         UsageError: no remote configured. CacheError: the remote is unreachable.
     """
-    return _move(doc, store, remote, push=True)
+    return _move(path, remote, push=True)
 
 
-def pull_document_cache(doc: Any, store: Any, remote: str | None = None) -> RemoteResult:
+def cache_pull(path: DocPath, remote: str | None = None) -> RemoteResult:
     """Fetch every remote entry made with this document's tokenizer that the local
     store lacks (a fresh machine's warm-up before `dlm train`).
 
@@ -189,10 +222,10 @@ def pull_document_cache(doc: Any, store: Any, remote: str | None = None) -> Remo
         UsageError: no remote configured. CacheError: the remote is unreachable, or
             the local disk is full (nothing half-written is ever indexed).
     """
-    return _move(doc, store, remote, push=False)
+    return _move(path, remote, push=False)
 
 
-def _require(store: Any) -> None:
+def _require(store: Store) -> None:
     migrate_legacy(store.cache_dir, cache_store_dir())
     if cache_summary(cache_store_dir()) is None:
         raise CacheError(
