@@ -265,3 +265,19 @@ def test_remote_counts_reach_the_store_index(tree: Path, tmp_path: Path):
     conn = connect(tmp_path / "h1" / "store")
     assert conn.execute("SELECT COUNT(*) FROM remote_entries").fetchone()[0] == len(objects(url, "index")) * 0 + \
         conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+
+
+def test_an_emptied_remote_gets_everything_pushed_again(tree: Path, tmp_path: Path):
+    import shutil
+
+    url = str(tmp_path / "remote")
+    rows = row_set(tree)
+    run_home(tmp_path / "h1", rows, url)
+    shutil.rmtree(tmp_path / "remote")  # the bucket was recreated
+    from dlm.cache.remote import RemoteTier
+
+    conn = connect(tmp_path / "h1" / "store")
+    tier = RemoteTier(url, conn, tmp_path / "h1" / "store", print)
+    assert tier.push() == len(rows.text_rows) + len(rows.file_rows) - 1  # the binary file has no entry
+    got, rep = run_home(tmp_path / "h2", rows, url)
+    assert rep.admitted == 0 and same_rows(got, plain(rows))

@@ -262,6 +262,7 @@ class RemoteTier:
         try:
             names = self.remote.list_indexes()
             seen = {n for (n,) in self.conn.execute("SELECT name FROM remote_seen WHERE remote = ?", (self.rid,))}
+            self._forget_gone(seen - set(names))
             new = [n for n in names if n not in seen]
             added = 0
             for start in range(0, len(new), FETCH_BATCH * 8):
@@ -273,6 +274,16 @@ class RemoteTier:
             return 0
         self.synced = True
         return added
+
+    def _forget_gone(self, gone: set[str]) -> None:
+        """Index objects no longer listed (the remote was emptied or recreated): what they
+        listed is no longer there, so it is neither pulled nor assumed pushed."""
+        if not gone:
+            return
+        with write_tx(self.conn):
+            for name in gone:
+                self.conn.execute("DELETE FROM remote_entries WHERE remote = ? AND idx = ?", (self.rid, name))
+                self.conn.execute("DELETE FROM remote_seen WHERE remote = ? AND name = ?", (self.rid, name))
 
     def _admit_index(self, name: str, blob: bytes | None) -> int:
         index = decode_index(blob) if blob is not None and sha256_hex(blob) == name.removesuffix(".idx") else None
