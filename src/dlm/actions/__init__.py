@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 # not load torch (only training, prompting and serving need it).
 _WHERE = {
     "cache_build": "cache", "cache_clear": "cache", "cache_dir": "cache", "cache_export": "cache",
-    "cache_import": "cache", "cache_prune": "cache", "cache_show": "cache",
+    "cache_import": "cache", "cache_prune": "cache", "cache_show": "cache", "cache_push": "cache",
+    "cache_pull": "cache",
     "DoctorView": "diagnostics", "doctor": "diagnostics",
     "ExportReport": "exporting", "export": "exporting",
     "prompt": "prompting",
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
         cache_export,
         cache_import,
         cache_prune,
+        cache_pull,
+        cache_push,
         cache_show,
     )
     from dlm.actions.diagnostics import DoctorView, doctor
@@ -71,6 +74,8 @@ __all__ = [
     "cache_export",
     "cache_import",
     "cache_prune",
+    "cache_pull",
+    "cache_push",
     "cache_show",
     "doctor",
     "export",

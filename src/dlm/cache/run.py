@@ -42,7 +42,9 @@ from dlm.cache.index import (
     valid_rows,
 )
 from dlm.cache.reader import IN_MEMORY, CachedRows, RowSource
-from dlm.cache.schema import connect, read_tx, root_id, tokenizer_id, write_tx
+from dlm.cache.remote import RemoteCounts, RemoteTier
+from dlm.cache.schema import connect, connect_state, read_tx, root_id, store_uuid, tokenizer_id, write_tx
+from dlm.cache.shared import Lease, protected_keys, save_refs
 from dlm.cache.segments import (
     MAX_SEGMENT_BYTES,
     ZSTD_LEVEL,
@@ -81,6 +83,7 @@ class CacheRunReport:
     evicted_entries: int = 0
     evicted_bytes: int = 0
     warnings: list[str] = field(default_factory=list)
+    remote: tuple[RemoteCounts, RemoteCounts] | None = None  # (pulled, pushed) when a remote is set
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -100,12 +103,15 @@ class CacheOptions:
         max_bytes: cap on stored entry bytes (`training.cache.max_bytes`, default 10 GiB).
         batch_rows, batch_bytes: a miss batch ends at this many rows or text bytes.
         max_segment_bytes: segment files roll over past this size.
+        trust_stat: False reads and hashes every file even when its stat is unchanged
+            (stat cannot see a write through a shared `mmap` that keeps size and times).
     """
 
     max_bytes: int = DEFAULT_MAX_BYTES
     batch_rows: int = BATCH_ROWS
     batch_bytes: int = BATCH_BYTES
     max_segment_bytes: int = MAX_SEGMENT_BYTES
+    trust_stat: bool = True
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,10 @@ class SessionConfig:
         options: sizes and caps.
         encoder: encodes `RowSpec` batches by the seam's token rules.
         segment_write: the raw write of segment bytes (`os.write`; a seam for fault tests).
+        store_dir: the shared store (entries, segments); `cache_dir` holds the
+            document's state (stat snapshots, runs). None: `cache_dir` holds both.
+        doc_id: names the document in the store's references (None: `cache_dir`).
+        remote: URL of the remote tier (`dlm.cache.remote`), or None.
     """
 
     cache_dir: Path
@@ -127,6 +137,17 @@ class SessionConfig:
     options: CacheOptions
     encoder: RowEncoder
     segment_write: WriteFn = os.write
+    store_dir: Path | None = None
+    doc_id: str | None = None
+    remote: str | None = None
+
+    @property
+    def store(self) -> Path:
+        return self.store_dir if self.store_dir is not None else self.cache_dir
+
+    @property
+    def doc(self) -> str:
+        return self.doc_id or str(self.cache_dir)
 
 
 class TokenizeSession:
@@ -162,11 +183,18 @@ class TokenizeSession:
         self.root_state: dict[int, tuple] = {}  # root id -> (files, stats, snapshot, positions)
         self.dirty_roots: set[int] = set()
         self.segment_names: dict[int, str] = {}
-        self.conn = connect(config.cache_dir)
+        self.dropped_segments: set[int] = set()
+        self.conn = connect(config.store)
+        self.state = connect_state(config.cache_dir)
+        self._same_store()
         self.tokenizer_id = tokenizer_id(self.conn, config.tokenizer_sha)
-        self.reader = SegmentReader(config.cache_dir)
-        self.writer = SegmentWriter(config.cache_dir, self.conn, config.options.max_segment_bytes,
+        self.state_tokenizer_id = tokenizer_id(self.state, config.tokenizer_sha)
+        self.lease = Lease(config.store, config.doc, config.run_id)
+        self.reader = SegmentReader(config.store)
+        self.writer = SegmentWriter(config.store, self.conn, config.options.max_segment_bytes,
                                     config.segment_write)
+        self.remote = (RemoteTier(config.remote, self.conn, config.store, report.warn, self.writer)
+                       if config.remote else None)
 
     def execute(self) -> TokenizedRows:
         """Run the session; returns the rows' `TokenizedRows` (lazy reads)."""
@@ -177,9 +205,24 @@ class TokenizeSession:
             self._stream(pending)
             self._fill()
             self._finish(time.perf_counter() - started)
+            if self.remote is not None:
+                self.remote.push(self.encoded_keys)
+                self.report.remote = (self.remote.pulled, self.remote.pushed)
         finally:
             self.writer.close()
         return self._assemble(time.perf_counter() - started)
+
+    def _same_store(self) -> None:
+        """Stat snapshots name entry locations of one store: forget them when the
+        document's state was last used with another store (DLM_CACHE_DIR changed)."""
+        uuid = store_uuid(self.conn)
+        row = self.state.execute("SELECT v FROM state_meta WHERE k = 'store'").fetchone()
+        if row and row[0] == uuid:
+            return
+        with write_tx(self.state):
+            if row:
+                self.state.execute("DELETE FROM stat_snapshots")
+            self.state.execute("INSERT OR REPLACE INTO state_meta VALUES ('store', ?)", (uuid,))
 
     # phase 1: resolve without reading -------------------------------------
     def _resolve(self) -> list[int]:
@@ -193,7 +236,7 @@ class TokenizeSession:
             first = files[int(at[0])]
             p = str(first.path)
             root = p[: len(p) - len(first.relpath) - 1]
-            rid = self.root_ids.setdefault(root, root_id(self.conn, root))
+            rid = self.root_ids.setdefault(root, root_id(self.state, root))
             self.slots_by_root[rid] = np.concatenate((self.slots_by_root.get(rid, np.zeros(0, np.int64)), at + self.n_text))
         pending: list[int] = []
         hit_slots: list[np.ndarray] = []
@@ -206,7 +249,7 @@ class TokenizeSession:
             hit_slots.append(np.array(text_hits, dtype=np.int64))
             hit_rows.append(as_entries([found[self.keys[i]] for i in text_hits]))  # type: ignore[index]  # text slots are keyed above
             for rid, slots in self.slots_by_root.items():
-                snap, damaged = statindex.load(self.conn, self.tokenizer_id, rid)
+                snap, damaged = statindex.load(self.state, self.state_tokenizer_id, rid)
                 if damaged:
                     self.report.warn(f"stat index of {self._root_path(rid)} was damaged; re-reading its files")
                 self._resolve_root(rid, slots, snap, pending, hit_slots, hit_rows)
@@ -227,6 +270,8 @@ class TokenizeSession:
             files = [self.rows.file_rows[s - self.n_text] for s in slots.tolist()]
         stats = statindex.file_stats(files)
         pos, ok = statindex.trusted(snap, files, stats, RACY_NS)
+        if not self.config.options.trust_stat:
+            ok[:] = False  # every file read and hashed; entries still found by key
         self.root_of_slot[slots] = rid
         self.root_state[rid] = (files, stats, snap, pos)
         if snap is None or len(snap.relpaths) != len(files) or not ok.all():
@@ -266,6 +311,7 @@ class TokenizeSession:
             name = self.segment_names.get(seg)
             if name is None or not self.reader.open(seg, name):
                 ok &= entries[:, SEG] != seg
+                self._drop_segment(seg)
         self.entries[slots[ok]] = entries[ok]
         self.is_hit[slots[ok]] = True
         stale = ok & (entries[:, ACCESS] < self.now_s - TOUCH_GRANULARITY_S)
@@ -312,7 +358,12 @@ class TokenizeSession:
         keys = cast("list[str]", [self.keys[slot] for slot, _ in chunk])
         unknown = [k for k in dict.fromkeys(keys) if k not in self.entry_by_key]
         if unknown:
-            self._take_found(lookup_keys(self.conn, unknown))
+            found = lookup_keys(self.conn, unknown)
+            if self.remote is not None and len(found) < len(unknown):
+                missing = [k for k in unknown if k not in found]
+                if self.remote.pull(missing):  # pull-through: the packs holding them
+                    found.update(lookup_keys(self.conn, missing))
+            self._take_found(found)
         specs: dict[str, RowSpec] = {}
         for (_, spec), key in zip(chunk, keys):
             if key not in self.entry_by_key:
@@ -333,11 +384,24 @@ class TokenizeSession:
         for seg in np.unique(entries[ok, SEG]).tolist():
             if seg not in names or not self.reader.open(seg, names[seg]):
                 ok &= entries[:, SEG] != seg
+                self._drop_segment(seg)
         for key, e, good in zip(keys, entries.tolist(), ok.tolist()):
             if good:
                 self.entry_by_key[key] = tuple(e)
                 if e[ACCESS] < self.now_s - TOUCH_GRANULARITY_S:
                     self.stale_keys.append(key)
+
+    def _drop_segment(self, seg: int) -> None:
+        """A segment file that vanished (deleted by hand, lost with a disk): its entries
+        and its row go, so this run stores fresh entries and the byte total stays true."""
+        if seg in self.dropped_segments:
+            return
+        self.dropped_segments.add(seg)
+        with write_tx(self.conn):
+            n = self.conn.execute("DELETE FROM entries WHERE segment = ?", (seg,)).rowcount
+            self.conn.execute("DELETE FROM segments WHERE id = ?", (seg,))
+        if n:
+            self.report.warn(f"a cache segment file is missing; its {n} entries were dropped and are re-tokenized")
 
     def _encode_and_write(self, specs: dict[str, RowSpec]) -> list[tuple]:
         keys = list(specs)
@@ -377,9 +441,12 @@ class TokenizeSession:
         if totals(self.conn)[0] + incoming <= cap:
             return True
         protected = {k for k in self.keys if k} | set(keys)
-        with maint_lock(self.config.cache_dir):
-            result = evict_lru(self.conn, max(0, int(cap * EVICT_TO_FRACTION) - incoming), protected)
-            compact(self.conn, self.config.cache_dir)
+        with maint_lock(self.config.store):
+            running, since = protected_keys(self.conn, self.config.store, self.config.doc)
+            result = evict_lru(
+                self.conn, max(0, int(cap * EVICT_TO_FRACTION) - incoming), protected | running, since
+            )
+            compact(self.conn, self.config.store)
         self.report.evicted_entries += result.evicted_entries
         self.report.evicted_bytes += result.evicted_bytes
         return result.bytes_after + incoming <= cap
@@ -397,11 +464,14 @@ class TokenizeSession:
         with write_tx(self.conn):
             if self.stale_keys:
                 touch(self.conn, self.stale_keys, self.now_s)
+            save_refs(self.conn, self.config.doc, (k for k in self.keys if k))
+        with write_tx(self.state):
             for rid in self.dirty_roots:
-                statindex.save(self.conn, self.tokenizer_id, rid, self._snapshot(rid), time.time_ns())
-            self.conn.execute(
+                statindex.save(self.state, self.state_tokenizer_id, rid, self._snapshot(rid), time.time_ns())
+            statindex.keep_only(self.state, self.state_tokenizer_id, list(self.slots_by_root))
+            self.state.execute(
                 "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?)",
-                (self.config.run_id, time.time_ns(), kept, hits, kept - hits, seconds, self.tokenizer_id),
+                (self.config.run_id, time.time_ns(), kept, hits, kept - hits, seconds, self.state_tokenizer_id),
             )
 
     def _snapshot(self, rid: int) -> statindex.Snapshot:
@@ -435,13 +505,13 @@ class TokenizeSession:
         keys = [self.keys[s] for s in kept] if self.skip_reason else list(self.keys)
         n = len(kept)
         stats = TokenizeStats(n, hits, n - hits, seconds, totals(self.conn)[0])
-        source = RowSource(self.rows, self.n_text, kept, self.root_of_slot, self.tokenizer_id)
+        source = RowSource(self.rows, self.n_text, kept, self.root_of_slot, self.state_tokenizer_id)
         read = CachedRows(
-            cache_dir=self.config.cache_dir, reader=self.reader, entries=loc,
+            cache_dir=self.config.cache_dir, store_dir=self.config.store, reader=self.reader, entries=loc,
             keys=keys, in_memory=self.in_memory, source=source,  # type: ignore[arg-type]  # kept slots are all keyed
             encode=lambda spec: self.config.encoder.encode([spec])[0].ids,
             tokenizer_sha=self.config.tokenizer_sha, stats=stats, warn=self.report.bad_entry,
-            keepalive=self.conn,
+            keepalive=(self.conn, self.state, self.lease),
         )
         return TokenizedRows(
             lengths=loc[:, NTOK].copy(),

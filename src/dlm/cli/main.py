@@ -76,6 +76,7 @@ def train(
     path: DocArg,
     max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Override training.max_steps.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Bypass the tokenized-section cache without touching it.")] = False,
+    cache_remote: Annotated[str | None, typer.Option("--cache-remote", help="Remote tier of the cache: a folder or fsspec URL (s3://bucket/prefix); default $DLM_CACHE_REMOTE, else training.cache.remote.", show_default=False)] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Refuse source symlinks that leave their root instead of skipping them.")] = False,
     strict_lock: Annotated[bool, typer.Option("--strict-lock", help="Treat every lock warning as an error.")] = False,
     update_lock: Annotated[bool, typer.Option("--update-lock", help="Skip lock validation and write a new lock.")] = False,
@@ -91,7 +92,7 @@ def train(
     sink = RichTrainSink(quiet=json_out)
     try:
         report = train_action(path, max_steps=max_steps, use_cache=not no_cache, strict_sources=strict,
-                              lock_mode=mode, sink=sink)
+                              lock_mode=mode, sink=sink, cache_remote=cache_remote)
     finally:
         sink.close()
     if json_out:

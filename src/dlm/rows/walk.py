@@ -11,12 +11,15 @@ Rules (docs/format.md states them for users):
   refused: patterns select inside the root, never outside.
 - Excluded folders are pruned during the walk (never listed), so excluding
   `**/.git/**` or `node_modules/` costs nothing however large they are.
-- Order is deterministic: entries are visited in sorted name order, depth first,
-  so the same tree gives the same rows on every machine.
+- Order is deterministic: entries are visited in sorted name order, depth first
+  (an explicit stack, so any depth works), so the same tree gives the same rows on
+  every machine.
 - A symlink whose target resolves outside the root is skipped (`escapes-root`), or
-  refused with `strict=True`. Symlinks inside the root are followed; a folder
+  refused with `strict=True`; include/exclude are applied first, so an excluded link
+  is never followed, counted or refused. Symlinks inside the root are followed; a folder
   reachable by several paths is walked once, at the first path in walk order.
-- Files over `max_bytes_per_file` are skipped (`too-large`) by their stat size; past
+- Files over `max_bytes_per_file` are skipped (`too-large`) by their stat size, and
+  again by the bytes actually read (a file may grow after the walk); past
   `max_files` the rest are skipped (`over-max-files`). Binary and undecodable files
   are decided later, when content is read (`dlm.rows.read`).
 """
@@ -114,12 +117,19 @@ class _Matcher:
 
 
 def _matcher(patterns: Sequence[str], where: str) -> _Matcher:
-    for pattern in patterns:
+    for i, pattern in enumerate(patterns):
         if ".." in pattern.replace("\\", "/").split("/"):
             raise SourceError(
-                f"{where}: pattern {pattern!r} has a '..' segment; patterns select inside the "
+                f"{where}[{i}]: pattern {pattern!r} has a '..' segment; patterns select inside the "
                 f"source root, so point `path` at the folder you want instead"
             )
+        try:
+            _Matcher([pattern])
+        except (ValueError, re.error) as exc:  # pathspec's pattern error subclasses ValueError
+            raise SourceError(
+                f"{where}[{i}]: pattern {pattern!r} is not a valid gitignore-style pattern ({exc}); "
+                "fix or remove it (escape a literal '[', '!' or '\\' with a backslash)"
+            ) from None
     return _Matcher(patterns)
 
 
@@ -212,14 +222,41 @@ class _DirectiveWalker:
         self.result.notes.append(msg + "; skipped")
 
     def _walk(self, folder: str, rel_prefix: str) -> None:
-        # the hot loop of a large walk: attribute lookups hoisted into locals
-        skipped = self.result.skipped
+        """Depth first in sorted name order, with an explicit stack (a tree thousands of
+        folders deep must not hit Python's recursion limit)."""
+        stack: list[Iterator[os.DirEntry[str]]] = []
+        prefixes: list[str] = []
+        opened = self._list(folder)
+        if opened is None:
+            return
+        stack.append(opened)
+        prefixes.append(rel_prefix)
+        while stack:
+            child = self._files_until_folder(stack[-1], prefixes[-1])
+            if child is None:
+                stack.pop()
+                prefixes.pop()
+                continue
+            entry, rel = child
+            listed = self._list(entry.path)
+            if listed is not None:
+                stack.append(listed)
+                prefixes.append(rel + "/")
+
+    def _list(self, folder: str) -> Iterator[os.DirEntry[str]] | None:
         try:
             with os.scandir(folder) as it:
-                entries = sorted(it, key=_name)
+                return iter(sorted(it, key=_name))
         except OSError:
-            skipped["unreadable"] += 1
-            return
+            self.result.skipped["unreadable"] += 1
+            return None
+
+    def _files_until_folder(
+        self, entries: Iterator[os.DirEntry[str]], rel_prefix: str
+    ) -> tuple[os.DirEntry[str], str] | None:
+        """Take files from `entries` until a folder to enter (returned) or the end (None)."""
+        # the hot loop of a large walk: attribute lookups hoisted into locals
+        skipped = self.result.skipped
         include, exclude = self.include.match, self.exclude.match
         files, index, max_bytes = self.result.files, self.index, self.max_bytes
         for entry in entries:
@@ -230,15 +267,20 @@ class _DirectiveWalker:
             except OSError:
                 skipped["unreadable"] += 1
                 continue
+            # exclusion first: an excluded link is never followed, so never refused by --strict
+            if is_dir:
+                if exclude(rel + "/"):
+                    continue
+            elif not include(rel) or exclude(rel):
+                continue
             if is_link:
                 real = os.path.realpath(entry.path)
                 if not self._inside(real):
                     self._escape(rel, real)
                     continue
             if is_dir:
-                self._enter(entry, rel)
-                continue
-            if not include(rel) or exclude(rel):
+                if self._first_visit(entry):
+                    return entry, rel
                 continue
             try:
                 st = entry.stat()
@@ -253,20 +295,21 @@ class _DirectiveWalker:
                 skipped["over-max-files"] += 1
             else:
                 self.taken += 1
-                files.append(FileRow(index, entry.path, rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+                files.append(FileRow(
+                    index, entry.path, rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, max_bytes
+                ))
+        return None
 
-    def _enter(self, entry: os.DirEntry[str], rel: str) -> None:
-        if self.exclude.match(rel + "/"):
-            return
+    def _first_visit(self, entry: os.DirEntry[str]) -> bool:
         try:
             st = entry.stat()
         except OSError:
             self.result.skipped["unreadable"] += 1
-            return
+            return False
         if (st.st_dev, st.st_ino) in self.seen_dirs:  # reached again through a link
-            return
+            return False
         self.seen_dirs.add((st.st_dev, st.st_ino))
-        self._walk(entry.path, rel + "/")
+        return True
 
 
 def _name(entry: os.DirEntry[str]) -> str:
