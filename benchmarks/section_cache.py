@@ -214,6 +214,7 @@ def bench(args: Any) -> dict:
     for phase in phases:
         out.update(run_phase(phase, args))
     assert out["cache_tokens"] == out["tokens"], (out["cache_tokens"], out["tokens"])
+    assert args.no_datasets or out["datasets_rows"] == out["rows"], (out["datasets_rows"], out["rows"])
     return out
 
 

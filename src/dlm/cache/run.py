@@ -34,14 +34,9 @@ from dlm.cache.index import (
 )
 from dlm.cache.reader import IN_MEMORY, CachedRows, RowSource
 from dlm.cache.schema import connect, read_tx, root_id, tokenizer_id, write_tx
-from dlm.cache.segments import (
-    ZSTD_LEVEL,
-    SegmentReader,
-    SegmentWriter,
-    checksum,
-    pack_ids,
-)
-from dlm.tokenize.encode import RowSpec
+from dlm.cache.segments import ZSTD_LEVEL, SegmentReader, SegmentWriter, checksum
+from dlm.tokenize.batch import AheadPipeline, PackedRows, pack_rows
+from dlm.tokenize.encode import EncodedRow, RowSpec
 from dlm.tokenize.plain import read_file_row, spec_key, text_row_spec
 from dlm.tokenize.seam import Progress, RowSet, TokenizedRows, TokenizeStats
 
@@ -49,6 +44,7 @@ if TYPE_CHECKING:
     from dlm.cache.tokenizer import CachedRowTokenizer, CacheRunReport
 
 RACY_NS = 2_000_000_000
+Packed = tuple[list[str], list[EncodedRow], PackedRows]  # keys, their rows, their stored form
 _SOURCE_INDEX = attrgetter("source_index")
 TOUCH_GRANULARITY_S = 3600
 
@@ -81,12 +77,15 @@ class Run:
         self.reader = SegmentReader(o.cache_dir)
         self.writer = SegmentWriter(o.cache_dir, self.conn, o.options.max_segment_bytes, o.segment_write)
         self.progress.start("tokenizing", len(self.loc))
+        # misses are encoded and packed on a worker thread one batch ahead of the reads
+        self.pipe: AheadPipeline[dict[str, RowSpec], Packed] = AheadPipeline(self._encode_batch)
         try:
             pending = self._resolve()
             self._stream(pending)
             self._fill()
             self._finish(time.perf_counter() - started)
         finally:
+            self.pipe.close()
             self.writer.close()
         return self._assemble(time.perf_counter() - started)
 
@@ -203,6 +202,8 @@ class Run:
                 chunk, size, skipped = [], 0, 0
         if chunk or skipped:
             self._flush(chunk, skipped)
+        for done in self.pipe.drain():
+            self._write(done)
 
     def _read_file(self, slot: int) -> RowSpec | None:
         fr = self.rows.file_rows[slot - self.n_text]
@@ -219,19 +220,18 @@ class Run:
 
     def _flush(self, chunk: list[tuple[int, RowSpec]], skipped: int) -> None:
         keys = [self.keys[slot] for slot, _ in chunk]
-        unknown = [k for k in dict.fromkeys(keys) if k not in self.where]
+        unknown = [k for k in dict.fromkeys(keys) if k not in self.where and k not in self.encoded]
         if unknown:
             self._take_found(lookup_keys(self.conn, unknown))
         specs: dict[str, RowSpec] = {}
         for (_, spec), key in zip(chunk, keys):
-            if key not in self.where:
+            if key not in self.where and key not in self.encoded:
                 specs.setdefault(key, spec)  # type: ignore[arg-type]
-        rows = self._encode_and_write(specs) if specs else []
+        self.encoded.update(specs)  # in flight: a later duplicate waits for this entry
         for (slot, _), key in zip(chunk, keys):
             self.hit[slot] = key not in self.encoded
-        if rows:
-            with write_tx(self.conn):
-                insert_entries(self.conn, rows)
+        for done in self.pipe.submit(specs) if specs else []:
+            self._write(done)
         self.progress.advance(len(chunk) + skipped)
 
     def _take_found(self, found: dict[str, tuple]) -> None:
@@ -248,11 +248,16 @@ class Run:
                 if e[ACCESS] < self.now_s - TOUCH_GRANULARITY_S:
                     self.stale.append(key)
 
-    def _encode_and_write(self, specs: dict[str, RowSpec]) -> list[tuple]:
+    def _encode_batch(self, specs: dict[str, RowSpec]) -> Packed:
+        """Worker thread: encode and pack one batch (touches no shared state but `cctx`)."""
         keys = list(specs)
         encoded = self.o.encoder.encode([specs[k] for k in keys])
-        self.encoded.update(keys)
-        payloads = [pack_ids(e.ids, self.cctx) for e in encoded]
+        return keys, encoded, pack_rows([e.ids for e in encoded], self.cctx.compress, checksum)
+
+    def _write(self, done: Packed) -> None:
+        """Admit one packed batch: segment append (fdatasync'ed), then its index rows."""
+        keys, encoded, packed = done
+        payloads = packed.payloads
         if self.admitting and not self._make_room(sum(map(len, payloads)), keys):
             self.admitting = False
             self.report.warn(
@@ -264,22 +269,23 @@ class Run:
                 self.mem[key] = e.ids
                 self.where[key] = (IN_MEMORY, 0, 0, e.ids.shape[0], e.n_prompt, e.ids.dtype.itemsize, 0, 0, 0)
             self.report.not_admitted += len(keys)
-            return []
+            return
         seg, offsets = self.writer.append(payloads)
         assert self.writer.current is not None
         self.reader.open(seg, self.writer.current.name)
         cols = np.array(
-            [(seg, off, len(p), e.ids.shape[0], e.n_prompt, e.ids.dtype.itemsize, checksum(p), 0, self.now_s)
-             for off, p, e in zip(offsets, payloads, encoded)],
+            [(seg, off, len(p), e.ids.shape[0], e.n_prompt, e.ids.dtype.itemsize, ck, 0, self.now_s)
+             for off, p, e, ck in zip(offsets, payloads, encoded, packed.checksums)],
             dtype=np.int64,
-        )
+        ).reshape(len(keys), 9)
         cols[:, META] = meta_check(cols)
         rows = []
         for key, e in zip(keys, cols.tolist()):
             self.where[key] = tuple(e)
             rows.append((key, self.tok, *e))
+        with write_tx(self.conn):
+            insert_entries(self.conn, rows)
         self.report.admitted += len(rows)
-        return rows
 
     def _make_room(self, incoming: int, keys: list[str]) -> bool:
         cap = self.o.options.max_bytes
