@@ -38,6 +38,7 @@ from typing import Any
 import pathspec
 
 from dlm.errors import SourceError
+from dlm.sources.listing import Listed, Prefetcher
 from dlm.tokenize.seam import FileRow
 
 
@@ -195,7 +196,11 @@ class _DirectiveWalker:
         self.real_root_prefix = real_root.rstrip(os.sep) + os.sep
         st = os.stat(real_root)
         self.seen_dirs.add((st.st_dev, st.st_ino))
-        self._walk(str(self.root), "")
+        self.lister = Prefetcher(self.include.match, self.exclude.match)
+        try:
+            self._walk(str(self.root), "")
+        finally:
+            self.lister.close()
 
     def _inside(self, real: str) -> bool:
         return real.startswith(self.real_root_prefix) or real + os.sep == self.real_root_prefix
@@ -210,37 +215,40 @@ class _DirectiveWalker:
     def _walk(self, folder: str, rel_prefix: str) -> None:
         # the hot loop of a large walk: attribute lookups hoisted into locals
         skipped = self.result.skipped
-        try:
-            with os.scandir(folder) as it:
-                entries = sorted(it, key=_name)
-        except OSError:
+        listing = self.lister.get(folder, rel_prefix)
+        if listing is None:
             skipped["unreadable"] += 1
             return
+        for item in listing:  # folders this walk enters next are listed by workers meanwhile
+            if item.stat is not None and item.is_dir:
+                self.lister.ahead(item.path, rel_prefix + item.name + "/")
         include, exclude = self.include.match, self.exclude.match
         files, index, max_bytes = self.result.files, self.index, self.max_bytes
-        for entry in entries:
-            rel = rel_prefix + entry.name
-            try:
-                is_link = entry.is_symlink()
-                is_dir = entry.is_dir()  # follows links
-            except OSError:
+        for item in listing:
+            rel = rel_prefix + item.name
+            if item.broken:
                 skipped["unreadable"] += 1
                 continue
-            if is_link:
-                real = os.path.realpath(entry.path)
+            if item.is_link:
+                real = os.path.realpath(item.path)
                 if not self._inside(real):
                     self._escape(rel, real)
                     continue
-            if is_dir:
-                self._enter(entry, rel)
+            if item.is_dir:
+                self._enter(item, rel)
                 continue
-            if not include(rel) or exclude(rel):
-                continue
-            try:
-                st = entry.stat()
-            except OSError:
-                skipped["unreadable"] += 1
-                continue
+            st = item.stat
+            if st is None:
+                if item.stat_failed:
+                    skipped["unreadable"] += 1
+                    continue
+                if not item.is_link or not include(rel) or exclude(rel):
+                    continue
+                try:
+                    st = os.stat(item.path)  # a link inside the root: its target's stat
+                except OSError:
+                    skipped["unreadable"] += 1
+                    continue
             if not S_ISREG(st.st_mode):
                 skipped["not-a-file"] += 1
             elif st.st_size > max_bytes:
@@ -249,21 +257,22 @@ class _DirectiveWalker:
                 skipped["over-max-files"] += 1
             else:
                 self.taken += 1
-                files.append(FileRow(index, entry.path, rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+                files.append(FileRow(index, item.path, rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
 
-    def _enter(self, entry: os.DirEntry[str], rel: str) -> None:
+    def _enter(self, item: Listed, rel: str) -> None:
         if self.exclude.match(rel + "/"):
             return
-        try:
-            st = entry.stat()
-        except OSError:
-            self.result.skipped["unreadable"] += 1
-            return
+        st = item.stat
+        if st is None:
+            try:
+                if item.stat_failed:
+                    raise OSError(rel)
+                st = os.stat(item.path)  # a link to a folder inside the root
+            except OSError:
+                self.result.skipped["unreadable"] += 1
+                return
         if (st.st_dev, st.st_ino) in self.seen_dirs:  # reached again through a link
             return
         self.seen_dirs.add((st.st_dev, st.st_ino))
-        self._walk(entry.path, rel + "/")
+        self._walk(item.path, rel + "/")
 
-
-def _name(entry: os.DirEntry[str]) -> str:
-    return entry.name
