@@ -280,9 +280,9 @@ class Run:
         ).reshape(len(keys), 9)
         cols[:, META] = meta_check(cols)
         rows = []
-        for key, e in zip(keys, cols.tolist()):
-            self.where[key] = tuple(e)
-            rows.append((key, self.tok, *e))
+        for key, entry in zip(keys, cols.tolist()):
+            self.where[key] = tuple(entry)
+            rows.append((key, self.tok, *entry))
         with write_tx(self.conn):
             insert_entries(self.conn, rows)
         self.report.admitted += len(rows)
