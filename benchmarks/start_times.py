@@ -96,7 +96,8 @@ def main() -> None:
                               what="the first 50,000 Linux files under 32 KiB")
     else:
         doc_text = DOC.format(suffix="S", root="$DLM_STDLIB", cap=1_000_000, max_files="",
-                              what="the standard library").replace('["**/*"]', '["**/*.py"]')
+                              what="the standard library").replace('["**/*"]', '["**/*.py"]').replace(
+                                  '[".git/"]', '["site-packages/", "dist-packages/", "__pycache__/"]')
     doc = home / "corpus.dlm"
     doc.write_text(doc_text)
     results: dict[str, dict] = {}
