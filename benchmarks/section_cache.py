@@ -76,7 +76,7 @@ def tokenizer() -> tuple[Any, str]:
 
 
 def walk(c: Any) -> Any:
-    from dlm.sources.walk import walk_sources
+    from dlm.rows.walk import walk_sources
 
     return walk_sources([c], Path("."))
 
@@ -84,7 +84,7 @@ def walk(c: Any) -> Any:
 # --- phases: each runs in a child process and prints one JSON line -----------------
 
 def phase_raw(c: Any, work: Path, args: Any) -> dict:
-    from dlm.sources.text import read_file_text, render_file_row
+    from dlm.rows.read import read_file_text, render_file_row
 
     tok, _ = tokenizer()
     backend, eos = tok.backend_tokenizer, tok.eos_token
@@ -105,7 +105,7 @@ def phase_raw(c: Any, work: Path, args: Any) -> dict:
 
 def cache_once(c: Any, cache_dir: Path, run_id: str) -> tuple[float, float, Any]:
     from dlm.cache import CachedRowTokenizer
-    from dlm.tokenize.seam import RowSet
+    from dlm.rows.types import RowSet
 
     tok, sha = tokenizer()
     start = time.perf_counter()
@@ -150,7 +150,7 @@ def phase_warm(c: Any, work: Path, args: Any) -> dict:
 
 
 def _gen_rows(files: list[tuple[str, str, int, int]], eos: str) -> Any:
-    from dlm.sources.text import decode_file_bytes, render_file_row
+    from dlm.rows.read import decode_file_bytes, render_file_row
 
     for path, relpath, _size, _mtime in files:
         try:

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import dlm.sources.listing as listing
-from dlm.sources.walk import walk_sources
+import dlm.rows.listing as listing
+from dlm.rows.walk import walk_sources
 
 
 def main() -> None:

@@ -20,7 +20,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dlm.lock.golden import (
+# the golden tooling is repository-only: it lives beside the tests that use it
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "lock"))
+
+from golden_tool import (  # noqa: E402
     GOLDEN_DOC,
     GoldenRecord,
     file_sha256,

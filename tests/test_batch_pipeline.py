@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-import dlm.sources.listing as listing
-from dlm.sources.walk import walk_sources
+import dlm.rows.listing as listing
+from dlm.rows.walk import walk_sources
 from dlm.tokenize.batch import AheadPipeline, compact_ids, encode_texts
 
 

@@ -7,7 +7,7 @@ from dlm.metrics.migrations import MIGRATIONS, m001_runs_and_steps, migrate
 
 def test_blank_database_gets_every_migration(tmp_path: Path):
     db = sqlite3.connect(tmp_path / "m.sqlite")
-    assert migrate(db) == [m.__name__ for m in MIGRATIONS]
+    assert migrate(db) == [name for name, _ in MIGRATIONS]
     assert migrate(db) == []
 
 

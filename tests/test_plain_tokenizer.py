@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from trl.data_utils import _tokenize
 
-from dlm.sources.text import read_file_text, render_file_row
+from dlm.rows.read import read_file_text, render_file_row
+from dlm.rows.types import FileRow, RowSet, RowSpec, TextRow
 from dlm.tokenize.encode import (
     RowEncoder,
-    RowSpec,
     TokenIdRangeError,
     common_prefix_len,
     ids_to_array,
@@ -21,7 +21,6 @@ from dlm.tokenize.encode import (
 from dlm.tokenize.fingerprint import tokenizer_sha256
 from dlm.tokenize.keys import row_key
 from dlm.tokenize.plain import PlainRowTokenizer
-from dlm.tokenize.seam import FileRow, RowSet, TextRow
 
 QA = [
     (None, "Where does json keep its decoder?", "In json/decoder.py, class JSONDecoder."),

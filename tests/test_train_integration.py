@@ -10,7 +10,7 @@ from dlm.infer import load_inference
 from dlm.lock import adapter_sha256
 from dlm.metrics import MetricsDB
 from dlm.store import open_store
-from dlm.train.run import NullSink, TrainOptions, train_document
+from dlm.actions.training import NullSink, TrainOptions, train_document
 
 pytestmark = pytest.mark.integration
 

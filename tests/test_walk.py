@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from dlm.errors import SourceError
-from dlm.sources.walk import walk_sources
+from dlm.rows.walk import walk_sources
 
 
 def directive(path=".", include=("**/*",), exclude=(), max_bytes=1_000_000, max_files=None):

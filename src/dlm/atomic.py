@@ -1,6 +1,6 @@
 """The one way `dlm` writes a file that must survive a crash.
 
-`atomic_write_bytes` writes to a unique temporary name in the destination folder,
+`atomic_writer` (streamed) and `atomic_write_bytes` (one buffer) write to a unique temporary name in the destination folder,
 flushes and fsyncs it, renames it over the destination (atomic on POSIX and on
 Windows for same-volume paths), then fsyncs the folder so the rename itself is
 durable. A reader sees the old file or the new one, never a partial write. A failure
@@ -9,11 +9,17 @@ durable. A reader sees the old file or the new one, never a partial write. A fai
 
 from __future__ import annotations
 
-import json
 import os
+import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
+
+from dlm.canonical import canonical_json
+
+DEFAULT_FILE_MODE = 0o644
 
 
 def fsync_dir(path: Path) -> None:
@@ -30,19 +36,31 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Replace `path` with `data` atomically.
+@contextmanager
+def atomic_writer(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """Stream a file that appears at `path` whole or not at all.
+
+    Yields a binary file open on a temporary name in the destination folder; on a clean
+    exit it is flushed, fsynced, given the mode of the file it replaces (0644 for a new
+    one: readable by others, as any data file the user writes), renamed over `path`,
+    and the folder fsynced. On any exception (disk full, Ctrl-C) the temporary file is
+    removed and `path` is untouched.
 
     Raises:
         OSError: the folder is not writable or the disk is full; `path` is unchanged.
     """
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(dest.stat().st_mode)
+    except FileNotFoundError:
+        mode = DEFAULT_FILE_MODE
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
             fh.flush()
+            os.fchmod(fh.fileno(), mode)
             os.fsync(fh.fileno())
         os.replace(tmp, dest)
     except BaseException:
@@ -54,17 +72,19 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     fsync_dir(dest.parent)
 
 
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace `path` with `data` atomically (see `atomic_writer`).
+
+    Raises:
+        OSError: the folder is not writable or the disk is full; `path` is unchanged.
+    """
+    with atomic_writer(path) as fh:
+        fh.write(data)
+
+
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Replace `path` with UTF-8 `text` atomically (see `atomic_write_bytes`)."""
     atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def canonical_json(obj: Any) -> str:
-    """Canonical JSON text: sorted keys, two-space indent, UTF-8, trailing newline.
-
-    The same value always gives the same bytes, so files written with it hash stably.
-    """
-    return json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:

@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlm.tokenize.seam import FileRow, RowSet, TextRow
+from dlm.rows.types import FileRow, RowSet, TextRow
 
 FAKE_SHA = "sha256:" + "f" * 64
 OLD_NS = 1_600_000_000 * 10**9  # a fixed past mtime: files are not racy

@@ -10,8 +10,8 @@ import numpy as np
 from cachehelp import FAKE_SHA, OLD_NS, FakeTokenizer, file_rows, row_set, same_rows
 
 from dlm.cache import CachedRowTokenizer, cache_summary, check_cache
+from dlm.rows.types import RowSet
 from dlm.tokenize.plain import PlainRowTokenizer
-from dlm.tokenize.seam import RowSet
 
 
 def cached(cache_dir: Path, run: str = "r", sha: str = FAKE_SHA, **kw) -> CachedRowTokenizer:

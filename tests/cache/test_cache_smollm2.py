@@ -13,9 +13,9 @@ from cachehelp import file_rows, same_rows
 
 from dlm.cache import CachedRowTokenizer, export_cache, import_cache
 from dlm.errors import CacheError
+from dlm.rows.types import RowSet, TextRow
 from dlm.tokenize.fingerprint import tokenizer_sha256
 from dlm.tokenize.plain import PlainRowTokenizer
-from dlm.tokenize.seam import RowSet, TextRow
 
 QA = [
     (None, "Where does json keep its decoder?", "In json/decoder.py."),

@@ -13,8 +13,8 @@ from dlm.cache import CachedRowTokenizer, check_cache, clear_cache, prune_cache
 from dlm.cache.evict import segment_bytes
 from dlm.cache.segments import segment_dir
 from dlm.cache.verbs import disk_bytes
+from dlm.rows.types import RowSet
 from dlm.tokenize.plain import PlainRowTokenizer
-from dlm.tokenize.seam import RowSet
 
 
 def run(cache_dir: Path, rows: RowSet, max_bytes: int, name: str = "r"):

@@ -21,8 +21,8 @@ from cachehelp import FAKE_SHA, FakeTokenizer, row_set, same_rows
 
 from dlm.cache import CachedRowTokenizer
 from dlm.errors import CacheError
+from dlm.rows.types import RowSet, TextRow
 from dlm.tokenize.plain import PlainRowTokenizer
-from dlm.tokenize.seam import RowSet, TextRow
 
 
 class LineProgress:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from dlm.lock import adapter_sha256, read_lock
-from dlm.lock.golden import (
+from golden_tool import (
     GOLDEN_DOC,
     file_sha256,
     golden_env,

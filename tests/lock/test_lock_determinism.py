@@ -12,7 +12,8 @@ import typer
 from lock_factory import FIXED_ENV, make_inputs
 from typer.testing import CliRunner
 
-from dlm.lock import build_lock, determinism_class, doctor_view, planned_flags
+from dlm.actions.diagnostics import doctor as doctor_view
+from dlm.lock import build_lock, determinism_class, planned_flags
 from dlm.lock.determinism import make_flags
 
 FULL = dict(use_deterministic_algorithms=True, deterministic_warn_only=False, cudnn_deterministic=True,
@@ -55,7 +56,8 @@ def test_determinism_class(tier: str, full: bool, expected: str) -> None:
 
 _CHILD = """
 import json, torch
-from dlm.lock import apply_determinism, build_lock, current_flags, doctor_view, planned_flags, LockInputs
+from dlm.lock import apply_determinism, build_lock, current_flags, planned_flags, LockInputs
+from dlm.actions.diagnostics import doctor as doctor_view
 before = current_flags()
 plan = planned_flags()
 flags = apply_determinism(1234)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from lock_factory import FIXED_ENV
 
-from dlm.atomic import canonical_json
+from dlm.canonical import canonical_json
 from dlm.lock import adapter_sha256, canonicalize_adapter_dir, hyperparameters_sha256
-from dlm.lock.golden import golden_tuple, tuple_hash
+from golden_tool import golden_tuple, tuple_hash
 
 HPARAMS = {"lora_r": 4, "learning_rate": 0.001, "target_modules": ["q_proj", "v_proj"], "seed": 1}
 
@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, {tests!r})
 from lock_factory import FIXED_ENV
 from dlm.lock import adapter_sha256, hyperparameters_sha256
-from dlm.lock.golden import golden_tuple, tuple_hash
+from golden_tool import golden_tuple, tuple_hash
 out = {{
     "fixed_tuple": tuple_hash(golden_tuple(FIXED_ENV)),
     "hparams": hyperparameters_sha256(json.loads({hparams!r})),

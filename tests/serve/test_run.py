@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from dlm.cli import serve_cmd
 from dlm.doc import load_document, new_document
 from dlm.errors import ServeError
-from dlm.serve.run import ServeOptions, bind_warning, read_config_file, resolve_cache_config
+from dlm.actions.serving import ServeOptions, read_config_file, resolve_cache_config
+from dlm.serve.run import bind_warning
 from dlm.serve.tokcache import TokenizerCacheConfig, TokenizerCacheConfigError
 
 

@@ -18,6 +18,7 @@ from dlm.serve.tokcache import (
     LruStore,
     TokenizerCacheConfig,
     TokenizerCacheConfigError,
+    config_from,
     merge_config,
 )
 from dlm.serve.tokcache.cached import MAX_BOUNDARIES
@@ -49,7 +50,7 @@ def chat(tok: Any, turns: list[str]) -> str:
 )
 def test_invalid_config_raises_a_dlm_error_naming_the_field(bad: dict[str, Any], field: str) -> None:
     with pytest.raises(TokenizerCacheConfigError) as info:
-        TokenizerCacheConfig(**bad).validate()
+        config_from(bad)
     assert isinstance(info.value, DlmError)
     assert f"{field}: must be" in str(info.value)
 

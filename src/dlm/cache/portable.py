@@ -26,7 +26,7 @@ import os
 import tarfile
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +34,12 @@ import numpy as np
 import xxhash
 import zstandard
 
-from dlm.atomic import canonical_json, fsync_dir
+from dlm.atomic import atomic_writer
 from dlm.cache.evict import EVICT_TO_FRACTION, compact, evict_lru, maint_lock
 from dlm.cache.index import insert_entries, meta_check, totals
 from dlm.cache.schema import connect, key_text, tokenizer_id, write_tx
 from dlm.cache.segments import SegmentReader, SegmentWriter, unpack_ids
+from dlm.canonical import canonical_json
 from dlm.errors import CacheError
 
 FORMAT = "dlm-tokenized-cache"
@@ -53,8 +54,6 @@ class ExportResult:
     bytes: int
     corrupt_skipped: int
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -65,8 +64,6 @@ class ImportResult:
     other_tokenizer_skipped: int
     bytes: int
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def export_cache(cache_dir: Path, dest: Path) -> ExportResult:
@@ -118,22 +115,12 @@ def export_cache(cache_dir: Path, dest: Path) -> ExportResult:
 
 
 def _write_tar(dest: Path, manifest: bytes, jsonl: bytes, data_path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            with tarfile.open(fileobj=fh, mode="w", format=tarfile.PAX_FORMAT) as tar:
-                for name, blob in (("manifest.json", manifest), ("entries.jsonl", jsonl)):
-                    info = tarfile.TarInfo(name)
-                    info.size, info.mtime = len(blob), int(time.time())
-                    tar.addfile(info, io.BytesIO(blob))
-                tar.add(str(data_path), arcname="data.bin")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_dir(dest.parent)
+    with atomic_writer(dest) as fh, tarfile.open(fileobj=fh, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, blob in (("manifest.json", manifest), ("entries.jsonl", jsonl)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(blob), int(time.time())
+            tar.addfile(info, io.BytesIO(blob))
+        tar.add(str(data_path), arcname="data.bin")
 
 
 def _member(tar: tarfile.TarFile, name: str, src: Path) -> Any:

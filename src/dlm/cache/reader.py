@@ -21,8 +21,10 @@ from dlm.cache.index import SEG, delete_entry
 from dlm.cache.schema import connect, write_tx
 from dlm.cache.segments import SegmentReader
 from dlm.errors import CacheError
-from dlm.tokenize.plain import read_file_row, spec_key, text_row_spec
-from dlm.tokenize.seam import RowSet, TokenizeStats
+from dlm.rows.read import read_file_row, text_row_spec
+from dlm.rows.types import RowSet, RowSpec
+from dlm.tokenize.plain import spec_key
+from dlm.tokenize.seam import TokenizeStats
 
 IN_MEMORY = -2
 
@@ -42,28 +44,36 @@ class CachedRows:
     """The `read` callable of a cached `TokenizedRows`.
 
     Args:
-        loc: int64 [n_rows, 9], each row's entry E (`SEG == IN_MEMORY`: in `mem`).
-        keys: row keys; mem: key -> ids of rows not stored in the cache.
+        cache_dir: the cache folder (its index is reopened to drop a damaged entry).
+        reader: open segment files.
+        entries: int64 [n_rows, 9], each row's entry E (`SEG == IN_MEMORY`: in `in_memory`).
+        keys: row keys; in_memory: key -> ids of rows not stored in the cache.
+        source: how to re-read a row whose entry is damaged.
+        encode: `RowSpec` -> 1-D uint16|uint32 ids, the seam's rules.
+        tokenizer_sha: the tokenizer fingerprint (to check a re-read file's key).
+        stats: the session's stats (a healed entry turns a hit into a miss).
         warn: called once per damaged entry met.
+        keepalive: the session's index connection, kept open as long as the rows.
     """
 
     def __init__(
-        self, cache_dir: Path, reader: SegmentReader, loc: np.ndarray, keys: list[str],
-        mem: dict[str, np.ndarray], source: RowSource, encode: Callable[[Any], np.ndarray],
+        self, *, cache_dir: Path, reader: SegmentReader, entries: np.ndarray, keys: list[str],
+        in_memory: dict[str, np.ndarray], source: RowSource, encode: Callable[[Any], np.ndarray],
         tokenizer_sha: str, stats: TokenizeStats, warn: Callable[[str], None], keepalive: Any = None,
     ) -> None:
         # The run's index connection lives as long as its rows: closing the last
         # connection checkpoints the WAL, work the caller need not wait for.
         self.keepalive = keepalive
-        self.cache_dir, self.reader, self.loc, self.keys, self.mem = cache_dir, reader, loc, keys, mem
+        self.cache_dir, self.reader, self.entries, self.keys = cache_dir, reader, entries, keys
+        self.in_memory = in_memory
         self.source, self.encode, self.tokenizer_sha = source, encode, tokenizer_sha
         self.stats, self.warn = stats, warn
         self.healed = 0
 
     def __call__(self, i: int) -> np.ndarray:
-        seg, off, nb, nt, _np, dt, ck = (int(v) for v in self.loc[i, :7])
+        seg, off, nb, nt, _np, dt, ck = (int(v) for v in self.entries[i, :7])
         if seg == IN_MEMORY:
-            return self.mem[self.keys[i]]
+            return self.in_memory[self.keys[i]]
         ids = self.reader.read(seg, off, nb, nt, dt, ck)
         return ids if ids is not None else self._heal(i, seg, off)
 
@@ -74,6 +84,7 @@ class CachedRows:
         self.stats.cache_hits -= 1
         self.stats.cache_misses += 1
         self._forget(key, seg, off, int(src.root_of_slot[slot]))
+        spec: RowSpec | None
         if slot < src.n_text:
             spec = text_row_spec(src.rows.text_rows[slot])
         else:
@@ -83,8 +94,8 @@ class CachedRows:
             if spec is None or spec_key(self.tokenizer_sha, spec) != key:
                 raise CacheError(f"{fr.path}: changed during the run and its cache entry is damaged; run again")
         ids = self.encode(spec)
-        self.mem[key] = ids
-        self.loc[i, SEG] = IN_MEMORY
+        self.in_memory[key] = ids
+        self.entries[i, SEG] = IN_MEMORY
         return ids
 
     def _forget(self, key: str, seg: int, off: int, root: int) -> None:

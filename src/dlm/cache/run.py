@@ -1,16 +1,25 @@
-"""One `CachedRowTokenizer.tokenize` call (see `dlm.cache.tokenizer` for the phases).
+"""A tokenize session: one `CachedRowTokenizer.tokenize` call over one row set (see
+`dlm.cache.tokenizer` for its two phases), and the values it is built from.
 
-Slots: text rows first, then file rows, in input order. Per slot the run keeps its key,
-its entry E (`loc`, int64 [n, 9]; see `dlm.cache.index`), whether it was a hit, and
-for file rows the skip reason, lossy flag and the moment it was read.
+A session receives frozen values (`SessionConfig`: cache folder, tokenizer fingerprint,
+run id, options, encoder, segment write) and returns `TokenizedRows`; it never refers
+back to the tokenizer that made it.
+
+Slots: text rows first, then file rows, in input order. Per slot the session keeps its
+key, its entry E (`entries`, int64 [n_slots, 9]; see `dlm.cache.index`), whether it was
+a hit, and for file rows the skip reason, lossy flag and the moment it was read.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import cast
 
 import numpy as np
 import zstandard
@@ -34,49 +43,129 @@ from dlm.cache.index import (
 )
 from dlm.cache.reader import IN_MEMORY, CachedRows, RowSource
 from dlm.cache.schema import connect, read_tx, root_id, tokenizer_id, write_tx
-from dlm.cache.segments import ZSTD_LEVEL, SegmentReader, SegmentWriter, checksum
+from dlm.cache.segments import MAX_SEGMENT_BYTES, ZSTD_LEVEL, SegmentReader, SegmentWriter, WriteFn, checksum
+from dlm.defaults import DEFAULT_CACHE_MAX_BYTES
+from dlm.rows.read import read_file_row, text_row_spec
+from dlm.rows.types import RowSet, RowSpec
 from dlm.tokenize.batch import AheadPipeline, PackedRows, pack_rows
-from dlm.tokenize.encode import EncodedRow, RowSpec
-from dlm.tokenize.plain import read_file_row, spec_key, text_row_spec
-from dlm.tokenize.seam import Progress, RowSet, TokenizedRows, TokenizeStats
+from dlm.tokenize.encode import BATCH_ROWS, EncodedRow, RowEncoder
+from dlm.tokenize.plain import spec_key
+from dlm.tokenize.seam import Progress, TokenizedRows, TokenizeStats
 
-if TYPE_CHECKING:
-    from dlm.cache.tokenizer import CachedRowTokenizer, CacheRunReport
+log = logging.getLogger("dlm.cache")
 
+DEFAULT_MAX_BYTES = DEFAULT_CACHE_MAX_BYTES
+BATCH_BYTES = 4 << 20
 RACY_NS = 2_000_000_000
 Packed = tuple[list[str], list[EncodedRow], PackedRows]  # keys, their rows, their stored form
 _SOURCE_INDEX = attrgetter("source_index")
 TOUCH_GRANULARITY_S = 3600
 
 
-class Run:
-    def __init__(self, owner: CachedRowTokenizer, rows: RowSet, progress: Progress, report: CacheRunReport) -> None:
-        self.o, self.rows, self.progress, self.report = owner, rows, progress, report
+@dataclass
+class CacheRunReport:
+    """What the cache did in one `tokenize` call (rows, entries, stored bytes)."""
+
+    run_id: str
+    hits: int = 0
+    misses: int = 0
+    admitted: int = 0
+    not_admitted: int = 0
+    corrupt: int = 0
+    evicted_entries: int = 0
+    evicted_bytes: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+        log.warning(message)
+
+    def bad_entry(self, message: str) -> None:
+        """A damaged entry met while reading (counted in `corrupt`)."""
+        self.corrupt += 1
+        self.warn(message)
+
+
+@dataclass(frozen=True)
+class CacheOptions:
+    """Tuning of a cached run. Sizes in bytes.
+
+    Attributes:
+        max_bytes: cap on stored entry bytes (`training.cache.max_bytes`, default 10 GiB).
+        batch_rows, batch_bytes: a miss batch ends at this many rows or text bytes.
+        max_segment_bytes: segment files roll over past this size.
+    """
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    batch_rows: int = BATCH_ROWS
+    batch_bytes: int = BATCH_BYTES
+    max_segment_bytes: int = MAX_SEGMENT_BYTES
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """Everything a tokenize session needs besides its rows, fixed for its lifetime.
+
+    Attributes:
+        cache_dir: `<store>/tokenized-cache/`.
+        tokenizer_sha: the tokenizer's `tokenizer_sha256` (part of every key).
+        run_id: names the session in the index's `runs` table.
+        options: sizes and caps.
+        encoder: encodes `RowSpec` batches by the seam's token rules.
+        segment_write: the raw write of segment bytes (`os.write`; a seam for fault tests).
+    """
+
+    cache_dir: Path
+    tokenizer_sha: str
+    run_id: str
+    options: CacheOptions
+    encoder: RowEncoder
+    segment_write: WriteFn = os.write
+
+
+class TokenizeSession:
+    """One pass of the cache over one `RowSet`: resolve hits, encode misses, assemble.
+
+    Opens the index and the segment files on construction; `execute()` runs the
+    session once and closes the segment writer.
+
+    Raises:
+        sqlite3.DatabaseError, CacheIndexCorrupt: from the index (the caller quarantines).
+    """
+
+    def __init__(self, config: SessionConfig, rows: RowSet, progress: Progress, report: CacheRunReport) -> None:
+        self.config, self.rows, self.progress, self.report = config, rows, progress, report
         self.n_text = len(rows.text_rows)
         n = self.n_text + len(rows.file_rows)
         self.keys: list[str | None] = [None] * n
-        self.skip: dict[int, str] = {}
-        self.lossy: set[int] = set()
-        self.loc = np.full((n, 9), -1, dtype=np.int64)
-        self.hit = np.zeros(n, dtype=bool)
-        self.recorded = np.zeros(n, dtype=np.int64)
+        self.skip_reason: dict[int, str] = {}
+        self.lossy_slots: set[int] = set()
+        self.entries = np.full((n, 9), -1, dtype=np.int64)
+        self.is_hit = np.zeros(n, dtype=bool)
+        self.read_at_ns = np.zeros(n, dtype=np.int64)
         self.root_of_slot = np.full(n, -1, dtype=np.int64)
-        self.where: dict[str, tuple[int, ...]] = {}  # key -> E resolved in this run
-        self.mem: dict[str, np.ndarray] = {}
-        self.encoded: set[str] = set()
-        self.stale: list[str] = []
+        self.entry_by_key: dict[str, tuple[int, ...]] = {}  # key -> E resolved in this session
+        self.in_memory: dict[str, np.ndarray] = {}
+        self.encoded_keys: set[str] = set()
+        self.stale_keys: list[str] = []
         self.admitting = True
-        self.cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+        self.compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
         self.now_s = int(time.time())
+        self.slots_by_root: dict[int, np.ndarray] = {}
+        self.root_ids: dict[str, int] = {}
+        self.root_state: dict[int, tuple] = {}  # root id -> (files, stats, snapshot, positions)
+        self.dirty_roots: set[int] = set()
+        self.segment_names: dict[int, str] = {}
+        self.conn = connect(config.cache_dir)
+        self.tokenizer_id = tokenizer_id(self.conn, config.tokenizer_sha)
+        self.reader = SegmentReader(config.cache_dir)
+        self.writer = SegmentWriter(config.cache_dir, self.conn, config.options.max_segment_bytes,
+                                    config.segment_write)
 
     def execute(self) -> TokenizedRows:
+        """Run the session; returns the rows' `TokenizedRows` (lazy reads)."""
         started = time.perf_counter()
-        o = self.o
-        self.conn = connect(o.cache_dir)
-        self.tok = tokenizer_id(self.conn, o.tokenizer_sha)
-        self.reader = SegmentReader(o.cache_dir)
-        self.writer = SegmentWriter(o.cache_dir, self.conn, o.options.max_segment_bytes, o.segment_write)
-        self.progress.start("tokenizing", len(self.loc))
+        self.progress.start("tokenizing", len(self.entries))
         # misses are encoded and packed on a worker thread one batch ahead of the reads
         self.pipe: AheadPipeline[dict[str, RowSpec], Packed] = AheadPipeline(self._encode_batch)
         try:
@@ -92,33 +181,29 @@ class Run:
     # phase 1: resolve without reading -------------------------------------
     def _resolve(self) -> list[int]:
         for i, row in enumerate(self.rows.text_rows):
-            self.keys[i] = spec_key(self.o.tokenizer_sha, text_row_spec(row))
+            self.keys[i] = spec_key(self.config.tokenizer_sha, text_row_spec(row))
         # every row of one directive shares its root (the seam's FileRow contract)
         files = self.rows.file_rows
         directive = np.fromiter(map(_SOURCE_INDEX, files), dtype=np.int64, count=len(files))
-        self.groups: dict[int, np.ndarray] = {}
-        self.roots: dict[str, int] = {}
         for d in np.unique(directive).tolist():
             at = np.flatnonzero(directive == d)
             first = files[int(at[0])]
             p = str(first.path)
             root = p[: len(p) - len(first.relpath) - 1]
-            rid = self.roots.setdefault(root, root_id(self.conn, root))
-            self.groups[rid] = np.concatenate((self.groups.get(rid, np.zeros(0, np.int64)), at + self.n_text))
-        self.snaps: dict[int, tuple] = {}
-        self.dirty: set[int] = set()
+            rid = self.root_ids.setdefault(root, root_id(self.conn, root))
+            self.slots_by_root[rid] = np.concatenate((self.slots_by_root.get(rid, np.zeros(0, np.int64)), at + self.n_text))
         pending: list[int] = []
         hit_slots: list[np.ndarray] = []
         hit_rows: list[np.ndarray] = []
         with read_tx(self.conn):
-            self.seg_names = segment_names(self.conn)
+            self.segment_names = segment_names(self.conn)
             found = lookup_keys(self.conn, [k for k in self.keys[: self.n_text] if k])
             text_hits = [i for i in range(self.n_text) if self.keys[i] in found]
             pending += [i for i in range(self.n_text) if self.keys[i] not in found]
             hit_slots.append(np.array(text_hits, dtype=np.int64))
-            hit_rows.append(as_entries([found[self.keys[i]] for i in text_hits]))  # type: ignore[index]
-            for rid, slots in self.groups.items():
-                snap, damaged = statindex.load(self.conn, self.tok, rid)
+            hit_rows.append(as_entries([found[self.keys[i]] for i in text_hits]))  # type: ignore[index]  # text slots are keyed above
+            for rid, slots in self.slots_by_root.items():
+                snap, damaged = statindex.load(self.conn, self.tokenizer_id, rid)
                 if damaged:
                     self.report.warn(f"stat index of {self._root_path(rid)} was damaged; re-reading its files")
                 self._resolve_root(rid, slots, snap, pending, hit_slots, hit_rows)
@@ -126,9 +211,12 @@ class Run:
         return sorted(pending)
 
     def _root_path(self, rid: int) -> str:
-        return next(path for path, r in self.roots.items() if r == rid)
+        return next(path for path, r in self.root_ids.items() if r == rid)
 
-    def _resolve_root(self, rid, slots, snap, pending, hit_slots, hit_rows) -> None:
+    def _resolve_root(
+        self, rid: int, slots: np.ndarray, snap: statindex.Snapshot | None, pending: list[int],
+        hit_slots: list[np.ndarray], hit_rows: list[np.ndarray],
+    ) -> None:
         lo, hi = int(slots[0]) - self.n_text, int(slots[-1]) - self.n_text + 1
         if hi - lo == len(slots):  # contiguous, as a walk emits them
             files = self.rows.file_rows[lo:hi]
@@ -137,9 +225,9 @@ class Run:
         stats = statindex.file_stats(files)
         pos, ok = statindex.trusted(snap, files, stats, RACY_NS)
         self.root_of_slot[slots] = rid
-        self.snaps[rid] = (files, stats, snap, pos)
+        self.root_state[rid] = (files, stats, snap, pos)
         if snap is None or len(snap.relpaths) != len(files) or not ok.all():
-            self.dirty.add(rid)
+            self.dirty_roots.add(rid)
         if snap is None:
             pending.extend(slots.tolist())
             return
@@ -148,21 +236,21 @@ class Run:
         skipped = ok & ((flags & statindex.SKIPPED) > 0) & (reason > 0)
         hit = ok & ((flags & (statindex.SKIPPED | statindex.HAS_ENTRY)) == statindex.HAS_ENTRY)
         for slot, code in zip(slots[skipped].tolist(), reason[skipped].tolist()):
-            self.skip[slot] = statindex.REASONS[code]
+            self.skip_reason[slot] = statindex.REASONS[code]
         for slot, key in zip(slots[hit].tolist(), snap.keys(pos[hit])):
             self.keys[slot] = key
-        self.lossy.update(slots[hit & ((flags & statindex.LOSSY) > 0)].tolist())
-        self.recorded[slots[ok]] = snap.recorded[p[ok]]
+        self.lossy_slots.update(slots[hit & ((flags & statindex.LOSSY) > 0)].tolist())
+        self.read_at_ns[slots[ok]] = snap.recorded[p[ok]]
         entries = snap.entry[pos[hit]]
         if time.time_ns() - snap.written_ns > TOUCH_GRANULARITY_S * 10**9:
             entries = entries.copy()
             entries[:, ACCESS] = 0  # stale: touched in the index, snapshot rewritten
-            self.dirty.add(rid)
+            self.dirty_roots.add(rid)
         hit_slots.append(slots[hit])
         hit_rows.append(entries)
         rest = slots[~(hit | skipped)]
         if rest.size:
-            self.dirty.add(rid)
+            self.dirty_roots.add(rid)
             pending.extend(rest.tolist())
 
     def _accept_hits(self, slots: np.ndarray, entries: np.ndarray, pending: list[int]) -> None:
@@ -172,17 +260,17 @@ class Run:
             self.report.corrupt += int((~ok).sum())
             self.report.warn(f"{int((~ok).sum())} cache index rows failed their check; re-tokenizing")
         for seg in np.unique(entries[ok, SEG]).tolist():
-            name = self.seg_names.get(seg)
+            name = self.segment_names.get(seg)
             if name is None or not self.reader.open(seg, name):
                 ok &= entries[:, SEG] != seg
-        self.loc[slots[ok]] = entries[ok]
-        self.hit[slots[ok]] = True
+        self.entries[slots[ok]] = entries[ok]
+        self.is_hit[slots[ok]] = True
         stale = ok & (entries[:, ACCESS] < self.now_s - TOUCH_GRANULARITY_S)
-        self.stale += [self.keys[s] for s in slots[stale].tolist()]  # type: ignore[misc]
-        self.loc[slots[stale], ACCESS] = self.now_s
-        self.dirty.update(int(r) for r in np.unique(self.root_of_slot[slots[stale]]) if r >= 0)
+        self.stale_keys += [self.keys[s] for s in slots[stale].tolist()]
+        self.entries[slots[stale], ACCESS] = self.now_s
+        self.dirty_roots.update(int(r) for r in np.unique(self.root_of_slot[slots[stale]]) if r >= 0)
         bad = slots[~ok]
-        self.dirty.update(int(r) for r in np.unique(self.root_of_slot[bad]) if r >= 0)
+        self.dirty_roots.update(int(r) for r in np.unique(self.root_of_slot[bad]) if r >= 0)
         pending += bad.tolist()
         self.progress.advance(int(ok.sum()))
 
@@ -197,7 +285,7 @@ class Run:
                 continue
             chunk.append((slot, spec))
             size += len(spec.text)
-            if len(chunk) >= self.o.options.batch_rows or size >= self.o.options.batch_bytes:
+            if len(chunk) >= self.config.options.batch_rows or size >= self.config.options.batch_bytes:
                 self._flush(chunk, skipped)
                 chunk, size, skipped = [], 0, 0
         if chunk or skipped:
@@ -207,29 +295,30 @@ class Run:
 
     def _read_file(self, slot: int) -> RowSpec | None:
         fr = self.rows.file_rows[slot - self.n_text]
-        self.recorded[slot] = time.time_ns()
+        self.read_at_ns[slot] = time.time_ns()
         self.keys[slot] = None
         got = read_file_row(fr)
         if isinstance(got, str):
-            self.skip[slot] = got
+            self.skip_reason[slot] = got
             return None
-        self.keys[slot] = spec_key(self.o.tokenizer_sha, got.spec)
+        self.keys[slot] = spec_key(self.config.tokenizer_sha, got.spec)
         if got.lossy:
-            self.lossy.add(slot)
+            self.lossy_slots.add(slot)
         return got.spec
 
     def _flush(self, chunk: list[tuple[int, RowSpec]], skipped: int) -> None:
-        keys = [self.keys[slot] for slot, _ in chunk]
-        unknown = [k for k in dict.fromkeys(keys) if k not in self.where and k not in self.encoded]
+        # every slot of a chunk was keyed when its spec was made
+        keys = cast("list[str]", [self.keys[slot] for slot, _ in chunk])
+        unknown = [k for k in dict.fromkeys(keys) if k not in self.entry_by_key and k not in self.encoded_keys]
         if unknown:
             self._take_found(lookup_keys(self.conn, unknown))
         specs: dict[str, RowSpec] = {}
         for (_, spec), key in zip(chunk, keys):
-            if key not in self.where and key not in self.encoded:
-                specs.setdefault(key, spec)  # type: ignore[arg-type]
-        self.encoded.update(specs)  # in flight: a later duplicate waits for this entry
+            if key not in self.entry_by_key and key not in self.encoded_keys:
+                specs.setdefault(key, spec)
+        self.encoded_keys.update(specs)  # in flight: a later duplicate waits for this entry
         for (slot, _), key in zip(chunk, keys):
-            self.hit[slot] = key not in self.encoded
+            self.is_hit[slot] = key not in self.encoded_keys
         for done in self.pipe.submit(specs) if specs else []:
             self._write(done)
         self.progress.advance(len(chunk) + skipped)
@@ -244,15 +333,15 @@ class Run:
                 ok &= entries[:, SEG] != seg
         for key, e, good in zip(keys, entries.tolist(), ok.tolist()):
             if good:
-                self.where[key] = tuple(e)
+                self.entry_by_key[key] = tuple(e)
                 if e[ACCESS] < self.now_s - TOUCH_GRANULARITY_S:
-                    self.stale.append(key)
+                    self.stale_keys.append(key)
 
     def _encode_batch(self, specs: dict[str, RowSpec]) -> Packed:
-        """Worker thread: encode and pack one batch (touches no shared state but `cctx`)."""
+        """Worker thread: encode and pack one batch (touches no shared state but `compressor`)."""
         keys = list(specs)
-        encoded = self.o.encoder.encode([specs[k] for k in keys])
-        return keys, encoded, pack_rows([e.ids for e in encoded], self.cctx.compress, checksum)
+        encoded = self.config.encoder.encode([specs[k] for k in keys])
+        return keys, encoded, pack_rows([e.ids for e in encoded], self.compressor.compress, checksum)
 
     def _write(self, done: Packed) -> None:
         """Admit one packed batch: segment append (fdatasync'ed), then its index rows."""
@@ -261,13 +350,13 @@ class Run:
         if self.admitting and not self._make_room(sum(map(len, payloads)), keys):
             self.admitting = False
             self.report.warn(
-                f"this run needs more than training.cache.max_bytes ({self.o.options.max_bytes} bytes); "
+                f"this run needs more than training.cache.max_bytes ({self.config.options.max_bytes} bytes); "
                 "stopped admitting new cache entries (raise max_bytes to cache the whole run)"
             )
         if not self.admitting:
             for key, e in zip(keys, encoded):
-                self.mem[key] = e.ids
-                self.where[key] = (IN_MEMORY, 0, 0, e.ids.shape[0], e.n_prompt, e.ids.dtype.itemsize, 0, 0, 0)
+                self.in_memory[key] = e.ids
+                self.entry_by_key[key] = (IN_MEMORY, 0, 0, e.ids.shape[0], e.n_prompt, e.ids.dtype.itemsize, 0, 0, 0)
             self.report.not_admitted += len(keys)
             return
         seg, offsets = self.writer.append(payloads)
@@ -281,20 +370,20 @@ class Run:
         cols[:, META] = meta_check(cols)
         rows = []
         for key, entry in zip(keys, cols.tolist()):
-            self.where[key] = tuple(entry)
-            rows.append((key, self.tok, *entry))
+            self.entry_by_key[key] = tuple(entry)
+            rows.append((key, self.tokenizer_id, *entry))
         with write_tx(self.conn):
             insert_entries(self.conn, rows)
         self.report.admitted += len(rows)
 
     def _make_room(self, incoming: int, keys: list[str]) -> bool:
-        cap = self.o.options.max_bytes
+        cap = self.config.options.max_bytes
         if totals(self.conn)[0] + incoming <= cap:
             return True
         protected = {k for k in self.keys if k} | set(keys)
-        with maint_lock(self.o.cache_dir):
+        with maint_lock(self.config.cache_dir):
             result = evict_lru(self.conn, max(0, int(cap * EVICT_TO_FRACTION) - incoming), protected)
-            compact(self.conn, self.o.cache_dir)
+            compact(self.conn, self.config.cache_dir)
         self.report.evicted_entries += result.evicted_entries
         self.report.evicted_bytes += result.evicted_bytes
         return result.bytes_after + incoming <= cap
@@ -302,68 +391,70 @@ class Run:
     # end --------------------------------------------------------------------
     def _fill(self) -> None:
         """Entries of rows resolved in phase 2 (including duplicates of one key)."""
-        for s in np.flatnonzero(self.loc[:, SEG] == -1).tolist():
-            if s not in self.skip:
-                self.loc[s] = self.where[self.keys[s]]  # type: ignore[index]
+        for s in np.flatnonzero(self.entries[:, SEG] == -1).tolist():
+            if s not in self.skip_reason:
+                self.entries[s] = self.entry_by_key[self.keys[s]]
 
     def _finish(self, seconds: float) -> None:
-        kept = len(self.loc) - len(self.skip)
-        hits = int(self.hit.sum())
+        kept = len(self.entries) - len(self.skip_reason)
+        hits = int(self.is_hit.sum())
         with write_tx(self.conn):
-            if self.stale:
-                touch(self.conn, self.stale, self.now_s)
-            for rid in self.dirty:
-                statindex.save(self.conn, self.tok, rid, self._snapshot(rid), time.time_ns())
+            if self.stale_keys:
+                touch(self.conn, self.stale_keys, self.now_s)
+            for rid in self.dirty_roots:
+                statindex.save(self.conn, self.tokenizer_id, rid, self._snapshot(rid), time.time_ns())
             self.conn.execute(
                 "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?)",
-                (self.o.run_id, time.time_ns(), kept, hits, kept - hits, seconds, self.tok),
+                (self.config.run_id, time.time_ns(), kept, hits, kept - hits, seconds, self.tokenizer_id),
             )
 
     def _snapshot(self, rid: int) -> statindex.Snapshot:
-        files, stats, _, _ = self.snaps[rid]
-        slots = self.groups[rid]
+        files, stats, _, _ = self.root_state[rid]
+        slots = self.slots_by_root[rid]
         n = len(files)
         flags = np.zeros(n, dtype=np.uint8)
         reason = np.zeros(n, dtype=np.uint8)
         digest = bytearray()
         for j, s in enumerate(slots.tolist()):
-            if s in self.skip:
+            if s in self.skip_reason:
                 flags[j] = statindex.SKIPPED
-                reason[j] = statindex.reason_code(self.skip[s])
-            elif self.loc[s, SEG] >= 0:
+                reason[j] = statindex.reason_code(self.skip_reason[s])
+            elif self.entries[s, SEG] >= 0:
                 flags[j] = statindex.HAS_ENTRY
-            flags[j] |= statindex.LOSSY if s in self.lossy else 0
+            flags[j] |= statindex.LOSSY if s in self.lossy_slots else 0
             digest += statindex.digest_of(self.keys[s])
-        entry = self.loc[slots].copy()
+        entry = self.entries[slots].copy()
         entry[(flags & statindex.HAS_ENTRY) == 0] = 0
         return statindex.Snapshot(
             [f.relpath for f in files], stats[:, 0], stats[:, 1], stats[:, 2], stats[:, 3].view(np.uint64),
-            self.recorded[slots], entry, np.frombuffer(bytes(digest), dtype=np.uint8).reshape(n, 16),
+            self.read_at_ns[slots], entry, np.frombuffer(bytes(digest), dtype=np.uint8).reshape(n, 16),
             flags, reason,
         )
 
     def _assemble(self, seconds: float) -> TokenizedRows:
-        kept = [s for s in range(len(self.keys)) if s not in self.skip] if self.skip else list(range(len(self.keys)))
-        loc = self.loc[kept]
-        hits = int(self.hit[kept].sum())
+        kept = [s for s in range(len(self.keys)) if s not in self.skip_reason] if self.skip_reason else list(range(len(self.keys)))
+        loc = self.entries[kept]
+        hits = int(self.is_hit[kept].sum())
         self.report.hits, self.report.misses = hits, len(kept) - hits
-        keys = [self.keys[s] for s in kept] if self.skip else list(self.keys)
+        keys = [self.keys[s] for s in kept] if self.skip_reason else list(self.keys)
         n = len(kept)
         stats = TokenizeStats(n, hits, n - hits, seconds, totals(self.conn)[0])
-        source = RowSource(self.rows, self.n_text, kept, self.root_of_slot, self.tok)
+        source = RowSource(self.rows, self.n_text, kept, self.root_of_slot, self.tokenizer_id)
         read = CachedRows(
-            self.o.cache_dir, self.reader, loc, keys, self.mem, source,  # type: ignore[arg-type]
-            lambda spec: self.o.encoder.encode([spec])[0].ids, self.o.tokenizer_sha, stats,
-            self.report.bad_entry, keepalive=self.conn,
+            cache_dir=self.config.cache_dir, reader=self.reader, entries=loc,
+            keys=keys, in_memory=self.in_memory, source=source,  # type: ignore[arg-type]  # kept slots are all keyed
+            encode=lambda spec: self.config.encoder.encode([spec])[0].ids,
+            tokenizer_sha=self.config.tokenizer_sha, stats=stats, warn=self.report.bad_entry,
+            keepalive=self.conn,
         )
         return TokenizedRows(
             lengths=loc[:, NTOK].copy(),
             n_prompt=loc[:, NPROMPT].astype(np.int32),
-            keys=keys,  # type: ignore[arg-type]
+            keys=keys,  # type: ignore[arg-type]  # kept slots are all keyed
             read=read,
-            kinds=[r.kind for r in self.rows.text_rows] + ["source"] * (n - self.n_text),  # type: ignore[list-item]
+            kinds=[r.kind for r in self.rows.text_rows] + ["source"] * (n - self.n_text),
             files_taken=n - self.n_text,
-            files_skipped=Counter(self.skip.values()),
-            lossy_files=len(self.lossy),
+            files_skipped=Counter(self.skip_reason.values()),
+            lossy_files=len(self.lossy_slots),
             stats=stats,
         )

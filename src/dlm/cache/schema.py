@@ -28,12 +28,13 @@ never re-summed and never drifts.
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal, overload
 
 from dlm.errors import CacheError
+from dlm.sqlitedb import apply_migrations, write_tx
 from dlm.tokenize.keys import KEY_ALGO
 
 KEY_PREFIX = f"{KEY_ALGO}:"
@@ -186,7 +187,7 @@ def connect(cache_dir: Path, migrations: list[tuple[str, str]] = MIGRATIONS) -> 
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = OFF")
         conn.create_function("dlm_key_blob", 1, key_blob, deterministic=True)
-        apply_migrations(conn, migrations)
+        apply_migrations(conn, migrations, table="migrations")
     except sqlite3.DatabaseError as exc:
         if is_corruption(exc):
             raise CacheIndexCorrupt(
@@ -213,49 +214,6 @@ def is_corruption(exc: BaseException) -> bool:
     return not isinstance(exc, sqlite3.OperationalError)
 
 
-def apply_migrations(conn: sqlite3.Connection, migrations: list[tuple[str, str]]) -> list[str]:
-    """Apply every migration not yet recorded; returns the names applied now."""
-    conn.execute("CREATE TABLE IF NOT EXISTS migrations(name TEXT PRIMARY KEY, applied_ns INTEGER)")
-    done = {r[0] for r in conn.execute("SELECT name FROM migrations")}
-    applied = []
-    for name, sql in migrations:
-        if name in done:
-            continue
-        with write_tx(conn):
-            if conn.execute("SELECT 1 FROM migrations WHERE name = ?", (name,)).fetchone():
-                continue  # another process applied it while we waited for the lock
-            for stmt in split_sql(sql):
-                conn.execute(stmt)
-            conn.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time_ns()))
-        applied.append(name)
-    return applied
-
-
-def split_sql(script: str) -> list[str]:
-    """Split a migration script into statements (trigger bodies kept whole)."""
-    out, buf = [], ""
-    for line in script.strip().splitlines():
-        buf += line + "\n"
-        if sqlite3.complete_statement(buf):
-            out.append(buf.strip())
-            buf = ""
-    if buf.strip():
-        out.append(buf.strip())
-    return out
-
-
-@contextmanager
-def write_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """`BEGIN IMMEDIATE` ... `COMMIT` (rolled back on any exception)."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
 @contextmanager
 def read_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """A read transaction: every query inside sees one snapshot of the index."""
@@ -266,6 +224,10 @@ def read_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         conn.execute("COMMIT")
 
 
+@overload
+def tokenizer_id(conn: sqlite3.Connection, sha: str, *, create: Literal[True] = True) -> int: ...
+@overload
+def tokenizer_id(conn: sqlite3.Connection, sha: str, *, create: bool) -> int | None: ...
 def tokenizer_id(conn: sqlite3.Connection, sha: str, *, create: bool = True) -> int | None:
     """Row id of a tokenizer fingerprint, inserting it when `create`."""
     row = conn.execute("SELECT id FROM tokenizers WHERE sha = ?", (sha,)).fetchone()

@@ -44,7 +44,7 @@ SEGMENT_DIR = "segments"
 SEGMENT_SUFFIX = ".seg"
 MAX_SEGMENT_BYTES = 64 << 20
 ZSTD_LEVEL = 3
-DTYPE_CODES = {2: np.dtype("<u2"), 4: np.dtype("<u4")}
+DTYPE_CODES: dict[int, np.dtype] = {2: np.dtype("<u2"), 4: np.dtype("<u4")}
 
 
 def checksum(data: bytes) -> int:

@@ -41,8 +41,8 @@ import numpy as np
 import xxhash
 import zstandard
 
+from dlm.rows.types import FileRow
 from dlm.tokenize.keys import KEY_ALGO
-from dlm.tokenize.seam import FileRow
 
 MAGIC = b"DLMSTAT1"
 ZSTD_LEVEL = 3

@@ -1,6 +1,6 @@
 """`CachedRowTokenizer`: the tokenize seam backed by the tokenized-section cache.
 
-One run (`dlm.cache.run`), in two phases:
+One tokenize session (`dlm.cache.run`), in two phases:
 
 1. Resolve without reading. Text rows get their `row_key` from their text and their
    entries by key from the index. File rows are matched, vectorized, against the stat
@@ -26,61 +26,30 @@ kept in memory and `last_report.warnings` says so.
 
 from __future__ import annotations
 
-import logging
 import os
 import sqlite3
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlm.cache.run import RACY_NS, Run
+from dlm.cache.run import (
+    BATCH_BYTES,
+    BATCH_ROWS,
+    DEFAULT_MAX_BYTES,
+    RACY_NS,
+    CacheOptions,
+    CacheRunReport,
+    SessionConfig,
+    TokenizeSession,
+)
 from dlm.cache.schema import INDEX_NAME, CacheIndexCorrupt, is_corruption
 from dlm.cache.segments import MAX_SEGMENT_BYTES, WriteFn, segment_dir
 from dlm.errors import CacheError
+from dlm.rows.types import RowSet
 from dlm.tokenize.encode import RowEncoder
-from dlm.tokenize.seam import NullProgress, Progress, RowSet, TokenizedRows
+from dlm.tokenize.seam import NullProgress, Progress, TokenizedRows
 
-log = logging.getLogger("dlm.cache")
-
-DEFAULT_MAX_BYTES = 10 << 30
-BATCH_ROWS = 1000
-BATCH_BYTES = 4 << 20
 __all__ = ["DEFAULT_MAX_BYTES", "RACY_NS", "CacheRunReport", "CachedRowTokenizer", "quarantine_index"]
-
-
-@dataclass
-class CacheRunReport:
-    """What the cache did in one `tokenize` call (rows, entries, stored bytes)."""
-
-    run_id: str
-    hits: int = 0
-    misses: int = 0
-    admitted: int = 0
-    not_admitted: int = 0
-    corrupt: int = 0
-    evicted_entries: int = 0
-    evicted_bytes: int = 0
-    warnings: list[str] = field(default_factory=list)
-
-    def warn(self, message: str) -> None:
-        self.warnings.append(message)
-        log.warning(message)
-
-    def bad_entry(self, message: str) -> None:
-        """A damaged entry met while reading (counted in `corrupt`)."""
-        self.corrupt += 1
-        self.warn(message)
-
-
-@dataclass(frozen=True)
-class CacheOptions:
-    """Tuning of a cached run. Sizes in bytes."""
-
-    max_bytes: int = DEFAULT_MAX_BYTES
-    batch_rows: int = BATCH_ROWS
-    batch_bytes: int = BATCH_BYTES
-    max_segment_bytes: int = MAX_SEGMENT_BYTES
 
 
 class CachedRowTokenizer:
@@ -114,11 +83,14 @@ class CachedRowTokenizer:
         segment_write: WriteFn = os.write,
     ) -> None:
         self.cache_dir = Path(cache_dir)
-        self.segment_write = segment_write
-        self.encoder = RowEncoder(tokenizer)
-        self.tokenizer_sha = tokenizer_sha
-        self.run_id = run_id
-        self.options = CacheOptions(max_bytes, batch_rows, batch_bytes, max_segment_bytes)
+        self.config = SessionConfig(
+            cache_dir=self.cache_dir,
+            tokenizer_sha=tokenizer_sha,
+            run_id=run_id,
+            options=CacheOptions(max_bytes, batch_rows, batch_bytes, max_segment_bytes),
+            encoder=RowEncoder(tokenizer),
+            segment_write=segment_write,
+        )
         self.last_report: CacheRunReport | None = None
 
     def tokenize(self, rows: RowSet, progress: Progress | None = None) -> TokenizedRows:
@@ -149,8 +121,8 @@ class CachedRowTokenizer:
 
 
     def _run(self, rows: RowSet, progress: Progress | None) -> TokenizedRows:
-        self.last_report = CacheRunReport(self.run_id)
-        return Run(self, rows, progress or NullProgress(), self.last_report).execute()
+        self.last_report = CacheRunReport(self.config.run_id)
+        return TokenizeSession(self.config, rows, progress or NullProgress(), self.last_report).execute()
 
 
 def quarantine_index(cache_dir: Path) -> None:

@@ -10,7 +10,7 @@ import shutil
 import sqlite3
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,8 @@ from dlm.cache.index import totals
 from dlm.cache.schema import INDEX_NAME, connect, write_tx
 from dlm.cache.tokenizer import CachedRowTokenizer
 from dlm.errors import CacheError, UsageError
-from dlm.tokenize.seam import Progress, RowSet
+from dlm.rows.types import RowSet
+from dlm.tokenize.seam import Progress
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([dhms])\s*$")
 _UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -113,8 +114,6 @@ class PruneResult:
     bytes_reclaimed: int
     orphans_removed: int
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def prune_cache(cache_dir: Path, older_than_s: float, now_s: float | None = None) -> PruneResult:
@@ -149,8 +148,6 @@ class ClearResult:
     removed_bytes: int
     reset_corrupt_index: bool = False
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def clear_cache(cache_dir: Path) -> ClearResult:
@@ -193,8 +190,6 @@ class BuildResult:
     files_skipped: dict[str, int]
     warnings: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def build_cache(

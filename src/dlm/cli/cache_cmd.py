@@ -1,6 +1,6 @@
 """`dlm cache ...`: inspect and manage a document's tokenized-section cache.
 
-Each command parses, calls one function of `dlm.cache.document`, and renders the
+Each command parses, calls one function of `dlm.actions.cache`, and renders the
 result (rich on a terminal, `--json` for machines).
 """
 
@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from dlm.cli.common import DocArg, JsonOpt, load_doc_and_store, print_json, print_table
+from dlm.cli.common import DocArg, JsonOpt, print_json, print_table
 from dlm.cli.reporter import console, reported, warn_line
 
 cache_app = typer.Typer(
@@ -26,16 +26,14 @@ FileArg = Annotated[Path, typer.Argument(help="Path of the portable cache file."
 @reported
 def show(path: DocArg, json_out: JsonOpt = False) -> None:
     """Show the cache's path, entries, size, token dtype, tokenizer and last-run hit rate."""
-    from dlm.cache import format_hit_rate
-    from dlm.cache.document import document_cache_summary
+    from dlm.actions.cache import cache_dir, cache_show, format_hit_rate
 
-    _, store = load_doc_and_store(path)
-    summary = document_cache_summary(store)
+    summary = cache_show(path)
     if json_out:
         print_json(summary)
         return
     if summary is None:
-        console.print(f"no cache yet at {store.cache_dir} (run `dlm cache build` or `dlm train`)")
+        console.print(f"no cache yet at {cache_dir(path)} (run `dlm cache build` or `dlm train`)")
         return
     if summary["error"]:
         warn_line(summary["error"])
@@ -53,19 +51,18 @@ def show(path: DocArg, json_out: JsonOpt = False) -> None:
 @reported
 def build(path: DocArg, json_out: JsonOpt = False) -> None:
     """Tokenize every row of the document into the cache, without training."""
-    from dlm.cache.document import build_document_cache
+    from dlm.actions.cache import cache_build
     from dlm.cli.progress import RichTrainSink
 
-    doc, store = load_doc_and_store(path)
     sink = RichTrainSink(quiet=json_out)
     try:
-        result = build_document_cache(doc, store, sink)
+        result = cache_build(path, sink)
     finally:
         sink.close()
     for warning in result.warnings:
         warn_line(warning)
     if json_out:
-        print_json(result.as_dict())
+        print_json(result)
         return
     print_table([
         ("rows", f"{result.rows:,} ({result.files_taken:,} source files)"),
@@ -86,12 +83,11 @@ def prune(
     json_out: JsonOpt = False,
 ) -> None:
     """Drop entries not used for a while, compact segments, reclaim orphaned bytes."""
-    from dlm.cache.document import prune_document_cache
+    from dlm.actions.cache import cache_prune
 
-    doc, store = load_doc_and_store(path)
-    result = prune_document_cache(doc, store, older_than)
+    result = cache_prune(path, older_than)
     if json_out:
-        print_json(result.as_dict())
+        print_json(result)
         return
     console.print(
         f"pruned {result.removed_entries:,} entries ({result.removed_bytes:,} bytes); "
@@ -107,14 +103,13 @@ def clear(
     json_out: JsonOpt = False,
 ) -> None:
     """Delete every entry of the document's cache."""
-    from dlm.cache.document import clear_document_cache
+    from dlm.actions.cache import cache_clear, cache_dir
 
-    _, store = load_doc_and_store(path)
     if not force:
-        typer.confirm(f"Delete the tokenized-section cache at {store.cache_dir}?", abort=True)
-    result = clear_document_cache(store)
+        typer.confirm(f"Delete the tokenized-section cache at {cache_dir(path)}?", abort=True)
+    result = cache_clear(path)
     if json_out:
-        print_json(result.as_dict())
+        print_json(result)
         return
     console.print(
         f"cleared {result.removed_entries:,} entries ({result.removed_bytes:,} bytes)"
@@ -126,14 +121,13 @@ def clear(
 @reported
 def export_(path: DocArg, file: FileArg, json_out: JsonOpt = False) -> None:
     """Write the cache's entries to one portable file (a tar)."""
-    from dlm.cache.document import export_document_cache
+    from dlm.actions.cache import cache_export
 
-    _, store = load_doc_and_store(path)
-    result = export_document_cache(store, file)
+    result = cache_export(path, file)
     if result.corrupt_skipped:
         warn_line(f"{result.corrupt_skipped} damaged entries were left out")
     if json_out:
-        print_json(result.as_dict())
+        print_json(result)
         return
     console.print(f"exported {result.entries:,} entries to {result.path} ({result.bytes:,} bytes)")
 
@@ -142,14 +136,13 @@ def export_(path: DocArg, file: FileArg, json_out: JsonOpt = False) -> None:
 @reported
 def import_(path: DocArg, file: FileArg, json_out: JsonOpt = False) -> None:
     """Admit entries from a portable file made with the same tokenizer (checksums verified)."""
-    from dlm.cache.document import import_document_cache
+    from dlm.actions.cache import cache_import
 
-    doc, store = load_doc_and_store(path)
-    result = import_document_cache(doc, store, file)
+    result = cache_import(path, file)
     if result.corrupt_skipped:
         warn_line(f"{result.corrupt_skipped} damaged entries were skipped")
     if json_out:
-        print_json(result.as_dict())
+        print_json(result)
         return
     console.print(
         f"imported {result.entries_imported:,} entries ({result.already_present:,} already present)"

@@ -1,10 +1,9 @@
 """`dlm doctor`: hardware, determinism tier and class, pinned versions.
 
-Thin: `dlm.lock.doctor_view()` builds the data; this module only renders it.
+Thin: `dlm.actions.doctor()` builds the data; this module only renders it.
 """
 
 from __future__ import annotations
-
 
 import typer
 
@@ -21,11 +20,11 @@ def doctor(
     json_out: JsonOpt = False,
 ) -> None:
     """Show this machine's hardware tier, the determinism class `dlm train` records, and versions."""
-    from dlm.lock import doctor_view
+    from dlm.actions.diagnostics import doctor as doctor_action
 
-    view = doctor_view()
+    view = doctor_action()
     if json_out:
-        print_json(view.to_json())
+        print_json(view)
         return
     rows = [
         ("dlm", view.dlm_version),

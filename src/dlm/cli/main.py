@@ -10,8 +10,9 @@ import typer
 from rich.table import Table
 
 from dlm import __version__
-from dlm.cli.common import DocArg, JsonOpt, load_doc_and_store, print_json, print_table
+from dlm.cli.common import DocArg, JsonOpt, print_json, print_table
 from dlm.cli.reporter import console, reported, set_verbose
+from dlm.defaults import DEFAULT_BASE_MODEL
 
 app = typer.Typer(
     name="dlm",
@@ -60,14 +61,14 @@ def _quiet_libraries() -> None:
 @reported
 def init(
     path: Annotated[Path, typer.Argument(help="Where to write the new .dlm document.")],
-    base: Annotated[str, typer.Option("--base", help="Base model: alias, local folder or hub id.")] = "smollm2-135m",
+    base: Annotated[str, typer.Option("--base", help="Base model: alias, local folder or hub id.")] = DEFAULT_BASE_MODEL,
     source: Annotated[Optional[list[Path]], typer.Option("--source", help="A source folder to ingest (repeatable).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Scaffold a valid .dlm document with a fresh dlm_id and an example instruction section."""
-    from dlm.scaffold import scaffold_document
+    from dlm.actions.scaffold import init as init_document
 
-    written = scaffold_document(path, base_model=base, sources=source or [], force=force)
+    written = init_document(path, base_model=base, sources=source or [], force=force)
     console.print(f"wrote {written}; next: [bold]dlm train {written}[/]")
 
 
@@ -84,21 +85,19 @@ def train(
     json_out: JsonOpt = False,
 ) -> None:
     """Train a new adapter version from the document (rows, tokenize, LoRA, save)."""
+    from dlm.actions.training import format_skips, resolve_lock_mode
+    from dlm.actions.training import train as train_action
     from dlm.cli.progress import RichTrainSink
-    from dlm.lock import resolve_lock_mode
-    from dlm.sources.walk import format_skips
-    from dlm.train.run import TrainOptions, train_document
 
     mode = resolve_lock_mode(strict=strict_lock, update=update_lock, ignore=ignore_lock)
-    doc, _ = load_doc_and_store(path)
-    options = TrainOptions(max_steps=max_steps, use_cache=not no_cache, strict_sources=strict, lock_mode=mode)
     sink = RichTrainSink(quiet=json_out)
     try:
-        report = train_document(doc, options, sink)
+        report = train_action(path, max_steps=max_steps, use_cache=not no_cache, strict_sources=strict,
+                              lock_mode=mode, sink=sink)
     finally:
         sink.close()
     if json_out:
-        print_json(report.as_dict())
+        print_json(report)
         return
     tok = report.tokenization
     console.print(
@@ -130,12 +129,10 @@ def prompt(
     no_adapter: Annotated[bool, typer.Option("--no-adapter", help="Use the base model alone, to compare.")] = False,
 ) -> None:
     """Answer a question with the base model plus the current adapter, streamed."""
-    from dlm.infer import load_inference
+    from dlm.actions.prompting import prompt as prompt_action
 
-    doc, _ = load_doc_and_store(path)
-    engine = load_inference(doc, use_adapter=not no_adapter)
-    for piece in engine.generate([{"role": "user", "content": question}],
-                                 max_new_tokens=max_new_tokens, temperature=temperature):
+    for piece in prompt_action(path, question, max_new_tokens=max_new_tokens, temperature=temperature,
+                               use_adapter=not no_adapter):
         sys.stdout.write(piece)
         sys.stdout.flush()
     sys.stdout.write("\n")
@@ -145,10 +142,9 @@ def prompt(
 @reported
 def show(path: DocArg, json_out: JsonOpt = False) -> None:
     """Show a document's id, base model, store, rows, adapter versions and last run."""
-    from dlm.views import show_view
+    from dlm.actions.views import show as show_action
 
-    doc, store = load_doc_and_store(path)
-    view = show_view(doc, store)
+    view = show_action(path)
     if json_out:
         print_json(view)
         return
@@ -170,10 +166,9 @@ def show(path: DocArg, json_out: JsonOpt = False) -> None:
 @reported
 def metrics(path: DocArg, json_out: JsonOpt = False) -> None:
     """Show training runs with their per-step loss (from the store's metrics.sqlite)."""
-    from dlm.views import metrics_view
+    from dlm.actions.views import metrics as metrics_action
 
-    _, store = load_doc_and_store(path)
-    view = metrics_view(store)
+    view = metrics_action(path)
     if json_out:
         print_json(view)
         return
@@ -191,12 +186,13 @@ def metrics(path: DocArg, json_out: JsonOpt = False) -> None:
     console.print(table if view["runs"] else "no runs yet")
 
 
-from dlm.cli import doctor_cmd, serve_cmd  # noqa: E402
+from dlm.cli import doctor_cmd, export_cmd, serve_cmd  # noqa: E402
 from dlm.cli.cache_cmd import cache_app  # noqa: E402
 
 app.add_typer(cache_app, name="cache")
 doctor_cmd.register(app)
 serve_cmd.register(app)
+export_cmd.register(app)
 
 
 def main() -> None:

@@ -61,4 +61,4 @@ def reported(fn: F) -> F:
             error_line(f"unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)")
             raise typer.Exit(1) from None
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # functools.wraps keeps the signature

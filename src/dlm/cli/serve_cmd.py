@@ -1,6 +1,6 @@
 """`dlm serve`: an OpenAI-compatible server for a document's adapter.
 
-Thin: `dlm.serve.run` resolves settings and builds the app; this module parses flags,
+Thin: `dlm.actions.serving` resolves settings and builds the app; this module parses flags,
 prints where it listens, and runs uvicorn in the foreground until Ctrl-C.
 """
 
@@ -13,6 +13,7 @@ import typer
 
 from dlm.cli.common import DocArg
 from dlm.cli.reporter import console, reported, warn_line
+from dlm.defaults import DEFAULT_HOST, DEFAULT_MAX_QUEUE, DEFAULT_PORT, DEFAULT_SHUTDOWN_TIMEOUT
 
 
 def register(app: typer.Typer) -> None:
@@ -24,10 +25,10 @@ def serve(
     path: DocArg,
     host: Annotated[
         str, typer.Option("--host", help="Address to listen on (loopback by default).")
-    ] = "127.0.0.1",
+    ] = DEFAULT_HOST,
     port: Annotated[
         int, typer.Option("--port", min=0, max=65535, help="TCP port (0: any free port).")
-    ] = 8000,
+    ] = DEFAULT_PORT,
     config: Annotated[
         Optional[Path],
         typer.Option(
@@ -45,6 +46,10 @@ def serve(
     l0_max_entries: Annotated[
         Optional[int],
         typer.Option("--tokenizer-cache-l0-max-entries", help="L0 capacity (entries).", show_default=False),
+    ] = None,
+    l0_max_memory: Annotated[
+        Optional[int],
+        typer.Option("--tokenizer-cache-l0-max-memory", help="L0 capacity (bytes).", show_default=False),
     ] = None,
     enable_l1: Annotated[
         Optional[bool],
@@ -65,19 +70,41 @@ def serve(
         ),
     ] = None,
     no_adapter: Annotated[bool, typer.Option("--no-adapter", help="Serve the base model alone.")] = False,
+    max_queue: Annotated[
+        int,
+        typer.Option(
+            "--max-queue", min=0, help="Generation requests that may wait while one runs; more get 503."
+        ),
+    ] = DEFAULT_MAX_QUEUE,
+    shutdown_timeout: Annotated[
+        float,
+        typer.Option(
+            "--shutdown-timeout",
+            min=0.0,
+            help="Seconds in-flight requests get to finish after SIGTERM/Ctrl-C before they are cancelled.",
+        ),
+    ] = DEFAULT_SHUTDOWN_TIMEOUT,
 ) -> None:
     """Serve the base model with the document's current adapter (OpenAI-compatible API)."""
-    from dlm.serve.run import ServeOptions, bind_warning, build_app, serve_forever
+    from dlm.actions.serving import ServeOptions, bind_warning, build_app, serve_forever
 
     flags = {
         "enable_l0": enable_l0,
         "l0_max_entries": l0_max_entries,
+        "l0_max_memory": l0_max_memory,
         "enable_l1": enable_l1,
         "l1_max_memory": l1_max_memory,
         "l1_min_prompt_chars": l1_min_prompt_chars,
     }
     options = ServeOptions(
-        path=path, host=host, port=port, config_file=config, cache_flags=flags, use_adapter=not no_adapter
+        path=path,
+        host=host,
+        port=port,
+        config_file=config,
+        cache_flags=flags,
+        use_adapter=not no_adapter,
+        max_queue=max_queue,
+        shutdown_timeout=shutdown_timeout,
     )
     warning = bind_warning(host)
     if warning:
@@ -87,4 +114,4 @@ def serve(
     if stats.l1_refused:
         warn_line(f"tokenizer cache L1 is off for this tokenizer: {stats.l1_refused}")
     console.print(f"serving [bold]{path}[/] on http://{host}:{port}/v1 (Ctrl-C to stop)")
-    serve_forever(app, host, port)
+    serve_forever(app, host, port, shutdown_timeout)

@@ -18,8 +18,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from ulid import ULID
 
+from dlm.defaults import DEFAULT_BASE_MODEL, DEFAULT_CACHE_MAX_BYTES
+
 SUPPORTED_DLM_VERSION = 1
-DEFAULT_BASE_MODEL = "smollm2-135m"
 
 _NUMERIC = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
@@ -60,7 +61,7 @@ class CacheConfig(_Strict):
     `prune_older_than_days` days are pruned."""
 
     enabled: bool = True
-    max_bytes: int = Field(default=10 * 2**30, gt=0)
+    max_bytes: int = Field(default=DEFAULT_CACHE_MAX_BYTES, gt=0)
     prune_older_than_days: YamlFloat = Field(default=90.0, gt=0)
 
 
@@ -103,12 +104,13 @@ class TrainingConfig(_Strict):
 
 
 class TokenizerCacheSettings(_Strict):
-    """Serving-time tokenizer cache. L0: exact-prompt entries (count);
+    """Serving-time tokenizer cache. L0: exact-prompt entries (count and bytes);
     L1: prefix cache, `l1_max_memory` bytes, used for prompts of at least
     `l1_min_prompt_chars` characters."""
 
     enable_l0: bool = False
     l0_max_entries: int = Field(default=10_000, gt=0)
+    l0_max_memory: int = Field(default=64 * 2**20, gt=0)
     enable_l1: bool = False
     l1_max_memory: int = Field(default=50 * 2**20, gt=0)
     l1_min_prompt_chars: int = Field(default=256, ge=0)

@@ -13,20 +13,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from dlm.chat import with_system_prompt
 from dlm.errors import StoreError
 from dlm.models import BaseModelRef, load_model, load_tokenizer, resolve_base_model
 from dlm.store import open_store
-
-
-def with_system_prompt(messages: list[dict[str, Any]], system_prompt: str | None) -> list[dict[str, Any]]:
-    """`messages` with `system_prompt` first when it is set and no system message is there.
-
-    The one rule for every prompt `dlm` renders: `dlm prompt`, `dlm serve`, and the
-    instruction rows training sees.
-    """
-    if system_prompt and not any(m.get("role") == "system" for m in messages):
-        return [{"role": "system", "content": system_prompt}, *messages]
-    return messages
 
 
 @dataclass

@@ -7,8 +7,6 @@
     dlm.lock.validator     LockMode, check_lock -> LockDecision
     dlm.lock.record        LockInputs, build_lock, write_lock
     dlm.lock.adapter       canonical adapter folder, adapter_sha256
-    dlm.lock.doctor        the view `dlm doctor` renders
-    dlm.lock.golden        per-tuple golden adapter hashes (tests and the regen script)
 
 Typical use in `dlm train`:
 
@@ -24,7 +22,6 @@ Typical use in `dlm train`:
 
 from dlm.lock.adapter import adapter_sha256, canonicalize_adapter_dir
 from dlm.lock.determinism import apply_determinism, current_flags, determinism_class, planned_flags
-from dlm.lock.doctor import DoctorView, doctor_view
 from dlm.lock.environment import Environment, capture_environment, pinned_versions
 from dlm.lock.policy import Severity, Verdict
 from dlm.lock.record import LockInputs, build_lock, hyperparameters_sha256, write_lock
@@ -44,7 +41,6 @@ __all__ = [
     "LOCK_VERSION",
     "DeterminismFlags",
     "DlmLock",
-    "DoctorView",
     "Environment",
     "LockDecision",
     "LockInputs",
@@ -62,7 +58,6 @@ __all__ = [
     "current_flags",
     "determinism_class",
     "diff_locks",
-    "doctor_view",
     "hyperparameters_sha256",
     "lock_path",
     "pinned_versions",

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import random
 
-from dlm.lock.schema import DeterminismFlags
+from dlm.lock.schema import DeterminismClass, DeterminismFlags
 
 CUBLAS_WORKSPACE_CONFIG = ":4096:8"
 DETERMINISTIC_CUBLAS_CONFIGS = (":4096:8", ":16:8")
@@ -105,7 +105,7 @@ def make_flags(
     )
 
 
-def determinism_class(hardware_tier: str, flags: DeterminismFlags) -> str:
+def determinism_class(hardware_tier: str, flags: DeterminismFlags) -> DeterminismClass:
     """`strong`, `best-effort` or `advisory` for a tier and the switches set (module docstring)."""
     if hardware_tier == "cuda":
         return "strong" if flags.full_determinism else "best-effort"

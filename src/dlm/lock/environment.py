@@ -12,6 +12,8 @@ import importlib.metadata
 import platform
 from dataclasses import dataclass
 
+from dlm.lock.schema import HardwareTier
+
 PINNED_PACKAGES = (
     "torch",
     "transformers",
@@ -59,7 +61,7 @@ class Environment:
         versions: `pinned_versions()`.
     """
 
-    hardware_tier: str
+    hardware_tier: HardwareTier
     cuda_version: str | None
     rocm_version: str | None
     cpu_capability: str
@@ -93,7 +95,7 @@ def capture_environment() -> Environment:
     )
 
 
-def detect_hardware_tier() -> str:
+def detect_hardware_tier() -> HardwareTier:
     """`rocm`, `cuda`, `mps` or `cpu`: the accelerator torch can train on here."""
     import torch
 

@@ -11,8 +11,6 @@ trainer's dict never changes the hash.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
@@ -20,9 +18,18 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from dlm.atomic import atomic_write_json
+from dlm.canonical import canonical_sha256
 from dlm.lock.determinism import determinism_class
 from dlm.lock.environment import Environment, capture_environment
-from dlm.lock.schema import LOCK_VERSION, BaseModelPin, DeterminismFlags, DlmLock, lock_path, lock_to_json
+from dlm.lock.schema import (
+    LOCK_VERSION,
+    BaseModelPin,
+    DeterminismFlags,
+    DlmLock,
+    HardwareTier,
+    lock_path,
+    lock_to_json,
+)
 
 HYPERPARAMETERS_FORMAT = "dlm-hparams-v1"
 
@@ -54,7 +61,7 @@ class LockInputs:
     tokenizer_sha256: str
     corpus_fingerprint: str
     hyperparameters: dict[str, Any] = field(default_factory=dict)
-    hardware_tier: str | None = None
+    hardware_tier: HardwareTier | None = None
 
 
 def hyperparameters_sha256(hyperparameters: dict[str, Any]) -> str:
@@ -64,14 +71,7 @@ def hyperparameters_sha256(hyperparameters: dict[str, Any]) -> str:
         TypeError: a value is not JSON-serializable (not a str/number/bool/None/list/dict,
             Path or Enum).
     """
-    blob = json.dumps(
-        {"format": HYPERPARAMETERS_FORMAT, "values": hyperparameters},
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        default=_jsonable,
-    )
-    return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return canonical_sha256({"format": HYPERPARAMETERS_FORMAT, "values": hyperparameters}, default=_jsonable)
 
 
 def _jsonable(value: Any) -> Any:

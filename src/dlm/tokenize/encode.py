@@ -27,8 +27,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from dlm.errors import TrainingError
+from dlm.rows.types import RowSpec
 from dlm.tokenize.batch import compact_ids, encode_texts
 
+BATCH_ROWS = 1000
+"""Rows per encode batch: large enough to keep the backend's threads busy, small enough
+that one batch's ids stay a few MiB."""
 UINT16_LIMIT = 1 << 16
 UINT32_LIMIT = 1 << 32
 
@@ -48,15 +52,6 @@ class BackendLike(Protocol):
     """The part of a `tokenizers.Tokenizer` this module uses."""
 
     def encode_batch(self, inputs: list[str], add_special_tokens: bool = True) -> list[Any]: ...
-
-
-@dataclass(frozen=True)
-class RowSpec:
-    """What to encode for one row. `prompt_text` is set for instruction rows only."""
-
-    kind: str
-    text: str
-    prompt_text: str | None = None
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,10 @@ serving cache refuses entries from another fingerprint.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
+
+from dlm.canonical import canonical_sha256
 
 PIPELINE_VERSION = 1
 EOS_POLICY = "append-eos-to-text-rows"
@@ -36,5 +37,4 @@ def tokenizer_sha256(tokenizer: Any) -> str:
             for name in ("bos_token", "eos_token", "pad_token", "unk_token")
         },
     }
-    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return canonical_sha256(payload)

@@ -12,47 +12,15 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from dlm.sources.text import read_file_text, render_file_row
-from dlm.tokenize.encode import RowEncoder, RowSpec
+from dlm.rows.read import read_file_row, text_row_spec
+from dlm.rows.types import RowKind, RowSet, RowSpec
+from dlm.tokenize.encode import BATCH_ROWS, RowEncoder
 from dlm.tokenize.keys import row_key
-from dlm.tokenize.seam import (
-    FileRow,
-    NullProgress,
-    Progress,
-    RowKind,
-    RowSet,
-    TextRow,
-    TokenizedRows,
-    TokenizeStats,
-)
-
-BATCH_ROWS = 1000
-
-
-@dataclass(frozen=True)
-class ReadFile:
-    """A source file read and rendered into row text."""
-
-    spec: RowSpec
-    lossy: bool
-
-
-def text_row_spec(row: TextRow) -> RowSpec:
-    """The encoding spec of an in-body row."""
-    return RowSpec(row.kind, row.text, row.prompt_text if row.kind == "instruction" else None)
-
-
-def read_file_row(row: FileRow) -> ReadFile | str:
-    """Read, decode and render a source file; returns `ReadFile` or a skip reason."""
-    got = read_file_text(row)
-    if isinstance(got, str):
-        return got
-    return ReadFile(RowSpec("source", render_file_row(row.relpath, got.text)), got.lossy)
+from dlm.tokenize.seam import NullProgress, Progress, TokenizedRows, TokenizeStats
 
 
 def spec_key(tokenizer_sha: str, spec: RowSpec) -> str:
@@ -109,7 +77,7 @@ class PlainRowTokenizer:
                 ids.append(enc.ids)
                 n_prompt.append(enc.n_prompt)
             progress.advance(len(batch))
-        kinds: list[RowKind] = [s.kind for s in specs]  # type: ignore[misc]
+        kinds: list[RowKind] = [s.kind for s in specs]
         return TokenizedRows(
             lengths=np.array([a.shape[0] for a in ids], dtype=np.int64),
             n_prompt=np.array(n_prompt, dtype=np.int32),

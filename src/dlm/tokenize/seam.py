@@ -20,63 +20,13 @@ Ids are never truncated here: windows of `sequence_len` are cut afterwards.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple, Protocol
+from typing import Protocol
 
 import numpy as np
 
-RowKind = Literal["prose", "instruction", "source"]
-
-
-@dataclass(frozen=True)
-class TextRow:
-    """A row whose text is known: a prose section or one Q/A pair of an instruction section.
-
-    Attributes:
-        kind: "prose" or "instruction".
-        text: the row text (instruction: the full rendered conversation).
-        prompt_text: instruction only: the rendered prompt with the generation prompt.
-        origin: where it came from, `path:line` of the section.
-    """
-
-    kind: RowKind
-    text: str
-    origin: str
-    prompt_text: str | None = None
-
-
-class FileRow(NamedTuple):
-    """A file taken from a `training.sources` directive, not yet read.
-
-    A NamedTuple rather than a frozen dataclass: it is built once per file on every
-    walk, and tuple construction is several times cheaper at 50K+ files.
-
-    The stat fields let a cache decide "unchanged" without reading the file.
-
-    Attributes:
-        source_index: index of the directive in `training.sources`.
-        path: absolute path of the file, `<root>/<relpath>` (a str: building a
-            `pathlib.Path` per file is a measurable share of a 50K-file walk).
-        relpath: POSIX path relative to the directive's root (named in the row text).
-        size: bytes; mtime_ns, ctime_ns, ino: from `os.stat`.
-    """
-
-    source_index: int
-    path: str
-    relpath: str
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    ino: int
-
-
-@dataclass(frozen=True)
-class RowSet:
-    """Everything to tokenize for one run, in training order: text rows, then file rows."""
-
-    text_rows: Sequence[TextRow]
-    file_rows: Sequence[FileRow]
+from dlm.rows.types import RowKind, RowSet
 
 
 @dataclass

@@ -71,7 +71,7 @@ def native_loss_trainer() -> Any:
     from trl import SFTTrainer
 
     class NativeLossSFTTrainer(SFTTrainer):
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # type: ignore[override]
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             return Trainer.compute_loss(self, model, inputs, return_outputs, num_items_in_batch)
 
     return NativeLossSFTTrainer

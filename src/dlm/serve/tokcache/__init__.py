@@ -4,6 +4,7 @@ from dlm.serve.tokcache.cached import CachedTokenizer, CacheStores, TokenizerCac
 from dlm.serve.tokcache.config import (
     TokenizerCacheConfig,
     TokenizerCacheConfigError,
+    config_from,
     merge_config,
     overrides_from_mapping,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "TokenizerCacheConfig",
     "TokenizerCacheConfigError",
     "TokenizerCacheStats",
+    "config_from",
     "merge_config",
     "overrides_from_mapping",
     "plan_for",

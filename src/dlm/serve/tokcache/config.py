@@ -1,10 +1,12 @@
-"""Tokenizer cache settings: one frozen value, validated, merged from three sources.
+"""Tokenizer cache settings: one pydantic model, merged from three sources.
 
-The keys are those of the `serve.tokenizer_cache` block of a document's frontmatter
-(`dlm.doc.schema.TokenizerCacheSettings`, which owns the defaults) and of the
-`tokenizer_cache` block of `dlm serve --config FILE.json`:
+The model is `dlm.doc.schema.TokenizerCacheSettings` (the `serve.tokenizer_cache` block
+of a document's frontmatter owns the keys, their types, bounds and defaults); here it
+is named for what the serving cache uses it as, `TokenizerCacheConfig`. The same keys
+form the `tokenizer_cache` block of `dlm serve --config FILE.json` and the
+`--tokenizer-cache-*` flags:
 
-    enable_l0 (bool), l0_max_entries (int > 0, entries),
+    enable_l0 (bool), l0_max_entries (int > 0, entries), l0_max_memory (int > 0, bytes),
     enable_l1 (bool), l1_max_memory (int > 0, bytes),
     l1_min_prompt_chars (int >= 0, characters; shorter prompts skip L1).
 
@@ -14,58 +16,45 @@ Precedence: command-line flags over `--config` over frontmatter over defaults.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from dlm.doc.schema import TokenizerCacheSettings
+from annotated_types import Ge, Gt
+from pydantic import ValidationError
+
+from dlm.doc.schema import TokenizerCacheSettings as TokenizerCacheConfig
 from dlm.errors import ServeError
 
-_DEFAULTS = TokenizerCacheSettings()
+__all__ = ["TokenizerCacheConfig", "TokenizerCacheConfigError", "config_from", "merge_config",
+           "overrides_from_mapping"]
+
+_FIELDS = tuple(TokenizerCacheConfig.model_fields)
 
 
 class TokenizerCacheConfigError(ServeError):
     """A tokenizer cache setting is invalid; the message lists every problem and its source."""
 
 
-@dataclass(frozen=True)
-class TokenizerCacheConfig:
-    """Settings of a `CachedTokenizer`. Both levels are off by default.
-
-    Attributes:
-        enable_l0: exact-prompt cache on.
-        l0_max_entries: L0 capacity in entries (least recently used evicted).
-        enable_l1: special-token prefix cache on.
-        l1_max_memory: L1 capacity in bytes (least recently used evicted).
-        l1_min_prompt_chars: prompts shorter than this (characters) skip L1.
-    """
-
-    enable_l0: bool = _DEFAULTS.enable_l0
-    l0_max_entries: int = _DEFAULTS.l0_max_entries
-    enable_l1: bool = _DEFAULTS.enable_l1
-    l1_max_memory: int = _DEFAULTS.l1_max_memory
-    l1_min_prompt_chars: int = _DEFAULTS.l1_min_prompt_chars
-
-    def problems(self) -> list[str]:
-        """Every invalid field, as `field: message` (empty when valid)."""
-        out = []
-        for name in ("enable_l0", "enable_l1"):
-            if not isinstance(getattr(self, name), bool):
-                out.append(f"{name}: must be true or false, got {getattr(self, name)!r}")
-        for name, low in (("l0_max_entries", 1), ("l1_max_memory", 1), ("l1_min_prompt_chars", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                out.append(f"{name}: must be an integer >= {low}, got {value!r}")
-        return out
-
-    def validate(self, origin: str = "tokenizer_cache") -> TokenizerCacheConfig:
-        """Return self, or raise `TokenizerCacheConfigError` naming every bad field."""
-        problems = self.problems()
-        if problems:
-            raise TokenizerCacheConfigError(f"{origin}: " + "; ".join(problems))
-        return self
+def _rule(name: str) -> str:
+    """What a valid value of field `name` is, in words."""
+    info = TokenizerCacheConfig.model_fields[name]
+    if info.annotation is bool:
+        return "true or false"
+    low = 0
+    for bound in info.metadata:
+        if isinstance(bound, Gt):
+            low = int(bound.gt) + 1  # type: ignore[call-overload]  # the bounds here are ints
+        elif isinstance(bound, Ge):
+            low = int(bound.ge)  # type: ignore[call-overload]  # the bounds here are ints
+    return f"an integer >= {low}"
 
 
-_FIELDS = tuple(f.name for f in fields(TokenizerCacheConfig))
+def _problems(exc: ValidationError, source: Mapping[str, str]) -> list[str]:
+    out = []
+    for err in exc.errors():
+        name = str(err["loc"][0]) if err["loc"] else "tokenizer_cache"
+        origin = source.get(name, "default")
+        out.append(f"{origin}: {name}: must be {_rule(name)}, got {err['input']!r}")
+    return out
 
 
 def overrides_from_mapping(data: Any, origin: str) -> dict[str, Any]:
@@ -87,23 +76,31 @@ def overrides_from_mapping(data: Any, origin: str) -> dict[str, Any]:
     return dict(data)
 
 
+def config_from(values: Mapping[str, Any], origin: str = "tokenizer_cache") -> TokenizerCacheConfig:
+    """A validated config from `values` (missing keys take their defaults).
+
+    Raises:
+        TokenizerCacheConfigError: unknown keys or invalid values, each named with `origin`.
+    """
+    return merge_config((origin, values))
+
+
 def merge_config(*layers: tuple[str, Mapping[str, Any] | None]) -> TokenizerCacheConfig:
     """Apply `(origin, overrides)` layers lowest-precedence first onto the defaults.
 
-    `None` values in a layer mean "not set here". Validates the result; the error
-    names the layer each bad value came from.
+    `None` values in a layer mean "not set here". The error names the layer each bad
+    value came from.
 
     Raises:
         TokenizerCacheConfigError: unknown keys or invalid values.
     """
-    config = TokenizerCacheConfig()
-    source = dict.fromkeys(_FIELDS, "default")
+    values: dict[str, Any] = {}
+    source: dict[str, str] = {}
     for origin, overrides in layers:
-        values = {k: v for k, v in overrides_from_mapping(overrides, origin).items() if v is not None}
-        config = replace(config, **values)
-        source.update(dict.fromkeys(values, origin))
-    problems = config.problems()
-    if problems:
-        located = [f"{source[p.split(':', 1)[0]]}: {p}" for p in problems]
-        raise TokenizerCacheConfigError("; ".join(located))
-    return config
+        given = {k: v for k, v in overrides_from_mapping(overrides, origin).items() if v is not None}
+        values.update(given)
+        source.update(dict.fromkeys(given, origin))
+    try:
+        return TokenizerCacheConfig.model_validate(values)
+    except ValidationError as exc:
+        raise TokenizerCacheConfigError("; ".join(_problems(exc, source))) from None

@@ -63,7 +63,8 @@ class PieceCache:
         """Peel known pieces off the end of `data`, given boundaries deepest first:
         (where the unknown part ends, ids of the peeled pieces, id count of the final
         piece, or 0 when none was peeled)."""
-        end, tail, last = len(data), [], 0
+        tail: list[int] = []
+        end, last = len(data), 0
         for start in starts:
             piece = self.get(data[start:end])
             if piece is None:

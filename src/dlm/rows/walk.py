@@ -18,7 +18,7 @@ Rules (docs/format.md states them for users):
   reachable by several paths is walked once, at the first path in walk order.
 - Files over `max_bytes_per_file` are skipped (`too-large`) by their stat size; past
   `max_files` the rest are skipped (`over-max-files`). Binary and undecodable files
-  are decided later, when content is read (`dlm.sources.text`).
+  are decided later, when content is read (`dlm.rows.read`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import os
 import re
 import sysconfig
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,10 +36,11 @@ from stat import S_ISREG
 from typing import Any
 
 import pathspec
+from pathspec import RegexPattern
 
 from dlm.errors import SourceError
-from dlm.sources.listing import Listed, Prefetcher
-from dlm.tokenize.seam import FileRow
+from dlm.rows.listing import Listed, Prefetcher
+from dlm.rows.types import FileRow
 
 
 @dataclass
@@ -92,10 +93,13 @@ class _Matcher:
 
     def __init__(self, patterns: Sequence[str]) -> None:
         self.spec = pathspec.PathSpec.from_lines("gitwildmatch", patterns)
-        compiled = [p for p in self.spec.patterns if p.include is not None]
-        self.regex = None
-        if all(p.include for p in compiled):
-            joined = "|".join(f"(?:{p.regex.pattern})" for p in compiled)
+        # gitwildmatch patterns are all RegexPatterns; the isinstance narrows for the checker
+        compiled = [(p.include, p.regex) for p in self.spec.patterns
+                    if isinstance(p, RegexPattern) and p.include is not None and p.regex is not None]
+        self.regex: re.Pattern[str] | None = None
+        self.match: Callable[[str], bool]
+        if all(include for include, _ in compiled):
+            joined = "|".join(f"(?:{regex.pattern})" for _, regex in compiled)
             # the group only tells pathspec a folder matched; plain grouping means the same
             self.regex = re.compile(joined.replace("(?P<ps_d>", "(?:")) if joined else None
             self.match = self._match_regex if self.regex else self._match_none
@@ -103,7 +107,7 @@ class _Matcher:
             self.match = self.spec.match_file
 
     def _match_regex(self, rel: str) -> bool:
-        return self.regex.match(rel) is not None  # type: ignore[union-attr]
+        return self.regex.match(rel) is not None  # type: ignore[union-attr]  # bound only when regex is set
 
     @staticmethod
     def _match_none(rel: str) -> bool:

@@ -1,5 +1,8 @@
 """Golden adapter hashes per version tuple: the repository's determinism regression check.
 
+Repository tooling, not part of the installed package: `tests/lock/test_golden.py` and
+`scripts/regen-determinism-golden.py` import it.
+
 A *tuple* is what decides the bytes of a trained adapter besides the inputs: the pinned
 package versions and the platform (OS, CPU architecture, torch's CPU capability, the
 hardware tier, and the thread count the golden runs are pinned to). Its hash:
@@ -33,7 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dlm.atomic import atomic_write_json, canonical_json
+from dlm.atomic import atomic_write_json
+from dlm.canonical import canonical_json, canonical_sha256
 from dlm.lock.environment import Environment, capture_environment
 
 GOLDEN_FORMAT = "dlm-golden-v1"
@@ -61,8 +65,7 @@ def golden_tuple(env: Environment | None = None) -> dict[str, Any]:
 def tuple_hash(tup: dict[str, Any]) -> str:
     """`sha256:<hex>` of a `golden_tuple` (module docstring)."""
     payload = {"format": GOLDEN_FORMAT, **tup}
-    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return canonical_sha256(payload)
 
 
 def tuple_file(repo: Path, thash: str) -> Path:

@@ -1,4 +1,4 @@
-"""`dlm train`: from a document to a new adapter version, as one library call.
+"""`dlm train`: from a document to a new adapter version, as one library call (`train`).
 
 Order of work (each step can fail cleanly before the next touches the store):
 1. resolve the base model and its tokenizer, fingerprint the tokenizer;
@@ -16,22 +16,31 @@ from __future__ import annotations
 import shutil
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 from ulid import ULID
 
+from dlm.actions.common import DocPath, open_document
+from dlm.doc import Document
+from dlm.doc.schema import TrainingConfig
 from dlm.errors import TrainingError
+from dlm.lock import DlmLock, LockDecision, LockMode, resolve_lock_mode
 from dlm.metrics import MetricsDB, RunRecord, TokenizationRecord
 from dlm.models import BaseModelRef, load_model, load_tokenizer, resolve_base_model
-from dlm.rows import build_rows
-from dlm.sources.walk import format_skips
+from dlm.rows.build import build_rows
+from dlm.rows.walk import format_skips
 from dlm.store import Store, open_store
 from dlm.tokenize.fingerprint import tokenizer_sha256
 from dlm.tokenize.keys import corpus_fingerprint
 from dlm.tokenize.plain import PlainRowTokenizer
-from dlm.tokenize.seam import NullProgress, Progress, TokenizedRows
+from dlm.tokenize.seam import NullProgress, Progress, RowTokenizer, TokenizedRows
 from dlm.train.dataset import PackedDataset, WindowDataset, as_hf_dataset, build_dataset
 from dlm.train.lora import LoraRun, StepSink, pick_precision, train_lora
+
+__all__ = [
+    "NullSink", "TrainOptions", "TrainReport", "TrainSink", "format_skips", "resolve_lock_mode", "train",
+    "train_document",
+]
 
 
 @dataclass(frozen=True)
@@ -41,11 +50,12 @@ class TrainOptions:
     max_steps: int | None = None
     use_cache: bool = True
     strict_sources: bool = False
-    lock_mode: Any = None  # dlm.lock.LockMode; None means the default mode
+    lock_mode: LockMode | None = None  # None means the default mode
 
 
-class TrainSink(StepSink, Progress):
-    """Everything `train_document` reports while it runs."""
+class TrainSink(StepSink, Progress, Protocol):
+    """Everything `train_document` reports while it runs (a structural type: any object
+    with these methods is one)."""
 
     def on_message(self, text: str) -> None: ...
 
@@ -65,7 +75,7 @@ class NullSink(NullProgress):
 
 @dataclass
 class TrainReport:
-    """The outcome of `dlm train`, as shown to the user (`--json` prints `as_dict()`)."""
+    """The outcome of `dlm train`, as shown to the user (`--json` prints every field)."""
 
     run_id: str
     dlm_id: str
@@ -87,8 +97,6 @@ class TrainReport:
     tokenization: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _row_counts(tokenized: TokenizedRows) -> dict[str, int]:
@@ -98,7 +106,7 @@ def _row_counts(tokenized: TokenizedRows) -> dict[str, int]:
     return counts
 
 
-def lora_run_for(training: Any, options: TrainOptions) -> LoraRun:
+def lora_run_for(training: TrainingConfig, options: TrainOptions) -> LoraRun:
     """The LoRA hyperparameters of a run: the document's `training:` with CLI overrides."""
     max_steps = options.max_steps if options.max_steps is not None else training.max_steps
     return LoraRun(
@@ -108,14 +116,16 @@ def lora_run_for(training: Any, options: TrainOptions) -> LoraRun:
         target_modules=tuple(sorted(training.target_modules)),
         learning_rate=training.learning_rate,
         max_steps=max_steps,
-        num_epochs=training.num_epochs or 1.0,
+        num_epochs=training.effective_epochs,
         batch_size=training.batch_size,
         gradient_accumulation_steps=training.gradient_accumulation_steps,
         seed=training.seed,
     )
 
 
-def make_row_tokenizer(store: Store, tokenizer: Any, tok_sha: str, training: Any, run_id: str, use_cache: bool) -> Any:
+def make_row_tokenizer(
+    store: Store, tokenizer: Any, tok_sha: str, training: TrainingConfig, run_id: str, use_cache: bool
+) -> RowTokenizer:
     """The seam implementation for this run: the section cache unless disabled."""
     if use_cache and training.cache.enabled:
         from dlm.cache import CachedRowTokenizer
@@ -126,7 +136,41 @@ def make_row_tokenizer(store: Store, tokenizer: Any, tok_sha: str, training: Any
     return PlainRowTokenizer(tokenizer, tok_sha)
 
 
-def train_document(doc: Any, options: TrainOptions = TrainOptions(), sink: Any = None) -> TrainReport:
+def train(
+    path: DocPath,
+    *,
+    max_steps: int | None = None,
+    use_cache: bool = True,
+    strict_sources: bool = False,
+    lock_mode: LockMode | None = None,
+    sink: TrainSink | None = None,
+) -> TrainReport:
+    """Train a new adapter version for the `.dlm` document at `path`.
+
+    Args:
+        max_steps: overrides `training.max_steps`.
+        use_cache: False bypasses the tokenized-section cache without touching it.
+        strict_sources: refuse source symlinks that leave their root (else skipped).
+        lock_mode: a `dlm.lock.LockMode` (None: the default, warn on drift).
+        sink: a `TrainSink` for progress and messages (None: silent).
+
+    Returns:
+        The `TrainReport` that `dlm train` renders (`--json` prints it).
+
+    Raises:
+        DocError, BaseModelError, SourceError, StoreError, LockValidationError, TrainingError:
+            each before the store changes.
+        KeyboardInterrupt: after marking the run interrupted; the store is unchanged.
+    """
+    doc, _ = open_document(path)
+    options = TrainOptions(max_steps=max_steps, use_cache=use_cache, strict_sources=strict_sources,
+                           lock_mode=lock_mode)
+    return train_document(doc, options, sink)
+
+
+def train_document(
+    doc: Document, options: TrainOptions = TrainOptions(), sink: TrainSink | None = None
+) -> TrainReport:
     """Train a new adapter version for `doc` (a `dlm.doc.Document`).
 
     Raises:
@@ -134,7 +178,7 @@ def train_document(doc: Any, options: TrainOptions = TrainOptions(), sink: Any =
             each before the store changes.
         KeyboardInterrupt: after marking the run interrupted; the store is unchanged.
     """
-    sink = sink or NullSink()
+    sink = sink if sink is not None else NullSink()
     fm = doc.frontmatter
     training = fm.training
     run_id = str(ULID())
@@ -170,12 +214,12 @@ def train_document(doc: Any, options: TrainOptions = TrainOptions(), sink: Any =
 class _LockStep:
     """Determinism-lock work around a run (validation before, write after)."""
 
-    def __init__(self, store: Store, current: Any, decision: Any) -> None:
+    def __init__(self, store: Store, current: DlmLock, decision: LockDecision) -> None:
         self.store, self.current, self.decision = store, current, decision
 
     @classmethod
-    def prepare(cls, doc: Any, store: Store, ref: Any, tok_sha: str, tokenized: TokenizedRows,
-                lora_run: LoraRun, options: TrainOptions, sink: Any) -> _LockStep:
+    def prepare(cls, doc: Document, store: Store, ref: BaseModelRef, tok_sha: str, tokenized: TokenizedRows,
+                lora_run: LoraRun, options: TrainOptions, sink: TrainSink) -> _LockStep:
         from dlm.lock import LockInputs, LockMode, apply_determinism, build_lock, check_lock
 
         flags = apply_determinism(lora_run.seed)
@@ -210,7 +254,7 @@ class _LockStep:
 class PreparedRun:
     """Everything decided before training starts; the store is not yet changed."""
 
-    doc: Any
+    doc: Document
     store: Store
     ref: BaseModelRef
     tokenizer: Any
@@ -222,7 +266,7 @@ class PreparedRun:
     lock: _LockStep
 
 
-def _train_and_publish(run: PreparedRun, sink: Any) -> TrainReport:
+def _train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
     from dlm.lock import adapter_sha256, canonicalize_adapter_dir
 
     stats = run.tokenized.stats
@@ -271,7 +315,7 @@ def _train_and_publish(run: PreparedRun, sink: Any) -> TrainReport:
 class _StepRecorder:
     """Writes each logged step to metrics and forwards it to the user's sink."""
 
-    def __init__(self, metrics: MetricsDB, run_id: str, sink: Any) -> None:
+    def __init__(self, metrics: MetricsDB, run_id: str, sink: TrainSink) -> None:
         self.metrics, self.run_id, self.sink, self.last_step = metrics, run_id, sink, 0
 
     def on_train_start(self, total_steps: int) -> None:

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from dlm.chat import with_system_prompt
 from dlm.errors import TrainingError
-from dlm.infer.generate import with_system_prompt
-from dlm.sources.walk import WalkResult, walk_sources
-from dlm.tokenize.seam import RowSet, TextRow
+from dlm.rows.types import RowSet, TextRow
+from dlm.rows.walk import WalkResult, walk_sources
+
+if TYPE_CHECKING:
+    from dlm.doc import Document
 
 
 @dataclass(frozen=True)
@@ -58,11 +61,11 @@ def render_instruction(tokenizer: Any, system_prompt: str | None, question: str,
     return full, prompt
 
 
-def build_rows(doc: Any, tokenizer: Any, *, strict: bool = False) -> BuiltRows:
+def build_rows(doc: Document, tokenizer: Any, *, strict: bool = False) -> BuiltRows:
     """All rows of `doc` (a `dlm.doc.Document`), in training order.
 
     Raises:
-        SourceError: a `training.sources` directive cannot be walked (see `dlm.sources.walk`).
+        SourceError: a `training.sources` directive cannot be walked (see `dlm.rows.walk`).
     """
     from dlm.doc import InstructionSection, ProseSection
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dlm.tokenize.seam import FileRow
+from dlm.rows.types import FileRow, RowSpec, TextRow
 
 BINARY_SNIFF_BYTES = 8192
 
@@ -58,3 +58,24 @@ def render_file_row(relpath: str, content: str) -> str:
     if not content.endswith("\n"):
         content += "\n"
     return f"{relpath}\n```\n{content}```\n"
+
+
+@dataclass(frozen=True)
+class ReadFile:
+    """A source file read and rendered into row text."""
+
+    spec: RowSpec
+    lossy: bool
+
+
+def text_row_spec(row: TextRow) -> RowSpec:
+    """The encoding spec of an in-body row."""
+    return RowSpec(row.kind, row.text, row.prompt_text if row.kind == "instruction" else None)
+
+
+def read_file_row(row: FileRow) -> ReadFile | str:
+    """Read, decode and render a source file; returns `ReadFile` or a skip reason."""
+    got = read_file_text(row)
+    if isinstance(got, str):
+        return got
+    return ReadFile(RowSpec("source", render_file_row(row.relpath, got.text)), got.lossy)

@@ -1,6 +1,6 @@
-"""The data `dlm doctor` shows: hardware, determinism tier and class, pinned versions.
+"""`dlm doctor`: hardware, determinism tier and class, pinned versions.
 
-`doctor_view()` builds a `DoctorView` without changing any process state; the class it
+`doctor()` builds a `DoctorView` without changing any process state; the class it
 reports is computed from `planned_flags()` (what `dlm train` will set) with the same
 `determinism_class` function the lock uses, so doctor and the lock never disagree.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import platform
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from dlm import __version__
 from dlm.lock.determinism import determinism_class, planned_flags
@@ -25,7 +25,7 @@ PROMISES = {
 
 @dataclass(frozen=True)
 class DoctorView:
-    """What `dlm doctor` prints (`to_json()` is its `--json` form).
+    """What `dlm doctor` prints (`--json` prints every attribute).
 
     Attributes:
         dlm_version, python_version: versions of dlm and the interpreter.
@@ -56,12 +56,9 @@ class DoctorView:
     determinism_flags: dict[str, object]
     versions: dict[str, str]
 
-    def to_json(self) -> dict[str, object]:
-        """A JSON-ready dict of every attribute."""
-        return asdict(self)
 
 
-def doctor_view(
+def doctor(
     *, environment: Environment | None = None, flags: DeterminismFlags | None = None
 ) -> DoctorView:
     """Describe this machine as `dlm train` will see it (no side effects).

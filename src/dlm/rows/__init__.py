@@ -1,0 +1,11 @@
+"""A document's rows: their types, the source walk, reading files into row text, and
+building the rows of one run.
+
+    dlm.rows.types   TextRow, FileRow, RowSet, RowSpec (what the tokenize seam takes)
+    dlm.rows.walk    `training.sources` directives -> unread FileRows
+    dlm.rows.read    one source file -> row text (binary/lossy/too-large rules)
+    dlm.rows.build   a Document -> the RowSet of one run
+
+This `__init__` imports nothing, so engines that only need the types (the section
+cache) do not load the document model.
+"""
