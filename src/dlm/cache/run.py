@@ -52,12 +52,12 @@ from dlm.cache.segments import (
     SegmentWriter,
     WriteFn,
     checksum,
-    pack_ids,
 )
 from dlm.defaults import DEFAULT_CACHE_MAX_BYTES
 from dlm.rows.read import read_file_row, text_row_spec
 from dlm.rows.types import RowSet, RowSpec
-from dlm.tokenize.encode import BATCH_ROWS, RowEncoder
+from dlm.tokenize.batch import AheadPipeline, PackedRows, pack_rows
+from dlm.tokenize.encode import BATCH_ROWS, EncodedRow, RowEncoder
 from dlm.tokenize.plain import spec_key
 from dlm.tokenize.seam import Progress, TokenizedRows, TokenizeStats
 
@@ -66,6 +66,7 @@ log = logging.getLogger("dlm.cache")
 DEFAULT_MAX_BYTES = DEFAULT_CACHE_MAX_BYTES
 BATCH_BYTES = 4 << 20
 RACY_NS = 2_000_000_000
+Packed = tuple[list[str], list[EncodedRow], PackedRows]  # keys, their rows, their stored form
 _SOURCE_INDEX = attrgetter("source_index")
 TOUCH_GRANULARITY_S = 3600
 
@@ -200,6 +201,8 @@ class TokenizeSession:
         """Run the session; returns the rows' `TokenizedRows` (lazy reads)."""
         started = time.perf_counter()
         self.progress.start("tokenizing", len(self.entries))
+        # misses are encoded and packed on a worker thread one batch ahead of the reads
+        self.pipe: AheadPipeline[dict[str, RowSpec], Packed] = AheadPipeline(self._encode_batch)
         try:
             pending = self._resolve()
             self._stream(pending)
@@ -209,6 +212,7 @@ class TokenizeSession:
                 self.remote.push(self.encoded_keys)
                 self.report.remote = (self.remote.pulled, self.remote.pushed)
         finally:
+            self.pipe.close()
             self.writer.close()
         return self._assemble(time.perf_counter() - started)
 
@@ -339,6 +343,8 @@ class TokenizeSession:
                 chunk, size, skipped = [], 0, 0
         if chunk or skipped:
             self._flush(chunk, skipped)
+        for done in self.pipe.drain():
+            self._write(done)
 
     def _read_file(self, slot: int) -> RowSpec | None:
         fr = self.rows.file_rows[slot - self.n_text]
@@ -356,7 +362,7 @@ class TokenizeSession:
     def _flush(self, chunk: list[tuple[int, RowSpec]], skipped: int) -> None:
         # every slot of a chunk was keyed when its spec was made
         keys = cast("list[str]", [self.keys[slot] for slot, _ in chunk])
-        unknown = [k for k in dict.fromkeys(keys) if k not in self.entry_by_key]
+        unknown = [k for k in dict.fromkeys(keys) if k not in self.entry_by_key and k not in self.encoded_keys]
         if unknown:
             found = lookup_keys(self.conn, unknown)
             if self.remote is not None and len(found) < len(unknown):
@@ -366,14 +372,13 @@ class TokenizeSession:
             self._take_found(found)
         specs: dict[str, RowSpec] = {}
         for (_, spec), key in zip(chunk, keys):
-            if key not in self.entry_by_key:
+            if key not in self.entry_by_key and key not in self.encoded_keys:
                 specs.setdefault(key, spec)
-        rows = self._encode_and_write(specs) if specs else []
+        self.encoded_keys.update(specs)  # in flight: a later duplicate waits for this entry
         for (slot, _), key in zip(chunk, keys):
             self.is_hit[slot] = key not in self.encoded_keys
-        if rows:
-            with write_tx(self.conn):
-                insert_entries(self.conn, rows)
+        for done in self.pipe.submit(specs) if specs else []:
+            self._write(done)
         self.progress.advance(len(chunk) + skipped)
 
     def _take_found(self, found: dict[str, tuple]) -> None:
@@ -403,11 +408,16 @@ class TokenizeSession:
         if n:
             self.report.warn(f"a cache segment file is missing; its {n} entries were dropped and are re-tokenized")
 
-    def _encode_and_write(self, specs: dict[str, RowSpec]) -> list[tuple]:
+    def _encode_batch(self, specs: dict[str, RowSpec]) -> Packed:
+        """Worker thread: encode and pack one batch (touches no shared state but `compressor`)."""
         keys = list(specs)
         encoded = self.config.encoder.encode([specs[k] for k in keys])
-        self.encoded_keys.update(keys)
-        payloads = [pack_ids(e.ids, self.compressor) for e in encoded]
+        return keys, encoded, pack_rows([e.ids for e in encoded], self.compressor.compress, checksum)
+
+    def _write(self, done: Packed) -> None:
+        """Admit one packed batch: segment append (fdatasync'ed), then its index rows."""
+        keys, encoded, packed = done
+        payloads = packed.payloads
         if self.admitting and not self._make_room(sum(map(len, payloads)), keys):
             self.admitting = False
             self.report.warn(
@@ -419,22 +429,23 @@ class TokenizeSession:
                 self.in_memory[key] = e.ids
                 self.entry_by_key[key] = (IN_MEMORY, 0, 0, e.ids.shape[0], e.n_prompt, e.ids.dtype.itemsize, 0, 0, 0)
             self.report.not_admitted += len(keys)
-            return []
+            return
         seg, offsets = self.writer.append(payloads)
         assert self.writer.current is not None
         self.reader.open(seg, self.writer.current.name)
         cols = np.array(
-            [(seg, off, len(p), e.ids.shape[0], e.n_prompt, e.ids.dtype.itemsize, checksum(p), 0, self.now_s)
-             for off, p, e in zip(offsets, payloads, encoded)],
+            [(seg, off, len(p), e.ids.shape[0], e.n_prompt, e.ids.dtype.itemsize, ck, 0, self.now_s)
+             for off, p, e, ck in zip(offsets, payloads, encoded, packed.checksums)],
             dtype=np.int64,
-        )
+        ).reshape(len(keys), 9)
         cols[:, META] = meta_check(cols)
         rows = []
-        for key, e in zip(keys, cols.tolist()):
-            self.entry_by_key[key] = tuple(e)
-            rows.append((key, self.tokenizer_id, *e))
+        for key, entry in zip(keys, cols.tolist()):
+            self.entry_by_key[key] = tuple(entry)
+            rows.append((key, self.tokenizer_id, *entry))
+        with write_tx(self.conn):
+            insert_entries(self.conn, rows)
         self.report.admitted += len(rows)
-        return rows
 
     def _make_room(self, incoming: int, keys: list[str]) -> bool:
         cap = self.config.options.max_bytes

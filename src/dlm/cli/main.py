@@ -40,19 +40,21 @@ def root(
 
 
 def _quiet_libraries() -> None:
-    """Library progress bars and advisories would interleave with dlm's own output."""
+    """Library progress bars and advisories would interleave with dlm's own output.
+
+    Set through the libraries' own environment switches, read when (and only if) a
+    command imports them: importing transformers or datasets here would cost every
+    command seconds, including those that never tokenize.
+    """
     import os
     import warnings
 
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|peft|trl)\.")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from datasets.utils import logging as ds_logging
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    ds_logging.set_verbosity_error()  # the lazy training view has no hashable transform, by design
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("DATASETS_VERBOSITY", "error")  # the lazy training view has no hashable transform, by design
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 @app.command()

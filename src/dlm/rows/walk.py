@@ -42,6 +42,7 @@ import pathspec
 from pathspec import RegexPattern
 
 from dlm.errors import SourceError
+from dlm.rows.listing import Listed, Prefetcher
 from dlm.rows.types import FileRow
 
 
@@ -209,7 +210,11 @@ class _DirectiveWalker:
         self.real_root_prefix = real_root.rstrip(os.sep) + os.sep
         st = os.stat(real_root)
         self.seen_dirs.add((st.st_dev, st.st_ino))
-        self._walk(str(self.root), "")
+        self.lister = Prefetcher(self.include.match, self.exclude.match)
+        try:
+            self._walk(str(self.root), "")
+        finally:
+            self.lister.close()
 
     def _inside(self, real: str) -> bool:
         return real.startswith(self.real_root_prefix) or real + os.sep == self.real_root_prefix
@@ -223,70 +228,71 @@ class _DirectiveWalker:
 
     def _walk(self, folder: str, rel_prefix: str) -> None:
         """Depth first in sorted name order, with an explicit stack (a tree thousands of
-        folders deep must not hit Python's recursion limit)."""
-        stack: list[Iterator[os.DirEntry[str]]] = []
-        prefixes: list[str] = []
-        opened = self._list(folder)
+        folders deep must not hit Python's recursion limit). Folders this walk enters
+        next are listed by worker threads meanwhile (`dlm.rows.listing`); every decision
+        stays on this thread, so the result equals an in-line walk."""
+        stack: list[tuple[Iterator[Listed], str]] = []
+        opened = self._list(folder, rel_prefix)
         if opened is None:
             return
-        stack.append(opened)
-        prefixes.append(rel_prefix)
+        stack.append((opened, rel_prefix))
         while stack:
-            child = self._files_until_folder(stack[-1], prefixes[-1])
+            entries, prefix = stack[-1]
+            child = self._files_until_folder(entries, prefix)
             if child is None:
                 stack.pop()
-                prefixes.pop()
                 continue
-            entry, rel = child
-            listed = self._list(entry.path)
+            item, rel = child
+            listed = self._list(item.path, rel + "/")
             if listed is not None:
-                stack.append(listed)
-                prefixes.append(rel + "/")
+                stack.append((listed, rel + "/"))
 
-    def _list(self, folder: str) -> Iterator[os.DirEntry[str]] | None:
-        try:
-            with os.scandir(folder) as it:
-                return iter(sorted(it, key=_name))
-        except OSError:
+    def _list(self, folder: str, rel_prefix: str) -> Iterator[Listed] | None:
+        listing = self.lister.get(folder, rel_prefix)
+        if listing is None:
             self.result.skipped["unreadable"] += 1
             return None
+        for item in listing:
+            if item.stat is not None and item.is_dir:
+                self.lister.ahead(item.path, rel_prefix + item.name + "/")
+        return iter(listing)
 
-    def _files_until_folder(
-        self, entries: Iterator[os.DirEntry[str]], rel_prefix: str
-    ) -> tuple[os.DirEntry[str], str] | None:
+    def _files_until_folder(self, entries: Iterator[Listed], rel_prefix: str) -> tuple[Listed, str] | None:
         """Take files from `entries` until a folder to enter (returned) or the end (None)."""
         # the hot loop of a large walk: attribute lookups hoisted into locals
         skipped = self.result.skipped
         include, exclude = self.include.match, self.exclude.match
         files, index, max_bytes = self.result.files, self.index, self.max_bytes
-        for entry in entries:
-            rel = rel_prefix + entry.name
-            try:
-                is_link = entry.is_symlink()
-                is_dir = entry.is_dir()  # follows links
-            except OSError:
+        for item in entries:
+            rel = rel_prefix + item.name
+            if item.broken:
                 skipped["unreadable"] += 1
                 continue
             # exclusion first: an excluded link is never followed, so never refused by --strict
-            if is_dir:
+            if item.is_dir:
                 if exclude(rel + "/"):
                     continue
             elif not include(rel) or exclude(rel):
                 continue
-            if is_link:
-                real = os.path.realpath(entry.path)
+            if item.is_link:
+                real = os.path.realpath(item.path)
                 if not self._inside(real):
                     self._escape(rel, real)
                     continue
-            if is_dir:
-                if self._first_visit(entry):
-                    return entry, rel
+            if item.is_dir:
+                if self._first_visit(item):
+                    return item, rel
                 continue
-            try:
-                st = entry.stat()
-            except OSError:
-                skipped["unreadable"] += 1
-                continue
+            st = item.stat
+            if st is None:
+                if item.stat_failed:
+                    skipped["unreadable"] += 1
+                    continue
+                try:
+                    st = os.stat(item.path)  # a link inside the root: its target's stat
+                except OSError:
+                    skipped["unreadable"] += 1
+                    continue
             if not S_ISREG(st.st_mode):
                 skipped["not-a-file"] += 1
             elif st.st_size > max_bytes:
@@ -296,21 +302,22 @@ class _DirectiveWalker:
             else:
                 self.taken += 1
                 files.append(FileRow(
-                    index, entry.path, rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, max_bytes
+                    index, item.path, rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, max_bytes
                 ))
         return None
 
-    def _first_visit(self, entry: os.DirEntry[str]) -> bool:
-        try:
-            st = entry.stat()
-        except OSError:
-            self.result.skipped["unreadable"] += 1
-            return False
+    def _first_visit(self, item: Listed) -> bool:
+        st = item.stat
+        if st is None:
+            if item.stat_failed:
+                self.result.skipped["unreadable"] += 1
+                return False
+            try:
+                st = os.stat(item.path)  # a link to a folder inside the root
+            except OSError:
+                self.result.skipped["unreadable"] += 1
+                return False
         if (st.st_dev, st.st_ino) in self.seen_dirs:  # reached again through a link
             return False
         self.seen_dirs.add((st.st_dev, st.st_ino))
         return True
-
-
-def _name(entry: os.DirEntry[str]) -> str:
-    return entry.name
