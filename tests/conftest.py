@@ -20,6 +20,8 @@ def dlm_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     """A fresh DLM_HOME for every test."""
     home = tmp_path_factory.mktemp("dlm-home")
     monkeypatch.setenv("DLM_HOME", str(home))
+    monkeypatch.delenv("DLM_CACHE_DIR", raising=False)  # the shared cache store follows DLM_HOME
+    monkeypatch.delenv("DLM_CACHE_REMOTE", raising=False)
     return home
 
 

@@ -80,7 +80,7 @@ def test_missing_root_names_directive_and_folder(tmp_path: Path):
 
 
 def test_dotdot_pattern_is_refused(tree: Path):
-    with pytest.raises(SourceError, match=r"sources\[0\].include: pattern '../\*\*' has a '..' segment"):
+    with pytest.raises(SourceError, match=r"sources\[0\].include\[0\]: pattern '../\*\*' has a '..' segment"):
         walk_sources([directive(tree, include=["../**"])], tree)
 
 

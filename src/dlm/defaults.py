@@ -15,3 +15,9 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 """`dlm serve`'s TCP port."""
 """Cap on a tokenized-section cache's stored entry bytes (10 GiB; `training.cache.max_bytes`)."""
+
+DEFAULT_MAX_QUEUE = 32
+"""`dlm serve`: generation requests that may wait while one runs; more are answered 503."""
+
+DEFAULT_SHUTDOWN_TIMEOUT = 30.0
+"""`dlm serve`: seconds in-flight requests get to finish once the server is told to stop."""

@@ -56,3 +56,12 @@ class LockValidationError(DlmError):
 
 class ServeError(DlmError):
     """`dlm serve` cannot start as configured."""
+
+
+class ExportError(DlmError):
+    """`dlm export` cannot write as asked: no adapter, no converter, a failed conversion."""
+
+
+class ExportRefused(ExportError):
+    """The adapter or its base cannot be expressed faithfully in the export format;
+    raised before anything is written, naming the field and the way out."""

@@ -3,6 +3,8 @@
     $DLM_HOME/                 default ~/.dlm
         models/<alias>/        materialized base models (override: $DLM_MODELS_DIR)
         store/<dlm_id>/        one store per document (see dlm.store)
+        cache/                 the section store shared by every document (dlm.cache;
+                               override: $DLM_CACHE_DIR, so several homes can share one)
 """
 
 from __future__ import annotations
@@ -26,3 +28,9 @@ def models_dir() -> Path:
 def store_root() -> Path:
     """Folder holding every document's store: `$DLM_HOME/store`."""
     return dlm_home() / "store"
+
+
+def cache_store_dir() -> Path:
+    """The tokenized-section store shared by documents: `$DLM_CACHE_DIR`, else `$DLM_HOME/cache`."""
+    env = os.environ.get("DLM_CACHE_DIR")
+    return Path(env).expanduser() if env else dlm_home() / "cache"

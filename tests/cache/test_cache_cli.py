@@ -71,3 +71,24 @@ def test_cache_commands_end_to_end(doc: Path, tmp_path: Path):
 def test_export_without_cache_is_one_error_line(doc: Path, tmp_path: Path):
     result = invoke("export", str(doc), str(tmp_path / "x.tar"))
     assert result.exit_code == 1 and "no tokenized-section cache yet" in result.stderr
+
+
+def test_shared_store_and_remote_through_the_cli(doc: Path, tmp_path: Path):
+    remote = str(tmp_path / "remote")
+    cold = as_json("build", str(doc), "--cache-remote", remote)
+    assert cold["misses"] == 5
+    other = tmp_path / "other.dlm"
+    other.write_text(doc.read_text().replace(DLM_ID, "01JDCACHE00000000000000002"))
+    second = as_json("build", str(other))
+    assert second["misses"] == 0 and second["hits"] == 5
+    shown = as_json("show", str(other))
+    assert shown["entry_count"] == 5 and shown["shared_entries"] == 5 and shown["store_entry_count"] == 5
+    assert as_json("clear", str(other), "--force")["removed_entries"] == 0  # all shared
+    assert as_json("clear", str(doc), "--force", "--all")["removed_entries"] == 5
+    pulled = as_json("pull", str(doc), "--cache-remote", remote)
+    assert pulled["entries"] == 5 and pulled["bytes"] > 0
+    warm = as_json("build", str(doc))
+    assert warm["misses"] == 0
+    assert as_json("push", str(doc), "--cache-remote", remote)["entries"] == 0
+    missing = invoke("push", str(doc))
+    assert missing.exit_code == 2 and "no cache remote" in missing.output

@@ -120,8 +120,9 @@ def test_last_access_is_touched_coarsely(tree: Path, cache_dir: Path):
     cached(cache_dir).tokenize(rows)
     untouched = db.execute("SELECT COUNT(*) FROM entries WHERE last_access = 0").fetchone()[0]
     assert untouched == 40, "file rows served by a fresh stat snapshot are not touched within the hour"
-    db.execute("UPDATE stat_snapshots SET written_ns = 0")  # the stat snapshot is hours old
-    db.commit()
+    state = sqlite3.connect(cache_dir / "state.sqlite")
+    state.execute("UPDATE stat_snapshots SET written_ns = 0")  # the stat snapshot is hours old
+    state.commit()
     cached(cache_dir).tokenize(rows)
     oldest = db.execute("SELECT MIN(last_access) FROM entries").fetchone()[0]
     assert oldest > time.time() - 60

@@ -146,7 +146,7 @@ def test_damaged_stat_snapshot_is_ignored(tree: Path, cache_dir: Path):
     snapshot checksum: its files are re-read and found by key, nothing re-encoded."""
     rows = row_set(tree)
     cached(cache_dir).tokenize(rows)
-    db = sqlite3.connect(cache_dir / "index.sqlite")
+    db = sqlite3.connect(cache_dir / "state.sqlite")
     raw = bytearray(zstandard.ZstdDecompressor().decompress(db.execute("SELECT data FROM stat_snapshots").fetchone()[0]))
     raw[24 + 41 * 8 * 5 + 8] ^= 0x01
     db.execute("UPDATE stat_snapshots SET data = ?", (zstandard.ZstdCompressor().compress(bytes(raw)),))

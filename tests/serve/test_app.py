@@ -4,66 +4,22 @@ the real SmolLM2 tokenizer and a deterministic fake engine standing in for the m
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import pytest
+from fake_engine import SYSTEM, FakeEngine, expected_text
 from openai import OpenAI
 
 from dlm.serve.app import create_app
 from dlm.serve.run import RunningServer
 from dlm.serve.tokcache import TokenizerCacheConfig
 
+
+
 CACHE = TokenizerCacheConfig(enable_l0=True, enable_l1=True, l1_min_prompt_chars=0)
-SYSTEM = "You answer in one short sentence."
-
-
-class FakeEngine:
-    """Replies with the last user message's words reversed; records what it was given and
-    how many generations ran at the same time."""
-
-    def __init__(self, tokenizer: Any, *, fail: bool = False, delay: float = 0.0):
-        self.tokenizer = tokenizer
-        self.model_id = "dlm:fake"
-        self.system_prompt = SYSTEM
-        self.max_model_len = 2048
-        self.fail = fail
-        self.delay = delay
-        self.calls: list[tuple[list[dict[str, Any]], list[int] | None]] = []
-        self.active = 0
-        self.max_active = 0
-        self._lock = threading.Lock()
-
-    def generate(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        max_new_tokens: int,
-        temperature: float,
-        input_ids: list[int] | None = None,
-    ) -> Iterator[str]:
-        with self._lock:
-            self.active += 1
-            self.max_active = max(self.max_active, self.active)
-            self.calls.append((messages, input_ids))
-        try:
-            if self.fail:
-                raise RuntimeError("out of memory")
-            words = messages[-1]["content"].split()[::-1][:max_new_tokens]
-            for word in words:
-                time.sleep(self.delay)
-                yield word + " "
-        finally:
-            with self._lock:
-                self.active -= 1
-
-
-def expected_text(words: str) -> str:
-    return "".join(w + " " for w in words.split()[::-1])
 
 
 @pytest.fixture
@@ -108,7 +64,7 @@ def test_chat_completion_with_the_openai_client(
     assert reply.choices[0].message.content == expected_text("alpha beta gamma")
     assert reply.model == "dlm:fake"
     want_ids = plain_prompt_ids(smollm2_tokenizer, messages)
-    assert engine.calls[-1][1] == want_ids  # tokenized through the cache, exactly
+    assert engine.calls[-1][0] == want_ids  # tokenized through the cache, exactly
     assert reply.usage.prompt_tokens == len(want_ids)
 
 
@@ -124,7 +80,7 @@ def test_streaming_chat_with_the_openai_client(server: RunningServer) -> None:
     text = "".join(c.choices[0].delta.content or "" for c in chunks)
     assert text == expected_text("one two three four")
     assert chunks[0].choices[0].delta.role == "assistant"
-    assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+    assert chunks[-1].choices[0].finish_reason == "stop"
 
 
 def test_tokenize_prompt_and_messages_match_the_plain_tokenizer(
@@ -153,6 +109,13 @@ def test_metrics_report_requests_and_cache_levels(http: httpx.Client) -> None:
     assert 'dlm_tokenizer_cache_hit_rate{level="l0"}' in text
     assert 'dlm_tokenizer_cache_bytes{level="l1"}' in text
     assert 'dlm_tokenizer_cache_hot_bytes{level="l1"}' in text
+    values = dict(line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
+    cached = float(values['dlm_tokenizer_cache_tokens_total{source="cached"}'])
+    encoded = float(values['dlm_tokenizer_cache_tokens_total{source="encoded"}'])
+    assert cached > 0 and encoded > 0  # the second and third prompts reused the first's prefix
+    ratio = float(values["dlm_tokenizer_cache_token_reuse_ratio"])
+    assert ratio == pytest.approx(cached / (cached + encoded))
+    assert "dlm_generation_queue_waiting 0.0" in text and "dlm_generation_running 0.0" in text
 
 
 @pytest.mark.parametrize(

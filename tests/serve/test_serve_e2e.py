@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,3 +147,61 @@ def metric(text: str, series: str) -> float:
         if line.startswith(series + " "):
             return float(line.rsplit(" ", 1)[1])
     raise AssertionError(f"{series} not in /metrics")
+
+
+def test_sigterm_refuses_queued_work_cancels_in_flight_work_and_exits(
+    tmp_path: Path, smollm2_ref: Any
+) -> None:
+    doc_path = tmp_path / "plain.dlm"
+    doc_path.write_text(new_document(system_prompt="Answer at length."))
+    port = free_port()
+    cmd = [
+        sys.executable, "-c", LAUNCHER, "serve", str(doc_path), "--no-adapter", "--port", str(port),
+        "--max-queue", "1", "--shutdown-timeout", "2",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
+    url = f"http://127.0.0.1:{port}"
+    body = {"messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 2000}
+    try:
+        wait_healthy(proc, url)
+        with httpx.Client(base_url=url, timeout=60) as first, httpx.Client(base_url=url, timeout=60) as second:
+            with first.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as running:
+                lines = running.iter_lines()
+                assert next(lines).startswith("data: ")  # generating now
+                queued: list[httpx.Response] = []
+                waiter = threading.Thread(target=lambda: queued.append(second.post("/v1/chat/completions", json=body)))
+                waiter.start()
+                time.sleep(1.0)  # the second request is waiting for the model
+                proc.send_signal(signal.SIGTERM)
+                started = time.monotonic()
+                waiter.join(30)
+                assert queued and queued[0].status_code == 503
+                assert queued[0].json()["error"]["code"] == "shutting_down"
+                try:
+                    rest = list(lines)  # ends when the grace period cancels the generation
+                except httpx.HTTPError:
+                    rest = []
+                assert "data: [DONE]" not in rest  # cut short, not finished: 2,000 ids take minutes
+            proc.wait(timeout=30)
+            assert time.monotonic() - started < 20  # 2 s grace period, then cancelled and gone
+        # uvicorn re-raises the signal it caught once it has shut down: ended by SIGTERM
+        assert proc.returncode == -signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def wait_healthy(proc: subprocess.Popen[bytes], url: str, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"dlm serve exited {proc.returncode}: {proc.stdout.read().decode()[-2000:]}")  # type: ignore[union-attr]
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"dlm serve did not come up in {timeout} s")
+        time.sleep(0.5)

@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 # not load torch (only training, prompting and serving need it).
 _WHERE = {
     "cache_build": "cache", "cache_clear": "cache", "cache_dir": "cache", "cache_export": "cache",
-    "cache_import": "cache", "cache_prune": "cache", "cache_show": "cache",
+    "cache_import": "cache", "cache_prune": "cache", "cache_show": "cache", "cache_push": "cache",
+    "cache_pull": "cache",
     "DoctorView": "diagnostics", "doctor": "diagnostics",
+    "ExportReport": "exporting", "export": "exporting",
     "prompt": "prompting",
     "init": "scaffold",
     "ServeOptions": "serving", "build_app": "serving",
@@ -37,9 +39,12 @@ if TYPE_CHECKING:
         cache_export,
         cache_import,
         cache_prune,
+        cache_pull,
+        cache_push,
         cache_show,
     )
     from dlm.actions.diagnostics import DoctorView, doctor
+    from dlm.actions.exporting import ExportReport, export
     from dlm.actions.prompting import prompt
     from dlm.actions.scaffold import init
     from dlm.actions.serving import ServeOptions, build_app
@@ -57,6 +62,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "DoctorView",
+    "ExportReport",
     "ServeOptions",
     "TrainOptions",
     "TrainReport",
@@ -68,8 +74,11 @@ __all__ = [
     "cache_export",
     "cache_import",
     "cache_prune",
+    "cache_pull",
+    "cache_push",
     "cache_show",
     "doctor",
+    "export",
     "init",
     "metrics",
     "prompt",

@@ -127,7 +127,8 @@ def row_tokens(path: DocPath, selector: str, limit: int = DEFAULT_LIMIT, use_cac
         if isinstance(got, str):
             raise UsageError(f"{row.path}: skipped by training ({got}), so the model sees none of it")
         key, source = spec_key(tok_sha, got.spec), row.path
-    tokenized = make_row_tokenizer(store, tokenizer, tok_sha, training, "show", use_cache).tokenize(built.rows)
+    row_tokenizer = make_row_tokenizer(store, tokenizer, tok_sha, training, "show", use_cache, doc_dir(doc))
+    tokenized = row_tokenizer.tokenize(built.rows)
     index = tokenized.keys.index(key)
     split = split_rows(tokenized, training.eval.fraction, training.eval.max_rows)
     ids = tokenized.read(index)

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlm.defaults import DEFAULT_HOST, DEFAULT_PORT
+from dlm.defaults import DEFAULT_HOST, DEFAULT_MAX_QUEUE, DEFAULT_PORT, DEFAULT_SHUTDOWN_TIMEOUT
 from dlm.doc import Document
 from dlm.errors import ServeError
 from dlm.serve.app import DEFAULT_MAX_BODY_BYTES, create_app
 from dlm.serve.run import bind_warning, serve_forever
 from dlm.serve.tokcache import TokenizerCacheConfig, merge_config
+from dlm.serve.warm import warm_start
 
 _CONFIG_KEYS = frozenset({"tokenizer_cache"})
 __all__ = ["ServeOptions", "bind_warning", "build_app", "read_config_file", "resolve_cache_config", "serve_forever"]
@@ -37,6 +38,8 @@ class ServeOptions:
         cache_flags: tokenizer cache keys given on the command line (None: not given).
         use_adapter: load the document's current adapter (else the base model alone).
         max_body_bytes: request bodies over this get 413.
+        max_queue: generation requests that may wait while one runs (more get 503).
+        shutdown_timeout: seconds in-flight requests get after SIGTERM / Ctrl-C.
     """
 
     path: Path
@@ -46,6 +49,8 @@ class ServeOptions:
     cache_flags: Mapping[str, Any] = field(default_factory=dict)
     use_adapter: bool = True
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_queue: int = DEFAULT_MAX_QUEUE
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
 
 
 def read_config_file(path: Path) -> Mapping[str, Any] | None:
@@ -95,5 +100,5 @@ def build_app(options: ServeOptions) -> Any:
 
     doc = load_document(Path(options.path))
     config = resolve_cache_config(doc, options)
-    engine = load_inference(doc, use_adapter=options.use_adapter)
-    return create_app(engine, config, max_body_bytes=options.max_body_bytes)
+    engine, cached = warm_start(load_inference(doc, use_adapter=options.use_adapter), config)
+    return create_app(engine, max_body_bytes=options.max_body_bytes, max_queue=options.max_queue, cached=cached)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Protocol
 
 from ulid import ULID
@@ -56,6 +57,7 @@ class TrainOptions:
     use_cache: bool = True
     strict_sources: bool = False
     lock_mode: LockMode | None = None  # None means the default mode
+    cache_remote: str | None = None  # overrides $DLM_CACHE_REMOTE and training.cache.remote
 
 
 class TrainSink(StepSink, Progress, Protocol):
@@ -143,14 +145,20 @@ def lora_run_for(training: TrainingConfig, options: TrainOptions) -> LoraRun:
 
 
 def make_row_tokenizer(
-    store: Store, tokenizer: Any, tok_sha: str, training: TrainingConfig, run_id: str, use_cache: bool
+    store: Store, tokenizer: Any, tok_sha: str, training: TrainingConfig, run_id: str, use_cache: bool,
+    base_dir: Path | None = None, cache_remote: str | None = None,
 ) -> RowTokenizer:
-    """The seam implementation for this run: the section cache unless disabled."""
+    """The seam implementation for this run: the section cache (shared store, remote
+    tier when configured) unless disabled."""
     if use_cache and training.cache.enabled:
         from dlm.cache import CachedRowTokenizer
+        from dlm.cache.remote import resolve_remote
+        from dlm.paths import cache_store_dir
 
         return CachedRowTokenizer(
-            store.cache_dir, tokenizer, tok_sha, max_bytes=training.cache.max_bytes, run_id=run_id
+            store.cache_dir, tokenizer, tok_sha, max_bytes=training.cache.max_bytes, run_id=run_id,
+            trust_stat=training.cache.trust_stat, store_dir=cache_store_dir(), doc_id=store.dlm_id,
+            remote=resolve_remote(training.cache.remote, cache_remote, base_dir),
         )
     return PlainRowTokenizer(tokenizer, tok_sha)
 
@@ -163,6 +171,7 @@ def train(
     strict_sources: bool = False,
     lock_mode: LockMode | None = None,
     sink: TrainSink | None = None,
+    cache_remote: str | None = None,
 ) -> TrainReport:
     """Train a new adapter version for the `.dlm` document at `path`.
 
@@ -172,6 +181,8 @@ def train(
         strict_sources: refuse source symlinks that leave their root (else skipped).
         lock_mode: a `dlm.lock.LockMode` (None: the default, warn on drift).
         sink: a `TrainSink` for progress and messages (None: silent).
+        cache_remote: the cache's remote tier (a folder or fsspec URL); overrides
+            `$DLM_CACHE_REMOTE` and `training.cache.remote`.
 
     Returns:
         The `TrainReport` that `dlm train` renders (`--json` prints it).
@@ -183,12 +194,12 @@ def train(
     """
     doc, _ = open_document(path)
     options = TrainOptions(max_steps=max_steps, use_cache=use_cache, strict_sources=strict_sources,
-                           lock_mode=lock_mode)
+                           lock_mode=lock_mode, cache_remote=cache_remote)
     return train_document(doc, options, sink)
 
 
 def train_document(
-    doc: Document, options: TrainOptions = TrainOptions(), sink_or_none: TrainSink | None = None
+    doc: Document, options: TrainOptions = TrainOptions(), sink: TrainSink | None = None
 ) -> TrainReport:
     """Train a new adapter version for `doc` (a `dlm.doc.Document`).
 
@@ -197,7 +208,7 @@ def train_document(
             each before the store changes.
         KeyboardInterrupt: after marking the run interrupted; the store is unchanged.
     """
-    sink: TrainSink = sink_or_none if sink_or_none is not None else NullSink()
+    sink = sink if sink is not None else NullSink()
     fm = doc.frontmatter
     training = fm.training
     run_id = str(ULID())
@@ -210,7 +221,9 @@ def train_document(
         built = build_rows(doc, tokenizer, strict=options.strict_sources)
         for note in built.walk.notes:
             sink.on_message(note)
-        row_tokenizer = make_row_tokenizer(store, tokenizer, tok_sha, training, run_id, options.use_cache)
+        row_tokenizer = make_row_tokenizer(
+            store, tokenizer, tok_sha, training, run_id, options.use_cache, base_dir, options.cache_remote
+        )
         tokenized = row_tokenizer.tokenize(built.rows, sink)
         cache_report = getattr(row_tokenizer, "last_report", None)  # only the cache has one
         for warning in cache_report.warnings if cache_report else ():

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from dlm.actions.cache import document_cache_summary
 from dlm.actions.common import DocPath, doc_dir, open_document
-from dlm.cache import cache_summary
 from dlm.doc import Document
 from dlm.errors import UsageError
 from dlm.metrics import MetricsDB
@@ -56,7 +56,7 @@ def show(path: DocPath) -> dict[str, Any]:
         "rows": _rows_by_kind(doc),
         "adapter": {"current": store.current_version(), "versions": store.versions()},
         "last_run": last_run,
-        "training_cache": cache_summary(store.cache_dir),
+        "training_cache": document_cache_summary(store),
     }
 
 

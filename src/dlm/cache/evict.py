@@ -77,9 +77,11 @@ def maint_lock(cache_dir: Path) -> FileLock:
 
 
 def evict_lru(
-    conn: sqlite3.Connection, target_bytes: int, protected: Collection[str]
+    conn: sqlite3.Connection, target_bytes: int, protected: Collection[str], protect_since_s: int | None = None
 ) -> EvictionResult:
-    """Delete least recently used, unprotected entries until live bytes <= target."""
+    """Delete least recently used, unprotected entries until live bytes <= target.
+    Entries used at or after `protect_since_s` (a running document's start) stay too."""
+    since = (1 << 62) if protect_since_s is None else protect_since_s
     evicted = evicted_bytes = 0
     over_cap = False
     while True:
@@ -89,8 +91,8 @@ def evict_lru(
         need = live - target_bytes
         victims, freed = [], 0
         oldest = conn.execute(
-            "SELECT key, nbytes FROM entries ORDER BY last_access, key LIMIT ?",
-            (EVICT_SCAN + len(protected),),
+            "SELECT key, nbytes FROM entries WHERE last_access < ? ORDER BY last_access, key LIMIT ?",
+            (since, EVICT_SCAN + len(protected)),
         ).fetchall()  # fully read: an open cursor would pin a stale snapshot
         for key, nbytes in oldest:
             if key_text(key) in protected:

@@ -83,10 +83,11 @@ def export_cache(cache_dir: Path, dest: Path) -> ExportResult:
     finally:
         conn.close()
     reader = SegmentReader(cache_dir)
-    dest.parent.mkdir(parents=True, exist_ok=True)
     lines, shas, corrupt, pos = [], set(), 0, 0
-    fd, data_tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.data.", suffix=".tmp")
+    data_tmp: str | None = None
     try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, data_tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.data.", suffix=".tmp")
         with os.fdopen(fd, "wb") as data:
             for key, sha, seg, name, off, nb, nt, npr, dt, ck in rows:
                 if not reader.open(seg, name) or reader.read(seg, off, nb, nt, dt, ck) is None:
@@ -108,9 +109,13 @@ def export_cache(cache_dir: Path, dest: Path) -> ExportResult:
         }
         _write_tar(dest, canonical_json(manifest).encode(), jsonl, Path(data_tmp))
     except OSError as exc:
-        raise CacheError(f"{dest}: cannot write the export ({exc}); choose another path") from None
+        raise CacheError(
+            f"{dest}: cannot write the export ({exc.strerror or exc}); choose a writable path"
+        ) from None
     finally:
-        Path(data_tmp).unlink(missing_ok=True)
+        reader.close()
+        if data_tmp is not None:
+            Path(data_tmp).unlink(missing_ok=True)
     return ExportResult(str(dest), len(lines), dest.stat().st_size, corrupt)
 
 

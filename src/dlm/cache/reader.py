@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from dlm.cache.index import SEG, delete_entry
-from dlm.cache.schema import connect, write_tx
+from dlm.cache.schema import connect, connect_state, write_tx
 from dlm.cache.segments import SegmentReader
 from dlm.errors import CacheError
 from dlm.rows.read import read_file_row, text_row_spec
@@ -44,7 +44,9 @@ class CachedRows:
     """The `read` callable of a cached `TokenizedRows`.
 
     Args:
-        cache_dir: the cache folder (its index is reopened to drop a damaged entry).
+        cache_dir: the document's state folder (its stat snapshot of a damaged row's
+            root is forgotten).
+        store_dir: the shared store (its index is reopened to drop a damaged entry).
         reader: open segment files.
         entries: int64 [n_rows, 9], each row's entry E (`SEG == IN_MEMORY`: in `in_memory`).
         keys: row keys; in_memory: key -> ids of rows not stored in the cache.
@@ -57,7 +59,7 @@ class CachedRows:
     """
 
     def __init__(
-        self, *, cache_dir: Path, reader: SegmentReader, entries: np.ndarray, keys: list[str],
+        self, *, cache_dir: Path, store_dir: Path, reader: SegmentReader, entries: np.ndarray, keys: list[str],
         in_memory: dict[str, np.ndarray], source: RowSource, encode: Callable[[Any], np.ndarray],
         tokenizer_sha: str, stats: TokenizeStats, warn: Callable[[str], None], keepalive: Any = None,
     ) -> None:
@@ -65,6 +67,7 @@ class CachedRows:
         # connection checkpoints the WAL, work the caller need not wait for.
         self.keepalive = keepalive
         self.cache_dir, self.reader, self.entries, self.keys = cache_dir, reader, entries, keys
+        self.store_dir, self.state_dir = store_dir, cache_dir
         self.in_memory = in_memory
         self.source, self.encode, self.tokenizer_sha = source, encode, tokenizer_sha
         self.stats, self.warn = stats, warn
@@ -100,13 +103,16 @@ class CachedRows:
 
     def _forget(self, key: str, seg: int, off: int, root: int) -> None:
         try:
-            conn = connect(self.cache_dir)
+            conn = connect(self.store_dir)
             with write_tx(conn):
                 delete_entry(conn, key, seg, off)
-                if root >= 0:
-                    conn.execute(
+            conn.close()
+            if root >= 0:
+                state = connect_state(self.state_dir)
+                with write_tx(state):
+                    state.execute(
                         "DELETE FROM stat_snapshots WHERE tok = ? AND root = ?", (self.source.tok, root)
                     )
-            conn.close()
+                state.close()
         except (sqlite3.DatabaseError, CacheError, OSError):
             pass  # the next run finds the same damage and heals it then

@@ -42,7 +42,9 @@ from dlm.cache.index import (
     valid_rows,
 )
 from dlm.cache.reader import IN_MEMORY, CachedRows, RowSource
-from dlm.cache.schema import connect, read_tx, root_id, tokenizer_id, write_tx
+from dlm.cache.remote import RemoteCounts, RemoteTier
+from dlm.cache.schema import connect, connect_state, read_tx, root_id, store_uuid, tokenizer_id, write_tx
+from dlm.cache.shared import Lease, protected_keys, save_refs
 from dlm.cache.segments import (
     MAX_SEGMENT_BYTES,
     ZSTD_LEVEL,
@@ -50,12 +52,12 @@ from dlm.cache.segments import (
     SegmentWriter,
     WriteFn,
     checksum,
-    pack_ids,
 )
 from dlm.defaults import DEFAULT_CACHE_MAX_BYTES
 from dlm.rows.read import read_file_row, text_row_spec
 from dlm.rows.types import RowSet, RowSpec
-from dlm.tokenize.encode import BATCH_ROWS, RowEncoder
+from dlm.tokenize.batch import AheadPipeline, PackedRows, pack_rows
+from dlm.tokenize.encode import BATCH_ROWS, EncodedRow, RowEncoder
 from dlm.tokenize.plain import spec_key
 from dlm.tokenize.seam import Progress, TokenizedRows, TokenizeStats
 
@@ -64,6 +66,7 @@ log = logging.getLogger("dlm.cache")
 DEFAULT_MAX_BYTES = DEFAULT_CACHE_MAX_BYTES
 BATCH_BYTES = 4 << 20
 RACY_NS = 2_000_000_000
+Packed = tuple[list[str], list[EncodedRow], PackedRows]  # keys, their rows, their stored form
 _SOURCE_INDEX = attrgetter("source_index")
 TOUCH_GRANULARITY_S = 3600
 
@@ -81,6 +84,7 @@ class CacheRunReport:
     evicted_entries: int = 0
     evicted_bytes: int = 0
     warnings: list[str] = field(default_factory=list)
+    remote: tuple[RemoteCounts, RemoteCounts] | None = None  # (pulled, pushed) when a remote is set
 
     def warn(self, message: str) -> None:
         self.warnings.append(message)
@@ -100,12 +104,15 @@ class CacheOptions:
         max_bytes: cap on stored entry bytes (`training.cache.max_bytes`, default 10 GiB).
         batch_rows, batch_bytes: a miss batch ends at this many rows or text bytes.
         max_segment_bytes: segment files roll over past this size.
+        trust_stat: False reads and hashes every file even when its stat is unchanged
+            (stat cannot see a write through a shared `mmap` that keeps size and times).
     """
 
     max_bytes: int = DEFAULT_MAX_BYTES
     batch_rows: int = BATCH_ROWS
     batch_bytes: int = BATCH_BYTES
     max_segment_bytes: int = MAX_SEGMENT_BYTES
+    trust_stat: bool = True
 
 
 @dataclass(frozen=True)
@@ -119,6 +126,10 @@ class SessionConfig:
         options: sizes and caps.
         encoder: encodes `RowSpec` batches by the seam's token rules.
         segment_write: the raw write of segment bytes (`os.write`; a seam for fault tests).
+        store_dir: the shared store (entries, segments); `cache_dir` holds the
+            document's state (stat snapshots, runs). None: `cache_dir` holds both.
+        doc_id: names the document in the store's references (None: `cache_dir`).
+        remote: URL of the remote tier (`dlm.cache.remote`), or None.
     """
 
     cache_dir: Path
@@ -127,6 +138,17 @@ class SessionConfig:
     options: CacheOptions
     encoder: RowEncoder
     segment_write: WriteFn = os.write
+    store_dir: Path | None = None
+    doc_id: str | None = None
+    remote: str | None = None
+
+    @property
+    def store(self) -> Path:
+        return self.store_dir if self.store_dir is not None else self.cache_dir
+
+    @property
+    def doc(self) -> str:
+        return self.doc_id or str(self.cache_dir)
 
 
 class TokenizeSession:
@@ -162,24 +184,49 @@ class TokenizeSession:
         self.root_state: dict[int, tuple] = {}  # root id -> (files, stats, snapshot, positions)
         self.dirty_roots: set[int] = set()
         self.segment_names: dict[int, str] = {}
-        self.conn = connect(config.cache_dir)
+        self.dropped_segments: set[int] = set()
+        self.conn = connect(config.store)
+        self.state = connect_state(config.cache_dir)
+        self._same_store()
         self.tokenizer_id = tokenizer_id(self.conn, config.tokenizer_sha)
-        self.reader = SegmentReader(config.cache_dir)
-        self.writer = SegmentWriter(config.cache_dir, self.conn, config.options.max_segment_bytes,
+        self.state_tokenizer_id = tokenizer_id(self.state, config.tokenizer_sha)
+        self.lease = Lease(config.store, config.doc, config.run_id)
+        self.reader = SegmentReader(config.store)
+        self.writer = SegmentWriter(config.store, self.conn, config.options.max_segment_bytes,
                                     config.segment_write)
+        self.remote = (RemoteTier(config.remote, self.conn, config.store, report.warn, self.writer)
+                       if config.remote else None)
 
     def execute(self) -> TokenizedRows:
         """Run the session; returns the rows' `TokenizedRows` (lazy reads)."""
         started = time.perf_counter()
         self.progress.start("tokenizing", len(self.entries))
+        # misses are encoded and packed on a worker thread one batch ahead of the reads
+        self.pipe: AheadPipeline[dict[str, RowSpec], Packed] = AheadPipeline(self._encode_batch)
         try:
             pending = self._resolve()
             self._stream(pending)
             self._fill()
             self._finish(time.perf_counter() - started)
+            if self.remote is not None:
+                self.remote.push(self.encoded_keys)
+                self.report.remote = (self.remote.pulled, self.remote.pushed)
         finally:
+            self.pipe.close()
             self.writer.close()
         return self._assemble(time.perf_counter() - started)
+
+    def _same_store(self) -> None:
+        """Stat snapshots name entry locations of one store: forget them when the
+        document's state was last used with another store (DLM_CACHE_DIR changed)."""
+        uuid = store_uuid(self.conn)
+        row = self.state.execute("SELECT v FROM state_meta WHERE k = 'store'").fetchone()
+        if row and row[0] == uuid:
+            return
+        with write_tx(self.state):
+            if row:
+                self.state.execute("DELETE FROM stat_snapshots")
+            self.state.execute("INSERT OR REPLACE INTO state_meta VALUES ('store', ?)", (uuid,))
 
     # phase 1: resolve without reading -------------------------------------
     def _resolve(self) -> list[int]:
@@ -193,7 +240,7 @@ class TokenizeSession:
             first = files[int(at[0])]
             p = str(first.path)
             root = p[: len(p) - len(first.relpath) - 1]
-            rid = self.root_ids.setdefault(root, root_id(self.conn, root))
+            rid = self.root_ids.setdefault(root, root_id(self.state, root))
             self.slots_by_root[rid] = np.concatenate((self.slots_by_root.get(rid, np.zeros(0, np.int64)), at + self.n_text))
         pending: list[int] = []
         hit_slots: list[np.ndarray] = []
@@ -206,7 +253,7 @@ class TokenizeSession:
             hit_slots.append(np.array(text_hits, dtype=np.int64))
             hit_rows.append(as_entries([found[self.keys[i]] for i in text_hits]))  # type: ignore[index]  # text slots are keyed above
             for rid, slots in self.slots_by_root.items():
-                snap, damaged = statindex.load(self.conn, self.tokenizer_id, rid)
+                snap, damaged = statindex.load(self.state, self.state_tokenizer_id, rid)
                 if damaged:
                     self.report.warn(f"stat index of {self._root_path(rid)} was damaged; re-reading its files")
                 self._resolve_root(rid, slots, snap, pending, hit_slots, hit_rows)
@@ -227,6 +274,8 @@ class TokenizeSession:
             files = [self.rows.file_rows[s - self.n_text] for s in slots.tolist()]
         stats = statindex.file_stats(files)
         pos, ok = statindex.trusted(snap, files, stats, RACY_NS)
+        if not self.config.options.trust_stat:
+            ok[:] = False  # every file read and hashed; entries still found by key
         self.root_of_slot[slots] = rid
         self.root_state[rid] = (files, stats, snap, pos)
         if snap is None or len(snap.relpaths) != len(files) or not ok.all():
@@ -266,6 +315,7 @@ class TokenizeSession:
             name = self.segment_names.get(seg)
             if name is None or not self.reader.open(seg, name):
                 ok &= entries[:, SEG] != seg
+                self._drop_segment(seg)
         self.entries[slots[ok]] = entries[ok]
         self.is_hit[slots[ok]] = True
         stale = ok & (entries[:, ACCESS] < self.now_s - TOUCH_GRANULARITY_S)
@@ -293,6 +343,8 @@ class TokenizeSession:
                 chunk, size, skipped = [], 0, 0
         if chunk or skipped:
             self._flush(chunk, skipped)
+        for done in self.pipe.drain():
+            self._write(done)
 
     def _read_file(self, slot: int) -> RowSpec | None:
         fr = self.rows.file_rows[slot - self.n_text]
@@ -310,19 +362,23 @@ class TokenizeSession:
     def _flush(self, chunk: list[tuple[int, RowSpec]], skipped: int) -> None:
         # every slot of a chunk was keyed when its spec was made
         keys = cast("list[str]", [self.keys[slot] for slot, _ in chunk])
-        unknown = [k for k in dict.fromkeys(keys) if k not in self.entry_by_key]
+        unknown = [k for k in dict.fromkeys(keys) if k not in self.entry_by_key and k not in self.encoded_keys]
         if unknown:
-            self._take_found(lookup_keys(self.conn, unknown))
+            found = lookup_keys(self.conn, unknown)
+            if self.remote is not None and len(found) < len(unknown):
+                missing = [k for k in unknown if k not in found]
+                if self.remote.pull(missing):  # pull-through: the packs holding them
+                    found.update(lookup_keys(self.conn, missing))
+            self._take_found(found)
         specs: dict[str, RowSpec] = {}
         for (_, spec), key in zip(chunk, keys):
-            if key not in self.entry_by_key:
+            if key not in self.entry_by_key and key not in self.encoded_keys:
                 specs.setdefault(key, spec)
-        rows = self._encode_and_write(specs) if specs else []
+        self.encoded_keys.update(specs)  # in flight: a later duplicate waits for this entry
         for (slot, _), key in zip(chunk, keys):
             self.is_hit[slot] = key not in self.encoded_keys
-        if rows:
-            with write_tx(self.conn):
-                insert_entries(self.conn, rows)
+        for done in self.pipe.submit(specs) if specs else []:
+            self._write(done)
         self.progress.advance(len(chunk) + skipped)
 
     def _take_found(self, found: dict[str, tuple]) -> None:
@@ -333,17 +389,35 @@ class TokenizeSession:
         for seg in np.unique(entries[ok, SEG]).tolist():
             if seg not in names or not self.reader.open(seg, names[seg]):
                 ok &= entries[:, SEG] != seg
+                self._drop_segment(seg)
         for key, e, good in zip(keys, entries.tolist(), ok.tolist()):
             if good:
                 self.entry_by_key[key] = tuple(e)
                 if e[ACCESS] < self.now_s - TOUCH_GRANULARITY_S:
                     self.stale_keys.append(key)
 
-    def _encode_and_write(self, specs: dict[str, RowSpec]) -> list[tuple]:
+    def _drop_segment(self, seg: int) -> None:
+        """A segment file that vanished (deleted by hand, lost with a disk): its entries
+        and its row go, so this run stores fresh entries and the byte total stays true."""
+        if seg in self.dropped_segments:
+            return
+        self.dropped_segments.add(seg)
+        with write_tx(self.conn):
+            n = self.conn.execute("DELETE FROM entries WHERE segment = ?", (seg,)).rowcount
+            self.conn.execute("DELETE FROM segments WHERE id = ?", (seg,))
+        if n:
+            self.report.warn(f"a cache segment file is missing; its {n} entries were dropped and are re-tokenized")
+
+    def _encode_batch(self, specs: dict[str, RowSpec]) -> Packed:
+        """Worker thread: encode and pack one batch (touches no shared state but `compressor`)."""
         keys = list(specs)
         encoded = self.config.encoder.encode([specs[k] for k in keys])
-        self.encoded_keys.update(keys)
-        payloads = [pack_ids(e.ids, self.compressor) for e in encoded]
+        return keys, encoded, pack_rows([e.ids for e in encoded], self.compressor.compress, checksum)
+
+    def _write(self, done: Packed) -> None:
+        """Admit one packed batch: segment append (fdatasync'ed), then its index rows."""
+        keys, encoded, packed = done
+        payloads = packed.payloads
         if self.admitting and not self._make_room(sum(map(len, payloads)), keys):
             self.admitting = False
             self.report.warn(
@@ -355,31 +429,35 @@ class TokenizeSession:
                 self.in_memory[key] = e.ids
                 self.entry_by_key[key] = (IN_MEMORY, 0, 0, e.ids.shape[0], e.n_prompt, e.ids.dtype.itemsize, 0, 0, 0)
             self.report.not_admitted += len(keys)
-            return []
+            return
         seg, offsets = self.writer.append(payloads)
         assert self.writer.current is not None
         self.reader.open(seg, self.writer.current.name)
         cols = np.array(
-            [(seg, off, len(p), e.ids.shape[0], e.n_prompt, e.ids.dtype.itemsize, checksum(p), 0, self.now_s)
-             for off, p, e in zip(offsets, payloads, encoded)],
+            [(seg, off, len(p), e.ids.shape[0], e.n_prompt, e.ids.dtype.itemsize, ck, 0, self.now_s)
+             for off, p, e, ck in zip(offsets, payloads, encoded, packed.checksums)],
             dtype=np.int64,
-        )
+        ).reshape(len(keys), 9)
         cols[:, META] = meta_check(cols)
         rows = []
-        for key, e in zip(keys, cols.tolist()):
-            self.entry_by_key[key] = tuple(e)
-            rows.append((key, self.tokenizer_id, *e))
+        for key, entry in zip(keys, cols.tolist()):
+            self.entry_by_key[key] = tuple(entry)
+            rows.append((key, self.tokenizer_id, *entry))
+        with write_tx(self.conn):
+            insert_entries(self.conn, rows)
         self.report.admitted += len(rows)
-        return rows
 
     def _make_room(self, incoming: int, keys: list[str]) -> bool:
         cap = self.config.options.max_bytes
         if totals(self.conn)[0] + incoming <= cap:
             return True
         protected = {k for k in self.keys if k} | set(keys)
-        with maint_lock(self.config.cache_dir):
-            result = evict_lru(self.conn, max(0, int(cap * EVICT_TO_FRACTION) - incoming), protected)
-            compact(self.conn, self.config.cache_dir)
+        with maint_lock(self.config.store):
+            running, since = protected_keys(self.conn, self.config.store, self.config.doc)
+            result = evict_lru(
+                self.conn, max(0, int(cap * EVICT_TO_FRACTION) - incoming), protected | running, since
+            )
+            compact(self.conn, self.config.store)
         self.report.evicted_entries += result.evicted_entries
         self.report.evicted_bytes += result.evicted_bytes
         return result.bytes_after + incoming <= cap
@@ -397,11 +475,14 @@ class TokenizeSession:
         with write_tx(self.conn):
             if self.stale_keys:
                 touch(self.conn, self.stale_keys, self.now_s)
+            save_refs(self.conn, self.config.doc, (k for k in self.keys if k))
+        with write_tx(self.state):
             for rid in self.dirty_roots:
-                statindex.save(self.conn, self.tokenizer_id, rid, self._snapshot(rid), time.time_ns())
-            self.conn.execute(
+                statindex.save(self.state, self.state_tokenizer_id, rid, self._snapshot(rid), time.time_ns())
+            statindex.keep_only(self.state, self.state_tokenizer_id, list(self.slots_by_root))
+            self.state.execute(
                 "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?)",
-                (self.config.run_id, time.time_ns(), kept, hits, kept - hits, seconds, self.tokenizer_id),
+                (self.config.run_id, time.time_ns(), kept, hits, kept - hits, seconds, self.state_tokenizer_id),
             )
 
     def _snapshot(self, rid: int) -> statindex.Snapshot:
@@ -435,13 +516,13 @@ class TokenizeSession:
         keys = [self.keys[s] for s in kept] if self.skip_reason else list(self.keys)
         n = len(kept)
         stats = TokenizeStats(n, hits, n - hits, seconds, totals(self.conn)[0])
-        source = RowSource(self.rows, self.n_text, kept, self.root_of_slot, self.tokenizer_id)
+        source = RowSource(self.rows, self.n_text, kept, self.root_of_slot, self.state_tokenizer_id)
         read = CachedRows(
-            cache_dir=self.config.cache_dir, reader=self.reader, entries=loc,
+            cache_dir=self.config.cache_dir, store_dir=self.config.store, reader=self.reader, entries=loc,
             keys=keys, in_memory=self.in_memory, source=source,  # type: ignore[arg-type]  # kept slots are all keyed
             encode=lambda spec: self.config.encoder.encode([spec])[0].ids,
             tokenizer_sha=self.config.tokenizer_sha, stats=stats, warn=self.report.bad_entry,
-            keepalive=self.conn,
+            keepalive=(self.conn, self.state, self.lease),
         )
         return TokenizedRows(
             lengths=loc[:, NTOK].copy(),

@@ -1,4 +1,10 @@
-"""The cache index: one SQLite database, `<cache_dir>/index.sqlite`, in WAL mode.
+"""The cache indexes: SQLite databases in WAL mode.
+
+`<store_dir>/index.sqlite`, the shared store's index (`MIGRATIONS`), and
+`<state_dir>/state.sqlite`, one document's state (`STATE_MIGRATIONS`: tokenizers,
+roots, stat_snapshots, runs and state_meta, as described below). The store keeps
+the `roots`, `stat_snapshots` and `runs` tables its older versions had (a store
+opened in one folder with its document's state) but no longer writes them.
 
 Schema (applied by named migrations, in order, on every open; the applied names are
 recorded in `migrations`, so an old index upgrades in place and a blank one is built):
@@ -19,6 +25,10 @@ recorded in `migrations`, so an old index upgrades in place and a blank one is b
     stat_snapshots(tok, root, written_ns, n, data)        -- PK (tok, root); the stat
                                                           -- index, see dlm.cache.statindex
     runs(run_id TEXT PK, finished_ns, total, hits, misses, seconds, tok)
+    doc_refs(doc TEXT PK, keys BLOB, updated_ns)          -- 16-byte keys of each document's
+                                                          -- latest run, sorted
+    store_meta(k TEXT PK, v)                              -- 'uuid': the store's identity
+    remotes, remote_seen, remote_entries                  -- the remote tier, dlm.cache.remote
 
 Writes run in `BEGIN IMMEDIATE` transactions; `totals` and `segments.live_*` are
 updated by triggers in the same transaction as the entry change, so the byte total is
@@ -27,6 +37,7 @@ never re-summed and never drifts.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -158,6 +169,68 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 
+MIGRATIONS.append((
+    # one store shared by documents: which keys each document's latest run used
+    # (per-document prune/clear, protection of running documents) and the store's
+    # identity (a document's stat snapshots name locations in one store only)
+    "007-shared-store",
+    """
+    CREATE TABLE doc_refs(doc TEXT PRIMARY KEY, keys BLOB NOT NULL, updated_ns INTEGER NOT NULL);
+    CREATE TABLE store_meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
+    INSERT INTO store_meta VALUES ('uuid', lower(hex(randomblob(16))));
+    """,
+))
+
+MIGRATIONS.append((
+    # what each remote tier holds (dlm.cache.remote): index objects read, their entries
+    "008-remote-tier",
+    """
+    CREATE TABLE remotes(id INTEGER PRIMARY KEY, url TEXT NOT NULL UNIQUE);
+    CREATE TABLE remote_seen(remote INTEGER NOT NULL, name TEXT NOT NULL, PRIMARY KEY (remote, name));
+    CREATE TABLE remote_entries(
+        remote INTEGER NOT NULL, key BLOB NOT NULL, tok INTEGER NOT NULL, idx TEXT NOT NULL,
+        pack TEXT NOT NULL, offset INTEGER NOT NULL, nbytes INTEGER NOT NULL, ntokens INTEGER NOT NULL,
+        n_prompt INTEGER NOT NULL, dtype INTEGER NOT NULL, checksum INTEGER NOT NULL,
+        PRIMARY KEY (remote, key)) WITHOUT ROWID;
+    CREATE INDEX remote_entries_by_pack ON remote_entries(remote, pack);
+    """,
+))
+
+STATE_NAME = "state.sqlite"
+STATE_MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "001-document-state",
+        """
+        CREATE TABLE tokenizers(id INTEGER PRIMARY KEY, sha TEXT NOT NULL UNIQUE);
+        CREATE TABLE roots(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE);
+        CREATE TABLE stat_snapshots(
+            tok INTEGER NOT NULL, root INTEGER NOT NULL, written_ns INTEGER NOT NULL,
+            n INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (tok, root));
+        CREATE TABLE runs(
+            run_id TEXT PRIMARY KEY, finished_ns INTEGER NOT NULL, total INTEGER NOT NULL,
+            hits INTEGER NOT NULL, misses INTEGER NOT NULL, seconds REAL NOT NULL,
+            tok INTEGER NOT NULL);
+        CREATE TABLE state_meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
+        """,
+    ),
+]
+
+
+def connect_state(state_dir: Path) -> sqlite3.Connection:
+    """Open (creating if needed) a document's cache state, `<state_dir>/state.sqlite`:
+    its tokenizers, roots, stat snapshots and runs (never shared, never sent anywhere).
+
+    Raises:
+        CacheError: as `connect`.
+    """
+    return connect(state_dir, STATE_MIGRATIONS, STATE_NAME)
+
+
+def store_uuid(conn: sqlite3.Connection) -> str:
+    """The identity of a store (random, set when its index is created)."""
+    return str(conn.execute("SELECT v FROM store_meta WHERE k = 'uuid'").fetchone()[0])
+
+
 def key_blob(key: str) -> bytes:
     """The stored form of a row key: the 16 bytes of `xxh3_128:<32 hex>`."""
     if not key.startswith(KEY_PREFIX) or len(key) != len(KEY_PREFIX) + 32:
@@ -170,7 +243,9 @@ def key_text(blob: bytes) -> str:
     return KEY_PREFIX + blob.hex()
 
 
-def connect(cache_dir: Path, migrations: list[tuple[str, str]] = MIGRATIONS) -> sqlite3.Connection:
+def connect(
+    cache_dir: Path, migrations: list[tuple[str, str]] = MIGRATIONS, name: str = INDEX_NAME
+) -> sqlite3.Connection:
     """Open (creating if needed) the index of `cache_dir` and apply pending migrations.
 
     The connection is in autocommit mode; use `write_tx` / `read_tx` for transactions.
@@ -178,8 +253,14 @@ def connect(cache_dir: Path, migrations: list[tuple[str, str]] = MIGRATIONS) -> 
     Raises:
         CacheError: the file is not a SQLite database or cannot be opened.
     """
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    path = cache_dir / INDEX_NAME
+    path = cache_dir / name
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CacheError(
+            f"{cache_dir}: cannot create the cache folder ({exc.strerror or exc}); make DLM_HOME "
+            "writable, point DLM_HOME or DLM_CACHE_DIR elsewhere, or set training.cache.enabled: false"
+        ) from None
     try:
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -238,11 +319,22 @@ def tokenizer_id(conn: sqlite3.Connection, sha: str, *, create: bool = True) -> 
     return conn.execute("SELECT id FROM tokenizers WHERE sha = ?", (sha,)).fetchone()[0]
 
 
+def root_value(path: str) -> str | bytes:
+    """How a root path is stored: the text when it is valid UTF-8, else its raw
+    file-system bytes (a path the OS gave with surrogate escapes cannot be stored as text)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(path)
+    return path
+
+
 def root_id(conn: sqlite3.Connection, path: str) -> int:
     """Row id of a source root, inserting it on first use."""
-    row = conn.execute("SELECT id FROM roots WHERE path = ?", (path,)).fetchone()
+    value = root_value(path)
+    row = conn.execute("SELECT id FROM roots WHERE path = ?", (value,)).fetchone()
     if row:
         return row[0]
     with write_tx(conn):
-        conn.execute("INSERT OR IGNORE INTO roots(path) VALUES (?)", (path,))
-    return conn.execute("SELECT id FROM roots WHERE path = ?", (path,)).fetchone()[0]
+        conn.execute("INSERT OR IGNORE INTO roots(path) VALUES (?)", (value,))
+    return conn.execute("SELECT id FROM roots WHERE path = ?", (value,)).fetchone()[0]

@@ -78,11 +78,21 @@ _RELPATH = attrgetter("relpath")
 
 
 def file_stats(files: Sequence[FileRow]) -> np.ndarray:
-    """int64 [n, 4]: size, mtime_ns, ctime_ns, ino of each FileRow (ino as two's complement)."""
+    """int64 [n, 4]: size, mtime_ns, ctime_ns, ino of each FileRow (ino as two's complement).
+
+    Times before 1970 are negative; an inode past 2**63 wraps to a negative int64.
+    """
     if not files:
         return np.zeros((0, 4), dtype=np.int64)
-    flat = np.fromiter(chain.from_iterable(map(_STAT, files)), dtype=np.uint64, count=4 * len(files))
-    return flat.view(np.int64).reshape(len(files), 4)
+    try:
+        flat = np.fromiter(chain.from_iterable(map(_STAT, files)), dtype=np.uint64, count=4 * len(files))
+        return flat.view(np.int64).reshape(len(files), 4)
+    except OverflowError:  # a negative time: the signed path, field by field
+        out = np.empty((len(files), 4), dtype=np.int64)
+        for i, f in enumerate(files):
+            out[i, :3] = (f.size, f.mtime_ns, f.ctime_ns)
+            out[i, 3] = f.ino - (1 << 64) if f.ino >= (1 << 63) else f.ino
+        return out
 
 
 def trusted(snap: Snapshot | None, files: Sequence[FileRow], stats: np.ndarray, racy_ns: int) -> tuple[np.ndarray, np.ndarray]:
@@ -180,3 +190,15 @@ def digest_of(key: str | None) -> bytes:
 def reason_code(reason: str | None) -> int:
     """Code of a skip reason; 0 when it has none (such a file is re-read next run)."""
     return REASONS.index(reason) if reason in REASONS else 0
+
+
+def keep_only(conn: sqlite3.Connection, tok: int, roots: Sequence[int]) -> None:
+    """Drop every snapshot but those of (`tok`, `roots`), and roots no snapshot names:
+    a document keeps the stat of its latest run only, so a job that checks out into a
+    new folder each time, or a tokenizer change, does not grow the index. Call inside
+    a write transaction."""
+    marks = ",".join("?" * len(roots))
+    conn.execute(
+        f"DELETE FROM stat_snapshots WHERE tok != ? OR root NOT IN ({marks})", (tok, *roots)
+    )
+    conn.execute("DELETE FROM roots WHERE id NOT IN (SELECT root FROM stat_snapshots)")

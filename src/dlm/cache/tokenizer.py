@@ -42,7 +42,8 @@ from dlm.cache.run import (
     SessionConfig,
     TokenizeSession,
 )
-from dlm.cache.schema import INDEX_NAME, CacheIndexCorrupt, is_corruption
+from dlm.cache.schema import INDEX_NAME, STATE_NAME, CacheIndexCorrupt, connect_state, is_corruption
+from dlm.cache.shared import migrate_legacy
 from dlm.cache.segments import MAX_SEGMENT_BYTES, WriteFn, segment_dir
 from dlm.errors import CacheError
 from dlm.rows.types import RowSet
@@ -56,7 +57,14 @@ class CachedRowTokenizer:
     """`RowTokenizer` over the tokenized-section cache (see module docstring).
 
     Args:
-        cache_dir: `<store>/tokenized-cache/`, created on first use.
+        cache_dir: the document's state folder, `<store>/tokenized-cache/` (stat
+            snapshots, run statistics), created on first use.
+        store_dir: the shared section store (`dlm.paths.cache_store_dir()`); None:
+            `cache_dir` itself (one folder holding both). A per-document cache left in
+            `cache_dir` by an older dlm is moved into the store on first use.
+        doc_id: names the document in the store's references (default: `cache_dir`).
+        remote: URL of the remote tier (`dlm.cache.remote`): misses are pulled from it,
+            new entries pushed to it at the end of the run; None: local only.
         tokenizer: a Hugging Face fast tokenizer.
         tokenizer_sha: its `tokenizer_sha256` (part of every key).
         max_bytes: cap on stored entry bytes (default 10 GiB).
@@ -64,6 +72,8 @@ class CachedRowTokenizer:
         batch_rows, batch_bytes: a miss batch ends at this many rows or text bytes.
         max_segment_bytes: segment files roll over past this size.
         segment_write: the raw write of segment bytes (`os.write`; a seam for tests).
+        trust_stat: False reads and hashes every file even when its stat is unchanged
+            (stat cannot see a write through a shared `mmap` that keeps size and times).
 
     Attributes:
         last_report: `CacheRunReport` of the latest `tokenize` call.
@@ -81,15 +91,23 @@ class CachedRowTokenizer:
         batch_bytes: int = BATCH_BYTES,
         max_segment_bytes: int = MAX_SEGMENT_BYTES,
         segment_write: WriteFn = os.write,
+        trust_stat: bool = True,
+        store_dir: Path | None = None,
+        doc_id: str | None = None,
+        remote: str | None = None,
     ) -> None:
         self.cache_dir = Path(cache_dir)
+        self.store_dir = Path(store_dir) if store_dir is not None else self.cache_dir
         self.config = SessionConfig(
             cache_dir=self.cache_dir,
             tokenizer_sha=tokenizer_sha,
             run_id=run_id,
-            options=CacheOptions(max_bytes, batch_rows, batch_bytes, max_segment_bytes),
+            options=CacheOptions(max_bytes, batch_rows, batch_bytes, max_segment_bytes, trust_stat),
             encoder=RowEncoder(tokenizer),
             segment_write=segment_write,
+            store_dir=self.store_dir,
+            doc_id=doc_id or str(self.cache_dir),
+            remote=remote,
         )
         self.last_report: CacheRunReport | None = None
 
@@ -104,20 +122,29 @@ class CachedRowTokenizer:
             CacheError: the cache folder cannot be written (disk full, permissions).
         """
         try:
+            migrate_legacy(self.cache_dir, self.store_dir)
             return self._run(rows, progress)
         except (sqlite3.DatabaseError, CacheIndexCorrupt) as exc:
             if not isinstance(exc, CacheIndexCorrupt) and not is_corruption(exc):
                 raise CacheError(
-                    f"{self.cache_dir / INDEX_NAME}: cache index write failed ({exc}); free disk "
+                    f"{self.store_dir / INDEX_NAME}: cache index write failed ({exc}); free disk "
                     "space and retry, or set training.cache.enabled: false"
                 ) from None
-        quarantine_index(self.cache_dir)
+        where = self._quarantine_corrupt()
         result = self._run(rows, progress)
         assert self.last_report is not None
-        self.last_report.warn(
-            f"{self.cache_dir / INDEX_NAME}: index was corrupt; moved aside and rebuilt"
-        )
+        self.last_report.warn(f"{where}: index was corrupt; moved aside and rebuilt")
         return result
+
+    def _quarantine_corrupt(self) -> Path:
+        """Move aside whichever index is damaged: the document's state, else the store."""
+        try:
+            connect_state(self.cache_dir).close()
+        except CacheIndexCorrupt:
+            quarantine_index(self.cache_dir, STATE_NAME, drop_segments=False)
+            return self.cache_dir / STATE_NAME
+        quarantine_index(self.store_dir)
+        return self.store_dir / INDEX_NAME
 
 
     def _run(self, rows: RowSet, progress: Progress | None) -> TokenizedRows:
@@ -125,14 +152,14 @@ class CachedRowTokenizer:
         return TokenizeSession(self.config, rows, progress or NullProgress(), self.last_report).execute()
 
 
-def quarantine_index(cache_dir: Path) -> None:
+def quarantine_index(cache_dir: Path, name: str = INDEX_NAME, drop_segments: bool = True) -> None:
     """Move a corrupt index aside and drop the segments it described."""
     stamp = time.time_ns()
     for suffix in ("", "-wal", "-shm"):
-        path = cache_dir / f"{INDEX_NAME}{suffix}"
+        path = cache_dir / f"{name}{suffix}"
         if path.exists():
-            path.rename(cache_dir / f"{INDEX_NAME}{suffix}.corrupt-{stamp}")
+            path.rename(cache_dir / f"{name}{suffix}.corrupt-{stamp}")
     folder = segment_dir(cache_dir)
-    if folder.is_dir():
+    if drop_segments and folder.is_dir():
         for seg in folder.iterdir():
             seg.unlink(missing_ok=True)

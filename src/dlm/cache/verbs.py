@@ -5,6 +5,7 @@ None of them imports typer or rich; `dlm.cli.cache_cmd` renders the results.
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import sqlite3
@@ -16,7 +17,7 @@ from typing import Any
 
 from dlm.cache.evict import compact, maint_lock, prune_older, segment_bytes
 from dlm.cache.index import totals
-from dlm.cache.schema import INDEX_NAME, connect, write_tx
+from dlm.cache.schema import INDEX_NAME, STATE_NAME, CacheIndexCorrupt, connect, connect_state, write_tx
 from dlm.cache.tokenizer import CachedRowTokenizer
 from dlm.errors import CacheError, UsageError
 from dlm.rows.types import RowSet
@@ -24,6 +25,7 @@ from dlm.tokenize.seam import Progress
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([dhms])\s*$")
 _UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+MAX_AGE_S = 1000 * 365.25 * 86400
 DTYPE_NAMES = {2: "uint16", 4: "uint32"}
 
 
@@ -36,7 +38,10 @@ def parse_age(text: str) -> float:
     match = _AGE.match(text)
     if not match:
         raise UsageError(f"--older-than {text!r}: expected a number and a unit, like 30d, 12h, 45m or 90s")
-    return float(match.group(1)) * _UNIT_S[match.group(2)]
+    seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
+    if not math.isfinite(seconds) or seconds > MAX_AGE_S:
+        raise UsageError(f"--older-than {text!r}: more than 1000 years; give a shorter age, like 365d")
+    return seconds
 
 
 def index_exists(cache_dir: Path) -> bool:
@@ -51,20 +56,31 @@ def disk_bytes(cache_dir: Path) -> int:
     return segment_bytes(cache_dir) + index
 
 
-def cache_summary(cache_dir: Path) -> dict[str, Any] | None:
+def cache_summary(
+    cache_dir: Path, state_dir: Path | None = None, doc_id: str | None = None
+) -> dict[str, Any] | None:
     """What `dlm cache show` and `dlm show --json` (`training_cache`) report.
 
-    Returns None when there is no cache, else a dict: `path`, `entry_count`, `bytes`
-    (on disk), `entry_bytes` (live stored bytes), `token_dtype` (`uint16`, `uint32`,
-    `uint16+uint32` or None), `tokenizer_sha256` (of the last run), `last_run_id`,
-    `last_run_hits`, `last_run_total`, `last_run_hit_rate` (0..1 or None), and `error`
-    (None, or why the index could not be read).
+    `cache_dir` is the store; `state_dir` the document's state folder (default: the
+    same folder); with `doc_id`, `entry_count` counts the document's own entries.
+
+    Returns None when there is no cache, else a dict: `path` (the store), `state_path`,
+    `entry_count`, `shared_entries` (of those, entries another document also uses),
+    `store_entry_count`, `bytes` (store on disk), `entry_bytes` (live stored bytes
+    of the store), `token_dtype` (`uint16`, `uint32`, `uint16+uint32` or None),
+    `tokenizer_sha256` (of the last run), `last_run_id`, `last_run_hits`,
+    `last_run_total`, `last_run_hit_rate` (0..1 or None), and `error` (None, or why
+    an index could not be read).
     """
+    from dlm.cache.shared import refs_of, unpack_keys
+
     cache_dir = Path(cache_dir)
-    if not index_exists(cache_dir):
+    state_dir = Path(state_dir) if state_dir is not None else cache_dir
+    if not index_exists(cache_dir) or (doc_id is not None and not (state_dir / STATE_NAME).is_file()):
         return None
     out: dict[str, Any] = {
-        "path": str(cache_dir), "entry_count": 0, "bytes": 0, "entry_bytes": 0, "token_dtype": None,
+        "path": str(cache_dir), "state_path": str(state_dir), "entry_count": 0, "shared_entries": 0,
+        "store_entry_count": 0, "bytes": 0, "entry_bytes": 0, "token_dtype": None,
         "tokenizer_sha256": None, "last_run_id": None, "last_run_hits": None,
         "last_run_total": None, "last_run_hit_rate": None, "error": None,
     }
@@ -73,17 +89,27 @@ def cache_summary(cache_dir: Path) -> dict[str, Any] | None:
         try:
             live, count = totals(conn)
             dtypes = [d for (d,) in conn.execute("SELECT DISTINCT dtype FROM entries ORDER BY dtype")]
-            last = conn.execute(
+            mine = conn.execute("SELECT keys FROM doc_refs WHERE doc = ?", (doc_id,)).fetchone()
+            mine_keys = unpack_keys(mine[0]) if mine else set()
+            shared = len(mine_keys & refs_of(conn, exclude=doc_id)) if mine_keys else 0
+        finally:
+            conn.close()
+        state = connect_state(state_dir)
+        try:
+            last = state.execute(
                 "SELECT r.run_id, r.hits, r.total, t.sha FROM runs r LEFT JOIN tokenizers t"
                 " ON t.id = r.tok ORDER BY r.finished_ns DESC LIMIT 1"
             ).fetchone()
         finally:
-            conn.close()
+            state.close()
     except (CacheError, sqlite3.DatabaseError) as exc:
         out["error"] = str(exc)
         out["bytes"] = disk_bytes(cache_dir)
         return out
-    out.update(entry_count=count, entry_bytes=live, bytes=disk_bytes(cache_dir))
+    out.update(
+        entry_count=len(mine_keys) if doc_id is not None else count, shared_entries=shared,
+        store_entry_count=count, entry_bytes=live, bytes=disk_bytes(cache_dir),
+    )
     out["token_dtype"] = "+".join(DTYPE_NAMES.get(d, f"{d * 8}-bit") for d in dtypes) or None
     if last:
         run_id, hits, total, sha = last
@@ -126,7 +152,7 @@ def prune_cache(cache_dir: Path, older_than_s: float, now_s: float | None = None
     conn = connect(Path(cache_dir))
     try:
         with maint_lock(Path(cache_dir)):
-            pruned = prune_older(conn, int(now_s - older_than_s))
+            pruned = prune_older(conn, int(max(now_s - older_than_s, -(2.0**62))))
             packed = compact(conn, Path(cache_dir), min_live_fraction=0.999)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return PruneResult(
@@ -160,18 +186,33 @@ def clear_cache(cache_dir: Path) -> ClearResult:
     before = disk_bytes(cache_dir)
     try:
         conn = connect(cache_dir)
-    except CacheError:
+    except CacheIndexCorrupt:
         shutil.rmtree(cache_dir, ignore_errors=True)
+        if cache_dir.exists():
+            raise CacheError(
+                f"{cache_dir}: the cache index is unreadable and the folder cannot be removed; "
+                "remove it by hand or make it writable"
+            ) from None
         return ClearResult(str(cache_dir), True, 0, before, reset_corrupt_index=True)
     try:
         with maint_lock(cache_dir):
             _, count = totals(conn)
             with write_tx(conn):
-                for table in ("entries", "stat_snapshots", "runs"):
+                for table in ("entries", "stat_snapshots", "runs", "doc_refs"):
                     conn.execute(f"DELETE FROM {table}")
+            if (cache_dir / STATE_NAME).is_file():
+                state = connect_state(cache_dir)
+                with write_tx(state):
+                    for table in ("stat_snapshots", "roots", "runs"):
+                        state.execute(f"DELETE FROM {table}")
+                state.close()
             compact(conn, cache_dir, min_live_fraction=1.0)
         conn.execute("VACUUM")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except (sqlite3.DatabaseError, OSError) as exc:
+        raise CacheError(
+            f"{cache_dir}: cannot clear the cache ({exc}); nothing was removed; make the folder writable"
+        ) from None
     finally:
         conn.close()
     return ClearResult(str(cache_dir), True, count, before - disk_bytes(cache_dir))
@@ -194,15 +235,20 @@ class BuildResult:
 
 def build_cache(
     cache_dir: Path, tokenizer: Any, tokenizer_sha: str, rows: RowSet, *,
-    max_bytes: int, run_id: str, progress: Progress | None = None,
+    max_bytes: int, run_id: str, progress: Progress | None = None, trust_stat: bool = True,
+    store_dir: Path | None = None, doc_id: str | None = None, remote: str | None = None,
 ) -> BuildResult:
-    """Tokenize every row of `rows` into the cache (see `CachedRowTokenizer`)."""
-    cached = CachedRowTokenizer(cache_dir, tokenizer, tokenizer_sha, max_bytes=max_bytes, run_id=run_id)
+    """Tokenize every row of `rows` into the cache (see `CachedRowTokenizer`).
+    `trust_stat=False` re-reads and re-hashes every file (`dlm cache build --rehash`)."""
+    cached = CachedRowTokenizer(
+        cache_dir, tokenizer, tokenizer_sha, max_bytes=max_bytes, run_id=run_id, trust_stat=trust_stat,
+        store_dir=store_dir, doc_id=doc_id, remote=remote,
+    )
     got = cached.tokenize(rows, progress)
     report = cached.last_report
     return BuildResult(
         rows=len(got), hits=got.stats.cache_hits, misses=got.stats.cache_misses,
-        seconds=got.stats.seconds, bytes=disk_bytes(Path(cache_dir)),
+        seconds=got.stats.seconds, bytes=disk_bytes(Path(store_dir or cache_dir)),
         files_taken=got.files_taken, files_skipped=dict(Counter(got.files_skipped)),
         warnings=list(report.warnings) if report else [],
     )

@@ -7,39 +7,49 @@ result (rich on a terminal, `--json` for machines).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from dlm.cli.common import DocArg, JsonOpt, print_json, print_table
 from dlm.cli.reporter import console, reported, warn_line
 
+if TYPE_CHECKING:
+    from dlm.actions.cache import RemoteResult
+
 cache_app = typer.Typer(
-    help="Inspect and manage the tokenized-section cache (show, build, prune, clear, export, import).",
+    help="Inspect and manage the tokenized-section cache (show, build, prune, clear, export, import, push, pull).",
     no_args_is_help=True,
 )
 
 FileArg = Annotated[Path, typer.Argument(help="Path of the portable cache file.", show_default=False)]
+RemoteOpt = Annotated[str | None, typer.Option(
+    "--cache-remote", help="Remote tier: a folder or fsspec URL (s3://bucket/prefix). Default: "
+    "$DLM_CACHE_REMOTE, else training.cache.remote.", show_default=False)]
+AllOpt = Annotated[bool, typer.Option(
+    "--all", help="Act on the whole shared store (every document's entries), not only the entries "
+    "this document alone uses.")]
 
 
 @cache_app.command()
 @reported
 def show(path: DocArg, json_out: JsonOpt = False) -> None:
     """Show the cache's path, entries, size, token dtype, tokenizer and last-run hit rate."""
-    from dlm.actions.cache import cache_dir, cache_show, format_hit_rate
+    from dlm.actions.cache import cache_show, format_hit_rate
 
     summary = cache_show(path)
     if json_out:
         print_json(summary)
         return
     if summary is None:
-        console.print(f"no cache yet at {cache_dir(path)} (run `dlm cache build` or `dlm train`)")
+        console.print("no cache yet for this document (run `dlm cache build` or `dlm train`)")
         return
     if summary["error"]:
         warn_line(summary["error"])
     print_table([
         ("path", summary["path"]),
-        ("entries", f"{summary['entry_count']:,}"),
+        ("entries", f"{summary['entry_count']:,} ({summary['shared_entries']:,} shared with other "
+                    f"documents; {summary['store_entry_count']:,} in the store)"),
         ("size", f"{summary['bytes']:,} bytes on disk ({summary['entry_bytes']:,} in live entries)"),
         ("token dtype", summary["token_dtype"] or "-"),
         ("tokenizer", summary["tokenizer_sha256"] or "-"),
@@ -49,14 +59,22 @@ def show(path: DocArg, json_out: JsonOpt = False) -> None:
 
 @cache_app.command()
 @reported
-def build(path: DocArg, json_out: JsonOpt = False) -> None:
+def build(
+    path: DocArg,
+    rehash: Annotated[bool, typer.Option(
+        "--rehash", help="Read and hash every source file even when its stat (size, times, inode) "
+        "is unchanged; for edits stat cannot see, like writes through a shared mmap.")] = False,
+    cache_remote: RemoteOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
     """Tokenize every row of the document into the cache, without training."""
     from dlm.actions.cache import cache_build
     from dlm.cli.progress import RichTrainSink
+    from dlm.actions.cache import format_skips
 
     sink = RichTrainSink(quiet=json_out)
     try:
-        result = cache_build(path, sink)
+        result = cache_build(path, sink, rehash=rehash, remote=cache_remote)
     finally:
         sink.close()
     for warning in result.warnings:
@@ -66,6 +84,7 @@ def build(path: DocArg, json_out: JsonOpt = False) -> None:
         return
     print_table([
         ("rows", f"{result.rows:,} ({result.files_taken:,} source files)"),
+        ("skipped", format_skips(result.files_skipped)),
         ("hits", f"{result.hits:,}"),
         ("misses", f"{result.misses:,}"),
         ("seconds", f"{result.seconds:.2f}"),
@@ -80,12 +99,13 @@ def prune(
     older_than: Annotated[str | None, typer.Option(
         "--older-than", help="Drop entries unused for this long: 30d, 12h, 45m, 90s "
         "(default: training.cache.prune_older_than_days, else 90d).")] = None,
+    all_: AllOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Drop entries not used for a while, compact segments, reclaim orphaned bytes."""
+    """Drop entries not used for a while that no other document uses (--all: any), compact, reclaim orphans."""
     from dlm.actions.cache import cache_prune
 
-    result = cache_prune(path, older_than)
+    result = cache_prune(path, older_than, whole_store=all_)
     if json_out:
         print_json(result)
         return
@@ -100,14 +120,16 @@ def prune(
 def clear(
     path: DocArg,
     force: Annotated[bool, typer.Option("--force", help="Do not ask for confirmation.")] = False,
+    all_: AllOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Delete every entry of the document's cache."""
-    from dlm.actions.cache import cache_clear, cache_dir
+    """Delete the entries only this document uses and its cache state (--all: the whole shared store)."""
+    from dlm.actions.cache import cache_clear
 
     if not force:
-        typer.confirm(f"Delete the tokenized-section cache at {cache_dir(path)}?", abort=True)
-    result = cache_clear(path)
+        what = "the whole shared tokenized-section store" if all_ else "this document's cache entries"
+        typer.confirm(f"Delete {what}?", abort=True)
+    result = cache_clear(path, whole_store=all_)
     if json_out:
         print_json(result)
         return
@@ -147,3 +169,34 @@ def import_(path: DocArg, file: FileArg, json_out: JsonOpt = False) -> None:
     console.print(
         f"imported {result.entries_imported:,} entries ({result.already_present:,} already present)"
     )
+
+
+def _render_moved(result: RemoteResult, verb: str, json_out: bool) -> None:
+    for warning in result.warnings:
+        warn_line(warning)
+    if json_out:
+        print_json(result)
+        return
+    rate = result.bytes / result.seconds / 1e6 if result.seconds > 0 else 0.0
+    console.print(
+        f"{verb} {result.entries:,} entries in {result.objects:,} objects ({result.bytes:,} bytes, "
+        f"{rate:.1f} MB/s) {'to' if verb == 'pushed' else 'from'} {result.remote}"
+    )
+
+
+@cache_app.command()
+@reported
+def push(path: DocArg, cache_remote: RemoteOpt = None, json_out: JsonOpt = False) -> None:
+    """Send the entries of the document's latest run that the remote tier lacks."""
+    from dlm.actions.cache import cache_push
+
+    _render_moved(cache_push(path, cache_remote), "pushed", json_out)
+
+
+@cache_app.command()
+@reported
+def pull(path: DocArg, cache_remote: RemoteOpt = None, json_out: JsonOpt = False) -> None:
+    """Fetch every remote entry made with the document's tokenizer that the local store lacks."""
+    from dlm.actions.cache import cache_pull
+
+    _render_moved(cache_pull(path, cache_remote), "pulled", json_out)

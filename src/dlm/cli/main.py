@@ -40,19 +40,21 @@ def root(
 
 
 def _quiet_libraries() -> None:
-    """Library progress bars and advisories would interleave with dlm's own output."""
+    """Library progress bars and advisories would interleave with dlm's own output.
+
+    Set through the libraries' own environment switches, read when (and only if) a
+    command imports them: importing transformers or datasets here would cost every
+    command seconds, including those that never tokenize.
+    """
     import os
     import warnings
 
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|peft|trl)\.")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from datasets.utils import logging as ds_logging
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
-    ds_logging.set_verbosity_error()  # the lazy training view has no hashable transform, by design
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("DATASETS_VERBOSITY", "error")  # the lazy training view has no hashable transform, by design
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 @app.command()
@@ -76,6 +78,7 @@ def train(
     path: DocArg,
     max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Override training.max_steps.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Bypass the tokenized-section cache without touching it.")] = False,
+    cache_remote: Annotated[str | None, typer.Option("--cache-remote", help="Remote tier of the cache: a folder or fsspec URL (s3://bucket/prefix); default $DLM_CACHE_REMOTE, else training.cache.remote.", show_default=False)] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Refuse source symlinks that leave their root instead of skipping them.")] = False,
     strict_lock: Annotated[bool, typer.Option("--strict-lock", help="Treat every lock warning as an error.")] = False,
     update_lock: Annotated[bool, typer.Option("--update-lock", help="Skip lock validation and write a new lock.")] = False,
@@ -98,7 +101,7 @@ def train(
     sink = make_train_sink(json_out)
     try:
         report = train_action(path, max_steps=max_steps, use_cache=not no_cache, strict_sources=strict,
-                              lock_mode=mode, sink=sink)
+                              lock_mode=mode, sink=sink, cache_remote=cache_remote)
     finally:
         sink.close()
     if json_out:
@@ -215,12 +218,13 @@ def metrics(
     console.print(table if view["runs"] else "no runs yet")
 
 
-from dlm.cli import doctor_cmd, serve_cmd  # noqa: E402
+from dlm.cli import doctor_cmd, export_cmd, serve_cmd  # noqa: E402
 from dlm.cli.cache_cmd import cache_app  # noqa: E402
 
 app.add_typer(cache_app, name="cache")
 doctor_cmd.register(app)
 serve_cmd.register(app)
+export_cmd.register(app)
 
 
 def main() -> None:

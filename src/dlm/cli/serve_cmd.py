@@ -13,7 +13,7 @@ import typer
 
 from dlm.cli.common import DocArg
 from dlm.cli.reporter import console, reported, warn_line
-from dlm.defaults import DEFAULT_HOST, DEFAULT_PORT
+from dlm.defaults import DEFAULT_HOST, DEFAULT_MAX_QUEUE, DEFAULT_PORT, DEFAULT_SHUTDOWN_TIMEOUT
 
 
 def register(app: typer.Typer) -> None:
@@ -47,6 +47,10 @@ def serve(
         Optional[int],
         typer.Option("--tokenizer-cache-l0-max-entries", help="L0 capacity (entries).", show_default=False),
     ] = None,
+    l0_max_memory: Annotated[
+        Optional[int],
+        typer.Option("--tokenizer-cache-l0-max-memory", help="L0 capacity (bytes).", show_default=False),
+    ] = None,
     enable_l1: Annotated[
         Optional[bool],
         typer.Option(
@@ -66,6 +70,20 @@ def serve(
         ),
     ] = None,
     no_adapter: Annotated[bool, typer.Option("--no-adapter", help="Serve the base model alone.")] = False,
+    max_queue: Annotated[
+        int,
+        typer.Option(
+            "--max-queue", min=0, help="Generation requests that may wait while one runs; more get 503."
+        ),
+    ] = DEFAULT_MAX_QUEUE,
+    shutdown_timeout: Annotated[
+        float,
+        typer.Option(
+            "--shutdown-timeout",
+            min=0.0,
+            help="Seconds in-flight requests get to finish after SIGTERM/Ctrl-C before they are cancelled.",
+        ),
+    ] = DEFAULT_SHUTDOWN_TIMEOUT,
 ) -> None:
     """Serve the base model with the document's current adapter (OpenAI-compatible API)."""
     from dlm.actions.serving import ServeOptions, bind_warning, build_app, serve_forever
@@ -73,12 +91,20 @@ def serve(
     flags = {
         "enable_l0": enable_l0,
         "l0_max_entries": l0_max_entries,
+        "l0_max_memory": l0_max_memory,
         "enable_l1": enable_l1,
         "l1_max_memory": l1_max_memory,
         "l1_min_prompt_chars": l1_min_prompt_chars,
     }
     options = ServeOptions(
-        path=path, host=host, port=port, config_file=config, cache_flags=flags, use_adapter=not no_adapter
+        path=path,
+        host=host,
+        port=port,
+        config_file=config,
+        cache_flags=flags,
+        use_adapter=not no_adapter,
+        max_queue=max_queue,
+        shutdown_timeout=shutdown_timeout,
     )
     warning = bind_warning(host)
     if warning:
@@ -88,4 +114,4 @@ def serve(
     if stats.l1_refused:
         warn_line(f"tokenizer cache L1 is off for this tokenizer: {stats.l1_refused}")
     console.print(f"serving [bold]{path}[/] on http://{host}:{port}/v1 (Ctrl-C to stop)")
-    serve_forever(app, host, port)
+    serve_forever(app, host, port, shutdown_timeout)

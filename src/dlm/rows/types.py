@@ -45,6 +45,8 @@ class FileRow(NamedTuple):
             `pathlib.Path` per file is a measurable share of a 50K-file walk).
         relpath: POSIX path relative to the directive's root (named in the row text).
         size: bytes; mtime_ns, ctime_ns, ino: from `os.stat`.
+        max_bytes: the directive's `max_bytes_per_file`, checked again when the file
+            is read (it may have grown since the walk); None: no cap.
     """
 
     source_index: int
@@ -54,6 +56,7 @@ class FileRow(NamedTuple):
     mtime_ns: int
     ctime_ns: int
     ino: int
+    max_bytes: int | None = None
 
 
 @dataclass(frozen=True)

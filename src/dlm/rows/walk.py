@@ -11,12 +11,15 @@ Rules (docs/format.md states them for users):
   refused: patterns select inside the root, never outside.
 - Excluded folders are pruned during the walk (never listed), so excluding
   `**/.git/**` or `node_modules/` costs nothing however large they are.
-- Order is deterministic: entries are visited in sorted name order, depth first,
-  so the same tree gives the same rows on every machine.
+- Order is deterministic: entries are visited in sorted name order, depth first
+  (an explicit stack, so any depth works), so the same tree gives the same rows on
+  every machine.
 - A symlink whose target resolves outside the root is skipped (`escapes-root`), or
-  refused with `strict=True`. Symlinks inside the root are followed; a folder
+  refused with `strict=True`; include/exclude are applied first, so an excluded link
+  is never followed, counted or refused. Symlinks inside the root are followed; a folder
   reachable by several paths is walked once, at the first path in walk order.
-- Files over `max_bytes_per_file` are skipped (`too-large`) by their stat size; past
+- Files over `max_bytes_per_file` are skipped (`too-large`) by their stat size, and
+  again by the bytes actually read (a file may grow after the walk); past
   `max_files` the rest are skipped (`over-max-files`). Binary and undecodable files
   are decided later, when content is read (`dlm.rows.read`).
 """
@@ -39,6 +42,7 @@ import pathspec
 from pathspec import RegexPattern
 
 from dlm.errors import SourceError
+from dlm.rows.listing import Listed, Prefetcher
 from dlm.rows.types import FileRow
 
 
@@ -114,12 +118,19 @@ class _Matcher:
 
 
 def _matcher(patterns: Sequence[str], where: str) -> _Matcher:
-    for pattern in patterns:
+    for i, pattern in enumerate(patterns):
         if ".." in pattern.replace("\\", "/").split("/"):
             raise SourceError(
-                f"{where}: pattern {pattern!r} has a '..' segment; patterns select inside the "
+                f"{where}[{i}]: pattern {pattern!r} has a '..' segment; patterns select inside the "
                 f"source root, so point `path` at the folder you want instead"
             )
+        try:
+            _Matcher([pattern])
+        except (ValueError, re.error) as exc:  # pathspec's pattern error subclasses ValueError
+            raise SourceError(
+                f"{where}[{i}]: pattern {pattern!r} is not a valid gitignore-style pattern ({exc}); "
+                "fix or remove it (escape a literal '[', '!' or '\\' with a backslash)"
+            ) from None
     return _Matcher(patterns)
 
 
@@ -199,7 +210,11 @@ class _DirectiveWalker:
         self.real_root_prefix = real_root.rstrip(os.sep) + os.sep
         st = os.stat(real_root)
         self.seen_dirs.add((st.st_dev, st.st_ino))
-        self._walk(str(self.root), "")
+        self.lister = Prefetcher(self.include.match, self.exclude.match)
+        try:
+            self._walk(str(self.root), "")
+        finally:
+            self.lister.close()
 
     def _inside(self, real: str) -> bool:
         return real.startswith(self.real_root_prefix) or real + os.sep == self.real_root_prefix
@@ -212,39 +227,72 @@ class _DirectiveWalker:
         self.result.notes.append(msg + "; skipped")
 
     def _walk(self, folder: str, rel_prefix: str) -> None:
+        """Depth first in sorted name order, with an explicit stack (a tree thousands of
+        folders deep must not hit Python's recursion limit). Folders this walk enters
+        next are listed by worker threads meanwhile (`dlm.rows.listing`); every decision
+        stays on this thread, so the result equals an in-line walk."""
+        stack: list[tuple[Iterator[Listed], str]] = []
+        opened = self._list(folder, rel_prefix)
+        if opened is None:
+            return
+        stack.append((opened, rel_prefix))
+        while stack:
+            entries, prefix = stack[-1]
+            child = self._files_until_folder(entries, prefix)
+            if child is None:
+                stack.pop()
+                continue
+            item, rel = child
+            listed = self._list(item.path, rel + "/")
+            if listed is not None:
+                stack.append((listed, rel + "/"))
+
+    def _list(self, folder: str, rel_prefix: str) -> Iterator[Listed] | None:
+        listing = self.lister.get(folder, rel_prefix)
+        if listing is None:
+            self.result.skipped["unreadable"] += 1
+            return None
+        for item in listing:
+            if item.stat is not None and item.is_dir:
+                self.lister.ahead(item.path, rel_prefix + item.name + "/")
+        return iter(listing)
+
+    def _files_until_folder(self, entries: Iterator[Listed], rel_prefix: str) -> tuple[Listed, str] | None:
+        """Take files from `entries` until a folder to enter (returned) or the end (None)."""
         # the hot loop of a large walk: attribute lookups hoisted into locals
         skipped = self.result.skipped
-        try:
-            with os.scandir(folder) as it:
-                entries = sorted(it, key=_name)
-        except OSError:
-            skipped["unreadable"] += 1
-            return
         include, exclude = self.include.match, self.exclude.match
         files, index, max_bytes = self.result.files, self.index, self.max_bytes
-        for entry in entries:
-            rel = rel_prefix + entry.name
-            try:
-                is_link = entry.is_symlink()
-                is_dir = entry.is_dir()  # follows links
-            except OSError:
+        for item in entries:
+            rel = rel_prefix + item.name
+            if item.broken:
                 skipped["unreadable"] += 1
                 continue
-            if is_link:
-                real = os.path.realpath(entry.path)
+            # exclusion first: an excluded link is never followed, so never refused by --strict
+            if item.is_dir:
+                if exclude(rel + "/"):
+                    continue
+            elif not include(rel) or exclude(rel):
+                continue
+            if item.is_link:
+                real = os.path.realpath(item.path)
                 if not self._inside(real):
                     self._escape(rel, real)
                     continue
-            if is_dir:
-                self._enter(entry, rel)
+            if item.is_dir:
+                if self._first_visit(item):
+                    return item, rel
                 continue
-            if not include(rel) or exclude(rel):
-                continue
-            try:
-                st = entry.stat()
-            except OSError:
-                skipped["unreadable"] += 1
-                continue
+            st = item.stat
+            if st is None:
+                if item.stat_failed:
+                    skipped["unreadable"] += 1
+                    continue
+                try:
+                    st = os.stat(item.path)  # a link inside the root: its target's stat
+                except OSError:
+                    skipped["unreadable"] += 1
+                    continue
             if not S_ISREG(st.st_mode):
                 skipped["not-a-file"] += 1
             elif st.st_size > max_bytes:
@@ -253,21 +301,23 @@ class _DirectiveWalker:
                 skipped["over-max-files"] += 1
             else:
                 self.taken += 1
-                files.append(FileRow(index, entry.path, rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+                files.append(FileRow(
+                    index, item.path, rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, max_bytes
+                ))
+        return None
 
-    def _enter(self, entry: os.DirEntry[str], rel: str) -> None:
-        if self.exclude.match(rel + "/"):
-            return
-        try:
-            st = entry.stat()
-        except OSError:
-            self.result.skipped["unreadable"] += 1
-            return
+    def _first_visit(self, item: Listed) -> bool:
+        st = item.stat
+        if st is None:
+            if item.stat_failed:
+                self.result.skipped["unreadable"] += 1
+                return False
+            try:
+                st = os.stat(item.path)  # a link to a folder inside the root
+            except OSError:
+                self.result.skipped["unreadable"] += 1
+                return False
         if (st.st_dev, st.st_ino) in self.seen_dirs:  # reached again through a link
-            return
+            return False
         self.seen_dirs.add((st.st_dev, st.st_ino))
-        self._walk(entry.path, rel + "/")
-
-
-def _name(entry: os.DirEntry[str]) -> str:
-    return entry.name
+        return True

@@ -4,10 +4,17 @@ Every error response is `{"error": {"message", "type", "param", "code"}}` with:
 400 for a body that is not JSON, 413 for a body over the limit, 422 for fields that
 fail validation (the message names each field), 404/405 from routing, 500 when
 generation fails before the reply started.
+
+An unexpected exception (a bug) is answered with a shaped 500 whose message gives
+no internals, counted in `dlm_unexpected_errors_total` and logged once with its
+traceback on the `dlm.serve` logger; the response is complete, so the client's
+keep-alive connection stays usable. When a streamed reply had already started, the
+stream ends instead (counted and logged the same way).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -19,7 +26,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from dlm.serve.metrics import ServerMetrics
 
-KNOWN_ENDPOINTS = frozenset({"/v1/chat/completions", "/v1/models", "/tokenize", "/metrics", "/health"})
+KNOWN_ENDPOINTS = frozenset(
+    {"/v1/chat/completions", "/v1/completions", "/v1/models", "/tokenize", "/metrics", "/health"}
+)
+log = logging.getLogger("dlm.serve")
 
 
 def error_body(
@@ -82,6 +92,15 @@ class GuardMiddleware:
         except _TooLarge:
             if not state["started"]:
                 await self._too_large(tracked_send)
+        except Exception:
+            self.metrics.unexpected_errors.inc()
+            log.exception("unexpected error serving %s %s", scope.get("method"), path)
+            if not state["started"]:
+                response = JSONResponse(
+                    error_body("internal server error; the server log has the details", kind="server_error"),
+                    status_code=500,
+                )
+                await response({"type": "http"}, _no_receive, tracked_send)
 
     async def _too_large(self, send: Send) -> None:
         response = JSONResponse(

@@ -4,17 +4,27 @@ Series:
 - `dlm_requests_total{endpoint, status}`: counter of finished requests;
 - `dlm_request_seconds{endpoint}`: histogram of request latency (seconds, until the
   response body is complete, streaming included);
-- `dlm_generated_tokens_total`: counter of completion tokens;
+- `dlm_generated_tokens_total` / `dlm_prompt_tokens_total`: counters of completion
+  ids generated and prompt ids of the generations that ran;
+- `dlm_generation_requests_total{outcome}`: what became of each generation request:
+  `admitted`, then one of `finished`, `failed`, `client_disconnected` (cancelled: the
+  client went away), `shutdown` (cancelled by the server stopping); or refused at the
+  door with 503: `queue_full`, `shutting_down`;
+- `dlm_generation_queue_waiting` / `dlm_generation_running`: gauges at scrape time;
+- `dlm_unexpected_errors_total`: requests answered with a 500 by an unexpected failure;
 - `dlm_tokenizer_cache_{hits,misses}_total{level}`, `dlm_tokenizer_cache_hit_rate{level}`,
   `dlm_tokenizer_cache_entries{level}`, `dlm_tokenizer_cache_bytes{level}`,
   `dlm_tokenizer_cache_hot_bytes{level}` and `dlm_tokenizer_cache_bypassed_total`:
   read from the cache at scrape time (`level` is "l0" or "l1"; a level that is off
-  has no series).
+  has no series);
+- `dlm_tokenizer_cache_tokens_total{source}`: ids of encode results taken from the
+  cache (`cached`) or produced by the tokenizer (`encoded`), and
+  `dlm_tokenizer_cache_token_reuse_ratio`: cached / (cached + encoded).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -60,6 +70,27 @@ class _CacheCollector(Collector):
         yield CounterMetricFamily(
             "dlm_tokenizer_cache_bypassed", "Encodes passed to the plain tokenizer.", value=stats.bypassed
         )
+        tokens = CounterMetricFamily(
+            "dlm_tokenizer_cache_tokens", "Ids of encode results by where they came from.", labels=["source"]
+        )
+        tokens.add_metric(["cached"], float(stats.cached_ids))
+        tokens.add_metric(["encoded"], float(stats.encoded_ids))
+        yield tokens
+        yield GaugeMetricFamily(
+            "dlm_tokenizer_cache_token_reuse_ratio",
+            "Share of encoded ids taken from the cache.",
+            value=stats.reuse_ratio,
+        )
+
+
+class _QueueCollector(Collector):
+    def __init__(self, read: Callable[[], tuple[int, int]]):
+        self._read = read
+
+    def collect(self) -> Iterator[Metric]:
+        waiting, running = self._read()
+        yield GaugeMetricFamily("dlm_generation_queue_waiting", "Requests waiting for the model.", value=waiting)
+        yield GaugeMetricFamily("dlm_generation_running", "Generations running (0 or 1).", value=running)
 
 
 class ServerMetrics:
@@ -80,7 +111,23 @@ class ServerMetrics:
         self.generated_tokens = Counter(
             "dlm_generated_tokens", "Completion tokens generated.", registry=self.registry
         )
+        self.prompt_tokens = Counter(
+            "dlm_prompt_tokens", "Prompt tokens of generations that ran.", registry=self.registry
+        )
+        self.generations = Counter(
+            "dlm_generation_requests",
+            "Generation requests by outcome (see the module docstring).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.unexpected_errors = Counter(
+            "dlm_unexpected_errors", "Requests answered 500 by an unexpected failure.", registry=self.registry
+        )
         self.registry.register(_CacheCollector(cached))
+
+    def watch_queue(self, read: Callable[[], tuple[int, int]]) -> None:
+        """Report `read()` = (waiting, running) as gauges at each scrape."""
+        self.registry.register(_QueueCollector(read))
 
     def observe(self, endpoint: str, status: int, seconds: float) -> None:
         self.requests.labels(endpoint, str(status)).inc()

@@ -1,28 +1,52 @@
 """Request bodies of the OpenAI-compatible API, validated with pydantic.
 
 Unknown fields are ignored (OpenAI clients send many optional ones, e.g. `user`,
-`stream_options`); known fields are checked strictly enough to fail with a 422 that
-names the field. Message `content` may be a string or a list of `{"type": "text",
-"text": ...}` parts, which are joined.
+`frequency_penalty`); known fields are checked strictly enough to fail with a 422
+that names the field. Every string is checked to be encodable as UTF-8: JSON may
+carry a lone surrogate (`"\\ud800"`), which no tokenizer can take. Message
+`content` may be a string, a list of `{"type": "text", "text": ...}` parts (joined),
+or null (left to the chat template, which may refuse it: then a 422 names the
+message). Role `developer` is OpenAI's newer name for `system` and is served as one.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from dlm.serve.decode import Sampling
 
 MAX_NEW_TOKENS_LIMIT = 4096
 DEFAULT_MAX_NEW_TOKENS = 256
+DEFAULT_COMPLETION_TOKENS = 16
+MAX_STOP = 4
+SEED_RANGE = (-(2**63), 2**64 - 1)  # what torch.Generator.manual_seed takes
+
+
+def _utf8(value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"text must be valid Unicode; found a lone surrogate (U+{ord(value[exc.start]):04X}) "
+            f"at character {exc.start}"
+        ) from None
+    return value
+
+
+Text = Annotated[str, AfterValidator(_utf8)]
 
 
 class ChatMessage(BaseModel):
-    """One message: role and text content."""
+    """One message: role, and text content (or null)."""
 
     model_config = ConfigDict(extra="ignore")
 
-    role: Literal["system", "user", "assistant"]
-    content: str
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: Text | None
+    name: Text | None = None
+    tool_call_id: Text | None = None
 
     @field_validator("content", mode="before")
     @classmethod
@@ -40,27 +64,98 @@ class ChatMessage(BaseModel):
             return "".join(texts)
         return value
 
+    def as_template_dict(self) -> dict[str, Any]:
+        """The message as the chat template sees it (`developer` served as `system`)."""
+        out: dict[str, Any] = {"role": "system" if self.role == "developer" else self.role, "content": self.content}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
 
-class ChatCompletionRequest(BaseModel):
-    """`POST /v1/chat/completions`. Greedy decoding when `temperature` is 0 (the default)."""
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    include_usage: bool = False
+
+
+class _Generate(BaseModel):
+    """Fields shared by both completion endpoints."""
 
     model_config = ConfigDict(extra="ignore")
 
-    model: str | None = None
-    messages: list[ChatMessage] = Field(min_length=1)
+    model: Text | None = None
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_NEW_TOKENS_LIMIT)
-    max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_NEW_TOKENS_LIMIT)
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0, allow_inf_nan=False)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0, allow_inf_nan=False)
+    seed: int | None = Field(default=None, ge=SEED_RANGE[0], le=SEED_RANGE[1])
+    stop: list[Text] | None = Field(default=None, max_length=MAX_STOP)
     stream: bool = False
+    stream_options: StreamOptions | None = None
     n: int = Field(default=1, ge=1, le=1)
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _one_stop(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("stop")
+    @classmethod
+    def _non_empty_stops(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and any(not s for s in value):
+            raise ValueError("stop strings must not be empty")
+        return value
+
+    @model_validator(mode="after")
+    def _stream_options_need_stream(self) -> _Generate:
+        if self.stream_options is not None and not self.stream:
+            raise ValueError("stream_options: only allowed when stream is true")
+        return self
+
+    @property
+    def sampling(self) -> Sampling:
+        return Sampling(temperature=self.temperature, top_p=self.top_p, seed=self.seed)
+
+    @property
+    def include_usage(self) -> bool:
+        return self.stream_options is not None and self.stream_options.include_usage
+
+
+class ChatCompletionRequest(_Generate):
+    """`POST /v1/chat/completions`. Greedy decoding when `temperature` is 0 (the default)."""
+
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_NEW_TOKENS_LIMIT)
 
     @property
     def new_tokens(self) -> int:
         """The generation budget in tokens."""
         return self.max_completion_tokens or self.max_tokens or DEFAULT_MAX_NEW_TOKENS
 
-    def message_dicts(self) -> list[dict[str, str]]:
-        return [{"role": m.role, "content": m.content} for m in self.messages]
+    def message_dicts(self) -> list[dict[str, Any]]:
+        return [m.as_template_dict() for m in self.messages]
+
+
+class CompletionRequest(_Generate):
+    """`POST /v1/completions`: a plain prompt (a string, or a list holding one string)."""
+
+    prompt: Text | list[Text] = Field(min_length=1)
+
+    @field_validator("prompt")
+    @classmethod
+    def _one_prompt(cls, value: str | list[str]) -> str | list[str]:
+        if isinstance(value, list) and len(value) != 1:
+            raise ValueError("give one prompt (a string, or a list of exactly one string)")
+        return value
+
+    @property
+    def text(self) -> str:
+        return self.prompt[0] if isinstance(self.prompt, list) else self.prompt
+
+    @property
+    def new_tokens(self) -> int:
+        return self.max_tokens or DEFAULT_COMPLETION_TOKENS
 
 
 class TokenizeRequest(BaseModel):
@@ -73,8 +168,8 @@ class TokenizeRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    model: str | None = None
-    prompt: str | None = None
+    model: Text | None = None
+    prompt: Text | None = None
     messages: list[ChatMessage] | None = None
     add_special_tokens: bool | None = None
     add_generation_prompt: bool = True

@@ -5,7 +5,8 @@
                                  adapter versions with their run ids and sha256
         dlm.lock                 determinism lock (dlm.lock package)
         metrics.sqlite           runs and per-step loss (dlm.metrics)
-        tokenized-cache/         tokenized-section cache (dlm.cache)
+        tokenized-cache/         this document's cache state (dlm.cache; entries live in
+                                 the shared store, dlm.paths.cache_store_dir)
         adapter/
             current              text file naming the current version, e.g. "v0003"
             versions/v0001/      a peft adapter folder (adapter_model.safetensors, ...)
@@ -77,16 +78,21 @@ class Store:
         """Hold the store's writer lock for the block.
 
         Raises:
-            StoreError: another `dlm train` holds it.
+            StoreError: another `dlm train` holds it, or the store cannot be written.
         """
-        self.root.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(self.root / "train.lock"), timeout=0)
         try:
+            self.root.mkdir(parents=True, exist_ok=True)
             lock.acquire()
         except Timeout:
             raise StoreError(
                 f"{self.root}: another `dlm train` is running on this document; "
                 f"wait for it to finish, then run again"
+            ) from None
+        except OSError as exc:
+            raise StoreError(
+                f"{self.root}: cannot write the document's store ({exc.strerror or exc}); make DLM_HOME "
+                "writable or point DLM_HOME elsewhere"
             ) from None
         try:
             yield

@@ -9,8 +9,8 @@ The rules (`dlm.tokenize.seam` docstring) are the ones TRL's SFTTrainer applies:
   `add_special_tokens=False` (what `apply_chat_template(tokenize=True)` does), and
   `n_prompt` is the length of the common prefix of the two id lists.
 
-Encoding goes through the Rust backend's parallel `encode_batch`, never one Python
-tokenizer call per row.
+Encoding goes through the Rust backend's parallel `encode_batch_fast` (no offsets;
+`dlm.tokenize.batch`), never one Python tokenizer call per row.
 
 Storage dtype: uint16 when `len(tokenizer)` (added tokens included) is at most 65,536,
 else uint32. The real maximum of every row is checked before casting: a row whose ids
@@ -28,6 +28,7 @@ import numpy as np
 
 from dlm.errors import TrainingError
 from dlm.rows.types import RowSpec
+from dlm.tokenize.batch import compact_ids, encode_texts
 
 BATCH_ROWS = 1000
 """Rows per encode batch: large enough to keep the backend's threads busy, small enough
@@ -117,7 +118,8 @@ class RowEncoder:
         self.backend = backend_of(tokenizer)
 
     def encode(self, specs: Sequence[RowSpec]) -> list[EncodedRow]:
-        """Encode `specs` in order; text and instruction rows go in one batch each.
+        """Encode `specs` in order; text and instruction rows go in one batch each
+        (`dlm.tokenize.batch.encode_texts`: the backend's fast batch encode).
 
         Returns one `EncodedRow` per spec, same order.
 
@@ -128,17 +130,21 @@ class RowEncoder:
         plain = [i for i, s in enumerate(specs) if s.prompt_text is None]
         chat = [i for i, s in enumerate(specs) if s.prompt_text is not None]
         if plain:
-            encs = self.backend.encode_batch(
-                [specs[i].text + self.eos for i in plain], add_special_tokens=True
-            )
-            for i, enc in zip(plain, encs):
-                out[i] = EncodedRow(ids_to_array(enc.ids, self.dtype), 0)
+            ids = encode_texts(self.backend, [specs[i].text + self.eos for i in plain], add_special_tokens=True)
+            for i, row in zip(plain, ids):
+                out[i] = EncodedRow(self._compact(row), 0)
         if chat:
             texts = [specs[i].text for i in chat]
             prompts = [specs[i].prompt_text or "" for i in chat]
-            encs = self.backend.encode_batch(texts + prompts, add_special_tokens=False)
+            ids = encode_texts(self.backend, texts + prompts, add_special_tokens=False)
             for j, i in enumerate(chat):
-                ids = ids_to_array(encs[j].ids, self.dtype)
-                prompt = np.array(encs[len(chat) + j].ids, dtype=np.int64)
-                out[i] = EncodedRow(ids, common_prefix_len(ids.astype(np.int64), prompt))
+                full = self._compact(ids[j])
+                prompt = np.array(ids[len(chat) + j], dtype=np.int64)
+                out[i] = EncodedRow(full, common_prefix_len(full.astype(np.int64), prompt))
         return [row for row in out if row is not None]
+
+    def _compact(self, ids: list[int]) -> np.ndarray:
+        try:
+            return compact_ids(ids, self.dtype)
+        except OverflowError:
+            return ids_to_array(ids, self.dtype)  # raises TokenIdRangeError naming the id

@@ -7,6 +7,12 @@
   re-serialized canonically so key order in the file does not matter;
 - the chat template (instruction rows are rendered with it);
 - the special tokens (BOS, EOS, PAD, UNK) and the EOS policy (EOS appended to text rows);
+- backend state that changes ids but is not part of the JSON: `encode_special_tokens`
+  (what `split_special_tokens: true` in `tokenizer_config.json` sets: `<|im_end|>`
+  in text is then split into pieces instead of mapped to its one id);
+- the wrapper's `split_special_tokens`, `add_bos_token` and `add_eos_token` flags;
+- the `tokenizers` library version (the Rust code that applies the JSON: a fix in
+  its pre-tokenizer or normalizer changes ids without changing the file);
 - `PIPELINE_VERSION`, bumped whenever `dlm` changes how it turns rows into ids.
 
 The tokenized-section cache keys every entry on it, the lock records it, and the
@@ -16,6 +22,7 @@ serving cache refuses entries from another fingerprint.
 from __future__ import annotations
 
 import json
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from dlm.canonical import canonical_sha256
@@ -26,11 +33,18 @@ EOS_POLICY = "append-eos-to-text-rows"
 
 def tokenizer_sha256(tokenizer: Any) -> str:
     """Return `sha256:<hex>` for a Hugging Face fast tokenizer (see module docstring)."""
-    backend = json.loads(tokenizer.backend_tokenizer.to_str())
+    engine = tokenizer.backend_tokenizer
+    backend = json.loads(engine.to_str())
     payload = {
         "pipeline_version": PIPELINE_VERSION,
         "eos_policy": EOS_POLICY,
         "backend": backend,
+        "encode_special_tokens": bool(getattr(engine, "encode_special_tokens", False)),
+        "wrapper_flags": {
+            name: getattr(tokenizer, name, None)
+            for name in ("split_special_tokens", "add_bos_token", "add_eos_token")
+        },
+        "tokenizers_version": _tokenizers_version(),
         "chat_template": getattr(tokenizer, "chat_template", None),
         "special_tokens": {
             name: getattr(tokenizer, name, None)
@@ -38,3 +52,10 @@ def tokenizer_sha256(tokenizer: Any) -> str:
         },
     }
     return canonical_sha256(payload)
+
+
+def _tokenizers_version() -> str | None:
+    try:
+        return version("tokenizers")
+    except PackageNotFoundError:
+        return None

@@ -6,7 +6,7 @@ is named for what the serving cache uses it as, `TokenizerCacheConfig`. The same
 form the `tokenizer_cache` block of `dlm serve --config FILE.json` and the
 `--tokenizer-cache-*` flags:
 
-    enable_l0 (bool), l0_max_entries (int > 0, entries),
+    enable_l0 (bool), l0_max_entries (int > 0, entries), l0_max_memory (int > 0, bytes),
     enable_l1 (bool), l1_max_memory (int > 0, bytes),
     l1_min_prompt_chars (int >= 0, characters; shorter prompts skip L1).
 

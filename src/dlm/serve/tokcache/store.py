@@ -92,9 +92,10 @@ class LruStore:
     Args:
         typecode: "H" or "I" (see `id_typecode`).
         max_entries: evict beyond this many entries (None: no entry bound).
-        max_bytes: evict beyond this many counted bytes (None: no byte bound). An
-            entry larger than `max_bytes` on its own is not stored.
+        max_bytes: evict beyond this many counted bytes (None: no byte bound).
         max_hot_bytes: bytes of hot tuples kept at most (0: no hot tier).
+        max_entry_bytes: an entry counting more bytes than this (or than `max_bytes`)
+            is not stored (None: only `max_bytes` limits an entry).
     """
 
     def __init__(
@@ -104,12 +105,15 @@ class LruStore:
         max_entries: int | None = None,
         max_bytes: int | None = None,
         max_hot_bytes: int = 0,
+        max_entry_bytes: int | None = None,
     ):
         self._typecode = typecode
         self._int_bytes = sys.getsizeof((1 << 16) - 1 if typecode == "H" else (1 << 32) - 1)
         self._max_entries = max_entries
         self._max_bytes = max_bytes
         self._max_hot_bytes = max_hot_bytes
+        limits = [b for b in (max_bytes, max_entry_bytes) if b is not None]
+        self._max_entry_bytes = min(limits) if limits else None
         self._data: OrderedDict[Hashable, list[Any]] = OrderedDict()
         self._hot: OrderedDict[Hashable, list[Any]] = OrderedDict()  # LRU order of hot entries
         self._lock = threading.Lock()
@@ -156,6 +160,7 @@ class LruStore:
     ) -> None:
         """Store `ids` (copied into a compact array) under `key`, evicting LRU entries.
 
+        An entry over the per-entry bound is not stored (see `max_entry_bytes`).
         `grown` is returned with the entry (`Hit.grown`). `hot`: the same ids as a
         tuple of ints the caller already holds, kept while the hot budget allows (the
         caller guarantees it equals `ids`).
@@ -164,7 +169,7 @@ class LruStore:
             ids if isinstance(ids, array) and ids.typecode == self._typecode else array(self._typecode, ids)
         )
         size = sys.getsizeof(packed) + key_bytes
-        if self._max_bytes is not None and size > self._max_bytes:
+        if self._max_entry_bytes is not None and size > self._max_entry_bytes:
             return
         with self._lock:
             old = self._data.pop(key, None)
@@ -177,6 +182,12 @@ class LruStore:
             if hot is not None:
                 self._make_hot(key, entry, hot)
             self._evict()
+
+    def fits(self, ids: array, key_bytes: int = 0) -> bool:
+        """Whether `put(key, ids, key_bytes)` would store the entry (its size is within
+        the per-entry bound)."""
+        limit = self._max_entry_bytes
+        return limit is None or sys.getsizeof(ids) + key_bytes <= limit
 
     def drop_hot(self, key: Hashable) -> None:
         """Drop the tuple of `key`'s entry, if any; the entry keeps its array."""

@@ -1,0 +1,130 @@
+"""Wall-clock seconds of whole `dlm` commands, process start included.
+
+    .venv/bin/python benchmarks/start_times.py [--linux-root DIR --cache-from DIR]
+
+Measured, each in a fresh process, one after another:
+
+- `dlm show`, `dlm cache show`, `dlm metrics` on a document whose cache exists;
+- `dlm cache build` warm: every row already cached. With `--linux-root` the document
+  takes the first 50,000 Linux files under 32 KiB (the `linux50k` corpus of
+  `section_cache.py`); `--cache-from` seeds the store's cache with the cache that
+  `section_cache.py` built for that corpus (same files, same tokenizer), otherwise
+  this script builds it cold first. Without `--linux-root`: the standard library;
+- `dlm train --max-steps 1` on `examples/stdlib.dlm`: seconds from process start to
+  the end of the first training step, cold (empty cache) and warm (cache filled by
+  the cold run), and the whole command.
+
+Also prints whether each command imported torch (`dlm train` must; the others must
+not). Other processes on the machine disturb absolute numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+RUN = """
+import sys, time
+from dlm.cli.main import app
+import dlm.cli.progress as progress
+first = []
+on_step = progress.RichTrainSink.on_step
+def timed(self, step, *rest):
+    if not first:
+        first.append(time.time())
+    return on_step(self, step, *rest)
+progress.RichTrainSink.on_step = timed
+try:
+    app(sys.argv[1:], standalone_mode=False)
+finally:
+    print("BENCH " + repr((first[0] if first else None, "torch" in sys.modules)), file=sys.stderr)
+"""
+
+DOC = """---
+dlm_id: 01JDSTART0000000000000000{suffix}
+dlm_version: 1
+base_model: smollm2-135m
+training:
+  sources:
+    - path: {root}
+      include: ["**/*"]
+      exclude: [".git/"]
+      max_bytes_per_file: {cap}
+      {max_files}
+---
+
+A document over {what}.
+"""
+
+
+def command(argv: list[str], env: dict[str, str]) -> dict:
+    start = time.time()
+    proc = subprocess.run([sys.executable, "-c", RUN, *argv], env=env, capture_output=True, text=True)
+    wall = time.time() - start
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(argv)} failed:\n{proc.stderr[-2000:]}")
+    first, torch = eval(proc.stderr.rsplit("BENCH ", 1)[1].strip())
+    out = {"wall_s": wall, "torch": torch}
+    if first is not None:
+        out["first_step_s"] = first - start
+    print(f"dlm {' '.join(argv[:2])}: {json.dumps(out)}", file=sys.stderr, flush=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--linux-root", type=Path)
+    parser.add_argument("--cache-from", type=Path, help="a linux50k cache built by section_cache.py")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-train", action="store_true")
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="dlm-start-"))
+    env = dict(os.environ, DLM_HOME=str(home), HF_HUB_OFFLINE="1")
+    env.pop("TOKENIZERS_PARALLELISM", None)
+    if args.linux_root:
+        doc_text = DOC.format(suffix="L", root=args.linux_root, cap=32 << 10, max_files="max_files: 50000",
+                              what="the first 50,000 Linux files under 32 KiB")
+    else:
+        doc_text = DOC.format(suffix="S", root="$DLM_STDLIB", cap=1_000_000, max_files="",
+                              what="the standard library").replace('["**/*"]', '["**/*.py"]').replace(
+                                  '[".git/"]', '["site-packages/", "dist-packages/", "__pycache__/"]')
+    doc = home / "corpus.dlm"
+    doc.write_text(doc_text)
+    results: dict[str, dict] = {}
+    if args.cache_from:
+        from dlm.doc import load_document
+        from dlm.store import open_store
+
+        store = open_store(load_document(doc).frontmatter.dlm_id)
+        store.cache_dir.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(args.cache_from, store.cache_dir)
+    results["cache build (first)"] = command(["cache", "build", str(doc)], env)
+    for name, argv in [("cache build warm", ["cache", "build"]), ("cache show", ["cache", "show"]),
+                       ("show", ["show"]), ("metrics", ["metrics"])]:
+        runs = [command([*argv, str(doc)], env) for _ in range(args.repeats)]
+        results[name] = {"wall_s": statistics.median(r["wall_s"] for r in runs),
+                         "torch": any(r["torch"] for r in runs)}
+    if not args.no_train:
+        stdlib_doc = REPO / "examples" / "stdlib.dlm"
+        results["train cold"] = command(["train", str(stdlib_doc), "--max-steps", "1"], env)
+        results["train warm"] = command(["train", str(stdlib_doc), "--max-steps", "1"], env)
+    print("| command | wall s | first step s | imports torch |")
+    print("|---|---|---|---|")
+    for name, r in results.items():
+        first = f"{r['first_step_s']:.2f}" if "first_step_s" in r else "-"
+        print(f"| `dlm {name}` | {r['wall_s']:.2f} | {first} | {'yes' if r['torch'] else 'no'} |")
+    shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""`dlm export`: a document's adapter, written for llama.cpp, Ollama, vLLM or transformers.
+
+Order of work (nothing is written until every check has passed):
+1. load the document, open its store, pick the adapter version (`current` by default);
+2. resolve the base model and compare its identity with the one the store's
+   `dlm.lock` records (the manifest's when there is no lock): an adapter on another
+   base is refused;
+3. refuse what the format cannot express (`dlm.export.adapter`);
+4. write the format through a staging folder published by rename (`dlm.export`);
+5. with `verify`, run the check that fits the format and this machine (`dlm.export.verify`).
+
+Default output folder: `<document folder>/<document stem>-<version>-<format>/`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from dlm.actions.common import DocPath, doc_dir, open_document
+from dlm.export import FORMATS, BaseSpec, ExportError, ExportRefused, VerifyResult
+from dlm.models import BaseModelRef, load_tokenizer, resolve_base_model
+from dlm.store import Store
+
+
+@dataclass(frozen=True)
+class ExportReport:
+    """The outcome of `dlm export` (`--json` prints `as_dict()`).
+
+    Attributes:
+        format: gguf, ollama, merged or peft.
+        out: the published folder; `files` are relative to it, sorted.
+        adapter_version: the store version exported (`v0003`); `adapter_dir` its folder.
+        base_model, base_revision: the base as the document names it, and its identity.
+        base_checked_against: `lock`, `manifest`, or `none` when the store records no base.
+        command: how to run the export (llama-cli, ollama create, vllm serve).
+        verify: the `--verify` result (`VerifyResult.as_dict()`), or None.
+    """
+
+    format: str
+    out: str
+    files: tuple[str, ...]
+    adapter_version: str
+    adapter_dir: str
+    base_model: str
+    base_revision: str
+    base_checked_against: str
+    command: str
+    verify: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def resolve_adapter(store: Store, version: str | None) -> tuple[str, Path]:
+    """The adapter version to export and its folder (`current` when `version` is None).
+
+    Raises:
+        ExportError: no adapter trained yet, or `version` is not in the store.
+        StoreError: `current` points at a missing version.
+    """
+    if version is None:
+        current = store.current_version()
+        if current is None:
+            raise ExportError(f"{store.root}: no adapter trained yet; run `dlm train` on the document first")
+        return current, store.adapter_root / "versions" / current
+    if version not in store.versions():
+        known = ", ".join(store.versions()) or "none"
+        raise ExportError(f"--adapter-version {version}: not in {store.adapter_root} (versions: {known})")
+    return version, store.adapter_root / "versions" / version
+
+
+def check_base(store: Store, ref: BaseModelRef) -> str:
+    """Refuse a base whose identity differs from the one the store recorded at training.
+
+    Returns:
+        `lock`, `manifest` or `none`: what the base was checked against.
+
+    Raises:
+        ExportRefused: the recorded revision differs from `ref.revision`.
+        LockValidationError: the lock file is damaged.
+    """
+    from dlm.lock import read_lock
+
+    recorded: str | None
+    name: str | None
+    if store.lock_path.is_file():
+        pin = read_lock(store.lock_path).base_model
+        recorded, name, source = pin.revision, pin.name, "lock"
+    else:
+        base = store.read_manifest().get("base_model") or {}
+        recorded, name, source = base.get("revision"), base.get("name"), "manifest"
+        if not recorded:
+            return "none"
+    if recorded != ref.revision:
+        where = store.lock_path if source == "lock" else store.manifest_path
+        raise ExportRefused(
+            f"{where}: the adapter was trained on base {name!r} {recorded}, but base_model "
+            f"{ref.name!r} is now {ref.revision}; restore that base, or retrain with `dlm train`"
+        )
+    return source
+
+
+def base_spec(ref: BaseModelRef) -> BaseSpec:
+    """The base as the writers need it; its GGUF is the alias's shipped file, or the
+    one `*.gguf` file in a local base folder."""
+    from dlm.models.base import ALIASES, alias_gguf_path
+
+    if ref.name in ALIASES:
+        return BaseSpec(name=ref.name, path=ref.path, gguf=alias_gguf_path(ref.name))
+    ggufs = sorted(ref.path.glob("*.gguf"))
+    return BaseSpec(name=Path(ref.name).name or ref.path.name, path=ref.path,
+                    gguf=ggufs[0] if len(ggufs) == 1 else None)
+
+
+def _model_name(doc_path: Path) -> str:
+    return re.sub(r"[^a-z0-9._-]+", "-", doc_path.stem.lower()).strip("-.") or "dlm"
+
+
+def export(path: DocPath, format: str = "gguf", out: str | Path | None = None,
+           adapter_version: str | None = None, verify: bool = False) -> ExportReport:
+    """Export the adapter of the document at `path` (module docstring).
+
+    Args:
+        format: one of `dlm.export.FORMATS`.
+        out: destination folder; replaced as a whole when it exists.
+        adapter_version: a store version (`v0002`); None exports `current`.
+        verify: run the check of `dlm.export.verify` that fits the format.
+
+    Raises:
+        DocError: the document cannot be parsed.
+        ExportError: unknown format, no adapter, missing converter, failed conversion.
+        ExportRefused: the base differs from the lock's, or the format cannot express the adapter.
+        BaseModelError: the base cannot be resolved.
+    """
+    from dlm.export import write_gguf, write_merged, write_ollama, write_peft
+
+    if format not in FORMATS:
+        raise ExportError(f"--format {format}: unknown; choose one of {', '.join(FORMATS)}")
+    doc_path = Path(path)
+    doc, store = open_document(doc_path)
+    version, adapter_dir = resolve_adapter(store, adapter_version)
+    ref = resolve_base_model(doc.frontmatter.base_model, relative_to=doc_dir(doc))
+    checked = check_base(store, ref)
+    base = base_spec(ref)
+    target = Path(out) if out is not None else doc_path.parent / f"{doc_path.stem}-{version}-{format}"
+    name = _model_name(doc_path)
+    tokenizer = load_tokenizer(ref) if format in ("ollama", "merged") or verify else None
+    if format == "gguf":
+        written = write_gguf(adapter_dir, base, target)
+    elif format == "ollama":
+        written = write_ollama(adapter_dir, base, target, tokenizer,
+                               system_prompt=doc.frontmatter.system_prompt, model_name=name)
+    elif format == "merged":
+        written = write_merged(adapter_dir, base, target, tokenizer)
+    else:
+        written = write_peft(adapter_dir, base, target, model_name=name)
+    result = _verify(format, written.out, adapter_dir, base, tokenizer) if verify else None
+    return ExportReport(
+        format=format, out=str(written.out), files=written.files, adapter_version=version,
+        adapter_dir=str(adapter_dir), base_model=ref.name, base_revision=ref.revision,
+        base_checked_against=checked, command=written.command,
+        verify=result.as_dict() if result else None,
+    )
+
+
+def _verify(fmt: str, out: Path, adapter_dir: Path, base: BaseSpec, tokenizer: Any) -> VerifyResult:
+    from dlm.export import verify as checks
+    from dlm.export.adapter import read_adapter
+    from dlm.export.gguf_file import GGUF_NAME
+
+    if fmt == "merged":
+        return checks.verify_merged(out, base.path, adapter_dir, tokenizer)
+    if fmt == "peft":
+        return checks.verify_peft_files(out, adapter_dir)
+    if checks.llama_cpp_available() and base.gguf is not None:
+        return checks.verify_llama_cpp(out / GGUF_NAME, base.gguf, base.path, adapter_dir, tokenizer)
+    alpha = read_adapter(adapter_dir).gguf_alpha()
+    return checks.verify_gguf_tensors(out / GGUF_NAME, adapter_dir, base.path / "config.json", alpha)

@@ -1,0 +1,118 @@
+"""Token-by-token decoding of a loaded causal LM, for the server.
+
+`TorchEngine` wraps a `dlm.infer.InferenceModel` (or anything with `model`,
+`tokenizer`, `model_id`, `system_prompt`) and yields generated ids one at a time
+from a plain loop over the model's forward pass with its KV cache. Each id is one
+decoding step, so a caller that stops iterating (the client went away, a stop
+string matched, the server is shutting down) stops the model within one step;
+closing the generator frees its KV cache.
+
+Sampling: greedy when `temperature == 0`; otherwise softmax((logits - max) /
+temperature) in float64, then nucleus (`top_p`) filtering, then a draw from a
+`torch.Generator` seeded with the request's `seed` (a random seed when None).
+Subtracting the max before dividing keeps every temperature > 0 finite: with
+`temperature` 1e-300 every logit but the largest goes to -inf and the draw is greedy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How to pick each next id.
+
+    Attributes:
+        temperature: 0 for greedy, else > 0 (the API allows up to 2).
+        top_p: nucleus mass in (0, 1]; 1 keeps every id.
+        seed: seeds the draw (same seed, prompt and settings: same reply); None: random.
+    """
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+
+
+def eos_ids(tokenizer: Any, model: Any = None) -> frozenset[int]:
+    """Ids that end a reply: the tokenizer's `eos_token_id` and the model's
+    `generation_config.eos_token_id` (an int or a list)."""
+    found: set[int] = set()
+    for value in (
+        getattr(tokenizer, "eos_token_id", None),
+        getattr(getattr(model, "generation_config", None), "eos_token_id", None),
+    ):
+        if isinstance(value, int):
+            found.add(value)
+        elif isinstance(value, (list, tuple)):
+            found.update(int(v) for v in value)
+    return frozenset(found)
+
+
+class TorchEngine:
+    """The server's engine over a loaded model (see module docstring).
+
+    Args:
+        loaded: has `model` (a transformers causal LM), `tokenizer`, `model_id`,
+            `system_prompt` (`dlm.infer.InferenceModel` fits).
+    """
+
+    def __init__(self, loaded: Any):
+        self.loaded = loaded
+        self.model = loaded.model
+        self.tokenizer = loaded.tokenizer
+        self.model_id: str = loaded.model_id
+        self.system_prompt: str | None = loaded.system_prompt
+        self.eos_token_ids = eos_ids(self.tokenizer, self.model)
+        config = getattr(self.model, "config", None)
+        value = getattr(config, "max_position_embeddings", None)
+        self.max_model_len: int | None = int(value) if value else None
+
+    def generate_ids(self, input_ids: list[int], *, max_new_tokens: int, sampling: Sampling) -> Iterator[int]:
+        """Yield up to `max_new_tokens` generated ids, one per decoding step; the last
+        is an EOS id when the model ended the reply.
+
+        Args:
+            input_ids: 1-D list[int] [n_prompt], the prompt ids.
+        """
+        import torch
+
+        device = self.model.device
+        generator = torch.Generator(device="cpu")
+        if sampling.seed is None:
+            generator.seed()
+        else:
+            generator.manual_seed(sampling.seed)
+        ids = torch.tensor([input_ids], dtype=torch.long, device=device)  # (1, n_prompt)
+        past: Any = None
+        n_seen = len(input_ids)
+        with torch.inference_mode():
+            for _ in range(max_new_tokens):
+                mask = torch.ones((1, n_seen), dtype=torch.long, device=device)
+                out = self.model(input_ids=ids, attention_mask=mask, past_key_values=past, use_cache=True)
+                past = out.past_key_values
+                logits = out.logits[0, -1].double().cpu()  # (vocab,)
+                token = _pick(logits, sampling, generator)
+                yield token
+                if token in self.eos_token_ids:
+                    return
+                ids = torch.tensor([[token]], dtype=torch.long, device=device)
+                n_seen += 1
+
+
+def _pick(logits: Any, sampling: Sampling, generator: Any) -> int:
+    """One id from `logits` (1-D float64 [vocab])."""
+    import torch
+
+    if sampling.temperature == 0:
+        return int(torch.argmax(logits))
+    scaled = (logits - logits.max()) / sampling.temperature
+    probs = torch.softmax(scaled, dim=-1)
+    if sampling.top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, descending=True)
+        before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
+        sorted_probs[before >= sampling.top_p] = 0.0  # always keeps the first
+        probs = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
+    return int(torch.multinomial(probs, 1, generator=generator))

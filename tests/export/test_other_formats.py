@@ -1,0 +1,71 @@
+"""merged and peft exports of a real SmolLM2 adapter, and the CLI command."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from dlm.actions.exporting import export
+from dlm.cli.main import app
+from dlm.export.verify import HELD_OUT_TEXT, peft_logits
+
+pytestmark = pytest.mark.integration
+
+
+def test_merged_folder_reloads_with_logits_equal_to_peft(doc, adapter_dir, smollm2_ref, smollm2_tokenizer):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    report = export(doc, format="merged")
+    out = Path(report.out)
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(report.files)
+    assert all(stat.S_IMODE((out / f).stat().st_mode) == 0o644 for f in report.files)
+    ids = smollm2_tokenizer(HELD_OUT_TEXT, add_special_tokens=False)["input_ids"]
+    base_logits, peft_adapted = peft_logits(smollm2_ref.path, adapter_dir, ids)
+    merged = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = merged(input_ids=torch.tensor([ids])).logits[0].numpy()
+    assert abs(logits - peft_adapted).max() <= 1e-4 * abs(peft_adapted).max()
+    assert abs(peft_adapted - base_logits).max() > 1e-3  # the adapter changes something
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    messages = [{"role": "user", "content": "hi"}]
+    assert tokenizer.apply_chat_template(messages, tokenize=False) == \
+        smollm2_tokenizer.apply_chat_template(messages, tokenize=False)
+
+
+def test_peft_folder_loads_in_transformers_and_prints_vllm_command(doc, adapter_dir, smollm2_ref):
+    from transformers import AutoModelForCausalLM
+
+    report = export(doc, format="peft", verify=True)
+    out = Path(report.out)
+    assert report.files == ("adapter_config.json", "adapter_model.safetensors")
+    assert (out / "adapter_model.safetensors").read_bytes() == (adapter_dir / "adapter_model.safetensors").read_bytes()
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == str(smollm2_ref.path)
+    assert report.command == (f"vllm serve {smollm2_ref.path} --enable-lora "
+                              f"--lora-modules notes={out} --max-lora-rank 8")
+    assert report.verify == {"check": "peft-files", "passed": True, "numbers": {"files": 1.0}, "detail": ""}
+    model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)  # base found through the config
+    assert model.active_adapters() == ["default"]
+
+
+def test_cli_export_json_and_table(doc, tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(app, ["export", str(doc), "--format", "peft", "--out", str(tmp_path / "p"), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["format"] == "peft" and data["adapter_version"] == "v0001" and data["base_checked_against"] == "lock"
+    result = runner.invoke(app, ["export", str(doc), "--format", "peft", "--out", str(tmp_path / "p")])
+    assert result.exit_code == 0 and "vllm serve" in result.output and "v0001 as peft" in result.output
+
+
+def test_cli_refusal_is_one_line_and_exit_1(doc, tmp_path):
+    result = CliRunner().invoke(app, ["export", str(doc), "--adapter-version", "v0009", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 1
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "v0009" in lines[0] and "v0001" in lines[0]
+    assert not (tmp_path / "x").exists()
