@@ -1,15 +1,15 @@
 import numpy as np
 
 from dlm.tokenize.seam import TokenizedRows
-from dlm.train.dataset import PackedDataset, WindowDataset, as_hf_dataset
+from dlm.train.dataset import PackedDataset, WindowDataset, as_hf_dataset, build_dataset, instruction_repeats
 
 
-def rows(lengths, n_prompt, dtype=np.uint16):
+def rows(lengths, n_prompt, dtype=np.uint16, kinds=None):
     data = [np.arange(100 * i, 100 * i + n, dtype=dtype) for i, n in enumerate(lengths)]
     return TokenizedRows(
         lengths=np.array(lengths, np.int64), n_prompt=np.array(n_prompt, np.int32),
         keys=[f"k{i}" for i in range(len(lengths))], read=lambda i: data[i],
-        kinds=["prose"] * len(lengths),
+        kinds=kinds or ["prose"] * len(lengths),
     ), data
 
 
@@ -51,3 +51,37 @@ def test_hf_wrapper_reads_lazily():
     hf = as_hf_dataset(WindowDataset(tok, sequence_len=8))
     assert len(hf) == 2
     assert list(hf[1]["input_ids"]) == list(range(100, 107))
+
+
+def test_instruction_repeats_reach_the_share_and_never_drop_below_one():
+    assert instruction_repeats(6, 71_000, 0.25) == 3944  # 6 * 3944 / (6 * 3944 + 71000) = 0.25
+    assert instruction_repeats(6, 71_000, None) == 1
+    assert instruction_repeats(0, 10, 0.5) == 1 and instruction_repeats(5, 0, 0.5) == 1
+    assert instruction_repeats(100, 10, 0.1) == 1  # already above the share: never fewer than once
+
+
+def test_instruction_share_repeats_qa_windows_and_leaves_the_rest_alone():
+    kinds = ["source"] * 9 + ["instruction"]
+    tok, data = rows([20] * 9 + [6], [0] * 9 + [3], kinds=kinds)
+    plain = WindowDataset(tok, sequence_len=8)
+    shared = build_dataset(tok, sequence_len=8, packing=False, instruction_share=0.5)
+    assert isinstance(shared, WindowDataset)
+    n_source = len(plain) - 1
+    qa = [i for i in range(len(shared)) if int(shared.row[i]) == 9]
+    assert len(qa) == shared.instruction_repeats == n_source
+    assert len(shared) == 2 * n_source
+    assert all(np.array_equal(shared[i]["labels"], plain[len(plain) - 1]["labels"]) for i in qa)
+    kept = [i for i in range(len(shared)) if int(shared.row[i]) != 9]
+    assert [int(shared.start[i]) for i in kept] == [int(plain.start[i]) for i in range(n_source)]
+
+
+def test_instruction_share_with_packing_counts_tokens():
+    kinds = ["source", "instruction"]
+    tok, data = rows([30, 10], [0, 4], kinds=kinds)
+    ds = build_dataset(tok, sequence_len=8, packing=True, instruction_share=0.5)
+    assert isinstance(ds, PackedDataset) and ds.instruction_repeats == 3
+    ids = np.concatenate([ds[i]["input_ids"] for i in range(len(ds))])
+    expected = np.concatenate([data[0]] + [data[1]] * 3).astype(np.int64)
+    assert np.array_equal(ids, expected[: ids.shape[0]])
+    masked = np.concatenate([ds[i]["labels"] for i in range(len(ds))]) == -100
+    assert int(masked.sum()) == 3 * 4  # each repeat keeps its prompt masked

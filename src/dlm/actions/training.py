@@ -230,7 +230,8 @@ def train_document(
             sink.on_message(warning)
         files_skipped = dict(built.walk.skipped + tokenized.files_skipped)
         split = split_rows(tokenized, training.eval.fraction, training.eval.max_rows)
-        dataset = build_dataset(subset(tokenized, split.train), training.sequence_len, training.packing)
+        dataset = build_dataset(subset(tokenized, split.train), training.sequence_len, training.packing,
+                                training.instruction_share)
         if len(dataset) == 0:
             raise TrainingError(
                 f"{doc.path or '<doc>'}: no usable training rows ({tokenized.files_taken} source files "
@@ -260,6 +261,9 @@ class _LockStep:
         hyper = asdict(lora_run)
         hyper.update(sequence_len=doc.frontmatter.training.sequence_len,
                      packing=doc.frontmatter.training.packing)
+        if doc.frontmatter.training.instruction_share is not None:
+            # only when set, so locks written before the setting existed keep their hash
+            hyper.update(instruction_share=doc.frontmatter.training.instruction_share)
         inputs = LockInputs(
             dlm_id=doc.frontmatter.dlm_id,
             dlm_sha256=doc.dlm_sha256,

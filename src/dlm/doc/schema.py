@@ -102,6 +102,7 @@ class TrainingConfig(_Strict):
     sequence_len: int = Field(default=2048, ge=16)
     seed: int = Field(default=42, ge=0, lt=2**32)  # numpy's seed range (set_seed seeds numpy)
     packing: bool = False
+    instruction_share: YamlFloat | None = Field(default=None, gt=0, lt=1)
     sources: list[SourceDirective] = Field(default_factory=list)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)

@@ -15,6 +15,14 @@ An example is `{"input_ids": 1-D int64 [n], "labels": 1-D int64 [n]}`: `labels` 
 the convention of Hugging Face causal-LM models and TRL's collator.
 Ids are widened from the stored uint16/uint32 to int64 here, one example at a time.
 Examples with no predicted loss token (a window wholly inside a prompt) are dropped.
+
+Instruction share (`training.instruction_share: f`): a document that teaches a few
+Q/A pairs next to a large source tree would otherwise see them about once per epoch
+among tens of thousands of windows. With a share set, every instruction example is
+repeated `r` times, `r = max(1, round(f * n_other / ((1 - f) * n_instruction)))`, so
+instruction examples make up about `f` of the examples drawn (of the tokens, with
+packing). The repeats sit in the index arrays only; no ids are copied, and the order is
+a pure function of the rows, so runs stay deterministic.
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ class WindowDataset:
         start, stop: 1-D int64 [n_examples], token bounds inside that row.
     """
 
-    def __init__(self, rows: TokenizedRows, sequence_len: int) -> None:
+    def __init__(self, rows: TokenizedRows, sequence_len: int, instruction_share: float | None = None) -> None:
         self.rows = rows
         lengths = rows.lengths.astype(np.int64)
         stride = max(sequence_len - 1, 1)
@@ -50,6 +58,12 @@ class WindowDataset:
         loss_from = np.maximum(self.start + 1, rows.n_prompt.astype(np.int64)[self.row])
         keep = (self.stop - loss_from) >= MIN_LOSS_TOKENS
         self.row, self.start, self.stop = self.row[keep], self.start[keep], self.stop[keep]
+        is_instruction = _instruction_rows(rows)[self.row]
+        self.instruction_repeats = instruction_repeats(
+            int(is_instruction.sum()), int((~is_instruction).sum()), instruction_share)
+        if self.instruction_repeats > 1:
+            take = np.repeat(np.arange(self.row.shape[0]), np.where(is_instruction, self.instruction_repeats, 1))
+            self.row, self.start, self.stop = self.row[take], self.start[take], self.stop[take]
         self.n_prompt = rows.n_prompt.astype(np.int64)
 
     def __len__(self) -> int:
@@ -68,10 +82,17 @@ class WindowDataset:
 class PackedDataset:
     """Map-style dataset of fixed-size blocks over the concatenation of all rows."""
 
-    def __init__(self, rows: TokenizedRows, sequence_len: int) -> None:
+    def __init__(self, rows: TokenizedRows, sequence_len: int, instruction_share: float | None = None) -> None:
         self.rows = rows
         self.sequence_len = sequence_len
-        self.offsets = np.concatenate(([0], np.cumsum(rows.lengths.astype(np.int64))))
+        lengths = rows.lengths.astype(np.int64)
+        is_instruction = _instruction_rows(rows)
+        self.instruction_repeats = instruction_repeats(
+            int(lengths[is_instruction].sum()), int(lengths[~is_instruction].sum()), instruction_share)
+        #: order[j] is the row at position j of the concatenation (rows repeat under a share)
+        self.order = np.repeat(np.arange(len(lengths), dtype=np.int64),
+                               np.where(is_instruction, self.instruction_repeats, 1))
+        self.offsets = np.concatenate(([0], np.cumsum(lengths[self.order])))
         total = int(self.offsets[-1])
         n_blocks = -(-total // sequence_len)
         # trailing block too short to train on is dropped
@@ -79,7 +100,7 @@ class PackedDataset:
             n_blocks -= 1
         self.n_blocks = n_blocks
         self.total = total
-        self.n_prompt = rows.n_prompt.astype(np.int64)
+        self.n_prompt = rows.n_prompt.astype(np.int64)[self.order]
 
     def __len__(self) -> int:
         return self.n_blocks
@@ -97,7 +118,7 @@ class PackedDataset:
         for r in range(first, last + 1):
             lo = max(a, int(self.offsets[r])) - int(self.offsets[r])
             hi = min(b, int(self.offsets[r + 1])) - int(self.offsets[r])
-            ids.append(self.rows.read(r)[lo:hi])
+            ids.append(self.rows.read(int(self.order[r]))[lo:hi])
             mask.append(np.arange(lo, hi) >= self.n_prompt[r])
         return _example(np.concatenate(ids).astype(np.int64), np.concatenate(mask))
 
@@ -107,9 +128,26 @@ def _example(ids: np.ndarray, loss_mask: np.ndarray) -> dict[str, np.ndarray]:
     return {"input_ids": ids, "labels": labels}
 
 
-def build_dataset(rows: TokenizedRows, sequence_len: int, packing: bool) -> WindowDataset | PackedDataset:
-    """Windows or packed blocks over `rows` (see module docstring)."""
-    return PackedDataset(rows, sequence_len) if packing else WindowDataset(rows, sequence_len)
+def instruction_repeats(n_instruction: int, n_other: int, share: float | None) -> int:
+    """How many times each instruction example is used so that instruction examples
+    make up about `share` of all (see module docstring); 1 when `share` is None or one
+    side is empty. Counts are examples (windows) or tokens (packing)."""
+    if share is None or n_instruction == 0 or n_other == 0:
+        return 1
+    return max(1, round(share * n_other / ((1.0 - share) * n_instruction)))
+
+
+def _instruction_rows(rows: TokenizedRows) -> np.ndarray:
+    """1-D bool [n_rows]: True where the row is one Q/A pair of an instruction section."""
+    return np.fromiter((kind == "instruction" for kind in rows.kinds), dtype=bool, count=len(rows.kinds))
+
+
+def build_dataset(rows: TokenizedRows, sequence_len: int, packing: bool,
+                  instruction_share: float | None = None) -> WindowDataset | PackedDataset:
+    """Windows or packed blocks over `rows`, instruction examples repeated to make up
+    about `instruction_share` of them when set (see module docstring)."""
+    kind = PackedDataset if packing else WindowDataset
+    return kind(rows, sequence_len, instruction_share)
 
 
 def as_hf_dataset(examples: WindowDataset | PackedDataset, on_batch: Callable[[list[dict]], None] | None = None) -> object:
