@@ -6,11 +6,14 @@ system_prompt: You are an expert on the Python standard library. Answer briefly 
 training:
   lora_r: 8
   lora_alpha: 16
-  learning_rate: 0.0003
+  learning_rate: 0.001
   batch_size: 4
   sequence_len: 128
   max_steps: 20
   seed: 42
+  # the six Q/A pairs below make up half of the examples drawn; without this, 20 steps
+  # over ~71K source windows would rarely see them
+  instruction_share: 0.5
   eval:
     fraction: 0.02
     max_rows: 64
