@@ -253,6 +253,10 @@ def test_known_closing_pieces_are_not_encoded_again(qwen3_tok: Any) -> None:
             seen.append(text)
             return backend.encode(text, **kwargs)
 
+        def encode_batch_fast(self, texts: list[str], **kwargs: Any) -> Any:
+            seen.extend(texts)
+            return backend.encode_batch_fast(texts, **kwargs)
+
         def __getattr__(self, name: str) -> Any:
             return getattr(backend, name)
 
