@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass
 
 from dlm import __version__
+from dlm.isa import IsaState, isa_state, pin_warning
 from dlm.lock.determinism import determinism_class, planned_flags
 from dlm.lock.environment import Environment, capture_environment
 from dlm.lock.schema import DeterminismFlags
@@ -34,6 +35,8 @@ class DoctorView:
         accelerator: GPU name, or None.
         cuda_version, rocm_version: what torch was built with, or None.
         cpu_capability: SIMD level torch uses (`AVX2`, `AVX512`, ...).
+        cpu_isa: the ISA pin's mode and reason (`pinned: ATEN_CPU_CAPABILITY=avx2 set by
+            dlm`, `native: ...`; see `dlm.isa`), plus a warning when it did not take effect.
         torch_threads: intra-op thread count.
         determinism_class: `strong`, `best-effort` or `advisory` (what the lock records).
         promise: one line saying what the class means.
@@ -50,6 +53,7 @@ class DoctorView:
     cuda_version: str | None
     rocm_version: str | None
     cpu_capability: str
+    cpu_isa: str
     torch_threads: int
     determinism_class: str
     promise: str
@@ -80,9 +84,17 @@ def doctor(
         cuda_version=env.cuda_version,
         rocm_version=env.rocm_version,
         cpu_capability=env.cpu_capability,
+        cpu_isa=describe_isa(isa_state(), env.cpu_capability),
         torch_threads=env.torch_threads,
         determinism_class=cls,
         promise=PROMISES[cls],
         determinism_flags=switches.model_dump(mode="json"),
         versions=dict(env.versions),
     )
+
+
+def describe_isa(state: IsaState, capability: str) -> str:
+    """One line for the ISA pin: `mode: reason`, and the warning when it did not hold."""
+    line = f"{state.mode}: {state.decision.reason}"
+    warning = pin_warning(state, capability)
+    return f"{line} ({warning})" if warning else line

@@ -27,6 +27,7 @@ from dlm.actions.common import DocPath, open_document
 from dlm.doc import Document
 from dlm.doc.schema import TrainingConfig
 from dlm.errors import TrainingError
+from dlm.isa import check_cpu_isa
 from dlm.lock import DlmLock, LockDecision, LockMode, resolve_lock_mode
 from dlm.metrics import MetricsDB, RunRecord, TokenizationRecord
 from dlm.models import BaseModelRef, load_model, load_tokenizer, resolve_base_model
@@ -272,8 +273,9 @@ class _LockStep:
             hyperparameters=hyper,
         )
         current = build_lock(inputs, flags)
+        isa_warning = check_cpu_isa(current.cpu_capability)
         decision = check_lock(store.root, current, options.lock_mode or LockMode.DEFAULT)
-        for warning in decision.warnings:
+        for warning in [isa_warning, *decision.warnings] if isa_warning else decision.warnings:
             sink.on_message(warning)
         return cls(store, current, decision)
 

@@ -30,6 +30,7 @@ def doctor(
         ("dlm", view.dlm_version),
         ("python", view.python_version),
         ("platform", f"{view.system} {view.machine}, CPU {view.cpu_capability}, {view.torch_threads} torch threads"),
+        ("cpu isa", view.cpu_isa),
         ("hardware", view.hardware_tier + (f" ({view.accelerator})" if view.accelerator else "")),
         ("cuda / rocm", f"{view.cuda_version or '-'} / {view.rocm_version or '-'}"),
         ("determinism", f"[bold]{view.determinism_class}[/]: {view.promise}"),
