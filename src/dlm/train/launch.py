@@ -110,6 +110,7 @@ def launch(spec: LaunchSpec, program: list[str], log_dir: Path, env: Mapping[str
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
     spec.check()
+    env = {"OMP_NUM_THREADS": rank_threads(spec.nproc, os.environ, os.cpu_count()), **env}
     with _quiet_launcher(), _env(env):
         try:
             if spec.accelerate_config is not None:
@@ -128,7 +129,11 @@ def launch(spec: LaunchSpec, program: list[str], log_dir: Path, env: Mapping[str
 
 def describe_failure(exc: Any) -> str:
     """`rank N: cause` for the first rank that failed in a torch `ChildFailedError`."""
-    rank, failure = exc.get_first_failure()
+    failures = exc.failures
+    killed = sorted(r for r, f in failures.items() if f.exitcode < 0)
+    # a rank killed by a signal (the OOM killer, kill -9) is the cause; the peers that
+    # lost their connection to it fail after it
+    rank, failure = (killed[0], failures[killed[0]]) if killed else exc.get_first_failure()
     message = failure.message
     if isinstance(message, dict):  # the format torch's own `@record` writes
         message = message.get("message", "")
@@ -157,9 +162,13 @@ def _env(extra: Mapping[str, str]) -> Iterator[None]:
 
 @contextmanager
 def _quiet_launcher() -> Iterator[None]:
-    """The launcher's own log lines (rendezvous, worker states, stop signals) would
-    bury `dlm`'s output; its failures come back as exceptions instead."""
-    loggers = [logging.getLogger(name) for name in ("torch.distributed", "torch.distributed.elastic")]
+    """The launcher's own log lines (rendezvous, worker states, stop signals, its thread
+    advice) would bury `dlm`'s output; its failures come back as exceptions instead.
+    torch gives each of its modules a logger with its own level, so each is set."""
+    import torch.distributed.run  # noqa: F401  (creates the launcher's loggers)
+
+    names = [n for n in logging.root.manager.loggerDict if n.startswith("torch.distributed")]
+    loggers = [logging.getLogger(n) for n in names]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.CRITICAL)
@@ -169,3 +178,10 @@ def _quiet_launcher() -> Iterator[None]:
         for lg, level in zip(loggers, levels):
             lg.setLevel(level)
 
+
+def rank_threads(nproc: int, env: Mapping[str, str], cpus: int | None) -> str:
+    """`OMP_NUM_THREADS` for each rank: the user's value, else the machine's cores shared
+    evenly (at least 1). torchrun's own default is 1, which leaves cores idle on CPU."""
+    if env.get("OMP_NUM_THREADS"):
+        return env["OMP_NUM_THREADS"]
+    return str(max(1, (cpus or 1) // max(1, nproc)))
