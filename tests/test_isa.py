@@ -13,6 +13,7 @@ import pytest
 from dlm.errors import CpuIsaError, DlmError
 from dlm.isa import (
     ATEN_VAR,
+    MKL_VAR,
     OPT_VAR,
     IsaDecision,
     IsaState,
@@ -56,11 +57,16 @@ def test_read_cpu_flags_of_a_missing_file_is_empty(tmp_path):
 @pytest.mark.parametrize("flags", [cpu_flags(AVX512_CPUINFO), AVX2], ids=["avx512", "avx2"])
 def test_x86_linux_with_avx2_or_better_is_pinned_to_avx2(flags):
     d = decide({}, flags=flags, **LINUX_X86)
+    assert d.mode == "pinned" and d.set_env == {ATEN_VAR: "avx2", MKL_VAR: "AVX2"}
+
+
+def test_a_user_set_mkl_cap_is_kept():
+    d = decide({MKL_VAR: "AVX512"}, flags=AVX2, **LINUX_X86)
     assert d.mode == "pinned" and d.set_env == {ATEN_VAR: "avx2"}
 
 
 def test_explicit_avx2_choice_pins_too():
-    assert decide({OPT_VAR: "AVX2"}, flags=AVX2, **LINUX_X86).set_env == {ATEN_VAR: "avx2"}
+    assert decide({OPT_VAR: "AVX2"}, flags=AVX2, **LINUX_X86).mode == "pinned"
 
 
 def test_native_opts_out():
@@ -116,7 +122,7 @@ def test_warning_only_when_the_pin_did_not_hold():
 
 
 def _torch_capability(code: str, **env: str) -> dict:
-    clean = {k: v for k, v in os.environ.items() if k not in (ATEN_VAR, OPT_VAR)}
+    clean = {k: v for k, v in os.environ.items() if k not in (ATEN_VAR, OPT_VAR, MKL_VAR)}
     clean.update(env)
     out = subprocess.run([sys.executable, "-c", code], env=clean, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -127,7 +133,8 @@ REPORT = (
     "import json, os, torch\n"
     "from dlm.isa import isa_state, check_cpu_isa\n"
     "cap = torch.backends.cpu.get_cpu_capability()\n"
-    "print(json.dumps({'cap': cap, 'mode': isa_state().mode, 'warning': check_cpu_isa(cap)}))\n"
+    "print(json.dumps({'cap': cap, 'mode': isa_state().mode, 'warning': check_cpu_isa(cap),\n"
+    "                  'mkl': os.environ.get('MKL_ENABLE_INSTRUCTIONS')}))\n"
 )
 HAS_AVX2 = platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64") and {
     "avx2", "fma"} <= read_cpu_flags()
@@ -138,13 +145,13 @@ needs_avx2 = pytest.mark.skipif(not HAS_AVX2, reason="the pin applies to x86-64 
 @needs_avx2
 def test_import_dlm_makes_torch_dispatch_to_avx2():
     got = _torch_capability("import dlm\n" + REPORT)
-    assert got == {"cap": "AVX2", "mode": "pinned", "warning": None}
+    assert got == {"cap": "AVX2", "mode": "pinned", "warning": None, "mkl": "AVX2"}
 
 
 @pytest.mark.skipif(not HAS_AVX512, reason="native differs from the pin only on AVX512 machines")
 def test_native_opt_out_lets_torch_use_avx512():
     got = _torch_capability("import dlm\n" + REPORT, **{OPT_VAR: "native"})
-    assert got == {"cap": "AVX512", "mode": "native", "warning": None}
+    assert got == {"cap": "AVX512", "mode": "native", "warning": None, "mkl": None}
 
 
 @pytest.mark.skipif(not HAS_AVX512, reason="a late pin is visible only on AVX512 machines")

@@ -12,14 +12,19 @@ Decision (`decide`, a pure function of the environment and the CPU):
 
     ATEN_CPU_CAPABILITY already set     the user's choice wins; dlm sets nothing   "user"
     DLM_CPU_ISA=native                  opt out for speed; torch picks by itself    "native"
-    x86-64 Linux with AVX2 (or better)  ATEN_CPU_CAPABILITY=avx2                    "pinned"
+    x86-64 Linux with AVX2 (or better)  ATEN_CPU_CAPABILITY=avx2,                   "pinned"
+                                        MKL_ENABLE_INSTRUCTIONS=AVX2 (unless set)
     anything else (arm64, no AVX2, ...) nothing to pin; torch picks                 "unpinned"
 
 Any other `DLM_CPU_ISA` value is a mistake: nothing is set and `IsaState.error` says so;
 `check_cpu_isa()` (called before training) raises it as a `CpuIsaError`.
 
-MKL and oneDNN have ISA dispatch of their own (`MKL_CBWR`, `ONEDNN_MAX_CPU_ISA`); dlm sets
-them only where the measurement in docs/determinism.md shows they matter.
+The pin also sets `MKL_ENABLE_INSTRUCTIONS=AVX2` (unless already set): torch's CPU wheel
+does every training matmul through MKL's SGEMM, which dispatches by ISA on Intel CPUs the
+same way torch does. It is MKL's plain ISA cap, unlike `MKL_CBWR`, which also switches MKL
+into its conditional-reproducibility mode and so could differ from an AVX2 machine's
+default path. oneDNN (`ONEDNN_MAX_CPU_ISA`) is left alone: no oneDNN primitive runs during
+a `dlm train` (measured with `ONEDNN_VERBOSE=1`). docs/determinism.md has the measurements.
 
 If torch was imported before dlm, the capability may already be fixed: `IsaState`
 records `torch_preloaded`, `check_cpu_isa()` compares what torch really dispatches to
@@ -44,6 +49,8 @@ from dlm.errors import CpuIsaError
 ATEN_VAR = "ATEN_CPU_CAPABILITY"
 OPT_VAR = "DLM_CPU_ISA"
 PINNED_ISA = "avx2"
+MKL_VAR = "MKL_ENABLE_INSTRUCTIONS"
+MKL_PINNED_ISA = "AVX2"
 NATIVE = "native"
 CPUINFO = "/proc/cpuinfo"
 X86_64 = frozenset({"x86_64", "amd64"})
@@ -132,7 +139,10 @@ def decide(env: Mapping[str, str], *, system: str, machine: str, flags: frozense
         return IsaDecision("unpinned", reason=f"no pin on {system} {machine}: only x86-64 Linux is pinned")
     if not AVX2_FLAGS <= flags:
         return IsaDecision("unpinned", reason="this CPU lacks AVX2: torch uses its DEFAULT kernels")
-    return IsaDecision("pinned", {ATEN_VAR: PINNED_ISA}, reason=f"{ATEN_VAR}={PINNED_ISA} set by dlm")
+    pins = {ATEN_VAR: PINNED_ISA}
+    if not env.get(MKL_VAR):
+        pins[MKL_VAR] = MKL_PINNED_ISA
+    return IsaDecision("pinned", pins, reason=f"{ATEN_VAR}={PINNED_ISA} set by dlm")
 
 
 def expected_capability(decision: IsaDecision) -> str | None:
