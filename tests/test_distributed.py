@@ -159,3 +159,33 @@ def test_a_rank_killed_by_a_signal_is_the_cause(tmp_path: Path) -> None:
     assert describe_failure(exc) == "rank 1: killed by SIGKILL"
     silent = _child_failed(tmp_path, {1: (3, None)})
     assert describe_failure(silent) == "rank 1: exited with status 3 and no message"
+
+
+def _env(tier: str) -> object:
+    from dlm.lock import Environment
+
+    return Environment(hardware_tier=tier, cuda_version="12.4" if tier == "cuda" else None, rocm_version=None,
+                       cpu_capability="AVX2", torch_threads=4, system="Linux", machine="x86_64",
+                       accelerator=None, versions={"torch": "2.13.0"})
+
+
+def test_doctor_shows_the_plan_for_nproc() -> None:
+    from dlm.actions.diagnostics import doctor
+
+    assert doctor(environment=_env("cpu")).plan is None  # type: ignore[arg-type]
+    gpu = doctor(environment=_env("cuda"), nproc=8, batch_size=2).plan  # type: ignore[arg-type]
+    assert gpu is not None
+    assert (gpu["backend"], gpu["device"], gpu["rows_per_step"], gpu["notes"]) == ("nccl", "cuda", 16, [])
+    cpu = doctor(environment=_env("cpu"), nproc=3).plan  # type: ignore[arg-type]
+    assert cpu is not None and cpu["backend"] == "gloo" and "power of two" in cpu["notes"][0]
+
+
+def test_doctor_cli_prints_the_plan_as_json() -> None:
+    from typer.testing import CliRunner
+
+    from dlm.cli.main import app
+
+    result = CliRunner().invoke(app, ["doctor", "--nproc", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)["plan"]
+    assert plan["world_size"] == 2 and plan["backend"] in ("gloo", "nccl")

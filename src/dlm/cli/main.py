@@ -129,6 +129,10 @@ def train(
         f"tokenize: {tok['total_sections']} rows in {tok['total_tokenize_seconds']:.2f}s "
         f"(cache hits {tok['cache_hits']}, misses {tok['cache_misses']})"
     )
+    if report.distributed:
+        d = report.distributed
+        console.print(f"{d['world_size']} ranks ({d['backend']}): " + ", ".join(
+            f"rank {r['rank']} hits {r['cache_hits']} misses {r['cache_misses']}" for r in d["ranks"]))
     tps = f"{report.tokens_per_second:,.0f}" if report.tokens_per_second else "n/a"
     loss = f"{report.train_loss:.4f}" if report.train_loss is not None else "n/a"
     console.print(
