@@ -189,3 +189,24 @@ def test_doctor_cli_prints_the_plan_as_json() -> None:
     assert result.exit_code == 0, result.output
     plan = json.loads(result.stdout)["plan"]
     assert plan["world_size"] == 2 and plan["backend"] in ("gloo", "nccl")
+
+
+def test_watch_refuses_several_processes(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from dlm.cli.main import app
+
+    doc = tmp_path / "a.dlm"
+    doc.write_text("---\ndlm_id: 01KAZ5T2Y8M3Q6N0R4V7W9X2C5\n---\n\ntext\n")
+    result = CliRunner().invoke(app, ["train", str(doc), "--watch", "--nproc", "2"])
+    assert result.exit_code == 2 and "--watch trains in this process" in result.output
+
+
+def test_training_nproc_is_an_optional_frontmatter_key() -> None:
+    from pydantic import ValidationError
+
+    from dlm.doc.schema import TrainingConfig
+
+    assert TrainingConfig().nproc is None and TrainingConfig(nproc=4).nproc == 4
+    with pytest.raises(ValidationError):
+        TrainingConfig(nproc=0)

@@ -2,9 +2,9 @@
 
 Launching (`launch_train`): the document is parsed once, here, so a bad document is one
 error before any rank starts; then `dlm.train.launch` starts the ranks, each running
-`python -m dlm train DOC <the same options>`, and waits. Rank 0 writes its `TrainReport`
-as JSON to `$DLM_RANK_REPORT` (a file in the run's log folder), which becomes this call's
-return value. The log folder (each rank's stdout and stderr) is removed after a
+`python -m dlm train DOC <the same options>`, and waits. The first rank on this machine
+(rank 0 on node 0) writes its `TrainReport` as JSON to `$DLM_RANK_REPORT` (a file in
+the run's log folder), which becomes this call's return value. The log folder (each rank's stdout and stderr) is removed after a
 successful run and kept, and named in the error, after a failed one.
 
 Inside a rank (`dlm.actions.training.train_document` calls these):
@@ -54,8 +54,8 @@ def launch_train(path: Path, options: TrainOptions, spec: LaunchSpec, sink: Any)
     """Train on `spec.nproc` ranks on this machine (× `spec.nnodes` machines).
 
     Returns:
-        Rank 0's `TrainReport` (on a node other than 0, which has no rank 0, the report
-        of this node's ranks is not available: a `TrainingError` says where to look).
+        Rank 0's `TrainReport`; on a machine other than node 0, the report of this
+        machine's first rank (`rank` > 0, no adapter: node 0 holds it).
 
     Raises:
         RankFailed: a rank failed (`rank N: cause (rank logs: DIR)`).
@@ -69,9 +69,7 @@ def launch_train(path: Path, options: TrainOptions, spec: LaunchSpec, sink: Any)
     sink.on_message(f"training on {spec.nproc * spec.nnodes} ranks ({spec.nproc} here); rank logs in {log_dir}")
     launch(spec, ["dlm", *child_args(path, options)], log_dir, {REPORT_ENV: str(report_path)})
     if not report_path.is_file():
-        if spec.node_rank != 0:
-            raise TrainingError(f"node {spec.node_rank}: ranks finished; node 0 holds the adapter and its report")
-        raise TrainingError(f"rank 0 finished without a report ({report_path}); see the rank logs in {log_dir}")
+        raise TrainingError(f"the ranks finished without a report ({report_path}); see the rank logs in {log_dir}")
     data = json.loads(report_path.read_text(encoding="utf-8"))
     shutil.rmtree(log_dir, ignore_errors=True)
     return TrainReport(**data)

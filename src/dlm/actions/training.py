@@ -223,10 +223,8 @@ def _train_rank(doc: Document, options: TrainOptions, sink: TrainSink, info: Ran
             apply_determinism(lora_run.seed)
         prepared = PreparedRun(doc, store, ref, tokenizer, tokenized, dataset, lora_run, run_id,
                                files_skipped, lock, split, plan, ranks, info.rank)
-        if not info.is_main:
-            return train_as_peer(prepared)
-        report = train_and_publish(prepared, sink)
-    if os.environ.get(REPORT_ENV):
+        report = train_and_publish(prepared, sink) if info.is_main else train_as_peer(prepared)
+    if os.environ.get(REPORT_ENV) and info.local_rank == 0:  # each machine's launcher reads its own
         write_report(report, os.environ[REPORT_ENV])
     return report
 

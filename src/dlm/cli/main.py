@@ -101,6 +101,11 @@ def train(
     mode = resolve_lock_mode(strict=strict_lock, update=update_lock, ignore=ignore_lock)
     if watch:
         from dlm.cli.watch_cmd import run_watch
+        from dlm.errors import UsageError
+
+        if nproc is not None or nnodes > 1 or accelerate_config is not None:
+            raise UsageError("--watch trains in this process; drop --nproc/--nnodes/--accelerate-config, "
+                             "or run the multi-process train without --watch")
 
         return run_watch(path, max_steps=max_steps, use_cache=not no_cache, strict_sources=strict,
                          lock_mode=mode, json_out=json_out)
