@@ -7,7 +7,8 @@ fresh process), twice on one fresh `DLM_HOME`: cold (empty section cache: rank 0
 tokenizes the corpus, the other rank waits at the barrier and then reads the cache)
 and warm (every row cached). Measured per run: seconds from starting the command to
 rank 0 logging step 1 (polled in the store's metrics.sqlite), the whole command,
-tokenize seconds and each rank's hits/misses, and training tokens/s over all ranks
+tokenize seconds, each rank's hits/misses and its seconds from its turn to rows ready
+(`ready_s`: walk + tokenize after the barrier), and training tokens/s over all ranks
 (`train_tokens / train_seconds` of the report). Threads: `OMP_NUM_THREADS` as set,
 else `dlm` gives each rank an equal share of the cores (one process: torch's default).
 
@@ -77,6 +78,7 @@ def run_once(doc: Path, nproc: int, home: Path, steps: int, dlm_id: str) -> dict
         "tokens_per_s": report["train_tokens"] / report["train_seconds"] if report["train_seconds"] else None,
         "train_tokens": report["train_tokens"], "steps": report["steps"],
         "ranks": " ".join(f"r{r['rank']}:{r['cache_hits']}h/{r['cache_misses']}m" for r in ranks),
+        "ready_s": " ".join(f"r{r['rank']}:{r.get('ready_seconds', '-')}" for r in ranks),
     }
 
 
@@ -101,7 +103,7 @@ def main() -> None:
                 results[nproc, phase] = run_once(args.doc, nproc, home, args.max_steps, dlm_id)
                 print(f"{nproc} rank(s) {phase}: {results[nproc, phase]}", flush=True)
     print(f"after: {_uptime()}\n")
-    keys = ["first_step_s", "total_s", "tokenize_s", "tokens_per_s", "train_tokens", "ranks"]
+    keys = ["first_step_s", "total_s", "tokenize_s", "tokens_per_s", "train_tokens", "ranks", "ready_s"]
     print(f"{'':14} | {'1 rank cold':>16} | {'2 ranks cold':>16} | {'ratio':>6} | {'1 rank warm':>16} | "
           f"{'2 ranks warm':>16} | {'ratio':>6}")
     for key in keys:

@@ -195,7 +195,7 @@ def _train_rank(doc: Document, options: TrainOptions, sink: TrainSink, info: Ran
                                                options.use_cache, base_dir, options.cache_remote)
             return built, row_tokenizer.tokenize(built.rows, sink), row_tokenizer
 
-        (built, tokenized, row_tokenizer), waited = group.in_turns(rows_and_ids)
+        (built, tokenized, row_tokenizer), waited, ready = group.in_turns(rows_and_ids)
         for note in built.walk.notes:
             sink.on_message(note)
         cache_report = getattr(row_tokenizer, "last_report", None)  # only the cache has one
@@ -203,19 +203,19 @@ def _train_rank(doc: Document, options: TrainOptions, sink: TrainSink, info: Ran
             sink.on_message(warning)
         files_skipped = dict(built.walk.skipped + tokenized.files_skipped)
         split = split_rows(tokenized, training.eval.fraction, training.eval.max_rows)
-        dataset = build_dataset(subset(tokenized, split.train), training.sequence_len, training.packing)
+        train_rows = subset(tokenized, split.train)
+        dataset = build_dataset(train_rows, training.sequence_len, training.packing)
         if len(dataset) == 0:
             raise TrainingError(
                 f"{doc.path or '<doc>'}: no usable training rows ({tokenized.files_taken} source files "
                 f"taken, skipped: {format_skips(files_skipped)}); add prose or ::instruction:: sections, "
                 f"or widen training.sources include patterns"
             )
-        train_keys = subset(tokenized, split.train).keys
         check_agreement(group, {"document": doc.dlm_sha256, "tokenizer": tok_sha, "examples": len(dataset),
-                                "corpus": corpus_fingerprint(train_keys)})
-        ranks = group.gather(rank_entry(info, tokenized.stats, waited))
+                                "corpus": corpus_fingerprint(train_rows.keys)})
+        ranks = group.gather(rank_entry(info, tokenized.stats, waited, ready))
         lora_run = lora_run_for(training, options)
-        lock = _LockStep.prepare(doc, store, ref, tok_sha, subset(tokenized, split.train), lora_run,
+        lock = _LockStep.prepare(doc, store, ref, tok_sha, train_rows, lora_run,
                                  options, sink, plan) if info.is_main else None
         if lock is None:
             from dlm.lock import apply_determinism

@@ -207,24 +207,27 @@ class RankGroup:
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
-    def in_turns(self, fn: Callable[[], T]) -> tuple[T, float]:
+    def in_turns(self, fn: Callable[[], T]) -> tuple[T, float, float]:
         """Run `fn` on rank 0 first, then on the first rank of each other node, then
         everywhere else (module docstring). Every rank calls this once.
 
         Returns:
-            `fn()`'s value and the seconds this rank waited at barriers before running it.
+            `fn()`'s value, the seconds this rank waited at barriers before running it,
+            and the seconds `fn` took here (after its barrier: the time to data-ready).
         """
         mine = _turn_of(self.info)
-        waited = 0.0
+        waited = took = 0.0
         for turn in range(3):
             if turn == mine:
+                t0 = time.perf_counter()
                 result = fn()
+                took = time.perf_counter() - t0
             if turn < 2:
                 t0 = time.perf_counter()
                 self.barrier()
                 if turn < mine:
                     waited += time.perf_counter() - t0
-        return result, waited
+        return result, waited, took
 
 
 def _turn_of(info: RankInfo) -> int:
