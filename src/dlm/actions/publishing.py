@@ -48,7 +48,7 @@ class PreparedRun:
     lora_run: LoraRun
     run_id: str
     files_skipped: dict[str, int]
-    lock: Any  # dlm.actions.training._LockStep; None on ranks other than 0  # None on ranks other than 0: they never write the lock
+    lock: Any  # dlm.actions.training._LockStep; None on ranks other than 0 (they never write the lock)
     split: Split
     plan: DistPlan
     ranks: list[dict[str, Any]]  # each rank's tokenization (`dlm.actions.ranks.rank_entry`)
@@ -56,6 +56,13 @@ class PreparedRun:
 
 
 def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
+    """Rank 0 (or the one process): score, train, save, publish, record (module docstring).
+
+    Raises:
+        KeyboardInterrupt, StoppedByLauncher, any training error: after removing the
+            staging folder and recording the run as interrupted or failed; the store's
+            `current` adapter is unchanged.
+    """
     from dlm.lock import adapter_sha256, canonicalize_adapter_dir
 
     tokenization = _tokenization(run.tokenized)
@@ -124,7 +131,8 @@ def _distributed_summary(run: PreparedRun) -> dict[str, Any] | None:
 
 
 def train_as_peer(run: PreparedRun) -> TrainReport:
-    """A rank other than 0: train its shard of every step, write nothing, report nothing."""
+    """A rank other than 0: train its shard of every step and write nothing; the report
+    (no adapter, `rank` > 0) goes only to this machine's launcher when it is the first rank here."""
     with tempfile.TemporaryDirectory(prefix="dlm-rank-") as scratch:  # the trainer's output_dir; never the store
         result = train_lora(load_model(run.ref), run.tokenizer, as_hf_dataset(run.dataset), run.lora_run,
                             Path(scratch), NullSink())
