@@ -159,3 +159,12 @@ def test_torch_used_before_dlm_is_reported():
     got = _torch_capability("import torch\ntorch.ones(2).sum()\nimport dlm\n" + REPORT)
     assert got["cap"] == "AVX512" and got["mode"] == "pinned"
     assert "imported before dlm" in got["warning"]
+
+
+def test_doctor_shows_the_pin_and_a_late_pin_warning():
+    from dlm.actions.diagnostics import describe_isa
+
+    pinned = IsaDecision("pinned", {ATEN_VAR: "avx2"}, reason="ATEN_CPU_CAPABILITY=avx2 set by dlm")
+    assert describe_isa(IsaState(pinned, False), "AVX2") == "pinned: ATEN_CPU_CAPABILITY=avx2 set by dlm"
+    late = describe_isa(IsaState(pinned, True), "AVX512")
+    assert late.startswith("pinned: ") and "did not take effect" in late

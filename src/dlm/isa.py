@@ -1,4 +1,4 @@
-"""The CPU kernel ISA pin: one instruction set for torch's CPU kernels on every x86-64 machine.
+"""The CPU kernel ISA pin: one instruction set for torch's CPU kernels on x86-64 Linux machines.
 
 torch compiles its vectorized CPU kernels several times (`DEFAULT`, `AVX2`, `AVX512`) and
 picks one at the first dispatch from the CPU's flags. Kernels for different ISAs sum in
@@ -32,7 +32,8 @@ records `torch_preloaded`, `check_cpu_isa()` compares what torch really dispatch
 with the pin and returns a warning line when they differ.
 
 This module is on the ground floor: it imports nothing from dlm but `dlm.errors`, and
-never imports torch at module level.
+never imports torch (it must run before torch does). Only Linux is pinned because the CPU
+flags come from `/proc/cpuinfo`.
 """
 
 from __future__ import annotations
