@@ -3,8 +3,9 @@
 One two-rank run of `tests/golden/determinism/ranks2.dlm` and its single-process twin
 (two accumulation steps), each in a fresh process with a fresh `DLM_HOME`, shared by the
 tests below: the adapters are byte-identical to each other and to the stored two-rank
-golden (`scripts/regen-ranks-golden.py --approve`), rank 1 tokenized nothing, and rank 0
-alone wrote the store. Then the failure paths on a copy of that store: Ctrl-C and a rank
+golden (`scripts/regen-ranks-golden.py --approve`; a missing one fails where the main
+golden is required, x86-64 Linux with AVX2), rank 1 tokenized nothing, and rank 0 alone
+wrote the store. Then the failure paths on a copy of that store: Ctrl-C and a rank
 killed by a signal stop every rank, leave the adapter current, and leave no process.
 """
 
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 
 from dlm.lock import read_lock
-from golden_tool import file_sha256, golden_env, golden_tuple, run_train, tuple_hash
+from golden_tool import file_sha256, golden_env, golden_required, golden_tuple, run_train, tuple_hash
 from ranks_golden import RANKS_DOC, ranks_file, read_ranks_golden, run_ranks, twin_text
 
 pytestmark = pytest.mark.integration
@@ -58,7 +59,11 @@ def test_two_ranks_match_the_golden_for_this_tuple(runs: dict[str, Any]) -> None
     thash = tuple_hash(golden_tuple())
     record = read_ranks_golden(REPO, thash)
     if record is None:
-        pytest.skip(f"no two-rank golden for tuple {thash} ({ranks_file(REPO, thash).name}); `{REGEN}`")
+        why = f"no two-rank golden for tuple {thash} ({ranks_file(REPO, thash).name})"
+        if not golden_required():
+            pytest.skip(f"{why}; record one with `{REGEN}`")
+        pytest.fail(f"{why}. On x86-64 Linux with AVX2 the pinned tuple must have one: install the pinned "
+                    f"versions (`make install`) and keep the CPU ISA pin, or record it with `{REGEN}`")
     assert record.document_sha256 == file_sha256(DOC), f"{RANKS_DOC} changed; rerun `{REGEN}`"
     assert runs["ranks"]["adapter_sha256"] == record.adapter_sha256, f"drifted from the golden; `{REGEN}`"
 
