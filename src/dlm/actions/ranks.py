@@ -4,8 +4,9 @@ Launching (`launch_train`): the document is parsed once, here, so a bad document
 error before any rank starts; then `dlm.train.launch` starts the ranks, each running
 `python -m dlm train DOC <the same options>`, and waits. The first rank on this machine
 (rank 0 on node 0) writes its `TrainReport` as JSON to `$DLM_RANK_REPORT` (a file in
-the run's log folder), which becomes this call's return value. The log folder (each rank's stdout and stderr) is removed after a
-successful run and kept, and named in the error, after a failed one.
+the run's log folder), which becomes this call's return value. The log folder, `$DLM_HOME/logs/ranks-*/` (each rank's stdout and stderr),
+is removed after a successful run and kept, and named in the error, after a failed or
+interrupted one.
 
 Inside a rank (`dlm.actions.training.train_document` calls these):
 - `run_id_for`: every rank takes rank 0's run id (rank N names its cache run `<id>-rN`);
@@ -50,7 +51,7 @@ def child_args(path: Path, options: TrainOptions) -> list[str]:
     return args
 
 
-def launch_train(path: Path, options: TrainOptions, spec: LaunchSpec, sink: Any) -> TrainReport:
+def launch_train(path: Path, options: TrainOptions, spec: LaunchSpec) -> TrainReport:
     """Train on `spec.nproc` ranks on this machine (× `spec.nnodes` machines).
 
     Returns:
@@ -63,10 +64,13 @@ def launch_train(path: Path, options: TrainOptions, spec: LaunchSpec, sink: Any)
     """
     from dlm.actions.training import TrainReport
 
+    from dlm.paths import dlm_home
+
     spec.check()
-    log_dir = Path(tempfile.mkdtemp(prefix="dlm-ranks-"))
+    logs = dlm_home() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log_dir = Path(tempfile.mkdtemp(prefix="ranks-", dir=logs))
     report_path = log_dir / "report.json"
-    sink.on_message(f"training on {spec.nproc * spec.nnodes} ranks ({spec.nproc} here); rank logs in {log_dir}")
     launch(spec, ["dlm", *child_args(path, options)], log_dir, {REPORT_ENV: str(report_path)})
     if not report_path.is_file():
         raise TrainingError(f"the ranks finished without a report ({report_path}); see the rank logs in {log_dir}")

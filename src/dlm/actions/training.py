@@ -127,7 +127,8 @@ def train(
         cache_remote: the cache's remote tier (a folder or fsspec URL); overrides
             `$DLM_CACHE_REMOTE` and `training.cache.remote`.
         nproc: ranks on this machine (default `training.nproc`, else 1); more than one
-            starts them through torch's launcher (`dlm.actions.ranks`).
+            starts them through torch's launcher (`dlm.actions.ranks`); `sink` then sees
+            nothing until rank 0's report (each rank's output is in its log file).
         launch: the full `LaunchSpec` (several machines, an accelerate config); overrides
             `nproc`. Both are ignored inside a rank (`WORLD_SIZE` set by a launcher).
 
@@ -146,7 +147,7 @@ def train(
     if launch is None:
         launch = LaunchSpec(nproc or doc.frontmatter.training.nproc or 1)
     if (launch.nproc > 1 or launch.nnodes > 1) and not RankInfo.from_env().distributed:
-        return launch_train(Path(path), options, launch, sink if sink is not None else NullSink())
+        return launch_train(Path(path), options, launch)
     return train_document(doc, options, sink)
 
 
