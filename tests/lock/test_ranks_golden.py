@@ -6,7 +6,8 @@ tests below: the adapters are byte-identical to each other and to the stored two
 golden (`scripts/regen-ranks-golden.py --approve`; a missing one fails where the main
 golden is required, x86-64 Linux with AVX2), rank 1 tokenized nothing, and rank 0 alone
 wrote the store. Then the failure paths on a copy of that store: Ctrl-C and a rank
-killed by a signal stop every rank, leave the adapter current, and leave no process.
+killed by a signal stop every rank, leave the adapter current, and leave no process; and
+ranks started by hand (no launcher) whose documents differ both stop before training.
 """
 
 from __future__ import annotations
@@ -177,3 +178,27 @@ def test_a_rank_killed_stops_the_run_with_one_line_naming_it(runs: dict[str, Any
     assert _processes_of(home) == []
     current, versions, status = _store_state(home)
     assert current == "v0001" and versions == ["v0001"] and status == "failed"
+
+
+def test_ranks_started_by_hand_with_different_documents_all_stop(tmp_path: Path) -> None:
+    """Two "machines" (processes started without a launcher, as a cluster scheduler
+    would) whose copies of the document differ: both stop before training, naming rank 1."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    edited = tmp_path / "edited.dlm"
+    edited.write_text(DOC.read_text().replace("thirty-one years", "thirty-two years", 1))
+    procs = []
+    for rank, doc in ((0, DOC), (1, edited)):
+        env = golden_env(tmp_path / f"home-{rank}", hash_seed=rank + 1)
+        env.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, "-m", "dlm", "train", str(doc)], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    results = [p.communicate(timeout=300) for p in procs]
+    for proc, (_, err) in zip(procs, results):
+        assert proc.returncode == 1, err[-3000:]
+        assert "rank 1: document sha256:" in err and "differs from rank 0's" in err, err[-3000:]
+    assert not (tmp_path / "home-0" / "store" / _dlm_id() / "adapter" / "versions").exists()
