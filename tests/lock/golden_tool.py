@@ -38,6 +38,7 @@ from typing import Any
 
 from dlm.atomic import atomic_write_json
 from dlm.canonical import canonical_json, canonical_sha256
+from dlm.isa import decide, read_cpu_flags
 from dlm.lock.environment import Environment, capture_environment
 
 GOLDEN_FORMAT = "dlm-golden-v1"
@@ -60,6 +61,15 @@ def golden_tuple(env: Environment | None = None) -> dict[str, Any]:
             "torch_threads": GOLDEN_THREADS,
         },
     }
+
+
+def golden_required(env: Environment | None = None) -> bool:
+    """Whether this machine must have a golden: x86-64 Linux with AVX2 or better, the
+    machines `dlm.isa` pins to AVX2, so one golden serves AVX2 and AVX512 CPUs alike.
+    Elsewhere (arm64, macOS, an x86 CPU without AVX2) a missing golden may be skipped."""
+    env = env or capture_environment()
+    pinnable = decide({}, system=env.system, machine=env.machine, flags=read_cpu_flags())
+    return pinnable.mode == "pinned"
 
 
 def tuple_hash(tup: dict[str, Any]) -> str:

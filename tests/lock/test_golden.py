@@ -8,7 +8,9 @@ in a fresh process, shared by the tests below:
     warm_a   DLM_HOME a again, PYTHONHASHSEED 3: every row read from the cache
 
 All three must leave byte-identical adapter folders, equal to the golden stored for this
-machine's tuple (`scripts/regen-determinism-golden.py --approve` records one).
+machine's tuple (`scripts/regen-determinism-golden.py --approve` records one). On x86-64
+Linux with AVX2 or better (pinned to AVX2 by `dlm.isa`) a missing golden fails; elsewhere
+it is skipped.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from golden_tool import (
     GOLDEN_DOC,
     file_sha256,
     golden_env,
+    golden_required,
     golden_tuple,
     read_golden,
     run_train,
@@ -70,8 +73,16 @@ def test_adapter_matches_the_golden_for_this_tuple(runs: dict[str, Any]) -> None
     thash = tuple_hash(golden_tuple())
     record = read_golden(REPO, thash)
     if record is None:
-        pytest.skip(f"no golden for tuple {thash} ({tuple_file(REPO, thash).name}); "
-                    f"record one with `{REGEN}`")
+        why = (f"no golden for tuple {thash} ({tuple_file(REPO, thash).name}: "
+               f"{golden_tuple()['platform']}, {dict(golden_tuple()['versions'])})")
+        if not golden_required():
+            pytest.skip(f"{why}; record one with `{REGEN}`")
+        pytest.fail(
+            f"{why}. On x86-64 Linux with AVX2 the pinned tuple must have a golden: install the "
+            f"pinned versions (`make install`, constraints.txt) and leave the CPU ISA pinned "
+            f"(torch here dispatches to {golden_tuple()['platform']['cpu_capability']}; unset "
+            f"DLM_CPU_ISA/ATEN_CPU_CAPABILITY), or, for an intended new tuple, record it with `{REGEN}`"
+        )
     assert record.document_sha256 == file_sha256(DOC), (
         f"{GOLDEN_DOC} changed since its golden was recorded; rerun `{REGEN}`"
     )
@@ -96,6 +107,8 @@ def test_lock_records_the_last_run(runs: dict[str, Any]) -> None:
     assert lock.last_run_id == warm["run_id"]
     assert lock.adapter_sha256 == warm["adapter_sha256"]
     assert lock.seed == 1234 and lock.torch_threads == 1
+    if golden_required():  # x86-64 with AVX2+: the lock records the pinned ISA, not the CPU's best
+        assert lock.cpu_capability == "AVX2"
     assert lock.determinism_flags.full_determinism
     manifest = store / "manifest.json"
     if manifest.exists():

@@ -47,6 +47,10 @@ CASES = [
     ("determinism_flags.cudnn_benchmark", True, WARN),
     ("determinism_flags.cublas_workspace_config", None, WARN),
     ("determinism_flags.full_determinism", False, WARN),
+    ("world_size", 2, WARN),
+    ("per_device_batch_size", 4, ALLOW),
+    ("gradient_accumulation_steps", 2, ALLOW),
+    ("backend", "gloo", WARN),
 ]
 
 

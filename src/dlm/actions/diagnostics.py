@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass
 
 from dlm import __version__
+from dlm.isa import IsaState, isa_state, pin_warning
 from dlm.lock.determinism import determinism_class, planned_flags
 from dlm.lock.environment import Environment, capture_environment
 from dlm.lock.schema import DeterminismFlags
@@ -34,11 +35,14 @@ class DoctorView:
         accelerator: GPU name, or None.
         cuda_version, rocm_version: what torch was built with, or None.
         cpu_capability: SIMD level torch uses (`AVX2`, `AVX512`, ...).
+        cpu_isa: the ISA pin's mode and reason (`pinned: ATEN_CPU_CAPABILITY=avx2 set by
+            dlm`, `native: ...`; see `dlm.isa`), plus a warning when it did not take effect.
         torch_threads: intra-op thread count.
         determinism_class: `strong`, `best-effort` or `advisory` (what the lock records).
         promise: one line saying what the class means.
         determinism_flags: the switches `dlm train` sets.
         versions: pinned package versions (`{name: version}`).
+        plan: with `nproc`, the multi-process plan (`plan_view`), else None.
     """
 
     dlm_version: str
@@ -50,22 +54,28 @@ class DoctorView:
     cuda_version: str | None
     rocm_version: str | None
     cpu_capability: str
+    cpu_isa: str
     torch_threads: int
     determinism_class: str
     promise: str
     determinism_flags: dict[str, object]
     versions: dict[str, str]
+    plan: dict[str, object] | None = None
 
 
 
 def doctor(
-    *, environment: Environment | None = None, flags: DeterminismFlags | None = None
+    *, environment: Environment | None = None, flags: DeterminismFlags | None = None, nproc: int | None = None,
+    batch_size: int | None = None, gradient_accumulation_steps: int | None = None,
 ) -> DoctorView:
     """Describe this machine as `dlm train` will see it (no side effects).
 
     Args:
         environment: a captured `Environment`; None captures the current one.
         flags: the switches to judge; None takes `planned_flags()`.
+        nproc: also show the plan of `dlm train --nproc N` here (`plan_view`).
+        batch_size, gradient_accumulation_steps: the document's values for the plan
+            (None: the frontmatter defaults).
     """
     env = environment or capture_environment()
     switches = flags or planned_flags()
@@ -80,9 +90,45 @@ def doctor(
         cuda_version=env.cuda_version,
         rocm_version=env.rocm_version,
         cpu_capability=env.cpu_capability,
+        cpu_isa=describe_isa(isa_state(), env.cpu_capability),
         torch_threads=env.torch_threads,
         determinism_class=cls,
         promise=PROMISES[cls],
         determinism_flags=switches.model_dump(mode="json"),
         versions=dict(env.versions),
+        plan=plan_view(nproc, env, batch_size, gradient_accumulation_steps) if nproc else None,
     )
+
+
+def plan_view(nproc: int, env: Environment, batch_size: int | None = None,
+              gradient_accumulation_steps: int | None = None) -> dict[str, object]:
+    """What `dlm train --nproc N` would run here: ranks, backend, device, threads per
+    rank, rows per optimizer step, and the determinism notes of that shape.
+
+    Raises:
+        TrainingError: `nproc` below 1.
+    """
+    import os
+
+    from dlm.doc.schema import TrainingConfig
+    from dlm.train.distributed import make_plan
+    from dlm.train.launch import rank_threads
+
+    defaults = TrainingConfig()
+    device = "cuda" if env.hardware_tier == "cuda" else "cpu"
+    plan = make_plan(nproc, batch_size or defaults.batch_size,
+                     gradient_accumulation_steps or defaults.gradient_accumulation_steps, device)
+    return {
+        "world_size": plan.world_size, "backend": plan.backend, "device": device,
+        "threads_per_rank": int(rank_threads(nproc, os.environ, os.cpu_count())),
+        "per_device_batch_size": plan.per_device_batch_size,
+        "gradient_accumulation_steps": plan.gradient_accumulation_steps,
+        "rows_per_step": plan.rows_per_step, "notes": plan.notes(),
+    }
+
+
+def describe_isa(state: IsaState, capability: str) -> str:
+    """One line for the ISA pin: `mode: reason`, and the warning when it did not hold."""
+    line = f"{state.mode}: {state.decision.reason}"
+    warning = pin_warning(state, capability)
+    return f"{line} ({warning})" if warning else line

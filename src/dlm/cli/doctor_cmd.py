@@ -5,6 +5,8 @@ Thin: `dlm.actions.doctor()` builds the data; this module only renders it.
 
 from __future__ import annotations
 
+from typing import Annotated, Optional
+
 import typer
 
 from dlm.cli.common import JsonOpt, print_json, print_table
@@ -17,12 +19,13 @@ def register(app: typer.Typer) -> None:
 
 
 def doctor(
+    nproc: Annotated[Optional[int], typer.Option("--nproc", min=1, help="Also show the plan of dlm train --nproc N on this machine.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Show this machine's hardware tier, the determinism class `dlm train` records, and versions."""
     from dlm.actions.diagnostics import doctor as doctor_action
 
-    view = doctor_action()
+    view = doctor_action(nproc=nproc)
     if json_out:
         print_json(view)
         return
@@ -30,10 +33,19 @@ def doctor(
         ("dlm", view.dlm_version),
         ("python", view.python_version),
         ("platform", f"{view.system} {view.machine}, CPU {view.cpu_capability}, {view.torch_threads} torch threads"),
+        ("cpu isa", view.cpu_isa),
         ("hardware", view.hardware_tier + (f" ({view.accelerator})" if view.accelerator else "")),
         ("cuda / rocm", f"{view.cuda_version or '-'} / {view.rocm_version or '-'}"),
         ("determinism", f"[bold]{view.determinism_class}[/]: {view.promise}"),
         ("switches", ", ".join(f"{k}={v}" for k, v in sorted(view.determinism_flags.items()))),
     ]
+    if view.plan is not None:
+        p = view.plan
+        rows.append(("--nproc plan", (
+            f"{p['world_size']} ranks on {p['device']} ({p['backend']}), {p['threads_per_rank']} threads each; "
+            f"{p['per_device_batch_size']} rows per micro-batch x {p['gradient_accumulation_steps']} accumulation "
+            f"x {p['world_size']} ranks = {p['rows_per_step']} rows per step (document defaults)"
+        )))
+        rows += [("note", note) for note in p["notes"]]  # type: ignore[attr-defined]
     rows += [(name, version) for name, version in sorted(view.versions.items())]
     print_table(rows)

@@ -84,10 +84,16 @@ def train(
     update_lock: Annotated[bool, typer.Option("--update-lock", help="Skip lock validation and write a new lock.")] = False,
     ignore_lock: Annotated[bool, typer.Option("--ignore-lock", help="Skip lock validation and leave the lock as it is.")] = False,
     watch: Annotated[bool, typer.Option("--watch", help="After the run, re-train whenever the document or its sources change (Ctrl-C stops).")] = False,
+    nproc: Annotated[Optional[int], typer.Option("--nproc", min=1, help="Ranks (processes) on this machine, one per GPU on CUDA; default training.nproc, else 1.", rich_help_panel="Several processes")] = None,
+    nnodes: Annotated[int, typer.Option("--nnodes", min=1, help="Machines in the run; start dlm train on each with its --node-rank.", rich_help_panel="Several processes")] = 1,
+    node_rank: Annotated[int, typer.Option("--node-rank", min=0, help="This machine's index, 0..nnodes-1.", rich_help_panel="Several processes")] = 0,
+    master_addr: Annotated[Optional[str], typer.Option("--master-addr", help="Address of node 0 (several machines).", rich_help_panel="Several processes")] = None,
+    master_port: Annotated[Optional[int], typer.Option("--master-port", min=1, max=65535, help="Port of node 0's rendezvous (default 29500).", rich_help_panel="Several processes")] = None,
+    accelerate_config: Annotated[Optional[Path], typer.Option("--accelerate-config", metavar="FILE", help="Start the ranks with accelerate launch and this config file (FSDP, DeepSpeed).", rich_help_panel="Several processes")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Train a new adapter version from the document (rows, tokenize, LoRA, save)."""
-    from dlm.actions.training import format_skips, resolve_lock_mode
+    from dlm.actions.training import LaunchSpec, format_skips, resolve_lock_mode
     from dlm.actions.training import train as train_action
     from dlm.cli.judge_render import print_heldout
     from dlm.cli.progress import make_train_sink
@@ -95,15 +101,25 @@ def train(
     mode = resolve_lock_mode(strict=strict_lock, update=update_lock, ignore=ignore_lock)
     if watch:
         from dlm.cli.watch_cmd import run_watch
+        from dlm.errors import UsageError
+
+        if nproc is not None or nnodes > 1 or accelerate_config is not None:
+            raise UsageError("--watch trains in this process; drop --nproc/--nnodes/--accelerate-config, "
+                             "or run the multi-process train without --watch")
 
         return run_watch(path, max_steps=max_steps, use_cache=not no_cache, strict_sources=strict,
                          lock_mode=mode, json_out=json_out)
+    launch = None
+    if nproc is not None or nnodes > 1 or accelerate_config is not None or master_addr or master_port:
+        launch = LaunchSpec(nproc or 1, nnodes, node_rank, master_addr, master_port, accelerate_config)
     sink = make_train_sink(json_out)
     try:
         report = train_action(path, max_steps=max_steps, use_cache=not no_cache, strict_sources=strict,
-                              lock_mode=mode, sink=sink, cache_remote=cache_remote)
+                              lock_mode=mode, sink=sink, cache_remote=cache_remote, launch=launch)
     finally:
         sink.close()
+    if report.rank != 0:
+        return  # rank 0 reports for the run
     if json_out:
         print_json(report)
         return
@@ -118,6 +134,10 @@ def train(
         f"tokenize: {tok['total_sections']} rows in {tok['total_tokenize_seconds']:.2f}s "
         f"(cache hits {tok['cache_hits']}, misses {tok['cache_misses']})"
     )
+    if report.distributed:
+        d = report.distributed
+        console.print(f"{d['world_size']} ranks ({d['backend']}): " + ", ".join(
+            f"rank {r['rank']} hits {r['cache_hits']} misses {r['cache_misses']}" for r in d["ranks"]))
     tps = f"{report.tokens_per_second:,.0f}" if report.tokens_per_second else "n/a"
     loss = f"{report.train_loss:.4f}" if report.train_loss is not None else "n/a"
     console.print(

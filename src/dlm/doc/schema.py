@@ -84,7 +84,9 @@ class TrainingConfig(_Strict):
     """LoRA training hyperparameters and the data taken from outside the document.
 
     At most one of `max_steps` and `num_epochs` may be set; with neither the run is
-    one epoch (`effective_epochs`). `sequence_len` is in tokens; `batch_size` in rows.
+    one epoch (`effective_epochs`). `sequence_len` is in tokens; `batch_size` in rows
+    per micro-batch on each rank; `nproc` ranks on this machine (None: one, unless
+    `--nproc` says otherwise).
     """
 
     adapter: Literal["lora"] = "lora"
@@ -99,6 +101,7 @@ class TrainingConfig(_Strict):
     num_epochs: YamlFloat | None = Field(default=None, gt=0)
     batch_size: int = Field(default=4, gt=0)
     gradient_accumulation_steps: int = Field(default=1, gt=0)
+    nproc: int | None = Field(default=None, gt=0)  # ranks on this machine (dlm.train.distributed)
     sequence_len: int = Field(default=2048, ge=16)
     seed: int = Field(default=42, ge=0, lt=2**32)  # numpy's seed range (set_seed seeds numpy)
     packing: bool = False

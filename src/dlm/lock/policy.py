@@ -80,6 +80,19 @@ def bitsandbytes_rule(old: Any, new: Any) -> Verdict:
 
 _LIBRARY_DRIFT = "library version changed: training code paths may differ"
 
+
+def batch_shape_rule(what: str) -> Rule:
+    """A micro-batch or accumulation change comes from the document (ALLOW), but it
+    changes the adapter bytes: rows are padded and summed in another shape. A value
+    missing from a version-1 lock is ALLOW too (never recorded)."""
+
+    def rule(old: Any, new: Any) -> Verdict:
+        if old is None:
+            return Verdict(Severity.ALLOW, f"{what} was not recorded by lock version 1")
+        return Verdict(Severity.ALLOW, f"{what} changed: gradients are summed in another shape")
+
+    return rule
+
 RULES: dict[str, Rule] = {
     "dlm_sha256": _allow("the document was edited"),
     "corpus_fingerprint": _allow("the training rows changed"),
@@ -106,6 +119,11 @@ RULES: dict[str, Rule] = {
     "precision": _warn("training precision changed: results differ"),
     "determinism_class": _warn("the determinism promise changed"),
     "determinism_flags.*": _warn("a determinism switch changed: kernels may be nondeterministic"),
+    "world_size": _warn("the number of ranks changed: identical bytes need the same micro-batches per "
+                        "step (world_size x gradient_accumulation_steps) and a power-of-two world size"),
+    "per_device_batch_size": batch_shape_rule("per-device micro-batch"),
+    "gradient_accumulation_steps": batch_shape_rule("gradient accumulation"),
+    "backend": _warn("the collective backend changed: gradients are averaged by other kernels"),
 }
 
 

@@ -23,6 +23,7 @@ from dlm.lock.determinism import determinism_class
 from dlm.lock.environment import Environment, capture_environment
 from dlm.lock.schema import (
     LOCK_VERSION,
+    BackendName,
     BaseModelPin,
     DeterminismFlags,
     DlmLock,
@@ -50,6 +51,9 @@ class LockInputs:
         hyperparameters: the training settings, JSON-serializable (Paths and Enums allowed).
         hardware_tier: the tier actually trained on, when the trainer forces one
             (e.g. `cpu` on a GPU machine); None detects it.
+        world_size, per_device_batch_size, gradient_accumulation_steps, backend: the
+            run's `dlm.train.distributed.DistPlan` (one process: 1, batch_size, its
+            accumulation, "none").
     """
 
     dlm_id: str
@@ -62,6 +66,10 @@ class LockInputs:
     corpus_fingerprint: str
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     hardware_tier: HardwareTier | None = None
+    world_size: int = 1
+    per_device_batch_size: int | None = None
+    gradient_accumulation_steps: int | None = None
+    backend: BackendName = "none"
 
 
 def hyperparameters_sha256(hyperparameters: dict[str, Any]) -> str:
@@ -115,6 +123,10 @@ def build_lock(
         tokenizer_sha256=inputs.tokenizer_sha256,
         corpus_fingerprint=inputs.corpus_fingerprint,
         hyperparameters_sha256=hyperparameters_sha256(inputs.hyperparameters),
+        world_size=inputs.world_size,
+        per_device_batch_size=inputs.per_device_batch_size,
+        gradient_accumulation_steps=inputs.gradient_accumulation_steps,
+        backend=inputs.backend,
     )
 
 

@@ -3,10 +3,10 @@
 Location: `$DLM_HOME/store/<dlm_id>/dlm.lock`, next to the store's `manifest.json`.
 Written with `dlm.atomic.atomic_write_json` (canonical JSON: sorted keys, two-space
 indent, trailing newline) after a successful train, so a reader sees the previous lock
-or the new one, never a partial file. Layout (`lock_version` 1):
+or the new one, never a partial file. Layout (`lock_version` 2):
 
     {
-      "lock_version": 1,
+      "lock_version": 2,
       "created_at": "2026-01-01T00:00:00+00:00",      # UTC, seconds
       "dlm_id": "01J...",                              # the document's ULID
       "dlm_sha256": "sha256:<hex>",                    # the document's bytes
@@ -25,6 +25,10 @@ or the new one, never a partial file. Layout (`lock_version` 1):
       "tokenizer_sha256": "sha256:<hex>",
       "corpus_fingerprint": "sha256:<hex>",            # over the run's row keys, in order
       "hyperparameters_sha256": "sha256:<hex>",        # canonical JSON of the training config
+      "world_size": 2,                                 # ranks (processes) that trained
+      "per_device_batch_size": 2,                      # rows per micro-batch on each rank
+      "gradient_accumulation_steps": 1,                # micro-batches each rank sums per step
+      "backend": "none" | "gloo" | "nccl",             # collectives between ranks
       "last_run_id": "..." ,
       "adapter_sha256": "sha256:<hex>"                 # see dlm.lock.adapter
     }
@@ -33,6 +37,10 @@ A file that is not JSON, lacks a field, has a field of the wrong type or an unkn
 field, or carries a `lock_version` this `dlm` does not read is rejected by `read_lock`
 with a `LockValidationError` naming the field and the way out (`--update-lock`).
 A new field bumps `LOCK_VERSION` and gets a rule in `dlm.lock.policy`.
+
+Version 1 (no distributed fields) is still read: it was always one process, so
+`world_size` 1 and `backend` "none"; its micro-batch and accumulation were not
+recorded and read as null (the policy allows that change). The next write is version 2.
 """
 
 from __future__ import annotations
@@ -46,12 +54,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dlm.errors import LockValidationError
 
-LOCK_VERSION: Literal[1] = 1
+LOCK_VERSION: Literal[2] = 2
+READABLE_VERSIONS = (1, 2)
 LOCK_FILENAME = "dlm.lock"
 WAY_OUT = "rerun with --update-lock to rewrite it (or --ignore-lock to train without it)"
 
 HardwareTier = Literal["cpu", "cuda", "mps", "rocm"]
 DeterminismClass = Literal["strong", "best-effort", "advisory"]
+BackendName = Literal["none", "gloo", "nccl"]
 
 
 class _Frozen(BaseModel):
@@ -89,7 +99,7 @@ class BaseModelPin(_Frozen):
 class DlmLock(_Frozen):
     """One `dlm.lock` (see the module docstring for the meaning of each field)."""
 
-    lock_version: Literal[1]
+    lock_version: Literal[2]
     created_at: str
     dlm_id: str = Field(min_length=1)
     dlm_sha256: str
@@ -107,6 +117,10 @@ class DlmLock(_Frozen):
     tokenizer_sha256: str
     corpus_fingerprint: str
     hyperparameters_sha256: str
+    world_size: int = Field(ge=1)
+    per_device_batch_size: int | None = Field(ge=1)
+    gradient_accumulation_steps: int | None = Field(ge=1)
+    backend: BackendName
     last_run_id: str | None = None
     adapter_sha256: str | None = None
 
@@ -138,16 +152,24 @@ def read_lock(path: Path) -> DlmLock:
     if not isinstance(data, dict):
         raise LockValidationError(f"{path}: expected a JSON object, got {type(data).__name__}; {WAY_OUT}")
     version = data.get("lock_version")
-    if version != LOCK_VERSION or isinstance(version, bool):
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
         raise LockValidationError(
-            f"{path}: lock_version {version!r} is not supported (this dlm reads {LOCK_VERSION}); "
-            f"{WAY_OUT}"
+            f"{path}: lock_version {version!r} is not supported (this dlm reads "
+            f"{' and '.join(map(str, READABLE_VERSIONS))}); {WAY_OUT}"
         )
+    if version == 1:
+        data = upgrade_v1(data)
     try:
         return DlmLock.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(_describe(err) for err in exc.errors())
         raise LockValidationError(f"{path}: {problems}; {WAY_OUT}") from None
+
+
+def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """A version-1 lock as version 2: one process, no collectives, batch shape unrecorded."""
+    return {**data, "lock_version": 2, "world_size": 1, "per_device_batch_size": None,
+            "gradient_accumulation_steps": None, "backend": "none"}
 
 
 def _describe(err: Mapping[str, Any]) -> str:

@@ -1,0 +1,39 @@
+---
+dlm_id: 01KAZ5T2Y8M3Q6N0R4V7W9X2C5
+dlm_version: 1
+base_model: smollm2-135m
+training:
+  lora_r: 4
+  lora_alpha: 8
+  lora_dropout: 0.0
+  learning_rate: 0.001
+  max_steps: 4
+  batch_size: 2
+  sequence_len: 64
+  seed: 1234
+---
+
+# The lighthouse keeper
+
+The lighthouse on Brannock Point was kept by Ida Vell for thirty-one years.
+She lit the lamp at dusk, wound the clockwork at midnight and logged every
+passing ship in a green ledger that still sits in the harbour museum.
+
+# The ledger
+
+The green ledger records four hundred and twelve ships. The last entry,
+written in a steady hand, notes a fishing boat named Marram returning at dawn.
+
+::instruction::
+
+### Q
+Who kept the lighthouse on Brannock Point?
+
+### A
+Ida Vell kept it for thirty-one years.
+
+### Q
+Where is the green ledger now?
+
+### A
+In the harbour museum.

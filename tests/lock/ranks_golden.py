@@ -1,0 +1,85 @@
+"""The two-rank golden: `dlm train --nproc 2` on CPU (gloo) of a fixed tiny document.
+
+Repository tooling beside `golden_tool` (same tuple, same fresh-process runs):
+`tests/test_distributed_golden.py` and `scripts/regen-ranks-golden.py` import it.
+
+    tests/golden/determinism/ranks2.dlm            the document: golden.dlm's corpus and
+                                                   settings, LoRA dropout 0, its own dlm_id
+    tests/golden/determinism/ranks2-<16 hex>.json  one tuple: {"format", "tuple_hash", "tuple",
+                                                   "world_size", "document", "document_sha256",
+                                                   "adapter_sha256"}
+
+Its twin is the same document trained in one process with `gradient_accumulation_steps: 2`
+(`twin_text`): the same micro-batches averaged per step, so the same adapter bytes.
+LoRA dropout is 0 because each rank draws its own dropout masks from the same seed,
+which one process accumulating two micro-batches never does.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dlm.atomic import atomic_write_json
+from golden_tool import GOLDEN_DIR, GOLDEN_FORMAT, parse_json_stdout
+
+RANKS = 2
+RANKS_DOC = GOLDEN_DIR / "ranks2.dlm"
+
+
+def ranks_file(repo: Path, thash: str) -> Path:
+    """`tests/golden/determinism/ranks2-<first 16 hex>.json` under `repo`."""
+    return repo / GOLDEN_DIR / f"ranks{RANKS}-{thash.removeprefix('sha256:')[:16]}.json"
+
+
+@dataclass(frozen=True)
+class RanksGolden:
+    """One stored two-rank golden."""
+
+    tuple_hash: str
+    tuple: dict[str, Any]
+    document_sha256: str
+    adapter_sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": GOLDEN_FORMAT, "tuple_hash": self.tuple_hash, "tuple": self.tuple,
+                "world_size": RANKS, "document": RANKS_DOC.as_posix(),
+                "document_sha256": self.document_sha256, "adapter_sha256": self.adapter_sha256}
+
+
+def read_ranks_golden(repo: Path, thash: str) -> RanksGolden | None:
+    """The stored two-rank golden for `thash`, or None."""
+    path = ranks_file(repo, thash)
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return RanksGolden(data["tuple_hash"], data["tuple"], data["document_sha256"], data["adapter_sha256"])
+
+
+def write_ranks_golden(repo: Path, record: RanksGolden) -> Path:
+    path = ranks_file(repo, record.tuple_hash)
+    atomic_write_json(path, record.to_json())
+    return path
+
+
+def twin_text(doc_text: str) -> str:
+    """The single-process twin: the same document with `gradient_accumulation_steps: 2`."""
+    assert "gradient_accumulation_steps" not in doc_text
+    return doc_text.replace("\n  batch_size: 2\n", "\n  batch_size: 2\n  gradient_accumulation_steps: 2\n", 1)
+
+
+def run_ranks(doc: Path, env: dict[str, str], *extra: str, timeout_s: float = 600) -> dict[str, Any]:
+    """`python -m dlm train DOC --nproc 2 --json` in a fresh process; its JSON report.
+
+    Raises:
+        RuntimeError: the run failed (its stderr tail included).
+    """
+    cmd = [sys.executable, "-m", "dlm", "train", str(doc), "--nproc", str(RANKS), "--json", *extra]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+    return parse_json_stdout(proc.stdout)
