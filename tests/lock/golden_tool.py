@@ -108,18 +108,22 @@ class GoldenRecord:
         }
 
 
-def read_golden(repo: Path, thash: str) -> GoldenRecord | None:
-    """The stored golden for `thash`, or None when this tuple has none."""
-    path = tuple_file(repo, thash)
+def read_record(path: Path, kind: type[GoldenRecord] = GoldenRecord) -> GoldenRecord | None:
+    """The golden stored at `path` as a `kind`, or None when there is none."""
     if not path.is_file():
         return None
     data = json.loads(path.read_text(encoding="utf-8"))
-    return GoldenRecord(
+    return kind(
         tuple_hash=data["tuple_hash"],
         tuple=data["tuple"],
         document_sha256=data["document_sha256"],
         adapter_sha256=data["adapter_sha256"],
     )
+
+
+def read_golden(repo: Path, thash: str) -> GoldenRecord | None:
+    """The stored golden for `thash`, or None when this tuple has none."""
+    return read_record(tuple_file(repo, thash))
 
 
 def write_golden(repo: Path, record: GoldenRecord) -> Path:

@@ -1,7 +1,7 @@
 """The two-rank golden: `dlm train --nproc 2` on CPU (gloo) of a fixed tiny document.
 
 Repository tooling beside `golden_tool` (same tuple, same fresh-process runs):
-`tests/test_distributed_golden.py` and `scripts/regen-ranks-golden.py` import it.
+`tests/lock/test_ranks_golden.py` and `scripts/regen-ranks-golden.py` import it.
 
     tests/golden/determinism/ranks2.dlm            the document: golden.dlm's corpus and
                                                    settings, LoRA dropout 0, its own dlm_id
@@ -17,15 +17,13 @@ which one process accumulating two micro-batches never does.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dlm.atomic import atomic_write_json
-from golden_tool import GOLDEN_DIR, GOLDEN_FORMAT, parse_json_stdout
+from golden_tool import GOLDEN_DIR, GoldenRecord, parse_json_stdout, read_record
 
 RANKS = 2
 RANKS_DOC = GOLDEN_DIR / "ranks2.dlm"
@@ -36,28 +34,16 @@ def ranks_file(repo: Path, thash: str) -> Path:
     return repo / GOLDEN_DIR / f"ranks{RANKS}-{thash.removeprefix('sha256:')[:16]}.json"
 
 
-@dataclass(frozen=True)
-class RanksGolden:
-    """One stored two-rank golden."""
-
-    tuple_hash: str
-    tuple: dict[str, Any]
-    document_sha256: str
-    adapter_sha256: str
+class RanksGolden(GoldenRecord):
+    """One stored two-rank golden: a `GoldenRecord` of `RANKS_DOC` that names its world size."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": GOLDEN_FORMAT, "tuple_hash": self.tuple_hash, "tuple": self.tuple,
-                "world_size": RANKS, "document": RANKS_DOC.as_posix(),
-                "document_sha256": self.document_sha256, "adapter_sha256": self.adapter_sha256}
+        return {**super().to_json(), "world_size": RANKS, "document": RANKS_DOC.as_posix()}
 
 
-def read_ranks_golden(repo: Path, thash: str) -> RanksGolden | None:
+def read_ranks_golden(repo: Path, thash: str) -> GoldenRecord | None:
     """The stored two-rank golden for `thash`, or None."""
-    path = ranks_file(repo, thash)
-    if not path.is_file():
-        return None
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return RanksGolden(data["tuple_hash"], data["tuple"], data["document_sha256"], data["adapter_sha256"])
+    return read_record(ranks_file(repo, thash), RanksGolden)
 
 
 def write_ranks_golden(repo: Path, record: RanksGolden) -> Path:
