@@ -97,6 +97,9 @@ def test_prefetching_walk_equals_in_line_walk(tmp_path: Path, monkeypatch: pytes
     directive = SimpleNamespace(path=str(root), include=["**/*.py", "**/*.txt"],
                                 exclude=["skip/", "__pycache__/"], max_bytes_per_file=1000, max_files=6)
 
+    monkeypatch.setattr(listing, "SLOW_ENTRY_S", 0.0)  # every listing counts as slow:
+    monkeypatch.setattr(listing, "PROBE_ENTRIES", 0)  # the workers start after the first
+
     def walk(n: int) -> Any:
         monkeypatch.setattr(listing, "THREADS", n)
         result = walk_sources([directive], tmp_path)
@@ -108,3 +111,28 @@ def test_prefetching_walk_equals_in_line_walk(tmp_path: Path, monkeypatch: pytes
         (root / "locked").chmod(0o755)
     assert ahead == in_line
     assert in_line[1]["over-max-files"] >= 1 and in_line[1]["escapes-root"] == 1
+
+
+def test_workers_start_only_when_in_line_listings_are_slow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for i in range(3):
+        (tmp_path / f"f{i}.txt").write_text("x")
+
+    def lister() -> listing.Prefetcher:
+        p = listing.Prefetcher(lambda rel: True, lambda rel: False, threads=2)
+        assert len(p.get(str(tmp_path), "") or []) == 3
+        return p
+
+    monkeypatch.setattr(listing, "PROBE_ENTRIES", 3)
+    monkeypatch.setattr(listing, "SLOW_ENTRY_S", 60.0)  # a warm listing is far below a minute per entry
+    fast = lister()
+    assert fast.pool is None and fast.in_line_entries == 3
+    fast.ahead(str(tmp_path), "")
+    assert not fast.pending  # no workers: nothing is listed ahead
+    monkeypatch.setattr(listing, "SLOW_ENTRY_S", 0.0)
+    slow = lister()
+    assert slow.pool is not None
+    slow.ahead(str(tmp_path), "")
+    assert len(slow.get(str(tmp_path), "") or []) == 3 and not slow.pending
+    slow.close()
+    monkeypatch.setattr(listing, "PROBE_ENTRIES", 4)  # too few entries seen to judge
+    assert lister().pool is None
