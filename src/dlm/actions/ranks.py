@@ -100,6 +100,9 @@ def check_agreement(group: RankGroup, what: dict[str, Any]) -> None:
     for rank, theirs in enumerate(seen):
         for key, value in theirs.items():
             if value != seen[0].get(key):
+                # every rank saw the same gather, so every rank is here: leave together
+                group.barrier()
+                group.close()
                 raise TrainingError(
                     f"rank {rank}: {key} {value} differs from rank 0's {seen[0].get(key)}; "
                     "every node must train the same document on the same sources and base model"

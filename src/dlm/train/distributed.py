@@ -197,6 +197,19 @@ class RankGroup:
         dist.all_gather_object(out, value)
         return out
 
+    def close(self) -> None:
+        """Tear the process group down now, while the interpreter is whole. Left to exit,
+        gloo's background threads can outlive the group's destructor when a peer leaves
+        first, and the process aborts ("terminate called without an active exception")
+        after its error line was printed."""
+        if self._state is None:
+            return
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        self._state = None
+
     def from_main(self, value: T) -> T:
         """Rank 0's `value` on every rank (picklable)."""
         if self._state is None:
