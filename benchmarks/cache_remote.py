@@ -4,7 +4,7 @@ second document over the same tree.
 Run (Debian's linux-source-6.1, files of at most 8 KiB: ~53K rows; `--stdlib` for a
 quick run on the standard library):
 
-    .venv/bin/python benchmarks/cache_remote.py
+    .venv/bin/python benchmarks/cache_remote.py --linux-root DIR   # unpacked linux-source-6.1
     .venv/bin/python benchmarks/cache_remote.py --stdlib
 
 In one process, side by side, on the real SmolLM2 tokenizer, each timed from walk
@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from section_cache import linux_corpus, stdlib_corpus
+from section_cache import corpus as bench_corpus
 
 from dlm.cache import CachedRowTokenizer
 from dlm.cache.schema import connect
@@ -98,12 +98,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "dlm-bench")
     parser.add_argument("--stdlib", action="store_true", help="the standard library instead of Linux")
+    parser.add_argument("--linux-root", type=Path, help="the unpacked linux-source-6.1 folder")
     parser.add_argument("--linux-max-file-bytes", type=int, default=8192)
     parser.add_argument("--reuse-cold", action="store_true",
                         help="keep home A and the folder remote of the previous run (skip the cold encode)")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    corpus = stdlib_corpus() if args.stdlib else linux_corpus(args.work, args.linux_max_file_bytes)
+    corpus = bench_corpus("stdlib", None) if args.stdlib else bench_corpus("linux", args.linux_root)
+    if not args.stdlib:
+        corpus.max_bytes_per_file = args.linux_max_file_bytes
     name = "stdlib" if args.stdlib else "linux-6.1"
     tok = load_tokenizer(resolve_base_model("smollm2-135m"))
     sha = tokenizer_sha256(tok)
