@@ -31,6 +31,7 @@ from golden_tool import (  # noqa: E402
     golden_tuple,
     read_golden,
     run_train,
+    settle,
     tuple_file,
     tuple_hash,
     write_golden,
@@ -70,17 +71,8 @@ def main(argv: list[str] | None = None) -> int:
 
     new = GoldenRecord(tuple_hash=thash, tuple=tup, document_sha256=file_sha256(doc), adapter_sha256=shas[0])
     old = read_golden(REPO, thash)
-    print(f"stored: {old.adapter_sha256 if old else 'none'}")
-    print(f"new:    {new.adapter_sha256}")
-    if old == new:
-        print("golden unchanged")
-        return 0
-    if not args.approve:
-        print(f"dry run: rerun with --approve to write {tuple_file(REPO, thash).relative_to(REPO)}")
-        return 0
-    path = write_golden(REPO, new)
-    print(f"wrote {path.relative_to(REPO)} and .determinism/lock.json")
-    return 0
+    return settle(REPO, old, new, tuple_file(REPO, thash), args.approve,
+                  lambda: f"{write_golden(REPO, new).relative_to(REPO)} and .determinism/lock.json")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "lock"))
 
-from golden_tool import file_sha256, golden_env, golden_tuple, run_train, tuple_hash  # noqa: E402
+from golden_tool import file_sha256, golden_env, golden_tuple, run_train, settle, tuple_hash  # noqa: E402
 from ranks_golden import (  # noqa: E402
     RANKS_DOC,
     RanksGolden,
@@ -62,15 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     new = RanksGolden(thash, tup, file_sha256(doc), shas[0])
     old = read_ranks_golden(REPO, thash)
-    print(f"stored: {old.adapter_sha256 if old else 'none'}\nnew:    {new.adapter_sha256}")
-    if old == new:
-        print("golden unchanged")
-        return 0
-    if not args.approve:
-        print(f"dry run: rerun with --approve to write {ranks_file(REPO, thash).relative_to(REPO)}")
-        return 0
-    print(f"wrote {write_ranks_golden(REPO, new).relative_to(REPO)}")
-    return 0
+    return settle(REPO, old, new, ranks_file(REPO, thash), args.approve,
+                  lambda: str(write_ranks_golden(REPO, new).relative_to(REPO)))
 
 
 if __name__ == "__main__":

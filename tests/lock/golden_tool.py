@@ -27,6 +27,8 @@ golden.dlm --json` in a fresh process with a fresh `DLM_HOME`, one torch thread
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import hashlib
 import json
 import os
@@ -198,3 +200,20 @@ def parse_json_stdout(stdout: str) -> dict[str, Any]:
 def describe(record: GoldenRecord) -> str:
     """Canonical JSON text of a record (what the regen script prints)."""
     return canonical_json(record.to_json())
+
+
+def settle(repo: Path, old: GoldenRecord | None, new: GoldenRecord, target: Path, approve: bool,
+           write: Callable[[], str]) -> int:
+    """The end of a regen script: show the stored and the new adapter hash, and when they
+    differ and `approve` is set, call `write` (it returns what it wrote, to print).
+    Returns the script's exit status (0: unchanged, dry run or written)."""
+    print(f"stored: {old.adapter_sha256 if old else 'none'}")
+    print(f"new:    {new.adapter_sha256}")
+    if old == new:
+        print("golden unchanged")
+        return 0
+    if not approve:
+        print(f"dry run: rerun with --approve to write {target.relative_to(repo)}")
+        return 0
+    print(f"wrote {write()}")
+    return 0
