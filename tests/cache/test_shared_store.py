@@ -21,9 +21,10 @@ from dlm.cache.shared import clear_document, live_leases, migrate_legacy
 from dlm.tokenize.plain import PlainRowTokenizer
 
 
-def run(state: Path, store: Path, rows, doc: str, max_bytes: int = 1 << 30, run_id: str = "r"):
+def run(state: Path, store: Path, rows, doc: str, max_bytes: int = 1 << 30, run_id: str = "r",
+        siblings: tuple[Path, ...] = ()):
     tok = CachedRowTokenizer(state, FakeTokenizer(), FAKE_SHA, max_bytes=max_bytes, run_id=run_id,
-                             store_dir=store, doc_id=doc)
+                             store_dir=store, doc_id=doc, sibling_dirs=siblings)
     return tok.tokenize(rows), tok.last_report
 
 
@@ -159,3 +160,44 @@ def test_a_real_cache_migrates_on_first_open_and_stays_warm(tree: Path, store: P
     got, rep = run(legacy, store, rows, "DOC")
     assert same_rows(got, plain(rows)) and rep.admitted == 0 and got.stats.cache_misses == 0
     assert not os.path.exists(legacy / "index.sqlite")
+
+
+def _count_reads(monkeypatch) -> list[str]:
+    import dlm.cache.run as cache_run
+
+    seen: list[str] = []
+    real = cache_run.read_file_row
+
+    def counting(row):
+        seen.append(row.relpath)
+        return real(row)
+
+    monkeypatch.setattr(cache_run, "read_file_row", counting)
+    return seen
+
+
+def test_a_second_document_starts_from_a_siblings_stat_snapshot(tree: Path, store: Path, tmp_path: Path,
+                                                                 monkeypatch):
+    rows = row_set(tree)
+    run(tmp_path / "a", store, rows, "A")
+    (tree / "pkg0" / "mod_0000.py").write_text("edited after A's snapshot\n")
+    os.utime(tree / "pkg0" / "mod_0000.py", ns=(time.time_ns() - 10**10, time.time_ns() - 10**10))
+    reads = _count_reads(monkeypatch)
+    rows = row_set(tree)
+    got, rep = run(tmp_path / "b", store, rows, "B", siblings=(tmp_path / "a",))
+    assert same_rows(got, plain(rows))  # the edited file's new ids, the others' from A's keys
+    # read again: the edited file, and the binary file A skipped (skip records are not
+    # taken from a sibling: another document's cap may take what A's skipped)
+    assert sorted(reads) == ["image.bin", "pkg0/mod_0000.py"] and rep.admitted == 1
+    reads.clear()
+    got, _ = run(tmp_path / "b", store, rows, "B", siblings=(tmp_path / "a",))
+    assert reads == [] and same_rows(got, plain(rows))  # B wrote a snapshot of its own
+
+
+def test_a_siblings_snapshot_is_not_taken_from_another_store_or_tokenizer(tree: Path, store: Path,
+                                                                          tmp_path: Path, monkeypatch):
+    rows = row_set(tree)
+    run(tmp_path / "a", tmp_path / "other-store", rows, "A")
+    reads = _count_reads(monkeypatch)
+    got, _ = run(tmp_path / "b", store, rows, "B", siblings=(tmp_path / "a", tmp_path / "missing"))
+    assert len(reads) == len(rows.file_rows) and same_rows(got, plain(rows))

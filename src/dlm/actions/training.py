@@ -100,6 +100,7 @@ def make_row_tokenizer(
             store.cache_dir, tokenizer, tok_sha, max_bytes=training.cache.max_bytes, run_id=run_id,
             trust_stat=training.cache.trust_stat, store_dir=cache_store_dir(), doc_id=store.dlm_id,
             remote=resolve_remote(training.cache.remote, cache_remote, base_dir),
+            sibling_dirs=store.sibling_cache_dirs(),
         )
     return PlainRowTokenizer(tokenizer, tok_sha)
 

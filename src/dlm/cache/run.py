@@ -43,7 +43,17 @@ from dlm.cache.index import (
 )
 from dlm.cache.reader import IN_MEMORY, CachedRows, RowSource
 from dlm.cache.remote import RemoteCounts, RemoteTier
-from dlm.cache.schema import connect, connect_state, read_tx, root_id, store_uuid, tokenizer_id, write_tx
+from dlm.cache.schema import (
+    STATE_NAME,
+    connect,
+    connect_state,
+    read_tx,
+    root_id,
+    root_value,
+    store_uuid,
+    tokenizer_id,
+    write_tx,
+)
 from dlm.cache.shared import Lease, protected_keys, save_refs
 from dlm.cache.segments import (
     MAX_SEGMENT_BYTES,
@@ -130,6 +140,8 @@ class SessionConfig:
             document's state (stat snapshots, runs). None: `cache_dir` holds both.
         doc_id: names the document in the store's references (None: `cache_dir`).
         remote: URL of the remote tier (`dlm.cache.remote`), or None.
+        sibling_dirs: other documents' state folders (`cache_dir`s) on the same store,
+            whose stat snapshots may start a root this document has none of.
     """
 
     cache_dir: Path
@@ -141,6 +153,7 @@ class SessionConfig:
     store_dir: Path | None = None
     doc_id: str | None = None
     remote: str | None = None
+    sibling_dirs: tuple[Path, ...] = ()
 
     @property
     def store(self) -> Path:
@@ -256,6 +269,12 @@ class TokenizeSession:
                 snap, damaged = statindex.load(self.state, self.state_tokenizer_id, rid)
                 if damaged:
                     self.report.warn(f"stat index of {self._root_path(rid)} was damaged; re-reading its files")
+                elif snap is None and self.config.sibling_dirs and self.config.options.trust_stat:
+                    snap = statindex.sibling_snapshot(
+                        [d / STATE_NAME for d in self.config.sibling_dirs], store_uuid(self.conn),
+                        self.config.tokenizer_sha, root_value(self._root_path(rid)))
+                    if snap is not None:
+                        self.dirty_roots.add(rid)  # this document writes a snapshot of its own
                 self._resolve_root(rid, slots, snap, pending, hit_slots, hit_rows)
         self._accept_hits(np.concatenate(hit_slots), np.concatenate(hit_rows), pending)
         return sorted(pending)

@@ -22,6 +22,13 @@ the same timestamp tick as the recording could keep the stat unchanged). A snaps
 that fails its checksum or has another version is ignored: every file is re-read and
 re-hashed (entries are still found by key), and a fresh snapshot is written.
 
+A document with no snapshot of a root yet may start from another document's
+(`sibling_snapshot`): the newest snapshot of the same root path, for the same
+tokenizer, in a state that names the same store. A source row's key depends only on
+the tokenizer, the relative path and the content, so the same trust rule gives the
+same keys. Skip records are dropped from it (a file skipped as too large under one
+document's cap may be taken under another's): those files are read again.
+
 The recorded entry location stays valid while its segment file exists: segments are
 immutable and never reused, and each read checks the entry's checksum. A warm run
 that serves a root from its snapshot does not touch the index; once the snapshot is
@@ -36,6 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
 from operator import attrgetter
+from pathlib import Path
 
 import numpy as np
 import xxhash
@@ -172,6 +180,40 @@ def load(conn: sqlite3.Connection, tok: int, root: int) -> tuple[Snapshot | None
     if snap is not None:
         snap.written_ns = int(row[1])
     return snap, snap is None
+
+
+def sibling_snapshot(states: Sequence[Path], store: str, tokenizer_sha: str, root: str | bytes) -> Snapshot | None:
+    """The newest snapshot of `root` for `tokenizer_sha` among other documents' state
+    databases (`state.sqlite` paths) that were last used with the store `store` (its
+    uuid), opened read-only; skip records cleared (module docstring). None when no
+    readable one exists: a state that cannot be read, or a damaged snapshot, is passed over.
+    """
+    best: tuple[bytes, int] | None = None
+    for path in states:
+        if not path.is_file():
+            continue
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1.0)
+            try:
+                same = conn.execute("SELECT v FROM state_meta WHERE k = 'store'").fetchone()
+                row = None if not same or same[0] != store else conn.execute(
+                    "SELECT s.data, s.written_ns FROM stat_snapshots s JOIN tokenizers t ON t.id = s.tok"
+                    " JOIN roots r ON r.id = s.root WHERE t.sha = ? AND r.path = ?", (tokenizer_sha, root)
+                ).fetchone()
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            continue
+        if row is not None and (best is None or int(row[1]) > best[1]):
+            best = (row[0], int(row[1]))
+    if best is None:
+        return None
+    snap = decode(best[0])
+    if snap is None:
+        return None
+    snap.written_ns = best[1]
+    snap.flags = np.where((snap.flags & SKIPPED) > 0, 0, snap.flags).astype(snap.flags.dtype)
+    return snap
 
 
 def save(conn: sqlite3.Connection, tok: int, root: int, snap: Snapshot, written_ns: int) -> None:

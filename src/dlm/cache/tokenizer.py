@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,10 @@ class CachedRowTokenizer:
         segment_write: the raw write of segment bytes (`os.write`; a seam for tests).
         trust_stat: False reads and hashes every file even when its stat is unchanged
             (stat cannot see a write through a shared `mmap` that keeps size and times).
+        sibling_dirs: other documents' state folders on the same store: when this
+            document has no stat snapshot of a root yet, the newest of theirs starts it
+            (`dlm.cache.statindex.sibling_snapshot`), so a second document over a tree
+            reads no file that is unchanged since the first read it.
 
     Attributes:
         last_report: `CacheRunReport` of the latest `tokenize` call.
@@ -95,6 +100,7 @@ class CachedRowTokenizer:
         store_dir: Path | None = None,
         doc_id: str | None = None,
         remote: str | None = None,
+        sibling_dirs: Sequence[Path] = (),
     ) -> None:
         self.cache_dir = Path(cache_dir)
         self.store_dir = Path(store_dir) if store_dir is not None else self.cache_dir
@@ -108,6 +114,7 @@ class CachedRowTokenizer:
             store_dir=self.store_dir,
             doc_id=doc_id or str(self.cache_dir),
             remote=remote,
+            sibling_dirs=tuple(Path(d) for d in sibling_dirs),
         )
         self.last_report: CacheRunReport | None = None
 

@@ -66,6 +66,14 @@ class Store:
     def cache_dir(self) -> Path:
         return self.root / "tokenized-cache"
 
+    def sibling_cache_dirs(self) -> list[Path]:
+        """The `tokenized-cache/` folders of the other documents in this `DLM_HOME`,
+        sorted (their stat snapshots can start this document's first walk)."""
+        if not self.root.parent.is_dir():
+            return []
+        return sorted(p / "tokenized-cache" for p in self.root.parent.iterdir()
+                      if p != self.root and (p / "tokenized-cache").is_dir())
+
     @property
     def adapter_root(self) -> Path:
         return self.root / "adapter"
