@@ -162,6 +162,14 @@ def test_both_max_steps_and_num_epochs() -> None:
         ),
         ("training:\n  packing: 1\n", "4:12: training.packing: should be true or false (got 1)"),
         (
+            "training:\n  instruction_share: 1.5\n",
+            "4:22: training.instruction_share: should be less than 1 (got 1.5)",
+        ),
+        (
+            "training:\n  instruction_share: 0\n",
+            "4:22: training.instruction_share: should be greater than 0 (got 0)",
+        ),
+        (
             "training:\n  learning_rate: fast\n",
             "4:18: training.learning_rate: should be a number (got 'fast')",
         ),
