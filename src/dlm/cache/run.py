@@ -200,6 +200,7 @@ class TokenizeSession:
         self.dropped_segments: set[int] = set()
         self.conn = connect(config.store)
         self.state = connect_state(config.cache_dir)
+        self.store_id = store_uuid(self.conn)
         self._same_store()
         self.tokenizer_id = tokenizer_id(self.conn, config.tokenizer_sha)
         self.state_tokenizer_id = tokenizer_id(self.state, config.tokenizer_sha)
@@ -232,7 +233,7 @@ class TokenizeSession:
     def _same_store(self) -> None:
         """Stat snapshots name entry locations of one store: forget them when the
         document's state was last used with another store (DLM_CACHE_DIR changed)."""
-        uuid = store_uuid(self.conn)
+        uuid = self.store_id
         row = self.state.execute("SELECT v FROM state_meta WHERE k = 'store'").fetchone()
         if row and row[0] == uuid:
             return
@@ -271,7 +272,7 @@ class TokenizeSession:
                     self.report.warn(f"stat index of {self._root_path(rid)} was damaged; re-reading its files")
                 elif snap is None and self.config.sibling_dirs and self.config.options.trust_stat:
                     snap = statindex.sibling_snapshot(
-                        [d / STATE_NAME for d in self.config.sibling_dirs], store_uuid(self.conn),
+                        [d / STATE_NAME for d in self.config.sibling_dirs], self.store_id,
                         self.config.tokenizer_sha, root_value(self._root_path(rid)))
                     if snap is not None:
                         self.dirty_roots.add(rid)  # this document writes a snapshot of its own
