@@ -97,7 +97,7 @@ def test_prefetching_walk_equals_in_line_walk(tmp_path: Path, monkeypatch: pytes
     directive = SimpleNamespace(path=str(root), include=["**/*.py", "**/*.txt"],
                                 exclude=["skip/", "__pycache__/"], max_bytes_per_file=1000, max_files=6)
 
-    monkeypatch.setattr(listing, "SLOW_ENTRY_S", 0.0)  # every listing counts as slow:
+    monkeypatch.setattr(listing, "WAIT_RATIO", 0.0)  # every listing counts as slow:
     monkeypatch.setattr(listing, "PROBE_ENTRIES", 0)  # the workers start after the first
 
     def walk(n: int) -> Any:
@@ -118,17 +118,17 @@ def test_workers_start_only_when_in_line_listings_are_slow(tmp_path: Path, monke
         (tmp_path / f"f{i}.txt").write_text("x")
 
     def lister() -> listing.Prefetcher:
-        p = listing.Prefetcher(lambda rel: True, lambda rel: False, threads=2)
+        p = listing.Prefetcher(listing.ListRules(lambda rel: True, lambda rel: True, 0, 1000), threads=2)
         assert len(p.get(str(tmp_path), "") or []) == 3
         return p
 
     monkeypatch.setattr(listing, "PROBE_ENTRIES", 3)
-    monkeypatch.setattr(listing, "SLOW_ENTRY_S", 60.0)  # a warm listing is far below a minute per entry
+    monkeypatch.setattr(listing, "WAIT_RATIO", 1e9)  # no listing waits a billion times its CPU time
     fast = lister()
     assert fast.pool is None and fast.in_line_entries == 3
     fast.ahead(str(tmp_path), "")
     assert not fast.pending  # no workers: nothing is listed ahead
-    monkeypatch.setattr(listing, "SLOW_ENTRY_S", 0.0)
+    monkeypatch.setattr(listing, "WAIT_RATIO", 0.0)
     slow = lister()
     assert slow.pool is not None
     slow.ahead(str(tmp_path), "")

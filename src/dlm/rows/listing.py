@@ -1,21 +1,28 @@
-"""Folder listings for the source walk, made on worker threads ahead of the walk.
+"""Folder listings for the source walk, made in line or on worker threads ahead of it.
 
-A listing is what the walk asks of one folder: its entries sorted by name, each with
-whether it is a symlink, whether it is (or links to) a folder, and the stat the walk
-will use (a folder's, for the seen-folder check; a file's, when the include/exclude
-patterns take it). `scandir` and `stat` release the GIL, so while the walk decides on
-one folder, worker threads list the folders it will enter next. Every decision (order,
-skips, limits, symlink checks) stays with the walk on the calling thread, so the
-result is the one an in-line listing gives; only the system calls move.
+A listing is what the walk needs of one folder, decided as far as one folder allows:
+its entries in sorted name order, the excluded ones already dropped (the include and
+exclude patterns are matched once per entry, here), and each kept entry as an `Item`:
+
+    (ROW,      name, path, FileRow)        a regular file within the size cap
+    (SKIP,     name, path, reason)         `unreadable`, `not-a-file` or `too-large`
+    (DIR,      name, path, stat_result)    a folder (not a link), stat-ed for the seen check
+    (LINK_DIR | LINK_FILE, name, path, None)  a symlink; the walk resolves and checks it
+
+Plain tuples, not objects: a warm walk of a large tree is a few microseconds of Python
+per entry, and building one object per entry was a measurable share of it. What needs
+the whole walk (the order across folders, `max_files`, symlink targets, folders seen
+through links) stays with the walk on the calling thread, so a listing made by a worker
+gives the result an in-line one gives.
 
 Threads only pay when the system calls wait on the disk. When the folders are in the
-kernel's dentry and inode caches (any warm run), a listing is a few microseconds of
-Python per entry, the workers contend with the walk for the GIL, and listing in line
-is faster (`benchmarks/walk.py`: 0.64 s in line against 0.91 s on 4 threads for the
-78,572 files of Linux 6.1 on 2 cores). So the walk lists in line and starts the workers
-only once its in-line listings have averaged more than `SLOW_ENTRY_S` per entry over at
-least `PROBE_ENTRIES` entries: a cold tree, a network file system.
-
+kernel's dentry and inode caches (any warm run), the workers contend with the walk for
+the GIL and listing in line is faster (`benchmarks/walk.py`). So the walk lists in line
+and starts the workers only once its in-line listings, over at least `PROBE_ENTRIES`
+entries, took more than `WAIT_RATIO` times the CPU time they used: the calls waited (a
+cold tree, a network file system). Wall time against the thread's own CPU time rather
+than a fixed time per entry, because a warm entry costs 2 to 3 times more on one machine
+than on another, and a fixed bound would start the workers on a slow machine's warm tree.
 Memory: listings are made at most `LOOKAHEAD` folders ahead of the walk.
 """
 
@@ -26,63 +33,111 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from operator import attrgetter
+from stat import S_ISREG
+from typing import Any
+
+from dlm.rows.types import FileRow
 
 THREADS = 4
 LOOKAHEAD = 256
-SLOW_ENTRY_S = 20e-6  # seconds per entry: about 3x a warm in-line listing
+WAIT_RATIO = 3.0  # a busy second core can make wall time up to 2x CPU time without any waiting
 PROBE_ENTRIES = 512
 
-Match = Callable[[str], bool]
+ROW, SKIP, DIR, LINK_DIR, LINK_FILE = range(5)
+
+Match = Callable[[str], object]  # truthy: take it
+Item = tuple[int, str, str, Any]
+_NAME = attrgetter("name")
+# builds a FileRow without the NamedTuple's Python-level __new__ (same tuple, one frame less)
+new_row = tuple.__new__
 
 
-@dataclass(frozen=True, slots=True)
-class Listed:
-    """One folder entry. `broken`: `is_symlink`/`is_dir` raised (the walk counts it
-    `unreadable`). `stat` is None when not wanted or when it failed (`stat_failed`)."""
+@dataclass(frozen=True)
+class ListRules:
+    """What a listing decides with.
 
-    name: str
-    path: str
-    is_link: bool
-    is_dir: bool
-    broken: bool
-    stat: os.stat_result | None
-    stat_failed: bool
+    Attributes:
+        take_file: truthy when a file's POSIX path relative to the root is included and
+            not excluded.
+        take_folder: truthy when a folder's relative path plus `/` is not excluded.
+        source_index, max_bytes: copied into each `FileRow`; files over `max_bytes`
+            (stat size, bytes) are skipped as `too-large`.
+    """
+
+    take_file: Match
+    take_folder: Match
+    source_index: int
+    max_bytes: int
 
 
-def list_folder(folder: str, rel_prefix: str, include: Match, exclude: Match) -> list[Listed] | None:
-    """The listing of `folder` (see module docstring), or None when it cannot be listed."""
+def file_item(rules: ListRules, path: str, rel: str, st: os.stat_result) -> Item:
+    """A `ROW` for a regular file within the cap, else a `SKIP` with its reason."""
+    if not S_ISREG(st.st_mode):
+        return SKIP, "", path, "not-a-file"
+    if st.st_size > rules.max_bytes:
+        return SKIP, "", path, "too-large"
+    return ROW, "", path, FileRow(
+        rules.source_index, path, rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, rules.max_bytes
+    )
+
+
+def list_folder(folder: str, rel_prefix: str, rules: ListRules) -> list[Item] | None:
+    """The listing of `folder` (module docstring), or None when it cannot be listed.
+
+    `rel_prefix`: the folder's path relative to the root, with a trailing `/` (`""` at
+    the root). An entry whose type or stat cannot be read is a `SKIP` `unreadable`; one
+    whose type cannot be read is counted whatever the patterns say.
+    """
     try:
         with os.scandir(folder) as it:
-            entries = sorted(it, key=_name)
+            entries = sorted(it, key=_NAME)
     except OSError:
         return None
-    out = []
+    take_file, take_folder = rules.take_file, rules.take_folder
+    source_index, max_bytes = rules.source_index, rules.max_bytes
+    out: list[Item] = []
+    append = out.append
     for entry in entries:
-        rel = rel_prefix + entry.name
+        name = entry.name
+        rel = rel_prefix + name
         try:
             is_link = entry.is_symlink()
             is_dir = entry.is_dir()  # follows links
         except OSError:
-            out.append(Listed(entry.name, entry.path, False, False, True, None, False))
+            append((SKIP, name, entry.path, "unreadable"))
             continue
-        if is_link:  # the walk resolves and checks links itself; it stats them later
-            wanted = False
-        elif is_dir:
-            wanted = not exclude(rel + "/")
-        else:
-            wanted = include(rel) and not exclude(rel)
-        st, failed = None, False
-        if wanted:
+        if is_dir:
+            if not take_folder(rel + "/"):
+                continue
+            if is_link:
+                append((LINK_DIR, name, entry.path, None))
+                continue
             try:
-                st = entry.stat()
+                append((DIR, name, entry.path, entry.stat()))
             except OSError:
-                failed = True
-        out.append(Listed(entry.name, entry.path, is_link, is_dir, False, st, failed))
+                append((SKIP, name, entry.path, "unreadable"))
+            continue
+        if not take_file(rel):
+            continue
+        if is_link:
+            append((LINK_FILE, name, entry.path, None))
+            continue
+        try:
+            st = entry.stat()
+        except OSError:
+            append((SKIP, name, entry.path, "unreadable"))
+            continue
+        # file_item, in line: a call per file is a measurable share of a warm walk
+        if not S_ISREG(st.st_mode):
+            append((SKIP, name, entry.path, "not-a-file"))
+        elif st.st_size > max_bytes:
+            append((SKIP, name, entry.path, "too-large"))
+        else:
+            path = entry.path
+            append((ROW, name, path, new_row(FileRow, (
+                source_index, path, rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, max_bytes))))
     return out
-
-
-def _name(entry: os.DirEntry[str]) -> str:
-    return entry.name
 
 
 class Prefetcher:
@@ -95,29 +150,32 @@ class Prefetcher:
     started, or the lookahead was full). Call `close` when the walk ends.
     """
 
-    def __init__(self, include: Match, exclude: Match, threads: int | None = None) -> None:
-        self.include, self.exclude = include, exclude
+    def __init__(self, rules: ListRules, threads: int | None = None) -> None:
+        self.rules = rules
         self.threads = THREADS if threads is None else threads
         self.pool: ThreadPoolExecutor | None = None
-        self.pending: dict[str, Future[list[Listed] | None]] = {}
-        self.in_line_s = 0.0
+        self.pending: dict[str, Future[list[Item] | None]] = {}
+        self.in_line_wall_s = 0.0
+        self.in_line_cpu_s = 0.0
         self.in_line_entries = 0
 
     def ahead(self, folder: str, rel_prefix: str) -> None:
         if self.pool is not None and len(self.pending) < LOOKAHEAD and folder not in self.pending:
-            self.pending[folder] = self.pool.submit(list_folder, folder, rel_prefix, self.include, self.exclude)
+            self.pending[folder] = self.pool.submit(list_folder, folder, rel_prefix, self.rules)
 
-    def get(self, folder: str, rel_prefix: str) -> list[Listed] | None:
+    def get(self, folder: str, rel_prefix: str) -> list[Item] | None:
         future = self.pending.pop(folder, None)
         if future is not None:
             return future.result()
-        start = time.perf_counter()
-        listing = list_folder(folder, rel_prefix, self.include, self.exclude)
-        if self.pool is None and self.threads:
-            self.in_line_s += time.perf_counter() - start
-            self.in_line_entries += len(listing) if listing else 0
-            if self.in_line_entries >= PROBE_ENTRIES and self.in_line_s > SLOW_ENTRY_S * self.in_line_entries:
-                self.pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="dlm-walk")
+        if self.pool is not None or not self.threads:
+            return list_folder(folder, rel_prefix, self.rules)
+        wall, cpu = time.perf_counter(), time.thread_time()
+        listing = list_folder(folder, rel_prefix, self.rules)
+        self.in_line_wall_s += time.perf_counter() - wall
+        self.in_line_cpu_s += time.thread_time() - cpu
+        self.in_line_entries += len(listing) if listing else 0
+        if self.in_line_entries >= PROBE_ENTRIES and self.in_line_wall_s > WAIT_RATIO * self.in_line_cpu_s:
+            self.pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="dlm-walk")
         return listing
 
     def close(self) -> None:

@@ -35,14 +35,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from stat import S_ISREG
 from typing import Any
 
 import pathspec
 from pathspec import RegexPattern
 
 from dlm.errors import SourceError
-from dlm.rows.listing import Listed, Prefetcher
+from dlm.rows.listing import DIR, LINK_FILE, ROW, SKIP, Item, ListRules, Prefetcher, file_item
 from dlm.rows.types import FileRow
 
 
@@ -210,7 +209,13 @@ class _DirectiveWalker:
         self.real_root_prefix = real_root.rstrip(os.sep) + os.sep
         st = os.stat(real_root)
         self.seen_dirs.add((st.st_dev, st.st_ino))
-        self.lister = Prefetcher(self.include.match, self.exclude.match)
+        self.rules = ListRules(
+            take_file=_take_file(self.include, self.exclude),
+            take_folder=_take_folder(self.exclude),
+            source_index=self.index,
+            max_bytes=self.max_bytes,
+        )
+        self.lister = Prefetcher(self.rules)
         try:
             self._walk(str(self.root), "")
         finally:
@@ -229,9 +234,10 @@ class _DirectiveWalker:
     def _walk(self, folder: str, rel_prefix: str) -> None:
         """Depth first in sorted name order, with an explicit stack (a tree thousands of
         folders deep must not hit Python's recursion limit). Folders this walk enters
-        next are listed by worker threads meanwhile (`dlm.rows.listing`); every decision
-        stays on this thread, so the result equals an in-line walk."""
-        stack: list[tuple[Iterator[Listed], str]] = []
+        next may be listed by worker threads meanwhile (`dlm.rows.listing`); every
+        decision that needs more than one folder stays on this thread, so the result
+        equals an in-line walk."""
+        stack: list[tuple[Iterator[Item], str]] = []
         opened = self._list(folder, rel_prefix)
         if opened is None:
             return
@@ -242,82 +248,87 @@ class _DirectiveWalker:
             if child is None:
                 stack.pop()
                 continue
-            item, rel = child
-            listed = self._list(item.path, rel + "/")
+            path, rel = child
+            listed = self._list(path, rel + "/")
             if listed is not None:
                 stack.append((listed, rel + "/"))
 
-    def _list(self, folder: str, rel_prefix: str) -> Iterator[Listed] | None:
+    def _list(self, folder: str, rel_prefix: str) -> Iterator[Item] | None:
         listing = self.lister.get(folder, rel_prefix)
         if listing is None:
             self.result.skipped["unreadable"] += 1
             return None
-        for item in listing:
-            if item.stat is not None and item.is_dir:
-                self.lister.ahead(item.path, rel_prefix + item.name + "/")
+        if self.lister.pool is not None:
+            for kind, name, path, _ in listing:
+                if kind == DIR:
+                    self.lister.ahead(path, rel_prefix + name + "/")
         return iter(listing)
 
-    def _files_until_folder(self, entries: Iterator[Listed], rel_prefix: str) -> tuple[Listed, str] | None:
-        """Take files from `entries` until a folder to enter (returned) or the end (None)."""
-        # the hot loop of a large walk: attribute lookups hoisted into locals
-        skipped = self.result.skipped
-        include, exclude = self.include.match, self.exclude.match
-        files, index, max_bytes = self.result.files, self.index, self.max_bytes
+    def _files_until_folder(self, entries: Iterator[Item], rel_prefix: str) -> tuple[str, str] | None:
+        """Take files from `entries` until a folder to enter (returned as `(path, rel)`)
+        or the end (None). Files come in order, so `max_files` counts in walk order."""
+        # the hot loop of a large walk: locals, and the common kind first
+        skipped, files, max_files = self.result.skipped, self.result.files, self.max_files
         for item in entries:
-            rel = rel_prefix + item.name
-            if item.broken:
-                skipped["unreadable"] += 1
+            kind = item[0]
+            if kind == ROW:
+                if max_files is not None and self.taken >= max_files:
+                    skipped["over-max-files"] += 1
+                else:
+                    self.taken += 1
+                    files.append(item[3])
                 continue
-            # exclusion first: an excluded link is never followed, so never refused by --strict
-            if item.is_dir:
-                if exclude(rel + "/"):
-                    continue
-            elif not include(rel) or exclude(rel):
+            if kind == SKIP:
+                skipped[item[3]] += 1
                 continue
-            if item.is_link:
-                real = os.path.realpath(item.path)
+            _, name, path, st = item
+            rel = rel_prefix + name
+            if kind != DIR:  # a link (already matched by the patterns): never followed out of the root
+                real = os.path.realpath(path)
                 if not self._inside(real):
                     self._escape(rel, real)
                     continue
-            if item.is_dir:
-                if self._first_visit(item):
-                    return item, rel
-                continue
-            st = item.stat
-            if st is None:
-                if item.stat_failed:
-                    skipped["unreadable"] += 1
-                    continue
                 try:
-                    st = os.stat(item.path)  # a link inside the root: its target's stat
+                    st = os.stat(path)  # the target's stat
                 except OSError:
                     skipped["unreadable"] += 1
                     continue
-            if not S_ISREG(st.st_mode):
-                skipped["not-a-file"] += 1
-            elif st.st_size > max_bytes:
-                skipped["too-large"] += 1
-            elif self.max_files is not None and self.taken >= self.max_files:
-                skipped["over-max-files"] += 1
-            else:
-                self.taken += 1
-                files.append(FileRow(
-                    index, item.path, rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, max_bytes
-                ))
+                if kind == LINK_FILE:
+                    self._take_link(file_item(self.rules, path, rel, st))
+                    continue
+            if self._first_visit(st):
+                return path, rel
         return None
 
-    def _first_visit(self, item: Listed) -> bool:
-        st = item.stat
-        if st is None:
-            if item.stat_failed:
-                self.result.skipped["unreadable"] += 1
-                return False
-            try:
-                st = os.stat(item.path)  # a link to a folder inside the root
-            except OSError:
-                self.result.skipped["unreadable"] += 1
-                return False
+    def _take_link(self, item: Item) -> None:
+        """A link to a file inside the root: taken, or skipped, like the files around it."""
+        if item[0] == SKIP:
+            self.result.skipped[item[3]] += 1
+        elif self.max_files is not None and self.taken >= self.max_files:
+            self.result.skipped["over-max-files"] += 1
+        else:
+            self.taken += 1
+            self.result.files.append(item[3])
+
+    def _first_visit(self, st: os.stat_result) -> bool:
         if (st.st_dev, st.st_ino) in self.seen_dirs:  # reached again through a link
             return False
         self.seen_dirs.add((st.st_dev, st.st_ino))
         return True
+
+
+def _take_file(include: _Matcher, exclude: _Matcher) -> Callable[[str], object]:
+    """One call per file, truthy when included and not excluded. Without negations both
+    sides are one regex each, and a negative lookahead joins them into one `re` match
+    (the match object or None: the walk tests truth, and a wrapper frame per file costs)."""
+    if include.regex is not None and exclude.regex is not None:
+        return re.compile(f"(?!(?:{exclude.regex.pattern}))(?:{include.regex.pattern})").match
+    if include.regex is not None and exclude.match is exclude._match_none:
+        return include.regex.match
+    inc, exc = include.match, exclude.match
+    return lambda rel: inc(rel) and not exc(rel)
+
+
+def _take_folder(exclude: _Matcher) -> Callable[[str], bool]:
+    exc = exclude.match
+    return lambda rel: not exc(rel)
