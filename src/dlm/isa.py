@@ -57,6 +57,8 @@ CPUINFO = "/proc/cpuinfo"
 X86_64 = frozenset({"x86_64", "amd64"})
 # AVX2 kernels in torch also use FMA; a CPU with AVX2 but not FMA (none shipped) keeps DEFAULT
 AVX2_FLAGS = frozenset({"avx2", "fma"})
+# torch dispatches to AVX512 only with all of these (its DispatchStub checks vl, bw, dq and fma)
+AVX512_FLAGS = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "fma"})
 
 IsaMode = Literal["pinned", "native", "user", "unpinned", "invalid"]
 

@@ -3,6 +3,8 @@
 `doctor()` builds a `DoctorView` without changing any process state; the class it
 reports is computed from `planned_flags()` (what `dlm train` will set) with the same
 `determinism_class` function the lock uses, so doctor and the lock never disagree.
+The machine's facts come from `dlm.lock.probe` (no torch import) unless `ask_torch`,
+which asks torch itself as the lock does (`capture_environment`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dlm import __version__
 from dlm.isa import IsaState, isa_state, pin_warning
 from dlm.lock.determinism import determinism_class, planned_flags
 from dlm.lock.environment import Environment, capture_environment
+from dlm.lock.probe import probe_environment
 from dlm.lock.schema import DeterminismFlags
 
 PROMISES = {
@@ -42,6 +45,8 @@ class DoctorView:
         promise: one line saying what the class means.
         determinism_flags: the switches `dlm train` sets.
         versions: pinned package versions (`{name: version}`).
+        source: where the machine's facts came from: `probe` (read without importing
+            torch, `dlm.lock.probe`), `torch` (asked torch) or `given` (the caller's).
         plan: with `nproc`, the multi-process plan (`plan_view`), else None.
     """
 
@@ -60,25 +65,37 @@ class DoctorView:
     promise: str
     determinism_flags: dict[str, object]
     versions: dict[str, str]
+    source: str = "probe"
     plan: dict[str, object] | None = None
 
 
-
 def doctor(
-    *, environment: Environment | None = None, flags: DeterminismFlags | None = None, nproc: int | None = None,
-    batch_size: int | None = None, gradient_accumulation_steps: int | None = None,
+    *, environment: Environment | None = None, ask_torch: bool = False, flags: DeterminismFlags | None = None,
+    nproc: int | None = None, batch_size: int | None = None, gradient_accumulation_steps: int | None = None,
 ) -> DoctorView:
     """Describe this machine as `dlm train` will see it (no side effects).
 
     Args:
-        environment: a captured `Environment`; None captures the current one.
+        environment: an `Environment` to describe; None reads this machine.
+        ask_torch: read the machine through torch (`capture_environment`, imports torch,
+            1.5 to 2 s) instead of the torch-free probe (`probe_environment`).
         flags: the switches to judge; None takes `planned_flags()`.
         nproc: also show the plan of `dlm train --nproc N` here (`plan_view`).
         batch_size, gradient_accumulation_steps: the document's values for the plan
             (None: the frontmatter defaults).
     """
-    env = environment or capture_environment()
+    if environment is not None:
+        env, source = environment, "given"
+    elif ask_torch:
+        env, source = capture_environment(), "torch"
+    else:
+        env, source = probe_environment(), "probe"
     switches = flags or planned_flags()
+    state = isa_state()
+    cpu_isa = describe_isa(state, env.cpu_capability)
+    if source == "probe" and state.torch_preloaded:
+        # torch fixed its ISA at its first op, which the probe cannot see; torch itself can
+        cpu_isa += " (torch was imported before dlm: doctor(ask_torch=True) shows the ISA it uses)"
     cls = determinism_class(env.hardware_tier, switches)
     return DoctorView(
         dlm_version=__version__,
@@ -90,12 +107,13 @@ def doctor(
         cuda_version=env.cuda_version,
         rocm_version=env.rocm_version,
         cpu_capability=env.cpu_capability,
-        cpu_isa=describe_isa(isa_state(), env.cpu_capability),
+        cpu_isa=cpu_isa,
         torch_threads=env.torch_threads,
         determinism_class=cls,
         promise=PROMISES[cls],
         determinism_flags=switches.model_dump(mode="json"),
         versions=dict(env.versions),
+        source=source,
         plan=plan_view(nproc, env, batch_size, gradient_accumulation_steps) if nproc else None,
     )
 

@@ -12,6 +12,11 @@ import typer
 from dlm.cli.common import JsonOpt, print_json, print_table
 from dlm.cli.reporter import reported
 
+SOURCES = {
+    "probe": "probe (read without importing torch; --torch asks torch)",
+    "torch": "torch (asked torch)",
+}
+
 
 def register(app: typer.Typer) -> None:
     """Add the `doctor` command to `app`."""
@@ -20,12 +25,13 @@ def register(app: typer.Typer) -> None:
 
 def doctor(
     nproc: Annotated[Optional[int], typer.Option("--nproc", min=1, help="Also show the plan of dlm train --nproc N on this machine.")] = None,
+    ask_torch: Annotated[bool, typer.Option("--torch", help="Ask torch (imports it, about 2 s) instead of reading the machine without it.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Show this machine's hardware tier, the determinism class `dlm train` records, and versions."""
     from dlm.actions.diagnostics import doctor as doctor_action
 
-    view = doctor_action(nproc=nproc)
+    view = doctor_action(nproc=nproc, ask_torch=ask_torch)
     if json_out:
         print_json(view)
         return
@@ -38,6 +44,7 @@ def doctor(
         ("cuda / rocm", f"{view.cuda_version or '-'} / {view.rocm_version or '-'}"),
         ("determinism", f"[bold]{view.determinism_class}[/]: {view.promise}"),
         ("switches", ", ".join(f"{k}={v}" for k, v in sorted(view.determinism_flags.items()))),
+        ("source", SOURCES.get(view.source, view.source)),
     ]
     if view.plan is not None:
         p = view.plan

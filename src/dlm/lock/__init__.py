@@ -2,6 +2,7 @@
 
     dlm.lock.schema        the `dlm.lock` file format (pydantic), read_lock
     dlm.lock.environment   versions, hardware tier, CPU capability, threads
+    dlm.lock.probe         the same facts without importing torch (for `dlm doctor`)
     dlm.lock.determinism   seeding, deterministic switches, strong/best-effort/advisory
     dlm.lock.policy        one rule per field: ALLOW / WARN / ERROR
     dlm.lock.validator     LockMode, check_lock -> LockDecision

@@ -1,5 +1,7 @@
 """What this machine and Python environment are, as the lock and `dlm doctor` see them.
 
+`dlm.lock.probe` reads the same facts without importing torch (for `dlm doctor`).
+
 Versions come from `importlib.metadata` (the installed distributions, not module
 attributes, so a package shadowed on `sys.path` cannot lie). The hardware tier is
 the accelerator torch would train on: ROCm builds report through `torch.cuda` with
@@ -27,18 +29,25 @@ PINNED_PACKAGES = (
 OPTIONAL_PINNED_PACKAGES = ("bitsandbytes",)
 
 
-def pinned_versions() -> dict[str, str]:
+def pinned_versions(path: list[str] | None = None) -> dict[str, str]:
     """`{distribution: version}` for `PINNED_PACKAGES` (missing ones as `"absent"`),
-    plus `OPTIONAL_PINNED_PACKAGES` that are installed."""
-    versions = {name: _version(name) or "absent" for name in PINNED_PACKAGES}
+    plus `OPTIONAL_PINNED_PACKAGES` that are installed.
+
+    Args:
+        path: folders to look for installed distributions in; None: `sys.path`.
+    """
+    versions = {name: _version(name, path) or "absent" for name in PINNED_PACKAGES}
     for name in OPTIONAL_PINNED_PACKAGES:
-        found = _version(name)
+        found = _version(name, path)
         if found is not None:
             versions[name] = found
     return versions
 
 
-def _version(name: str) -> str | None:
+def _version(name: str, path: list[str] | None) -> str | None:
+    if path is not None:
+        found = next(iter(importlib.metadata.distributions(name=name, path=path)), None)
+        return found.version if found is not None else None
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
