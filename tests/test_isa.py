@@ -80,6 +80,14 @@ def test_a_user_set_aten_capability_wins_over_everything():
         assert d.mode == "user" and d.set_env == {}, env
 
 
+@pytest.mark.parametrize("value", ["AVX2", "Default", "avx-2", " avx2"])
+def test_an_aten_capability_torch_would_ignore_is_refused_not_trusted(value):
+    # torch compares the value exactly and silently picks by itself otherwise: not a pin
+    d = decide({ATEN_VAR: value}, flags=cpu_flags(AVX512_CPUINFO), **LINUX_X86)
+    assert d.mode == "invalid" and d.set_env == {}
+    assert ATEN_VAR in d.reason and repr(value) in d.reason and "avx2" in d.reason
+
+
 def test_a_cpu_without_avx2_is_left_alone():
     d = decide({}, flags=NO_AVX2, **LINUX_X86)
     assert d.mode == "unpinned" and d.set_env == {} and "AVX2" in d.reason

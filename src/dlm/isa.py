@@ -11,12 +11,13 @@ torch runs anything. `dlm/__init__.py` calls `pin_cpu_isa()` first thing, so eve
 Decision (`decide`, a pure function of the environment and the CPU):
 
     ATEN_CPU_CAPABILITY already set     the user's choice wins; dlm sets nothing   "user"
+      (to a value torch reads; any other value torch ignores, so it is "invalid")
     DLM_CPU_ISA=native                  opt out for speed; torch picks by itself    "native"
     x86-64 Linux with AVX2 (or better)  ATEN_CPU_CAPABILITY=avx2,                   "pinned"
                                         MKL_ENABLE_INSTRUCTIONS=AVX2 (unless set)
     anything else (arm64, no AVX2, ...) nothing to pin; torch picks                 "unpinned"
 
-Any other `DLM_CPU_ISA` value is a mistake: nothing is set and `IsaState.error` says so;
+Any other `DLM_CPU_ISA` value is a mistake, as is an `ATEN_CPU_CAPABILITY` torch ignores: nothing is set and `IsaState.error` says so;
 `check_cpu_isa()` (called before training) raises it as a `CpuIsaError`.
 
 The pin also sets `MKL_ENABLE_INSTRUCTIONS=AVX2` (unless already set): torch's CPU wheel
@@ -57,6 +58,9 @@ CPUINFO = "/proc/cpuinfo"
 X86_64 = frozenset({"x86_64", "amd64"})
 # AVX2 kernels in torch also use FMA; a CPU with AVX2 but not FMA (none shipped) keeps DEFAULT
 AVX2_FLAGS = frozenset({"avx2", "fma"})
+# the values torch's dispatcher reads (ATen DispatchStub, compared exactly); any other
+# value is ignored with a warning and torch picks by itself, so it is not a pin at all
+ATEN_VALUES = frozenset({"default", "avx2", "avx512", "vsx", "zvector", "sve256"})
 # torch dispatches to AVX512 only with all of these (its DispatchStub checks vl, bw, dq and fma)
 AVX512_FLAGS = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "fma"})
 
@@ -131,6 +135,11 @@ def decide(env: Mapping[str, str], *, system: str, machine: str, flags: frozense
     """
     choice = env.get(OPT_VAR, "").strip().lower()
     if env.get(ATEN_VAR):
+        if env[ATEN_VAR] not in ATEN_VALUES:
+            return IsaDecision("invalid", reason=(
+                f"{ATEN_VAR}={env[ATEN_VAR]!r} is a value torch ignores (it reads exactly "
+                f"{', '.join(sorted(ATEN_VALUES))}, lower case, and otherwise picks by itself): "
+                f"fix or unset it"))
         return IsaDecision("user", reason=f"{ATEN_VAR}={env[ATEN_VAR]} set by the user")
     if choice == NATIVE:
         return IsaDecision("native", reason=f"{OPT_VAR}=native: torch picks the fastest ISA")
