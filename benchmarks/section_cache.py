@@ -118,7 +118,7 @@ def cache_once(c: Any, cache_dir: Path, run_id: str) -> tuple[float, float, Any]
 def phase_cold(c: Any, work: Path, args: Any) -> dict:
     from dlm.cache.verbs import disk_bytes
 
-    cache_dir = work / f"{args.corpus}-cache"
+    cache_dir = work / f"{args.corpus[0]}-cache"
     shutil.rmtree(cache_dir, ignore_errors=True)
     seconds, walk_s, rows = cache_once(c, cache_dir, "cold")
     tokens = int(rows.lengths.sum())
@@ -130,7 +130,7 @@ def phase_cold(c: Any, work: Path, args: Any) -> dict:
 
 
 def phase_warm(c: Any, work: Path, args: Any) -> dict:
-    cache_dir = work / f"{args.corpus}-cache"
+    cache_dir = work / f"{args.corpus[0]}-cache"
     runs = [cache_once(c, cache_dir, f"warm{i}") for i in range(args.warm_repeats)]
     assert all(r[2].stats.cache_misses == 0 for r in runs), [r[2].stats for r in runs]
     out = {"warm_first_s": runs[0][0], "warm_s": statistics.median(r[0] for r in runs),
@@ -166,7 +166,7 @@ def phase_datasets(c: Any, work: Path, args: Any) -> dict:
 
     datasets.disable_progress_bars()
     tok, _ = tokenizer()
-    hf_dir = work / f"{args.corpus}-hf"
+    hf_dir = work / f"{args.corpus[0]}-hf"
     if args.phase == "datasets-cold":
         shutil.rmtree(hf_dir, ignore_errors=True)
     start = time.perf_counter()

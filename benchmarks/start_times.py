@@ -4,7 +4,8 @@
 
 Measured, each in a fresh process, one after another:
 
-- `dlm show`, `dlm cache show`, `dlm metrics` on a document whose cache exists;
+- `dlm show`, `dlm cache show`, `dlm metrics` on a document whose cache exists, and
+  `dlm doctor`;
 - `dlm cache build` warm: every row already cached. With `--linux-root` the document
   takes the first 50,000 Linux files under 32 KiB (the `linux50k` corpus of
   `section_cache.py`); `--cache-from` seeds the store's cache with the cache that
@@ -14,8 +15,8 @@ Measured, each in a fresh process, one after another:
   the end of the first training step, cold (empty cache) and warm (cache filled by
   the cold run), and the whole command.
 
-Also prints whether each command imported torch (`dlm train` must; the others must
-not). Other processes on the machine disturb absolute numbers.
+Also prints whether each command imported torch (`dlm train` must; the others, `dlm
+doctor` included, must not). Other processes on the machine disturb absolute numbers.
 """
 
 from __future__ import annotations
@@ -109,9 +110,9 @@ def main() -> None:
         store.cache_dir.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(args.cache_from, store.cache_dir)
     results["cache build (first)"] = command(["cache", "build", str(doc)], env)
-    for name, argv in [("cache build warm", ["cache", "build"]), ("cache show", ["cache", "show"]),
-                       ("show", ["show"]), ("metrics", ["metrics"])]:
-        runs = [command([*argv, str(doc)], env) for _ in range(args.repeats)]
+    for name, argv in [("cache build warm", ["cache", "build", str(doc)]), ("cache show", ["cache", "show", str(doc)]),
+                       ("show", ["show", str(doc)]), ("metrics", ["metrics", str(doc)]), ("doctor", ["doctor"])]:
+        runs = [command(argv, env) for _ in range(args.repeats)]
         results[name] = {"wall_s": statistics.median(r["wall_s"] for r in runs),
                          "torch": any(r["torch"] for r in runs)}
     if not args.no_train:

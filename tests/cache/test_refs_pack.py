@@ -1,0 +1,36 @@
+"""A document's stored references: the packed key list equals sorted unique key bytes."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dlm.cache.schema import key_blob, key_text
+from dlm.cache.shared import pack_keys, unpack_keys
+
+blobs = st.binary(min_size=16, max_size=16)
+
+
+@given(st.lists(blobs, max_size=200), st.randoms())
+def test_pack_keys_is_the_sorted_unique_key_bytes(keys: list[bytes], rnd: random.Random) -> None:
+    texts = [key_text(b) for b in keys + keys[: len(keys) // 3]]  # duplicates too
+    rnd.shuffle(texts)
+    packed = pack_keys(iter(texts))
+    assert packed == b"".join(sorted(set(keys)))
+    assert unpack_keys(packed) == set(keys)
+
+
+def test_pack_keys_orders_by_bytes_across_the_two_halves() -> None:
+    low_first = key_text(bytes(8) + b"\xff" * 8)
+    high_first = key_text(b"\x00" * 7 + b"\x01" + bytes(8))
+    assert pack_keys([high_first, low_first]) == key_blob(low_first) + key_blob(high_first)
+
+
+@pytest.mark.parametrize("bad", ["xxh3_128:" + "zz" * 16, "xxh3_128:" + "0" * 31, "sha1:" + "0" * 36,
+                                 "xxh3_128:" + "0" * 23 + "xxh3_128:", "xxh3_128:" + "0" * 14 + "xxh3_128:" + "0" * 9])
+def test_pack_keys_refuses_a_malformed_key(bad: str) -> None:
+    with pytest.raises(ValueError, match="row key|hexadecimal"):
+        pack_keys([key_text(bytes(16)), bad, bad])
