@@ -39,12 +39,14 @@ import sys, time
 from dlm.cli.main import app
 import dlm.cli.progress as progress
 first = []
-on_step = progress.RichTrainSink.on_step
-def timed(self, step, *rest):
-    if not first:
-        first.append(time.time())
-    return on_step(self, step, *rest)
-progress.RichTrainSink.on_step = timed
+def timed(on_step):
+    def wrapped(self, step, *rest):
+        if not first:
+            first.append(time.time())
+        return on_step(self, step, *rest)
+    return wrapped
+for sink in (progress.RichTrainSink, progress.PlainTrainSink):  # a terminal, or not
+    sink.on_step = timed(sink.on_step)
 try:
     app(sys.argv[1:], standalone_mode=False)
 finally:
@@ -93,7 +95,7 @@ def main() -> None:
     env = dict(os.environ, DLM_HOME=str(home), HF_HUB_OFFLINE="1")
     env.pop("TOKENIZERS_PARALLELISM", None)
     if args.linux_root:
-        doc_text = DOC.format(suffix="L", root=args.linux_root, cap=32 << 10, max_files="max_files: 50000",
+        doc_text = DOC.format(suffix="M", root=args.linux_root, cap=32 << 10, max_files="max_files: 50000",
                               what="the first 50,000 Linux files under 32 KiB")
     else:
         doc_text = DOC.format(suffix="S", root="$DLM_STDLIB", cap=1_000_000, max_files="",
@@ -106,9 +108,14 @@ def main() -> None:
         from dlm.doc import load_document
         from dlm.store import open_store
 
+        from dlm.paths import cache_store_dir
+
+        # the shared store holds the entries; the document's own folder its stat snapshots
+        os.environ["DLM_HOME"] = str(home)
+        shutil.copytree(args.cache_from, cache_store_dir(), ignore=shutil.ignore_patterns("state.sqlite*", "leases"))
         store = open_store(load_document(doc).frontmatter.dlm_id)
-        store.cache_dir.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(args.cache_from, store.cache_dir)
+        store.cache_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(Path(args.cache_from) / "state.sqlite", store.cache_dir / "state.sqlite")
     results["cache build (first)"] = command(["cache", "build", str(doc)], env)
     for name, argv in [("cache build warm", ["cache", "build", str(doc)]), ("cache show", ["cache", "show", str(doc)]),
                        ("show", ["show", str(doc)]), ("metrics", ["metrics", str(doc)]), ("doctor", ["doctor"])]:
