@@ -107,6 +107,7 @@ def list_folder(folder: str, rel_prefix: str, rules: ListRules) -> list[Item] | 
         except OSError:
             append((SKIP, name, entry.path, "unreadable"))
             continue
+        # the patterns first: an excluded link is never followed, so never refused by --strict
         if is_dir:
             if not take_folder(rel + "/"):
                 continue
