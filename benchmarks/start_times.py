@@ -106,9 +106,8 @@ def main() -> None:
     results: dict[str, dict] = {}
     if args.cache_from:
         from dlm.doc import load_document
-        from dlm.store import open_store
-
         from dlm.paths import cache_store_dir
+        from dlm.store import open_store
 
         # the shared store holds the entries; the document's own folder its stat snapshots
         os.environ["DLM_HOME"] = str(home)

@@ -74,6 +74,19 @@ def test_symlink_inside_root_is_followed_once(tree: Path):
     assert [f.relpath for f in result.files] == ["a.py", "alias/z.py", "b.py"]
 
 
+def test_links_to_files_inside_root_are_taken_in_order_and_capped_like_files(tree: Path):
+    (tree / "big.py").write_text("x" * 50)
+    (tree / "c.py").symlink_to(tree / "pkg" / "z.py")  # taken under its own path
+    (tree / "d.py").symlink_to(tree / "big.py")  # its target's size decides
+    (tree / "e.py").symlink_to(tree / "missing.py")  # dangling
+    (tree / "f.py").symlink_to(tree / "a.py")  # past max_files
+    result = walk_sources([directive(tree, include=["*.py"], max_bytes=10, max_files=3)], tree)
+    assert [f.relpath for f in result.files] == ["a.py", "b.py", "c.py"]
+    c = result.files[2]
+    assert c.path == str(tree / "c.py") and c.size == (tree / "pkg" / "z.py").stat().st_size
+    assert result.skipped == Counter({"too-large": 2, "unreadable": 1, "over-max-files": 2})
+
+
 def test_missing_root_names_directive_and_folder(tmp_path: Path):
     with pytest.raises(SourceError, match=r"training.sources\[0\].path: .*nope does not exist"):
         walk_sources([directive("nope")], tmp_path, doc_name="doc.dlm")

@@ -17,8 +17,9 @@ Decision (`decide`, a pure function of the environment and the CPU):
                                         MKL_ENABLE_INSTRUCTIONS=AVX2 (unless set)
     anything else (arm64, no AVX2, ...) nothing to pin; torch picks                 "unpinned"
 
-Any other `DLM_CPU_ISA` value is a mistake, as is an `ATEN_CPU_CAPABILITY` torch ignores: nothing is set and `IsaState.error` says so;
-`check_cpu_isa()` (called before training) raises it as a `CpuIsaError`.
+Any other `DLM_CPU_ISA` value is a mistake, as is an `ATEN_CPU_CAPABILITY` torch ignores:
+nothing is set and `IsaState.error` says so; `check_cpu_isa()` (called before training)
+raises it as a `CpuIsaError`.
 
 The pin also sets `MKL_ENABLE_INSTRUCTIONS=AVX2` (unless already set): torch's CPU wheel
 does every training matmul through MKL's SGEMM, which dispatches by ISA on Intel CPUs the

@@ -72,15 +72,12 @@ def pack_keys(keys: Iterable[str]) -> bytes:
     keys = list(keys)
     if not keys:
         return b""
-    width = len(KEY_PREFIX) + 32
-    if set(map(len, keys)) != {width} or not all(map(str.startswith, keys, repeat(KEY_PREFIX))):
-        for k in keys:
-            key_blob(k)  # raises, naming the first bad key
+    shaped = set(map(len, keys)) == {len(KEY_PREFIX) + 32} and all(map(str.startswith, keys, repeat(KEY_PREFIX)))
     try:
-        raw = bytes.fromhex("".join(keys).replace(KEY_PREFIX, ""))
+        raw = bytes.fromhex("".join(keys).replace(KEY_PREFIX, "")) if shaped else b""
     except ValueError:
         raw = b""
-    if len(raw) != 16 * len(keys):  # not hex, or a prefix inside a key
+    if len(raw) != 16 * len(keys):  # a bad length or prefix, not hex, or a prefix inside a key
         for k in keys:
             key_blob(k)  # raises, naming the first bad key
     pairs = np.frombuffer(raw, dtype=">u8").reshape(-1, 2)

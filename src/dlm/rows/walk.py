@@ -294,7 +294,7 @@ class _DirectiveWalker:
                     skipped["unreadable"] += 1
                     continue
                 if kind == LINK_FILE:
-                    self._take_link(file_item(self.rules, path, rel, st))
+                    self._take_link(file_item(self.rules, name, path, rel, st))
                     continue
             if self._first_visit(st):
                 return path, rel
