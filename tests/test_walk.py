@@ -53,7 +53,28 @@ def test_size_cap_and_max_files(tree: Path):
     (tree / "big.py").write_text("x" * 100)
     result = walk_sources([directive(tree, include=["*.py"], max_bytes=50, max_files=2)], tree)
     assert [f.relpath for f in result.files] == ["a.py", "b.py"]
-    assert result.skipped == Counter({"too-large": 1, "over-max-files": 1})
+    assert result.skipped == Counter({"too-large": 1})  # big.py, met before the cap
+    assert len(result.notes) == 1 and "max_files (2) reached at pkg/z.py" in result.notes[0]
+
+
+def test_max_files_stops_the_walk(tree: Path, monkeypatch: pytest.MonkeyPatch):
+    for name in ("c", "d", "e"):
+        (tree / name).mkdir()
+        (tree / name / "f.py").write_text(name)
+    listed = []
+    real_scandir = os.scandir
+
+    def spy(path):
+        listed.append(os.path.relpath(path, tree))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", spy)
+    result = walk_sources([directive(tree, include=["**/*.py"], max_files=3)], tree)
+    assert [f.relpath for f in result.files] == ["a.py", "b.py", "c/f.py"]
+    assert "max_files (3) reached at d/f.py" in result.notes[0]
+    assert "e" not in listed and "pkg" not in listed  # folders after the stop are never listed
+    exact = walk_sources([directive(tree, include=["**/*.py"], max_files=6)], tree)
+    assert len(exact.files) == 6 and exact.notes == []  # a cap the tree meets exactly is no stop
 
 
 def test_symlink_escaping_root_skipped_or_refused(tree: Path, tmp_path: Path):
@@ -84,7 +105,8 @@ def test_links_to_files_inside_root_are_taken_in_order_and_capped_like_files(tre
     assert [f.relpath for f in result.files] == ["a.py", "b.py", "c.py"]
     c = result.files[2]
     assert c.path == str(tree / "c.py") and c.size == (tree / "pkg" / "z.py").stat().st_size
-    assert result.skipped == Counter({"too-large": 2, "unreadable": 1, "over-max-files": 2})
+    assert result.skipped == Counter({"too-large": 2, "unreadable": 1})
+    assert "max_files (3) reached at f.py" in result.notes[0]  # a link past the cap stops the walk too
 
 
 def test_missing_root_names_directive_and_folder(tmp_path: Path):

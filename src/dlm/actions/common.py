@@ -36,12 +36,16 @@ def doc_dir(doc: Document) -> Path | None:
 def base_tokenizer(doc: Document) -> tuple[BaseModelRef, Any, str]:
     """(base model ref, its tokenizer, the tokenizer's `tokenizer_sha256`).
 
+    The tokenizer loads on first use and the fingerprint comes from the memo when the
+    model folder is unchanged (`dlm.tokenize.deferred`), so a run whose rows are all
+    cached never imports `transformers`.
+
     Raises:
         BaseModelError: the base model cannot be resolved or its tokenizer not loaded.
     """
-    from dlm.models import load_tokenizer, resolve_base_model
-    from dlm.tokenize.fingerprint import tokenizer_sha256
+    from dlm.models import resolve_base_model
+    from dlm.tokenize.deferred import deferred_tokenizer
 
     ref = resolve_base_model(doc.frontmatter.base_model, relative_to=doc_dir(doc))
-    tokenizer = load_tokenizer(ref)
-    return ref, tokenizer, tokenizer_sha256(tokenizer)
+    tokenizer, sha = deferred_tokenizer(ref)
+    return ref, tokenizer, sha

@@ -19,9 +19,12 @@ Rules (docs/format.md states them for users):
   is never followed, counted or refused. Symlinks inside the root are followed; a folder
   reachable by several paths is walked once, at the first path in walk order.
 - Files over `max_bytes_per_file` are skipped (`too-large`) by their stat size, and
-  again by the bytes actually read (a file may grow after the walk); past
-  `max_files` the rest are skipped (`over-max-files`). Binary and undecodable files
-  are decided later, when content is read (`dlm.rows.read`).
+  again by the bytes actually read (a file may grow after the walk).
+- `max_files` stops the directive's walk at the first file past the cap: the rest of
+  the tree is not listed or stat-ed (a cap exists to bound the work on a huge tree),
+  so files after it are not counted; a note names the file the walk stopped at.
+  Binary and undecodable files are decided later, when content is read
+  (`dlm.rows.read`).
 """
 
 from __future__ import annotations
@@ -202,6 +205,7 @@ class _DirectiveWalker:
     where: str
     result: WalkResult
     taken: int = 0
+    stopped: bool = False  # max_files reached: nothing more is listed
     seen_dirs: set[tuple[int, int]] = field(default_factory=set)
 
     def run(self) -> None:
@@ -245,6 +249,8 @@ class _DirectiveWalker:
         while stack:
             entries, prefix = stack[-1]
             child = self._files_until_folder(entries, prefix)
+            if self.stopped:
+                return
             if child is None:
                 stack.pop()
                 continue
@@ -273,10 +279,10 @@ class _DirectiveWalker:
             kind = item[0]
             if kind == ROW:
                 if max_files is not None and self.taken >= max_files:
-                    skipped["over-max-files"] += 1
-                else:
-                    self.taken += 1
-                    files.append(item[3])
+                    self._stop(rel_prefix + item[1])
+                    return None
+                self.taken += 1
+                files.append(item[3])
                 continue
             if kind == SKIP:
                 skipped[item[3]] += 1
@@ -294,21 +300,29 @@ class _DirectiveWalker:
                     skipped["unreadable"] += 1
                     continue
                 if kind == LINK_FILE:
-                    self._take_link(file_item(self.rules, name, path, rel, st))
+                    self._take_link(file_item(self.rules, name, path, rel, st), rel)
+                    if self.stopped:
+                        return None
                     continue
             if self._first_visit(st):
                 return path, rel
         return None
 
-    def _take_link(self, item: Item) -> None:
+    def _take_link(self, item: Item, rel: str) -> None:
         """A link to a file inside the root: taken, or skipped, like the files around it."""
         if item[0] == SKIP:
             self.result.skipped[item[3]] += 1
         elif self.max_files is not None and self.taken >= self.max_files:
-            self.result.skipped["over-max-files"] += 1
+            self._stop(rel)
         else:
             self.taken += 1
             self.result.files.append(item[3])
+
+    def _stop(self, rel: str) -> None:
+        self.stopped = True
+        self.result.notes.append(
+            f"{self.where}: max_files ({self.max_files}) reached at {rel}; the walk of this entry "
+            "stopped there (raise max_files to take more)")
 
     def _first_visit(self, st: os.stat_result) -> bool:
         if (st.st_dev, st.st_ino) in self.seen_dirs:  # reached again through a link

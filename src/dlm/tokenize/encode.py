@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Protocol
 
 import numpy as np
@@ -113,9 +114,21 @@ class RowEncoder:
     """
 
     def __init__(self, tokenizer: Any) -> None:
-        self.eos = tokenizer.eos_token or ""
-        self.dtype = storage_dtype(tokenizer)
-        self.backend = backend_of(tokenizer)
+        self.tokenizer = tokenizer
+
+    # read on the first encode, not here: a run whose rows all hit never loads a
+    # deferred tokenizer (`dlm.tokenize.deferred`)
+    @cached_property
+    def eos(self) -> str:
+        return self.tokenizer.eos_token or ""
+
+    @cached_property
+    def dtype(self) -> np.dtype:
+        return storage_dtype(self.tokenizer)
+
+    @cached_property
+    def backend(self) -> Any:
+        return backend_of(self.tokenizer)
 
     def encode(self, specs: Sequence[RowSpec]) -> list[EncodedRow]:
         """Encode `specs` in order; text and instruction rows go in one batch each
