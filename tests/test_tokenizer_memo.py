@@ -105,6 +105,14 @@ training:
 ---
 
 Some prose.
+
+::instruction::
+
+### Q
+Where is the decoder?
+
+### A
+In decoder.py.
 """
 
 
@@ -122,6 +130,37 @@ def test_a_warm_run_never_imports_transformers(tmp_path: Path, smollm2_ref: Any)
         return proc.stderr.strip().splitlines()[-1]
 
     assert run("cache build") == "True"  # cold: rows to encode
-    assert run("cache build", "cache show", "show") == "False"
+    assert run("cache build", "cache show", "show") == "False"  # the instruction pair too
     (src / "new.py").write_text("x = 1\n")
     assert run("cache build") == "True"  # one miss: the tokenizer loads to encode it
+
+
+MESSAGES = [{"role": "user", "content": "Where?"}, {"role": "assistant", "content": "Here."}]
+
+
+def test_remembered_renderings_equal_the_template_and_load_nothing(smollm2_ref: Any) -> None:
+    first, _ = deferred_tokenizer(smollm2_ref)
+    rendered = first.apply_chat_template(MESSAGES, tokenize=False)
+    prompt = first.apply_chat_template(MESSAGES[:1], tokenize=False, add_generation_prompt=True)
+    first.save()
+    real = load_tokenizer(smollm2_ref)
+    assert rendered == real.apply_chat_template(MESSAGES, tokenize=False)
+    again, _ = deferred_tokenizer(smollm2_ref)
+    assert again.chat_template == real.chat_template
+    assert again.apply_chat_template(MESSAGES, tokenize=False) == rendered
+    assert again.apply_chat_template(MESSAGES[:1], tokenize=False, add_generation_prompt=True) == prompt
+    assert again.loaded is None
+    assert again.apply_chat_template(MESSAGES[:1], tokenize=False) != prompt  # other arguments, other key
+    assert again.loaded is not None
+
+
+def test_a_template_that_reads_the_date_is_never_remembered(tmp_path: Path, smollm2_ref: Any) -> None:
+    ref = tokenizer_copy(smollm2_ref.path, tmp_path / "tok")
+    (ref.path / "chat_template.jinja").write_text("{{ strftime_now('%H:%M:%S.%f') }}{{ messages[0]['content'] }}")
+    first, _ = deferred_tokenizer(ref)
+    first.apply_chat_template(MESSAGES, tokenize=False)
+    first.save()
+    again, _ = deferred_tokenizer(ref)
+    assert again.loaded is None
+    again.apply_chat_template(MESSAGES, tokenize=False)
+    assert again.loaded is not None  # rendered anew

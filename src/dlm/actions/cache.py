@@ -144,6 +144,7 @@ def cache_build(
     doc, store = open_document(path)
     _, tokenizer, sha = base_tokenizer(doc)
     built = build_rows(doc, tokenizer)
+    tokenizer.save()  # chat-template renderings, so the next warm build loads no tokenizer
     cfg = doc.frontmatter.training.cache
     result = build_cache(
         store.cache_dir, tokenizer, sha, built.rows,

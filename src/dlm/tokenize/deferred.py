@@ -19,6 +19,14 @@ A miss loads the tokenizer, hashes it with `tokenizer_sha256` and remembers the 
 a hit is the value a load would give, because every input of that load is in the key.
 The memo is one small JSON file written with the atomic-write helper: a reader sees the
 old file or the new one, and a damaged file reads as empty (a miss, never a wrong id).
+
+Instruction rows are rendered through the chat template before any cache lookup, so a
+warm run over a document with `::instruction::` sections would still load the
+tokenizer to render them. `RenderMemo` remembers each `apply_chat_template(...,
+tokenize=False)` text under the same folder key plus the `jinja2` version (what renders
+the template), and the chat template itself, so those runs load nothing either. A
+template that calls `strftime_now` (today's date) or `lipsum` (random text) renders
+differently from run to run and is never remembered.
 """
 
 from __future__ import annotations
@@ -38,30 +46,63 @@ from dlm.tokenize import fingerprint
 
 MEMO_FILE = "tokenizer-fingerprints.json"
 MEMO_ENTRIES = 64  # base models a home remembers; the oldest entry goes first
+RENDER_DIR = "chat-renders"
+RENDER_ENTRIES = 100_000  # rendered texts kept per tokenizer folder state
+RENDER_FILES = 16  # tokenizer folder states whose renderings are kept
+_IMPURE = ("strftime_now", "lipsum")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".h5", ".msgpack", ".onnx")
 
 
 class DeferredTokenizer:
     """Stands in for the base model's Hugging Face fast tokenizer and loads it
-    (`dlm.models.load_tokenizer`) on the first attribute access, `len()` or call.
+    (`dlm.models.load_tokenizer`) on the first attribute access, `len()` or call that
+    the memo cannot answer.
 
     Attributes:
         ref: the resolved base model.
         loaded: the tokenizer, or None until something used it.
+        renders: remembered chat-template renderings (None: render every time).
 
     Raises (on first use):
         BaseModelError: the tokenizer cannot be loaded.
     """
 
-    def __init__(self, ref: BaseModelRef) -> None:
+    def __init__(self, ref: BaseModelRef, renders: RenderMemo | None = None) -> None:
         self.ref = ref
         self.loaded: Any = None
+        self.renders = renders
 
     def load(self) -> Any:
         """The real tokenizer, loaded once."""
         if self.loaded is None:
             self.loaded = load_tokenizer(self.ref)
+            if self.renders is not None:
+                self.renders.learn_template(self.loaded.chat_template)
         return self.loaded
+
+    @property
+    def chat_template(self) -> str | None:
+        if self.loaded is None and self.renders is not None and self.renders.template_known:
+            return self.renders.template
+        return self.load().chat_template
+
+    def apply_chat_template(self, messages: Any, **kwargs: Any) -> Any:
+        """The tokenizer's `apply_chat_template`; `tokenize=False` texts come from the
+        render memo when it has them."""
+        if self.renders is None or kwargs.get("tokenize", True):
+            return self.load().apply_chat_template(messages, **kwargs)
+        key = canonical_sha256([messages, kwargs])
+        text = self.renders.get(key)
+        if text is None:
+            text = self.load().apply_chat_template(messages, **kwargs)
+            if isinstance(text, str):
+                self.renders.put(key, text)
+        return text
+
+    def save(self) -> None:
+        """Write the renderings learned by this run (a no-op when there are none)."""
+        if self.renders is not None:
+            self.renders.save()
 
     def __getattr__(self, name: str) -> Any:  # only for names this class does not define
         return getattr(self.load(), name)
@@ -128,6 +169,71 @@ class FingerprintMemo:
             pass
 
 
+class RenderMemo:
+    """Chat-template texts by `canonical_sha256([messages, kwargs])`, and the template,
+    for one tokenizer folder state, in `path` (module docstring).
+
+    A template that is not pure (`strftime_now`, `lipsum`) disables the memo. Writes go
+    through the atomic-write helper and are best effort: OSError only costs a render.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.texts: dict[str, str] = {}
+        self.template: str | None = None
+        self.template_known = False
+        self.dirty = False
+        self.used: set[str] = set()
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            template, texts = data["template"], data["texts"]
+            if (template is None or isinstance(template, str)) and isinstance(texts, dict) and _pure(template):
+                self.texts = {k: v for k, v in texts.items() if isinstance(v, str)}
+                self.template, self.template_known = template, True
+        except (OSError, ValueError, TypeError, KeyError):
+            pass
+
+    def learn_template(self, template: str | None) -> None:
+        if not self.template_known or template != self.template:
+            self.template, self.template_known, self.dirty = template, True, True
+            self.texts = {}
+
+    def get(self, key: str) -> str | None:
+        if not self.template_known or not _pure(self.template):
+            return None
+        self.used.add(key)
+        return self.texts.get(key)
+
+    def put(self, key: str, text: str) -> None:
+        if self.template_known and _pure(self.template) and self.texts.get(key) != text:
+            self.texts[key] = text
+            self.used.add(key)
+            self.dirty = True
+
+    def save(self) -> None:
+        """Write the memo if this run learned something. Past `RENDER_ENTRIES` texts it
+        keeps only those this run used; the render files of other folder states beyond
+        the newest `RENDER_FILES` are removed."""
+        if not self.dirty or not self.template_known or not _pure(self.template):
+            return
+        texts = self.texts
+        if len(texts) > RENDER_ENTRIES:
+            texts = {k: v for k, v in texts.items() if k in self.used}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(self.path, {"template": self.template, "texts": texts})
+            self.dirty = False
+            others = sorted(self.path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+            for stale in others[RENDER_FILES:]:
+                stale.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def _pure(template: str | None) -> bool:
+    return template is None or not any(name in template for name in _IMPURE)
+
+
 def deferred_tokenizer(ref: BaseModelRef, memo: FingerprintMemo | None = None) -> tuple[DeferredTokenizer, str]:
     """The base model's tokenizer, not yet loaded, and its `tokenizer_sha256`: from the
     memo when every input of the load is unchanged, else by loading and hashing it.
@@ -136,11 +242,15 @@ def deferred_tokenizer(ref: BaseModelRef, memo: FingerprintMemo | None = None) -
         BaseModelError: the tokenizer cannot be loaded (a memo miss).
     """
     memo = memo if memo is not None else FingerprintMemo()
-    tokenizer = DeferredTokenizer(ref)
     try:
         key: str | None = memo_key(ref.path)
     except OSError:
         key = None
+    renders = None
+    if key is not None:
+        name = canonical_sha256([key, _version("jinja2")]).removeprefix("sha256:")
+        renders = RenderMemo(memo.path.parent / RENDER_DIR / f"{name}.json")
+    tokenizer = DeferredTokenizer(ref, renders)
     sha = memo.get(key) if key is not None else None
     if sha is None:
         sha = fingerprint.tokenizer_sha256(tokenizer.load())
