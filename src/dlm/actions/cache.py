@@ -9,33 +9,32 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlm.actions.common import DocPath, base_tokenizer, doc_dir, open_document
-from dlm.cache import (
+from dlm.cache.schema import connect, key_text
+from dlm.cache.shared import clear_document, migrate_legacy, unpack_keys
+from dlm.cache.verbs import (
     BuildResult,
     ClearResult,
-    ExportResult,
-    ImportResult,
     PruneResult,
     build_cache,
     cache_summary,
     clear_cache,
-    export_cache,
     format_hit_rate,
-    import_cache,
     parse_age,
     prune_cache,
 )
-from dlm.cache.remote import RemoteCounts, RemoteTier, resolve_remote
-from dlm.cache.schema import connect, key_text
-from dlm.cache.shared import clear_document, migrate_legacy, unpack_keys
 from dlm.doc import Document
 from dlm.errors import CacheError, UsageError
 from dlm.paths import cache_store_dir
 from dlm.rows.walk import format_skips
 from dlm.store import Store
 from dlm.tokenize.seam import Progress
+
+if TYPE_CHECKING:
+    from dlm.cache.portable import ExportResult, ImportResult
+    from dlm.cache.remote import RemoteCounts
 
 DAY_S = 86400
 __all__ = [
@@ -109,6 +108,8 @@ def cache_export(path: DocPath, dest: Path) -> ExportResult:
     Raises:
         CacheError: no cache yet, or `dest` cannot be written.
     """
+    from dlm.cache.portable import export_cache
+
     _require(open_document(path)[1])
     return export_cache(cache_store_dir(), Path(dest))
 
@@ -119,6 +120,8 @@ def cache_import(path: DocPath, src: Path) -> ImportResult:
     Raises:
         CacheError: another tokenizer, a damaged or foreign file.
     """
+    from dlm.cache.portable import import_cache
+
     doc, store = open_document(path)
     migrate_legacy(store.cache_dir, cache_store_dir())
     _, _, sha = base_tokenizer(doc)
@@ -139,6 +142,7 @@ def cache_build(
     """
     from ulid import ULID
 
+    from dlm.cache.remote import resolve_remote
     from dlm.rows.build import build_rows
 
     doc, store = open_document(path)
@@ -173,6 +177,8 @@ class RemoteResult:
 
 
 def _remote_url(doc: Document, override: str | None) -> str:
+    from dlm.cache.remote import resolve_remote
+
     url = resolve_remote(doc.frontmatter.training.cache.remote, override, doc_dir(doc))
     if url is None:
         raise UsageError(
@@ -182,6 +188,8 @@ def _remote_url(doc: Document, override: str | None) -> str:
 
 
 def _move(path: DocPath, override: str | None, push: bool) -> RemoteResult:
+    from dlm.cache.remote import RemoteTier
+
     doc, store = open_document(path)
     url = _remote_url(doc, override)
     store_dir = cache_store_dir()

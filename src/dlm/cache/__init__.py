@@ -12,21 +12,46 @@ docstrings of `schema` (index tables, migrations), `segments` (segment files),
 `reader` (one tokenize call, lazy reads), `evict` (bounds), `portable` (export).
 """
 
-from dlm.cache.portable import ExportResult, ImportResult, export_cache, import_cache
-from dlm.cache.tokenizer import DEFAULT_MAX_BYTES, CachedRowTokenizer, CacheRunReport
-from dlm.cache.verbs import (
-    BuildResult,
-    ClearResult,
-    HealthReport,
-    PruneResult,
-    build_cache,
-    cache_summary,
-    check_cache,
-    clear_cache,
-    format_hit_rate,
-    parse_age,
-    prune_cache,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# names load their module on first use (PEP 562): `dlm cache show` needs the index
+# schema, not the tokenizing session or the export format, and every module here
+# is imported by some command that must start fast
+_HOME = {
+    "ExportResult": "portable", "ImportResult": "portable", "export_cache": "portable", "import_cache": "portable",
+    "DEFAULT_MAX_BYTES": "tokenizer", "CachedRowTokenizer": "tokenizer", "CacheRunReport": "tokenizer",
+    "BuildResult": "verbs", "ClearResult": "verbs", "HealthReport": "verbs", "PruneResult": "verbs",
+    "build_cache": "verbs", "cache_summary": "verbs", "check_cache": "verbs", "clear_cache": "verbs",
+    "format_hit_rate": "verbs", "parse_age": "verbs", "prune_cache": "verbs",
+}
+
+if TYPE_CHECKING:
+    from dlm.cache.portable import ExportResult, ImportResult, export_cache, import_cache
+    from dlm.cache.tokenizer import DEFAULT_MAX_BYTES, CachedRowTokenizer, CacheRunReport
+    from dlm.cache.verbs import (
+        BuildResult,
+        ClearResult,
+        HealthReport,
+        PruneResult,
+        build_cache,
+        cache_summary,
+        check_cache,
+        clear_cache,
+        format_hit_rate,
+        parse_age,
+        prune_cache,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'dlm.cache' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"dlm.cache.{home}"), name)
+
 
 __all__ = [
     "DEFAULT_MAX_BYTES",

@@ -18,7 +18,6 @@ from typing import Any
 from dlm.cache.evict import compact, maint_lock, prune_older, segment_bytes
 from dlm.cache.index import totals
 from dlm.cache.schema import INDEX_NAME, STATE_NAME, CacheIndexCorrupt, connect, connect_state, write_tx
-from dlm.cache.tokenizer import CachedRowTokenizer
 from dlm.errors import CacheError, UsageError
 from dlm.rows.types import RowSet
 from dlm.tokenize.seam import Progress
@@ -232,7 +231,6 @@ class BuildResult:
     warnings: list[str] = field(default_factory=list)
 
 
-
 def build_cache(
     cache_dir: Path, tokenizer: Any, tokenizer_sha: str, rows: RowSet, *,
     max_bytes: int, run_id: str, progress: Progress | None = None, trust_stat: bool = True,
@@ -240,6 +238,8 @@ def build_cache(
 ) -> BuildResult:
     """Tokenize every row of `rows` into the cache (see `CachedRowTokenizer`).
     `trust_stat=False` re-reads and re-hashes every file (`dlm cache build --rehash`)."""
+    from dlm.cache.tokenizer import CachedRowTokenizer  # the session: only this verb tokenizes
+
     cached = CachedRowTokenizer(
         cache_dir, tokenizer, tokenizer_sha, max_bytes=max_bytes, run_id=run_id, trust_stat=trust_stat,
         store_dir=store_dir, doc_id=doc_id, remote=remote,
