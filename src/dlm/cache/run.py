@@ -78,6 +78,12 @@ BATCH_BYTES = 4 << 20
 RACY_NS = 2_000_000_000
 Packed = tuple[list[str], list[EncodedRow], PackedRows]  # keys, their rows, their stored form
 _SOURCE_INDEX = attrgetter("source_index")
+
+
+def _distinct(values: np.ndarray) -> list[int]:
+    """Sorted distinct ints of a 1-D int array. Not `np.unique`: its first call imports
+    `numpy.ma`, a measurable share of a warm run, for arrays this code keeps small."""
+    return sorted(set(values.tolist()))
 TOUCH_GRANULARITY_S = 3600
 
 
@@ -249,7 +255,7 @@ class TokenizeSession:
         # every row of one directive shares its root (the seam's FileRow contract)
         files = self.rows.file_rows
         directive = np.fromiter(map(_SOURCE_INDEX, files), dtype=np.int64, count=len(files))
-        for d in np.unique(directive).tolist():
+        for d in _distinct(directive):
             at = np.flatnonzero(directive == d)
             first = files[int(at[0])]
             p = str(first.path)
@@ -331,7 +337,7 @@ class TokenizeSession:
         if not ok.all():
             self.report.corrupt += int((~ok).sum())
             self.report.warn(f"{int((~ok).sum())} cache index rows failed their check; re-tokenizing")
-        for seg in np.unique(entries[ok, SEG]).tolist():
+        for seg in _distinct(entries[ok, SEG]):
             name = self.segment_names.get(seg)
             if name is None or not self.reader.open(seg, name):
                 ok &= entries[:, SEG] != seg
@@ -341,9 +347,9 @@ class TokenizeSession:
         stale = ok & (entries[:, ACCESS] < self.now_s - TOUCH_GRANULARITY_S)
         self.stale_keys += [self.keys[s] for s in slots[stale].tolist()]
         self.entries[slots[stale], ACCESS] = self.now_s
-        self.dirty_roots.update(int(r) for r in np.unique(self.root_of_slot[slots[stale]]) if r >= 0)
+        self.dirty_roots.update(r for r in _distinct(self.root_of_slot[slots[stale]]) if r >= 0)
         bad = slots[~ok]
-        self.dirty_roots.update(int(r) for r in np.unique(self.root_of_slot[bad]) if r >= 0)
+        self.dirty_roots.update(r for r in _distinct(self.root_of_slot[bad]) if r >= 0)
         pending += bad.tolist()
         self.progress.advance(int(ok.sum()))
 
@@ -406,7 +412,7 @@ class TokenizeSession:
         entries = as_entries([found[k] for k in keys])
         ok = valid_rows(entries)
         names = segment_names(self.conn)
-        for seg in np.unique(entries[ok, SEG]).tolist():
+        for seg in _distinct(entries[ok, SEG]):
             if seg not in names or not self.reader.open(seg, names[seg]):
                 ok &= entries[:, SEG] != seg
                 self._drop_segment(seg)
