@@ -5,6 +5,9 @@
         store/<dlm_id>/        one store per document (see dlm.store)
         cache/                 the section store shared by every document (dlm.cache;
                                override: $DLM_CACHE_DIR, so several homes can share one)
+        tokenizer-fingerprints.json, chat-renders/
+                               what a warm run needs of a tokenizer without loading it
+                               (dlm.tokenize.deferred)
 """
 
 from __future__ import annotations
