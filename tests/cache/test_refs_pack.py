@@ -34,3 +34,20 @@ def test_pack_keys_orders_by_bytes_across_the_two_halves() -> None:
 def test_pack_keys_refuses_a_malformed_key(bad: str) -> None:
     with pytest.raises(ValueError, match="row key|hexadecimal"):
         pack_keys([key_text(bytes(16)), bad, bad])
+
+
+@given(st.lists(st.one_of(st.none(), blobs), max_size=100))
+def test_snapshot_digests_are_the_key_bytes(keys: list[bytes | None]) -> None:
+    from dlm.cache.statindex import digests
+
+    got = digests([key_text(k) if k is not None else None for k in keys])
+    assert got.shape == (len(keys), 16)
+    assert got.tobytes() == b"".join(k if k is not None else bytes(16) for k in keys)
+
+
+@pytest.mark.parametrize("bad", ["xxh3_128:" + "zz" * 16, "xxh3_128:" + "0" * 31, "sha1:" + "0" * 36])
+def test_snapshot_digests_refuse_a_malformed_key(bad: str) -> None:
+    from dlm.cache.statindex import digests
+
+    with pytest.raises(ValueError, match="row key|hexadecimal|non-hexadecimal"):
+        digests([key_text(bytes(16)), bad])

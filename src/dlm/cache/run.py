@@ -514,24 +514,27 @@ class TokenizeSession:
     def _snapshot(self, rid: int) -> statindex.Snapshot:
         files, stats, _, _ = self.root_state[rid]
         slots = self.slots_by_root[rid]
+        slot_list = slots.tolist()
         n = len(files)
-        flags = np.zeros(n, dtype=np.uint8)
+        # arrays for the common case (an entry or none), a loop only over the few
+        # skipped and lossy slots: a warm edit rewrites the snapshot of every file
+        flags = np.where(self.entries[slots, SEG] >= 0, statindex.HAS_ENTRY, 0).astype(np.uint8)
         reason = np.zeros(n, dtype=np.uint8)
-        digest = bytearray()
-        for j, s in enumerate(slots.tolist()):
-            if s in self.skip_reason:
-                flags[j] = statindex.SKIPPED
-                reason[j] = statindex.reason_code(self.skip_reason[s])
-            elif self.entries[s, SEG] >= 0:
-                flags[j] = statindex.HAS_ENTRY
-            flags[j] |= statindex.LOSSY if s in self.lossy_slots else 0
-            digest += statindex.digest_of(self.keys[s])
+        if self.skip_reason or self.lossy_slots:
+            at = dict(zip(slot_list, range(n)))
+            for s, why in self.skip_reason.items():
+                if (j := at.get(s)) is not None:
+                    flags[j] = statindex.SKIPPED
+                    reason[j] = statindex.reason_code(why)
+            for s in self.lossy_slots:
+                if (j := at.get(s)) is not None:
+                    flags[j] |= statindex.LOSSY
+        digest = statindex.digests([self.keys[s] for s in slot_list])
         entry = self.entries[slots].copy()
         entry[(flags & statindex.HAS_ENTRY) == 0] = 0
         return statindex.Snapshot(
             [f.relpath for f in files], stats[:, 0], stats[:, 1], stats[:, 2], stats[:, 3].view(np.uint64),
-            self.read_at_ns[slots], entry, np.frombuffer(bytes(digest), dtype=np.uint8).reshape(n, 16),
-            flags, reason,
+            self.read_at_ns[slots], entry, digest, flags, reason,
         )
 
     def _assemble(self, seconds: float) -> TokenizedRows:

@@ -224,9 +224,27 @@ def save(conn: sqlite3.Connection, tok: int, root: int, snap: Snapshot, written_
     )
 
 
-def digest_of(key: str | None) -> bytes:
-    """16 bytes of a `xxh3_128:<hex>` key (zeros for None)."""
-    return bytes.fromhex(key[len(KEY_PREFIX):]) if key else bytes(16)
+_NO_KEY = "0" * 32
+
+
+def digests(keys: Sequence[str | None]) -> np.ndarray:
+    """uint8 [len(keys), 16]: the 16 bytes of each `xxh3_128:<32 hex>` key (zeros for
+    None), with one hex decode for all.
+
+    Raises:
+        ValueError: a key that is not `xxh3_128:` and 32 hex digits.
+    """
+    cut = len(KEY_PREFIX)
+    present = [k for k in keys if k]
+    joined = "".join(present)
+    # as many prefixes as keys, each key prefix + 32 characters, and the rest hex (the
+    # prefix has non-hex characters, so a key cannot hide a second one in its digits)
+    if joined.count(KEY_PREFIX) != len(present) or len(joined) != (cut + 32) * len(present):
+        raise ValueError("a row key is not 'xxh3_128:' and 32 hex digits")
+    hexes = "".join([k[cut:] if k else _NO_KEY for k in keys])
+    if len(hexes) != 32 * len(keys):
+        raise ValueError("a row key is not 'xxh3_128:' and 32 hex digits")
+    return np.frombuffer(bytes.fromhex(hexes), dtype=np.uint8).reshape(len(keys), 16)
 
 
 def reason_code(reason: str | None) -> int:
