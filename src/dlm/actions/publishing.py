@@ -83,7 +83,8 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
             heldout = _heldout_tracker(run, metrics, sink, model)
             heldout.measure(model, "before", 0)
             result = train_lora(model, run.tokenizer, as_hf_dataset(run.dataset, tally.on_batch),
-                                run.lora_run, staging / "trainer", recorder, callbacks=heldout.callbacks())
+                                run.lora_run, staging / "trainer", recorder, callbacks=heldout.callbacks(),
+                                sequence_len=run.doc.frontmatter.training.sequence_len)
             heldout.measure(result.model, "after", result.steps)
             shutil.rmtree(staging / "trainer", ignore_errors=True)
             result.model.save_pretrained(staging)
@@ -137,7 +138,7 @@ def train_as_peer(run: PreparedRun) -> TrainReport:
     (no adapter, `rank` > 0) goes only to this machine's launcher when it is the first rank here."""
     with tempfile.TemporaryDirectory(prefix="dlm-rank-") as scratch:  # the trainer's output_dir; never the store
         result = train_lora(load_model(run.ref), run.tokenizer, as_hf_dataset(run.dataset), run.lora_run,
-                            Path(scratch), NullSink())
+                            Path(scratch), NullSink(), sequence_len=run.doc.frontmatter.training.sequence_len)
     return TrainReport(
         run_id=run.run_id, dlm_id=run.doc.frontmatter.dlm_id, adapter_version="", adapter_dir="",
         adapter_sha256="", base_model=run.ref.name, base_model_revision=run.ref.revision, steps=result.steps,
