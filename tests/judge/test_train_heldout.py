@@ -59,3 +59,23 @@ def test_train_cli_prints_the_held_out_line_and_plots_it(tmp_path: Path, smollm2
     assert [e["phase"] for e in run["evals"]] == ["before", "after"]
     result = runner.invoke(app, ["metrics", str(path), "--run", "nope"])
     assert result.exit_code == 2 and "no run 'nope'" in result.output
+
+
+def test_the_base_models_score_is_remembered_for_the_next_run(tmp_path: Path, smollm2_ref):
+    doc = load_document(write_judged(tmp_path, every_steps=None, max_steps=1))
+    first = train_document(doc, TrainOptions(use_cache=False))
+    memo = open_store(doc.frontmatter.dlm_id).heldout_base_path
+    stored = json.loads(memo.read_text())
+    before = {k: v for k, v in first.heldout["before"].items() if k != "step"}
+    assert stored["result"] == before
+    stored["result"]["loss"] = 123.0  # planted: only a run that reads the memo reports it
+    memo.write_text(json.dumps(stored))
+    second = train_document(doc, TrainOptions(use_cache=False))
+    assert second.heldout["before"]["loss"] == 123.0
+    assert second.heldout["after"] == first.heldout["after"]  # the trained model is still scored
+    assert second.adapter_sha256 == first.adapter_sha256
+    path = write_judged(tmp_path, every_steps=None, max_steps=1)
+    path.write_text(path.read_text().replace("max_rows: 8", "max_rows: 6"))
+    third = train_document(load_document(path), TrainOptions(use_cache=False))  # fewer scored rows: anew
+    assert third.heldout["before"]["loss"] != 123.0
+    assert json.loads(memo.read_text())["result"]["loss"] == third.heldout["before"]["loss"]

@@ -20,6 +20,7 @@ from dlm.metrics import MetricsDB, RunRecord, TokenizationRecord
 from dlm.models import BaseModelRef, load_model
 from dlm.store import Store
 from dlm.tokenize.seam import TokenizedRows
+from dlm.train.base_score import BaseScoreMemo, eval_set_sha256, model_identity, score_key, scoring_environment
 from dlm.train.dataset import PackedDataset, WindowDataset, as_hf_dataset
 from dlm.train.distributed import DistPlan
 from dlm.train.evaluate import build_eval_set
@@ -73,15 +74,17 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
         metrics.log_tokenization(run.run_id, tokenization)
         staging = run.store.new_staging_dir(run.run_id)
         recorder = _StepRecorder(metrics, run.run_id, sink)
-        heldout, tally = _heldout_tracker(run, metrics, sink), TokenTally()
+        tally = TokenTally()
         sink.on_plan(planned_tokens(run.dataset, run.lora_run.max_steps, run.lora_run.batch_size
                                     * run.lora_run.gradient_accumulation_steps * run.plan.world_size,
                                     run.lora_run.num_epochs))
         try:
             model = load_model(run.ref)
+            heldout = _heldout_tracker(run, metrics, sink, model)
             heldout.measure(model, "before", 0)
             result = train_lora(model, run.tokenizer, as_hf_dataset(run.dataset, tally.on_batch),
-                                run.lora_run, staging / "trainer", recorder, callbacks=heldout.callbacks())
+                                run.lora_run, staging / "trainer", recorder, callbacks=heldout.callbacks(),
+                                sequence_len=run.doc.frontmatter.training.sequence_len)
             heldout.measure(result.model, "after", result.steps)
             shutil.rmtree(staging / "trainer", ignore_errors=True)
             result.model.save_pretrained(staging)
@@ -135,7 +138,7 @@ def train_as_peer(run: PreparedRun) -> TrainReport:
     (no adapter, `rank` > 0) goes only to this machine's launcher when it is the first rank here."""
     with tempfile.TemporaryDirectory(prefix="dlm-rank-") as scratch:  # the trainer's output_dir; never the store
         result = train_lora(load_model(run.ref), run.tokenizer, as_hf_dataset(run.dataset), run.lora_run,
-                            Path(scratch), NullSink())
+                            Path(scratch), NullSink(), sequence_len=run.doc.frontmatter.training.sequence_len)
     return TrainReport(
         run_id=run.run_id, dlm_id=run.doc.frontmatter.dlm_id, adapter_version="", adapter_dir="",
         adapter_sha256="", base_model=run.ref.name, base_model_revision=run.ref.revision, steps=result.steps,
@@ -146,12 +149,19 @@ def train_as_peer(run: PreparedRun) -> TrainReport:
     )
 
 
-def _heldout_tracker(run: PreparedRun, metrics: MetricsDB, sink: Any) -> HeldOutTracker:
-    """The held-out measurements of `run` (inactive when nothing is held out)."""
+def _heldout_tracker(run: PreparedRun, metrics: MetricsDB, sink: Any, model: Any) -> HeldOutTracker:
+    """The held-out measurements of `run` (inactive when nothing is held out). The score
+    of `model`, the freshly loaded base model, is remembered in the store for the next
+    run with the same inputs (`dlm.train.base_score`)."""
     training = run.doc.frontmatter.training
     eval_set = build_eval_set(subset(run.tokenized, run.split.scored), training.sequence_len)
     pad_id = run.tokenizer.pad_token_id if run.tokenizer.pad_token_id is not None else 0
-    return HeldOutTracker(eval_set, metrics, run.run_id, sink, training.eval.every_steps, pad_id)
+    memo = None
+    if eval_set.rows:
+        key = score_key(model_identity(run.ref.revision, run.ref.path, str(model.dtype)),
+                        eval_set_sha256(eval_set, pad_id), scoring_environment())
+        memo = BaseScoreMemo(run.store.heldout_base_path, key)
+    return HeldOutTracker(eval_set, metrics, run.run_id, sink, training.eval.every_steps, pad_id, memo)
 
 
 class _StepRecorder:

@@ -5,6 +5,8 @@
                                  adapter versions with their run ids and sha256
         dlm.lock                 determinism lock (dlm.lock package)
         metrics.sqlite           runs and per-step loss (dlm.metrics)
+        heldout-base.json        the base model's held-out score, kept for the next run
+                                 (dlm.train.base_score)
         tokenized-cache/         this document's cache state (dlm.cache; entries live in
                                  the shared store, dlm.paths.cache_store_dir)
         adapter/
@@ -61,6 +63,10 @@ class Store:
     @property
     def metrics_path(self) -> Path:
         return self.root / "metrics.sqlite"
+
+    @property
+    def heldout_base_path(self) -> Path:
+        return self.root / "heldout-base.json"
 
     @property
     def cache_dir(self) -> Path:

@@ -6,10 +6,19 @@ the tokenizer's pad token. Precision: float32 on CPU and MPS, bfloat16 on a CUDA
 that supports it. Off CUDA the loss is the model's own cross-entropy (see
 `native_loss_trainer`). Checkpoints are not written: the adapter is saved once, at the end,
 by the caller, so an interrupted run leaves nothing half-written behind.
+
+Gradient checkpointing (TRL turns it on by default) recomputes every layer's forward
+during backward to keep fewer activations: a quarter of a CPU step's compute (7.4 s
+against 9.7 s of CPU time for SmolLM2-135M, 4 x 128 tokens) to save memory a CPU run
+rarely lacks. It changes no number (the recomputed forward is the same arithmetic,
+and the dropout masks are replayed from the saved generator state), so on CPU it is
+off unless the activations would take more than `ACTIVATION_SHARE` of the machine's
+memory (`gradient_checkpointing`); on an accelerator, where memory is scarce, it stays on.
 """
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -91,6 +100,53 @@ def pick_precision() -> str:
     return "float32"
 
 
+ACTIVATION_SHARE = 0.25
+
+
+def activation_bytes(config: Any, micro_batch: int, sequence_len: int) -> int:
+    """Estimated float32 bytes one forward pass keeps for backward without checkpointing.
+
+    Per token and layer: about `6 * hidden + 4 * intermediate` values (norm, attention
+    and MLP inputs, the gated MLP's three products) and `heads * sequence_len`
+    attention weights; per token, three copies of the logits. For SmolLM2-135M at
+    8 x 512 tokens: 8.8 GiB estimated, 9.0 GiB measured (peak RSS growth of one step).
+
+    Args:
+        config: a transformers model config (`hidden_size`, `num_hidden_layers`,
+            `num_attention_heads`, `vocab_size`; `intermediate_size` else 4 x hidden).
+        micro_batch: examples per forward pass.
+        sequence_len: tokens per example (the longest).
+    """
+    hidden, layers = int(config.hidden_size), int(config.num_hidden_layers)
+    intermediate = int(getattr(config, "intermediate_size", None) or 4 * hidden)
+    per_layer = 6 * hidden + 4 * intermediate + int(config.num_attention_heads) * sequence_len
+    tokens = micro_batch * sequence_len
+    return 4 * tokens * (layers * per_layer + 3 * int(config.vocab_size))
+
+
+def physical_memory() -> int | None:
+    """Bytes of RAM on this machine, None where the OS does not say (then checkpoint)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def gradient_checkpointing(device: str, activations: int | None, memory: int | None) -> bool:
+    """Whether to checkpoint (module docstring): always off CPU; on CPU only when the
+    `activations` estimate (bytes, None: unknown) exceeds `ACTIVATION_SHARE` of `memory`."""
+    if device != "cpu" or activations is None or memory is None:
+        return True
+    return activations > ACTIVATION_SHARE * memory
+
+
+def _device() -> str:
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    return "mps" if mps is not None and mps.is_available() else "cpu"
+
+
 def _callback(sink: StepSink) -> Any:
     from transformers import TrainerCallback
 
@@ -122,7 +178,7 @@ def _callback(sink: StepSink) -> Any:
 
 def train_lora(
     model: Any, tokenizer: Any, dataset: Any, run: LoraRun, work_dir: Path, sink: StepSink,
-    trainer_cls: Any = None, callbacks: list[Any] | None = None,
+    trainer_cls: Any = None, callbacks: list[Any] | None = None, sequence_len: int | None = None,
 ) -> LoraResult:
     """Wrap `model` with a LoRA adapter and train it on `dataset`.
 
@@ -132,6 +188,8 @@ def train_lora(
         work_dir: scratch folder for the trainer (nothing is checkpointed there).
         trainer_cls: an SFTTrainer class; default `trainer_class(<this device>)`.
         callbacks: more transformers `TrainerCallback`s (the held-out loss hook).
+        sequence_len: the longest example in tokens; with it a CPU run may skip gradient
+            checkpointing (`gradient_checkpointing`), without it the run checkpoints.
 
     Raises:
         KeyboardInterrupt: propagated untouched so the caller can keep the store intact.
@@ -141,6 +199,7 @@ def train_lora(
     from trl import SFTConfig
 
     precision = pick_precision()
+    activations = activation_bytes(model.config, run.batch_size, sequence_len) if sequence_len else None
     config = SFTConfig(
         output_dir=str(work_dir),
         per_device_train_batch_size=run.batch_size,
@@ -162,6 +221,7 @@ def train_lora(
         dataset_kwargs={"skip_prepare_dataset": True},
         include_num_input_tokens_seen="non_padding",
         optim="adamw_torch",
+        gradient_checkpointing=gradient_checkpointing(_device(), activations, physical_memory()),
     )
     peft_config = LoraConfig(
         r=run.lora_r,

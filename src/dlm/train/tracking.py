@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from dlm.metrics import EvalRecord, MetricsDB
+from dlm.train.base_score import BaseScoreMemo
 from dlm.train.evaluate import EvalResult, EvalSet, eval_callback, heldout_loss
 
 
@@ -63,7 +64,10 @@ def _record(phase: str, step: int, result: EvalResult) -> EvalRecord:
 @dataclass
 class HeldOutTracker:
     """Scores a fixed `EvalSet` before, during (every `every_steps`) and after training,
-    writing each measurement to `metrics` and to `sink.on_eval(phase, step, result)`."""
+    writing each measurement to `metrics` and to `sink.on_eval(phase, step, result)`.
+
+    With `memo`, the `before` score (on the base model) is read from it when it holds
+    this run's key, else computed and written to it (`dlm.train.base_score`)."""
 
     eval_set: EvalSet
     metrics: MetricsDB
@@ -71,6 +75,7 @@ class HeldOutTracker:
     sink: Any
     every_steps: int | None = None
     pad_id: int = 0
+    memo: BaseScoreMemo | None = None
     results: list[tuple[str, int, EvalResult]] = field(default_factory=list)
 
     @property
@@ -78,8 +83,16 @@ class HeldOutTracker:
         return self.eval_set.rows > 0
 
     def measure(self, model: Any, phase: str, step: int) -> None:
-        if self.active:
-            self._keep(phase, step, heldout_loss(model, self.eval_set, self.pad_id))
+        """Score `model` (`phase` is `before` on the base model, `after`, or `step`)."""
+        if not self.active:
+            return
+        memo = self.memo if phase == "before" else None
+        result = memo.read() if memo is not None else None
+        if result is None:
+            result = heldout_loss(model, self.eval_set, self.pad_id)
+            if memo is not None:
+                memo.write(result)
+        self._keep(phase, step, result)
 
     def callbacks(self) -> list[Any]:
         """Trainer callbacks to add (none unless `every_steps` is set)."""

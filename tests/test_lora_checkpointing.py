@@ -1,0 +1,90 @@
+"""Gradient checkpointing: the rule that turns it off on CPU, and proof that it changes
+no number of the trained adapter."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from dlm.train.lora import (
+    ACTIVATION_SHARE,
+    LoraRun,
+    activation_bytes,
+    gradient_checkpointing,
+    native_loss_trainer,
+    physical_memory,
+    train_lora,
+)
+
+SMOLLM2 = SimpleNamespace(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, vocab_size=49152,
+                          intermediate_size=1536)
+
+
+def test_activation_estimate_matches_the_formula_and_grows_with_tokens():
+    per_layer = 6 * 576 + 4 * 1536 + 9 * 512
+    assert activation_bytes(SMOLLM2, 8, 512) == 4 * 8 * 512 * (30 * per_layer + 3 * 49152)
+    assert activation_bytes(SMOLLM2, 4, 1024) > 2 * activation_bytes(SMOLLM2, 4, 512)  # attention weights grow as T^2
+    assert activation_bytes(SMOLLM2, 8, 512) == 2 * activation_bytes(SMOLLM2, 4, 512)
+    no_mlp_size = SimpleNamespace(**{k: v for k, v in vars(SMOLLM2).items() if k != "intermediate_size"})
+    assert activation_bytes(no_mlp_size, 1, 64) == 4 * 64 * (30 * (6 * 576 + 4 * 4 * 576 + 9 * 64) + 3 * 49152)
+
+
+def test_checkpointing_is_off_on_cpu_only_while_activations_fit():
+    gib = 1 << 30
+    assert gradient_checkpointing("cpu", activation_bytes(SMOLLM2, 4, 128), 16 * gib) is False
+    assert gradient_checkpointing("cpu", int(ACTIVATION_SHARE * 16 * gib) + 1, 16 * gib) is True
+    assert gradient_checkpointing("cpu", None, 16 * gib) is True  # no estimate: keep the safe default
+    assert gradient_checkpointing("cpu", 1, None) is True  # unknown memory
+    assert gradient_checkpointing("cuda", 1, 16 * gib) is True
+    assert gradient_checkpointing("mps", 1, 16 * gib) is True
+
+
+def test_physical_memory_is_positive_where_the_os_says():
+    memory = physical_memory()
+    assert memory is None or memory > 0
+
+
+def tiny_llama(vocab: int) -> torch.nn.Module:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64)
+    return LlamaForCausalLM(config)
+
+
+def train_once(tokenizer, work: Path, sequence_len: int | None) -> tuple[bool, dict[str, torch.Tensor]]:
+    from datasets import Dataset
+
+    seen: list[bool] = []
+
+    class Recording(native_loss_trainer()):  # type: ignore[misc]
+        def train(self, *args, **kwargs):
+            seen.append(bool(self.args.gradient_checkpointing))
+            return super().train(*args, **kwargs)
+
+    gen = torch.Generator().manual_seed(1)
+    ids = [torch.randint(0, len(tokenizer), (16,), generator=gen).tolist() for _ in range(8)]
+    data = Dataset.from_dict({"input_ids": ids, "labels": ids})
+    run = LoraRun(4, 8, 0.1, ("q_proj", "v_proj"), 1e-2, 3, 1.0, 2, 1, 7)
+    torch.manual_seed(0)
+    result = train_lora(tiny_llama(len(tokenizer)), tokenizer, data, run, work, SimpleNamespace(
+        on_train_start=lambda total: None, on_step=lambda *a: None), trainer_cls=Recording,
+        sequence_len=sequence_len)
+    lora = {k: v.detach().clone() for k, v in result.model.state_dict().items() if "lora_" in k}
+    return seen[0], lora
+
+
+@pytest.mark.integration
+def test_an_adapter_trained_without_checkpointing_is_bit_identical(tmp_path: Path, smollm2_tokenizer):
+    if torch.cuda.is_available():
+        pytest.skip("the rule keeps checkpointing on CUDA")
+    on, with_ckpt = train_once(smollm2_tokenizer, tmp_path / "a", None)  # no length: the safe default
+    off, without = train_once(smollm2_tokenizer, tmp_path / "b", 16)
+    assert on is True and off is False
+    assert with_ckpt.keys() == without.keys() and with_ckpt
+    assert all(torch.equal(with_ckpt[k], without[k]) for k in with_ckpt)  # lora dropout 0.1 included
+    assert any(not torch.equal(v, torch.zeros_like(v)) for k, v in without.items() if "lora_B" in k)  # it trained
