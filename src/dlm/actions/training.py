@@ -38,11 +38,11 @@ from dlm.doc.schema import TrainingConfig
 from dlm.errors import DlmError, TrainingError
 from dlm.isa import check_cpu_isa
 from dlm.lock import DlmLock, LockDecision, LockMode, resolve_lock_mode
-from dlm.models import BaseModelRef, load_tokenizer, resolve_base_model
+from dlm.models import BaseModelRef, resolve_base_model
 from dlm.rows.build import build_rows
 from dlm.rows.walk import format_skips
 from dlm.store import Store, open_store
-from dlm.tokenize.fingerprint import tokenizer_sha256
+from dlm.tokenize.deferred import deferred_tokenizer
 from dlm.tokenize.keys import corpus_fingerprint
 from dlm.tokenize.plain import PlainRowTokenizer
 from dlm.tokenize.seam import RowTokenizer, TokenizedRows
@@ -187,8 +187,8 @@ def _train_rank(doc: Document, options: TrainOptions, sink: TrainSink, info: Ran
                      "cuda" if _cuda() else "cpu")
     group = RankGroup(info, plan.device)
     run_id = run_id_for(group, str(ULID()))
-    tokenizer = load_tokenizer(ref)
-    tok_sha = tokenizer_sha256(tokenizer)
+    deferred, tok_sha = deferred_tokenizer(ref)  # the fingerprint from the memo when the folder is unchanged
+    tokenizer = deferred.load()
     store = open_store(fm.dlm_id)
     with store.train_lock() if info.is_main else nullcontext():
         def rows_and_ids() -> tuple[Any, TokenizedRows, RowTokenizer]:
