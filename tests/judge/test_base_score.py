@@ -21,6 +21,7 @@ from dlm.train.base_score import (
 )
 from dlm.train.evaluate import EvalExample, EvalResult, EvalSet, heldout_loss
 from dlm.train.tracking import HeldOutTracker
+from uniformlm import UniformLM
 
 
 def example(ids: list[int], n_prompt: int = 0, kind: str = "prose") -> EvalExample:
@@ -31,22 +32,6 @@ def example(ids: list[int], n_prompt: int = 0, kind: str = "prose") -> EvalExamp
 EVAL_SET = EvalSet([example([1, 2, 3, 4]), example([5, 6, 7], n_prompt=2, kind="instruction")])
 RESULT = EvalResult(loss=0.1 + 0.2, perplexity=1 / 3, rows=2, tokens=7, loss_tokens=4,
                     by_kind={"instruction": 2.0 ** -40, "prose": 3.0211981133255366})
-
-
-class Logits:
-    def __init__(self, logits: torch.Tensor) -> None:
-        self.logits = logits
-
-
-class UniformLM(torch.nn.Module):
-    def __init__(self, vocab: int) -> None:
-        super().__init__()
-        self.vocab, self.calls = vocab, 0
-        self.w = torch.nn.Parameter(torch.zeros(1))
-
-    def forward(self, input_ids, attention_mask):
-        self.calls += 1
-        return Logits(torch.zeros(*input_ids.shape, self.vocab))
 
 
 class Sink:
