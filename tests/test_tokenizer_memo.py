@@ -16,7 +16,7 @@ import pytest
 
 from dlm.models import load_tokenizer
 from dlm.models.base import BaseModelRef
-from dlm.tokenize.deferred import MEMO_ENTRIES, FingerprintMemo, deferred_tokenizer
+from dlm.tokenize.deferred import MEMO_ENTRIES, DeferredTokenizer, FingerprintMemo, deferred_tokenizer
 from dlm.tokenize.fingerprint import tokenizer_sha256
 from tokhelp import DOC, qwen3_folder
 
@@ -135,3 +135,15 @@ def test_a_template_that_reads_the_date_is_never_remembered(tmp_path: Path, smol
     assert again.loaded is None
     again.apply_chat_template(MESSAGES, tokenize=False)
     assert again.loaded is not None  # rendered anew
+
+
+def test_a_copy_is_a_stand_in_too(smollm2_ref: Any) -> None:
+    import copy
+
+    deferred_tokenizer(smollm2_ref)  # a miss: the memo learns the fingerprint
+    tokenizer, _ = deferred_tokenizer(smollm2_ref)
+    clone = copy.copy(tokenizer)
+    assert clone.loaded is None and clone.ref == smollm2_ref
+    assert copy.deepcopy(tokenizer).loaded is None
+    with pytest.raises(AttributeError):
+        DeferredTokenizer.__new__(DeferredTokenizer).loaded  # noqa: B018  # no __init__: no recursion

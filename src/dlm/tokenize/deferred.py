@@ -105,6 +105,10 @@ class DeferredTokenizer:
             self.renders.save()
 
     def __getattr__(self, name: str) -> Any:  # only for names this class does not define
+        if name.startswith("__") or name in ("ref", "loaded", "renders"):
+            # protocol lookups, and an instance built without __init__ (copy, pickle):
+            # never a load, never a recursion through `self.loaded`
+            raise AttributeError(name)
         return getattr(self.load(), name)
 
     def __len__(self) -> int:
