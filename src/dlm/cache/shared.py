@@ -30,7 +30,6 @@ import sqlite3
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -39,10 +38,9 @@ from dlm.cache.evict import compact, maint_lock
 from dlm.cache.index import ENTRY_COLS, insert_entries, meta_check, totals
 from dlm.cache.schema import (
     INDEX_NAME,
-    KEY_PREFIX,
     connect,
     connect_state,
-    key_blob,
+    key_blobs,
     key_text,
     read_tx,
     tokenizer_id,
@@ -72,15 +70,7 @@ def pack_keys(keys: Iterable[str]) -> bytes:
     keys = list(keys)
     if not keys:
         return b""
-    shaped = set(map(len, keys)) == {len(KEY_PREFIX) + 32} and all(map(str.startswith, keys, repeat(KEY_PREFIX)))
-    try:
-        raw = bytes.fromhex("".join(keys).replace(KEY_PREFIX, "")) if shaped else b""
-    except ValueError:
-        raw = b""
-    if len(raw) != 16 * len(keys):  # a bad length or prefix, not hex, or a prefix inside a key
-        for k in keys:
-            key_blob(k)  # raises, naming the first bad key
-    pairs = np.frombuffer(raw, dtype=">u8").reshape(-1, 2)
+    pairs = np.frombuffer(key_blobs(keys), dtype=">u8").reshape(-1, 2)
     pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
     first = np.ones(len(pairs), dtype=bool)
     first[1:] = (pairs[1:] != pairs[:-1]).any(axis=1)

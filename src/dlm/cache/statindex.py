@@ -49,14 +49,13 @@ import numpy as np
 import xxhash
 import zstandard
 
+from dlm.cache.schema import KEY_PREFIX, key_blobs
 from dlm.rows.types import FileRow
-from dlm.tokenize.keys import KEY_ALGO
 
 MAGIC = b"DLMSTAT1"
 ZSTD_LEVEL = 3
 REASONS = ("", "binary", "unreadable", "too-large")
 LOSSY, SKIPPED, HAS_ENTRY = 1, 2, 4
-KEY_PREFIX = f"{KEY_ALGO}:"
 
 
 @dataclass
@@ -224,27 +223,18 @@ def save(conn: sqlite3.Connection, tok: int, root: int, snap: Snapshot, written_
     )
 
 
-_NO_KEY = "0" * 32
+_NO_KEY = KEY_PREFIX + "0" * 32
 
 
 def digests(keys: Sequence[str | None]) -> np.ndarray:
     """uint8 [len(keys), 16]: the 16 bytes of each `xxh3_128:<32 hex>` key (zeros for
-    None), with one hex decode for all.
+    None), decoded together (`dlm.cache.schema.key_blobs`).
 
     Raises:
         ValueError: a key that is not `xxh3_128:` and 32 hex digits.
     """
-    cut = len(KEY_PREFIX)
-    present = [k for k in keys if k]
-    joined = "".join(present)
-    # as many prefixes as keys, each key prefix + 32 characters, and the rest hex (the
-    # prefix has non-hex characters, so a key cannot hide a second one in its digits)
-    if joined.count(KEY_PREFIX) != len(present) or len(joined) != (cut + 32) * len(present):
-        raise ValueError("a row key is not 'xxh3_128:' and 32 hex digits")
-    hexes = "".join([k[cut:] if k else _NO_KEY for k in keys])
-    if len(hexes) != 32 * len(keys):
-        raise ValueError("a row key is not 'xxh3_128:' and 32 hex digits")
-    return np.frombuffer(bytes.fromhex(hexes), dtype=np.uint8).reshape(len(keys), 16)
+    raw = key_blobs([k if k else _NO_KEY for k in keys])
+    return np.frombuffer(raw, dtype=np.uint8).reshape(len(keys), 16)
 
 
 def reason_code(reason: str | None) -> int:
