@@ -24,7 +24,7 @@ export TRANSFORMERS_NO_ADVISORY_WARNINGS ?= 1
 
 .PHONY: install demo test test-slow test-parity lint clean
 
-$(STAMP): pyproject.toml $(CONSTRAINTS)
+$(STAMP): pyproject.toml $(CONSTRAINTS) src/dlm/rows/_fastlist.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(PIP_C) "$(TORCH)"

@@ -6,7 +6,18 @@ from types import SimpleNamespace
 import pytest
 
 from dlm.errors import SourceError
+from dlm.rows import nativelist
 from dlm.rows.walk import walk_sources
+
+
+@pytest.fixture(autouse=True, params=["python", "native"])
+def lister(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every walk test runs with the folders listed in Python and by the native extension."""
+    if request.param == "python":
+        monkeypatch.setattr(nativelist, "_fastlist", None)
+    elif not nativelist.available():
+        pytest.fail("dlm.rows._fastlist is not built: reinstall with a C compiler (make install)")
+    return request.param
 
 
 def directive(path=".", include=("**/*",), exclude=(), max_bytes=1_000_000, max_files=None):
@@ -46,6 +57,14 @@ def listed(tree: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return real_scandir(path)
 
     monkeypatch.setattr(os, "scandir", spy)
+    if nativelist._fastlist is not None:
+        real = nativelist._fastlist
+
+        def list_dirs(folders, threads):
+            seen.extend(os.path.relpath(f, tree) for f in folders)
+            return real.list_dirs(folders, threads)
+
+        monkeypatch.setattr(nativelist, "_fastlist", SimpleNamespace(list_dirs=list_dirs))
     return seen
 
 

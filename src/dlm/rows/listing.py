@@ -6,7 +6,7 @@ exclude patterns are matched once per entry, here), and each kept entry as an `I
 
     (ROW,      name, path, FileRow)        a regular file within the size cap
     (SKIP,     name, path, reason)         `unreadable`, `not-a-file` or `too-large`
-    (DIR,      name, path, stat_result)    a folder (not a link), stat-ed for the seen check
+    (DIR,      name, path, (dev, ino))     a folder (not a link), stat-ed for the seen check
     (LINK_DIR | LINK_FILE, name, path, None)  a symlink; the walk resolves and checks it
 
 Plain tuples, not objects: a warm walk of a large tree is a few microseconds of Python
@@ -113,7 +113,8 @@ def list_folder(folder: str, rel_prefix: str, rules: ListRules) -> list[Item] | 
                 append((LINK_DIR, name, entry.path, None))
                 continue
             try:
-                append((DIR, name, entry.path, entry.stat()))
+                st = entry.stat()
+                append((DIR, name, entry.path, (st.st_dev, st.st_ino)))
             except OSError:
                 append((SKIP, name, entry.path, "unreadable"))
             continue

@@ -44,7 +44,9 @@ import pathspec
 from pathspec import RegexPattern
 
 from dlm.errors import SourceError
+from dlm.rows import nativelist
 from dlm.rows.listing import DIR, LINK_FILE, ROW, SKIP, Item, ListRules, Prefetcher, file_item
+from dlm.rows.nativelist import NativeLister
 from dlm.rows.types import FileRow
 
 
@@ -219,7 +221,9 @@ class _DirectiveWalker:
             source_index=self.index,
             max_bytes=self.max_bytes,
         )
-        self.lister = Prefetcher(self.rules)
+        # the native lister lists the whole tree up front; a cap must stop the walk early
+        self.lister: Prefetcher | NativeLister = (
+            NativeLister(self.rules) if self.max_files is None and nativelist.available() else Prefetcher(self.rules))
         try:
             self._walk(str(self.root), "")
         finally:
@@ -287,7 +291,7 @@ class _DirectiveWalker:
             if kind == SKIP:
                 skipped[item[3]] += 1
                 continue
-            _, name, path, st = item
+            _, name, path, seen_key = item
             rel = rel_prefix + name
             if kind != DIR:  # a link (already matched by the patterns): never followed out of the root
                 real = os.path.realpath(path)
@@ -304,7 +308,8 @@ class _DirectiveWalker:
                     if self.stopped:
                         return None
                     continue
-            if self._first_visit(st):
+                seen_key = (st.st_dev, st.st_ino)
+            if self._first_visit(seen_key):
                 return path, rel
         return None
 
@@ -324,10 +329,11 @@ class _DirectiveWalker:
             f"{self.where}: max_files ({self.max_files}) reached at {rel}; the walk of this entry "
             "stopped there (raise max_files to take more)")
 
-    def _first_visit(self, st: os.stat_result) -> bool:
-        if (st.st_dev, st.st_ino) in self.seen_dirs:  # reached again through a link
+    def _first_visit(self, key: tuple[int, int]) -> bool:
+        """`key`: the folder's (st_dev, st_ino)."""
+        if key in self.seen_dirs:  # reached again through a link
             return False
-        self.seen_dirs.add((st.st_dev, st.st_ino))
+        self.seen_dirs.add(key)
         return True
 
 

@@ -1,0 +1,130 @@
+"""The native folder listing gives the walk exactly what the Python listing gives."""
+
+import errno
+import os
+import random
+import sysconfig
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from dlm.rows import nativelist
+from dlm.rows.listing import ListRules, list_folder
+from dlm.rows.walk import walk_sources
+
+pytestmark = pytest.mark.skipif(
+    not nativelist.available() and os.environ.get("DLM_ALLOW_NO_NATIVE") == "1",
+    reason="DLM_ALLOW_NO_NATIVE=1: this install has no C compiler",
+)
+
+
+@pytest.fixture(autouse=True)
+def built() -> None:
+    assert nativelist.available(), (
+        "dlm.rows._fastlist is not built: reinstall with a C compiler (make install), "
+        "or set DLM_ALLOW_NO_NATIVE=1 to test the Python walk alone")
+
+
+def directive(path, include=("**/*",), exclude=(), max_bytes=1_000_000):
+    return SimpleNamespace(path=str(path), include=list(include), exclude=list(exclude),
+                           max_bytes_per_file=max_bytes, max_files=None)
+
+
+def both_ways(monkeypatch: pytest.MonkeyPatch, directives, base: Path):
+    """The walk's (files, skips, notes) with the native lister, then with the Python one."""
+    native = walk_sources(directives, base)
+    with monkeypatch.context() as m:
+        m.setattr(nativelist, "_fastlist", None)
+        python = walk_sources(directives, base)
+    return ([tuple(f) for f in native.files], dict(native.skipped), native.notes), \
+           ([tuple(f) for f in python.files], dict(python.skipped), python.notes)
+
+
+@pytest.fixture
+def odd_tree(tmp_path: Path) -> Path:
+    """Every kind of entry the walk decides: sizes at the cap, a FIFO, links to files and
+    folders inside the root (one folder reached twice), a link out of the root, a dangling
+    link, an excluded folder, names that sort differently by bytes and by str, an
+    undecodable name, empty and deep folders, and a folder of 300 entries."""
+    root = tmp_path / "root"
+    (root / "pkg" / "sub").mkdir(parents=True)
+    (root / "pkg" / "sub" / "deep.py").write_text("d")
+    (root / "a.py").write_text("a")
+    (root / "at_cap.txt").write_bytes(b"x" * 64)
+    (root / "over_cap.txt").write_bytes(b"x" * 65)
+    os.mkfifo(root / "pipe.py")
+    (root / "Zeta.py").write_text("upper sorts first")
+    (root / "é.py").write_text("e-acute")
+    (root / "\U0001f600.py").write_text("emoji")
+    (root / os.fsdecode(b"bad\xff.py")).write_text("undecodable")
+    (root / os.fsdecode(b"bad\xc3.py")).write_text("undecodable too")
+    (root / "bad\U0001f600.py").write_text("before bad\\xff by bytes, after it as str")
+    (root / "empty").mkdir()
+    (root / "node_modules" / "dep").mkdir(parents=True)
+    (root / "node_modules" / "dep" / "x.js").write_text("x")
+    (root / "link_to_a.py").symlink_to(root / "a.py")
+    (root / "b_link_to_pkg").symlink_to(root / "pkg")  # sorts before pkg: pkg is walked through it
+    (root / "dangling.py").symlink_to(root / "missing.py")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret")
+    (root / "escape.txt").symlink_to(outside)
+    wide = root / "wide"
+    wide.mkdir()
+    for i in random.Random(0).sample(range(1000), 300):
+        (wide / f"f{i:03d}.txt").write_text(str(i))
+    deep = root
+    for i in range(40):
+        deep = deep / f"d{i}"
+    deep.mkdir(parents=True)
+    (deep / "bottom.py").write_text("b")
+    return root
+
+
+def test_odd_tree_same_as_python(odd_tree: Path, monkeypatch: pytest.MonkeyPatch):
+    directives = [directive(odd_tree, exclude=["node_modules/"], max_bytes=64),
+                  directive(odd_tree, include=["**/*.py"], exclude=["wide/"])]
+    native, python = both_ways(monkeypatch, directives, odd_tree)
+    assert native == python
+    files, skipped, notes = native
+    rels = [f[2] for f in files]
+    assert "pkg/sub/deep.py" not in rels and "b_link_to_pkg/sub/deep.py" in rels  # walked once, first path
+    assert skipped["too-large"] == 1 and skipped["not-a-file"] == 2 and skipped["escapes-root"] == 1  # escape.txt, under the first
+    assert skipped["unreadable"] == 2  # the dangling link, under both directives
+    assert "node_modules/dep/x.js" not in rels and len(notes) == 1
+
+
+def test_stdlib_same_as_python(monkeypatch: pytest.MonkeyPatch):
+    stdlib = sysconfig.get_paths()["stdlib"]
+    directives = [directive(stdlib, include=["**/*.py"], exclude=["site-packages/", "__pycache__/"]),
+                  directive(stdlib, include=["**/*"], exclude=["site-packages/"], max_bytes=20_000)]
+    native, python = both_ways(monkeypatch, directives, Path(stdlib))
+    assert native == python and len(native[0]) > 1000
+
+
+def test_each_folder_decided_like_list_folder(odd_tree: Path):
+    rules = ListRules(lambda rel: not rel.endswith(".txt"), lambda rel: rel != "empty/", 3, 64)
+    folders = [str(odd_tree), str(odd_tree / "wide"), str(odd_tree / "pkg")]
+    raws = nativelist._fastlist.list_dirs(folders, 2)
+    for folder, raw in zip(folders, raws, strict=True):
+        prefix = os.path.relpath(folder, odd_tree) + "/" if folder != str(odd_tree) else ""
+        assert nativelist.decide(raw, folder, prefix, rules) == list_folder(folder, prefix, rules)
+
+
+def test_raw_entries_are_lstat(odd_tree: Path):
+    (raw,) = nativelist._fastlist.list_dirs([str(odd_tree)], 1)
+    by_name = {entry[0]: entry for entry in raw}
+    assert set(by_name) == set(os.listdir(odd_tree))
+    for name, d_type, err, *stat in raw:
+        st = os.lstat(odd_tree / name)
+        assert err == 0 and stat == [st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def test_folders_that_cannot_be_listed_give_their_errno(tmp_path: Path):
+    (tmp_path / "file").write_text("x")
+    got = nativelist._fastlist.list_dirs([str(tmp_path / "missing"), str(tmp_path / "file"), str(tmp_path)], 4)
+    assert got[0] == errno.ENOENT and got[1] == errno.ENOTDIR and got[2][0][0] == "file"
+    assert nativelist.decide(got[0], str(tmp_path / "missing"), "missing/", ListRules(bool, bool, 0, 1)) is None
+    assert nativelist._fastlist.list_dirs([], 2) == []
+    with pytest.raises(TypeError):
+        nativelist._fastlist.list_dirs([b"bytes are not a folder name"], 1)
