@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from dlm.rows import nativelist
-from dlm.rows.listing import ListRules, list_folder
+from dlm.rows.listing import ROW, ListRules, list_folder
+from dlm.rows.types import FileRow
 from dlm.rows.walk import walk_sources
 
 pytestmark = pytest.mark.skipif(
@@ -102,29 +103,37 @@ def test_stdlib_same_as_python(monkeypatch: pytest.MonkeyPatch):
     assert native == python and len(native[0]) > 1000
 
 
+def decided(folders, rules, threads=2):
+    """Each folder's listing from the extension, sorted as the walk sorts it."""
+    bases = [os.path.join(f, "") for f in folders]
+    prefixes = ["" if f == folders[0] else os.path.relpath(f, folders[0]) + "/" for f in folders]
+    got = nativelist._fastlist.decide_dirs(bases, prefixes, threads, rules.take_file, rules.take_folder,
+                                           rules.source_index, rules.max_bytes, FileRow, nativelist.odd_entry(rules))
+    return prefixes, [g if isinstance(g, int) else sorted(g, key=lambda item: item[1]) for g in got]
+
+
 def test_each_folder_decided_like_list_folder(odd_tree: Path):
     rules = ListRules(lambda rel: not rel.endswith(".txt"), lambda rel: rel != "empty/", 3, 64)
     folders = [str(odd_tree), str(odd_tree / "wide"), str(odd_tree / "pkg")]
-    raws = nativelist._fastlist.list_dirs(folders, 2)
-    for folder, raw in zip(folders, raws, strict=True):
-        prefix = os.path.relpath(folder, odd_tree) + "/" if folder != str(odd_tree) else ""
-        assert nativelist.decide(raw, folder, prefix, rules) == list_folder(folder, prefix, rules)
-
-
-def test_raw_entries_are_lstat(odd_tree: Path):
-    (raw,) = nativelist._fastlist.list_dirs([str(odd_tree)], 1)
-    by_name = {entry[0]: entry for entry in raw}
-    assert set(by_name) == set(os.listdir(odd_tree))
-    for name, d_type, err, *stat in raw:
-        st = os.lstat(odd_tree / name)
-        assert err == 0 and stat == [st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+    prefixes, got = decided(folders, rules)
+    for folder, prefix, items in zip(folders, prefixes, got, strict=True):
+        assert items == list_folder(folder, prefix, rules)
+        assert all(type(item[3]) is FileRow for item in items if item[0] == ROW)
 
 
 def test_folders_that_cannot_be_listed_give_their_errno(tmp_path: Path):
     (tmp_path / "file").write_text("x")
-    got = nativelist._fastlist.list_dirs([str(tmp_path / "missing"), str(tmp_path / "file"), str(tmp_path)], 4)
-    assert got[0] == errno.ENOENT and got[1] == errno.ENOTDIR and got[2][0][0] == "file"
-    assert nativelist.decide(got[0], str(tmp_path / "missing"), "missing/", ListRules(bool, bool, 0, 1)) is None
-    assert nativelist._fastlist.list_dirs([], 2) == []
-    with pytest.raises(TypeError):
-        nativelist._fastlist.list_dirs([b"bytes are not a folder name"], 1)
+    rules = ListRules(bool, bool, 0, 1)
+    _, got = decided([str(tmp_path), str(tmp_path / "missing"), str(tmp_path / "file")], rules, threads=4)
+    assert got[0][0][:3] == (ROW, "file", str(tmp_path / "file")) and got[1:] == [errno.ENOENT, errno.ENOTDIR]
+    assert decided([], rules)[1] == []
+
+
+def test_errors_in_the_match_functions_propagate(odd_tree: Path):
+    def broken(rel):
+        raise ValueError(f"cannot match {rel}")
+
+    with pytest.raises(ValueError, match="cannot match"):
+        decided([str(odd_tree)], ListRules(broken, bool, 0, 64))
+    with pytest.raises(TypeError, match="tuple subclass"):
+        nativelist._fastlist.decide_dirs([], [], 1, bool, bool, 0, 1, dict, None)

@@ -60,11 +60,11 @@ def listed(tree: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     if nativelist._fastlist is not None:
         real = nativelist._fastlist
 
-        def list_dirs(folders, threads):
-            seen.extend(os.path.relpath(f, tree) for f in folders)
-            return real.list_dirs(folders, threads)
+        def decide_dirs(bases, *args):
+            seen.extend(os.path.relpath(f, tree) for f in bases)
+            return real.decide_dirs(bases, *args)
 
-        monkeypatch.setattr(nativelist, "_fastlist", SimpleNamespace(list_dirs=list_dirs))
+        monkeypatch.setattr(nativelist, "_fastlist", SimpleNamespace(decide_dirs=decide_dirs))
     return seen
 
 

@@ -1,18 +1,18 @@
 /* Folder listings for the source walk, with the system calls on native threads.
  *
- * list_dirs(folders, threads) lists each folder (readdir), sorts its names by their
- * bytes, and lstat-s every entry (fstatat relative to the open folder), on `threads`
- * POSIX threads with the GIL released. Python objects are built only afterwards, on
- * the calling thread. Deciding what the entries mean (patterns, caps, links) stays in
- * Python (dlm.rows.listing); this module only makes the calls a Python loop makes one
- * at a time, which on a warm tree are most of a walk's time.
+ * decide_dirs lists each folder (readdir), sorts its names by their bytes and lstat-s
+ * every entry (fstatat relative to the open folder), on `threads` POSIX threads with
+ * the GIL released; then, on the calling thread, it turns each folder into the listing
+ * dlm.rows.listing.list_folder makes of it: the same Item tuples, the include/exclude
+ * patterns applied by calling the walk's own match functions. Links and entries whose
+ * lstat failed are handed to a Python function (`odd`), so what is decided about them
+ * is written once, in Python. On a warm tree the system calls and one Python frame per
+ * entry are most of a walk's time; here the calls run on all cores and no frame is
+ * made per entry but the pattern match.
  *
- * Result, one item per folder, in order: an int (the errno of opening or reading the
- * folder) or a list of entries, each a tuple
- *     (name, d_type, errno, mode, size, mtime_ns, ctime_ns, ino, dev)
- * `name` is decoded as os.scandir decodes it (the file system encoding,
- * surrogateescape). `errno` is that of the entry's lstat (0: the stat fields hold);
- * `d_type` is readdir's (DT_UNKNOWN = 0 where the file system gives none).
+ * Names are decoded as os.scandir decodes them (the file system encoding,
+ * surrogateescape). Byte order can differ from str order for names that do not decode:
+ * the caller sorts each listing by name again (dlm.rows.nativelist).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -139,48 +139,31 @@ static PyObject *ns_time(time_t sec, long nsec) {
     return r;
 }
 
-static PyObject *entry_tuple(const char *name, const Entry *e) {
-    PyObject *py_name = PyUnicode_DecodeFSDefault(name);
-    if (!py_name) return NULL;
-    if (e->err)
-        return Py_BuildValue("(NiiOOOOOO)", py_name, (int)e->d_type, e->err, Py_None, Py_None,
-                             Py_None, Py_None, Py_None, Py_None);
-    const struct stat *st = &e->st;
-    return Py_BuildValue("(NiilNNNNN)", py_name, (int)e->d_type, 0, (long)st->st_mode,
-                         PyLong_FromLongLong((long long)st->st_size),
-                         ns_time(st->st_mtim.tv_sec, st->st_mtim.tv_nsec),
-                         ns_time(st->st_ctim.tv_sec, st->st_ctim.tv_nsec),
-                         PyLong_FromUnsignedLongLong((unsigned long long)st->st_ino),
-                         PyLong_FromUnsignedLongLong((unsigned long long)st->st_dev));
-}
-
-static PyObject *listing_object(const Listing *job) {
-    if (job->err) return PyLong_FromLong(job->err);
-    PyObject *out = PyList_New((Py_ssize_t)job->n);
-    if (!out) return NULL;
-    for (size_t i = 0; i < job->n; i++) {
-        PyObject *t = entry_tuple(job->sorted[i].name, &job->entries[i]);
-        if (!t) { Py_DECREF(out); return NULL; }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, t);
+static void free_jobs(Listing *jobs, Py_ssize_t n) {
+    if (!jobs) return;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        free(jobs[i].names);
+        free(jobs[i].sorted);
+        free(jobs[i].entries);
     }
-    return out;
+    free(jobs);
 }
 
-static PyObject *list_dirs(PyObject *self, PyObject *args) {
-    (void)self;
-    PyObject *folders;
-    int threads;
-    if (!PyArg_ParseTuple(args, "Oi:list_dirs", &folders, &threads)) return NULL;
-    PyObject *seq = PySequence_Fast(folders, "folders must be a sequence of str");
-    if (!seq) return NULL;
+/* Lists every folder of `seq` (str paths) on `threads` threads with the GIL released.
+ * Returns the jobs (free with free_jobs) or NULL with an exception set. */
+static Listing *run_jobs(PyObject *seq, int threads) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject *encoded = PyList_New(n);
     Listing *jobs = calloc(n ? (size_t)n : 1, sizeof(Listing));
-    PyObject *result = NULL;
-    if (!encoded || !jobs) { PyErr_NoMemory(); goto done; }
+    if (!encoded || !jobs) {
+        Py_XDECREF(encoded);
+        free(jobs);
+        PyErr_NoMemory();
+        return NULL;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *b = PyUnicode_EncodeFSDefault(PySequence_Fast_GET_ITEM(seq, i));
-        if (!b) goto done;
+        if (!b) { Py_DECREF(encoded); free(jobs); return NULL; }
         PyList_SET_ITEM(encoded, i, b);
         jobs[i].path = PyBytes_AS_STRING(b);
     }
@@ -196,31 +179,172 @@ static PyObject *list_dirs(PyObject *self, PyObject *args) {
     worker(&q);
     for (int t = 0; t < started; t++) pthread_join(tids[t], NULL);
     Py_END_ALLOW_THREADS
-    result = PyList_New(n);
-    if (!result) goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = listing_object(&jobs[i]);
-        if (!item) { Py_CLEAR(result); goto done; }
+    Py_DECREF(encoded);
+    return jobs;
+}
+
+/* What decide_dirs decides with; see its docstring. */
+typedef struct {
+    PyObject *take_file, *take_folder, *source_index, *max_bytes_obj, *odd;
+    PyTypeObject *row_type;
+    long long max_bytes;
+    PyObject *too_large, *not_a_file, *slash;
+} Rules;
+
+enum { ROW = 0, SKIP = 1, DIR_ = 2 };
+
+static int taken(PyObject *match, PyObject *rel) {
+    PyObject *got = PyObject_CallOneArg(match, rel);
+    if (!got) return -1;
+    int truth = PyObject_IsTrue(got);
+    Py_DECREF(got);
+    return truth;
+}
+
+static PyObject *item4(int kind, PyObject *name, PyObject *path, PyObject *last) {
+    /* steals name, path and last */
+    PyObject *t = PyTuple_New(4);
+    if (!t) { Py_DECREF(name); Py_DECREF(path); Py_DECREF(last); return NULL; }
+    PyTuple_SET_ITEM(t, 0, PyLong_FromLong(kind));
+    PyTuple_SET_ITEM(t, 1, name);
+    PyTuple_SET_ITEM(t, 2, path);
+    PyTuple_SET_ITEM(t, 3, last);
+    return t;
+}
+
+static PyObject *file_row(const Rules *r, PyObject *path, PyObject *rel, const struct stat *st) {
+    /* the row type is a tuple subclass (a NamedTuple): allocated as tuple.__new__ does */
+    PyObject *row = r->row_type->tp_alloc(r->row_type, 8);
+    if (!row) return NULL;
+    PyObject *fields[8] = {
+        Py_NewRef(r->source_index), Py_NewRef(path), Py_NewRef(rel),
+        PyLong_FromLongLong((long long)st->st_size),
+        ns_time(st->st_mtim.tv_sec, st->st_mtim.tv_nsec),
+        ns_time(st->st_ctim.tv_sec, st->st_ctim.tv_nsec),
+        PyLong_FromUnsignedLongLong((unsigned long long)st->st_ino), Py_NewRef(r->max_bytes_obj)};
+    int ok = 1;
+    for (int k = 0; k < 8; k++) {
+        if (!fields[k]) ok = 0;
+        PyTuple_SET_ITEM(row, k, fields[k]);  /* a NULL field is skipped by the dealloc */
+    }
+    if (!ok) { Py_DECREF(row); return NULL; }
+    return row;
+}
+
+/* One entry's item: a new reference, Py_None when the patterns drop it, NULL on error. */
+static PyObject *decide_entry(const Rules *r, PyObject *base, PyObject *prefix, const char *raw_name, const Entry *e) {
+    PyObject *name = PyUnicode_DecodeFSDefault(raw_name);
+    if (!name) return NULL;
+    const struct stat *st = &e->st;
+    if (e->err || S_ISLNK(st->st_mode)) {
+        PyObject *got = PyObject_CallFunction(r->odd, "OiiOO", name, (int)e->d_type, e->err, base, prefix);
+        Py_DECREF(name);
+        return got;
+    }
+    PyObject *rel = PyUnicode_Concat(prefix, name);
+    PyObject *path = rel ? PyUnicode_Concat(base, name) : NULL;
+    PyObject *out = NULL;
+    if (!path) goto fail;
+    if (S_ISDIR(st->st_mode)) {
+        PyObject *rel_slash = PyUnicode_Concat(rel, r->slash);
+        int t = rel_slash ? taken(r->take_folder, rel_slash) : -1;
+        Py_XDECREF(rel_slash);
+        if (t < 0) goto fail;
+        if (!t) { out = Py_NewRef(Py_None); goto fail; }
+        PyObject *key = Py_BuildValue("(NN)", PyLong_FromUnsignedLongLong((unsigned long long)st->st_dev),
+                                      PyLong_FromUnsignedLongLong((unsigned long long)st->st_ino));
+        if (!key) goto fail;
+        Py_DECREF(rel);
+        return item4(DIR_, name, path, key);
+    }
+    int t = taken(r->take_file, rel);
+    if (t < 0) goto fail;
+    if (!t) { out = Py_NewRef(Py_None); goto fail; }
+    if (!S_ISREG(st->st_mode)) {
+        Py_DECREF(rel);
+        return item4(SKIP, name, path, Py_NewRef(r->not_a_file));
+    }
+    if ((long long)st->st_size > r->max_bytes) {
+        Py_DECREF(rel);
+        return item4(SKIP, name, path, Py_NewRef(r->too_large));
+    }
+    PyObject *row = file_row(r, path, rel, st);
+    if (!row) goto fail;
+    Py_DECREF(rel);
+    return item4(ROW, name, path, row);
+fail:
+    Py_DECREF(name);
+    Py_XDECREF(rel);
+    Py_XDECREF(path);
+    return out;
+}
+
+static PyObject *decided_listing(const Rules *r, const Listing *job, PyObject *base, PyObject *prefix) {
+    if (job->err) return PyLong_FromLong(job->err);
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    for (size_t i = 0; i < job->n; i++) {
+        PyObject *item = decide_entry(r, base, prefix, job->sorted[i].name, &job->entries[i]);
+        if (!item) { Py_DECREF(out); return NULL; }
+        int bad = item != Py_None && PyList_Append(out, item) < 0;
+        Py_DECREF(item);
+        if (bad) { Py_DECREF(out); return NULL; }
+    }
+    return out;
+}
+
+static PyObject *decide_dirs(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *bases, *prefixes;
+    int threads;
+    Rules r = {0};
+    if (!PyArg_ParseTuple(args, "OOiOOOLOO:decide_dirs", &bases, &prefixes, &threads, &r.take_file,
+                          &r.take_folder, &r.source_index, &r.max_bytes, &r.row_type, &r.odd))
+        return NULL;
+    if (!PyType_Check(r.row_type) || !PyType_IsSubtype(r.row_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "row_type must be a tuple subclass");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(bases, "bases must be a sequence of str");
+    PyObject *pre = seq ? PySequence_Fast(prefixes, "prefixes must be a sequence of str") : NULL;
+    PyObject *result = NULL;
+    Listing *jobs = NULL;
+    Py_ssize_t n = seq ? PySequence_Fast_GET_SIZE(seq) : 0;
+    if (!pre) goto done;
+    if (PySequence_Fast_GET_SIZE(pre) != n) {
+        PyErr_SetString(PyExc_ValueError, "bases and prefixes differ in length");
+        goto done;
+    }
+    r.max_bytes_obj = PyLong_FromLongLong(r.max_bytes);
+    r.too_large = PyUnicode_FromString("too-large");
+    r.not_a_file = PyUnicode_FromString("not-a-file");
+    r.slash = PyUnicode_FromString("/");
+    if (!r.max_bytes_obj || !r.too_large || !r.not_a_file || !r.slash) goto done;
+    jobs = run_jobs(seq, threads);
+    result = jobs ? PyList_New(n) : NULL;
+    for (Py_ssize_t i = 0; result && i < n; i++) {
+        PyObject *item = decided_listing(&r, &jobs[i], PySequence_Fast_GET_ITEM(seq, i),
+                                         PySequence_Fast_GET_ITEM(pre, i));
+        if (!item) { Py_CLEAR(result); break; }
         PyList_SET_ITEM(result, i, item);
     }
 done:
-    if (jobs) {
-        for (Py_ssize_t i = 0; i < n; i++) {
-            free(jobs[i].names);
-            free(jobs[i].sorted);
-            free(jobs[i].entries);
-        }
-        free(jobs);
-    }
-    Py_XDECREF(encoded);
-    Py_DECREF(seq);
+    free_jobs(jobs, n);
+    Py_XDECREF(r.max_bytes_obj);
+    Py_XDECREF(r.too_large);
+    Py_XDECREF(r.not_a_file);
+    Py_XDECREF(r.slash);
+    Py_XDECREF(pre);
+    Py_XDECREF(seq);
     return result;
 }
 
 static PyMethodDef methods[] = {
-    {"list_dirs", list_dirs, METH_VARARGS,
-     "list_dirs(folders, threads) -> list: each folder's sorted entries with their lstat, "
-     "or the errno of listing it (see the module source)."},
+    {"decide_dirs", decide_dirs, METH_VARARGS,
+     "decide_dirs(bases, prefixes, threads, take_file, take_folder, source_index, max_bytes, row_type, odd) "
+     "-> list: each folder's listing as dlm.rows.listing.list_folder makes it, in byte order of the names, "
+     "or the errno of listing it; links and entries whose lstat failed are decided by "
+     "odd(name, d_type, errno, base, rel_prefix) (None: dropped)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,12 +3,13 @@
 On a tree in the kernel's caches (any warm run), a walk's time is its `stat` calls: a
 Python loop makes them one at a time and holds the GIL between them. The optional
 extension `dlm.rows._fastlist` lists and lstat-s whole batches of folders on native
-threads with the GIL released (one batch per depth of the tree, breadth first); this
-module turns each folder's raw entries into the listing `dlm.rows.listing.list_folder`
-makes of it, the same `Item`s in the same order, and hands them to the walk, which
-keeps every decision that needs more than one folder (order, links, folders seen
-twice). A folder the breadth-first pass did not list (one reached through a symlink)
-is listed in line as before.
+threads with the GIL released (one batch per depth of the tree, breadth first), then
+turns each folder into the listing `dlm.rows.listing.list_folder` makes of it: the same
+`Item`s, decided with the walk's own pattern match functions, and sorted here in the
+same order. Symlinks and entries whose lstat failed are decided in Python
+(`odd_entry`). The walk keeps every decision that needs more than one folder (order,
+links, folders seen twice); a folder the breadth-first pass did not list (one reached
+through a symlink) is listed in line as before.
 
 Used only when the extension is built (it needs a C compiler at install time; without
 one the walk lists in Python, same result) and the directive has no `max_files`: a cap
@@ -22,10 +23,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from operator import itemgetter
-from stat import S_ISDIR, S_ISLNK, S_ISREG
 from types import ModuleType
 
-from dlm.rows.listing import DIR, LINK_DIR, LINK_FILE, ROW, SKIP, Item, ListRules, list_folder, new_row
+from dlm.rows.listing import DIR, LINK_DIR, LINK_FILE, ROW, SKIP, Item, ListRules, list_folder
 from dlm.rows.types import FileRow
 
 _fastlist: ModuleType | None
@@ -34,8 +34,10 @@ try:
 except ImportError:  # no compiler when it was installed: the walk lists in Python
     _fastlist = None
 
-DT_DIR, DT_LNK = 4, 10  # readdir's d_type values (dirent.h), read only when an lstat failed
-_NAME = itemgetter(0)
+DT_DIR = 4  # readdir's d_type of a folder (dirent.h), read only when an lstat failed
+# the item kinds the extension builds for regular files, skips and folders
+assert (ROW, SKIP, DIR) == (0, 1, 2), "dlm.rows._fastlist builds items with these kinds"
+_NAME = itemgetter(1)  # an Item's name
 
 
 def available() -> bool:
@@ -51,60 +53,25 @@ def threads() -> int:
         return os.cpu_count() or 1
 
 
-def decide(raw: list[tuple] | int, folder: str, rel_prefix: str, rules: ListRules) -> list[Item] | None:
-    """The `list_folder` listing of `folder` from its raw native entries (or None when
-    it could not be listed: `raw` is an errno).
-
-    Raw entries: `(name, d_type, errno, mode, size, mtime_ns, ctime_ns, ino, dev)` from
-    lstat. They arrive sorted by their bytes; they are sorted again here by `str`, as
-    `list_folder` sorts, which differs for names the file system encoding cannot
-    decode (Timsort takes an already sorted list in one linear pass).
-    """
-    if isinstance(raw, int):
-        return None
-    raw.sort(key=_NAME)
+def odd_entry(rules: ListRules) -> Callable[[str, int, int, str, str], Item | None]:
+    """What the native listing asks about an entry it does not decide itself: a symlink
+    (`errno` 0) or an entry whose lstat failed. Its item as `list_folder` makes it, or
+    None when the patterns drop it. Without a type from readdir (`d_type` 0) a failed
+    entry is counted whatever the patterns say, as `list_folder` counts an entry whose
+    type cannot be read."""
     take_file, take_folder = rules.take_file, rules.take_folder
-    source_index, max_bytes = rules.source_index, rules.max_bytes
-    base = os.path.join(folder, "")
-    out: list[Item] = []
-    append = out.append
-    for name, d_type, err, mode, size, mtime, ctime, ino, dev in raw:
-        rel = rel_prefix + name
-        path = base + name
-        if err:
-            _unreadable(append, name, path, rel, d_type, rules)
-        elif S_ISREG(mode):
-            if take_file(rel):
-                if size > max_bytes:
-                    append((SKIP, name, path, "too-large"))
-                else:
-                    append((ROW, name, path, new_row(FileRow, (
-                        source_index, path, rel, size, mtime, ctime, ino, max_bytes))))
-        elif S_ISDIR(mode):
-            if take_folder(rel + "/"):
-                append((DIR, name, path, (dev, ino)))
-        elif S_ISLNK(mode):
-            if os.path.isdir(path):  # follows the link, False when it dangles (as DirEntry.is_dir)
-                if take_folder(rel + "/"):
-                    append((LINK_DIR, name, path, None))
-            elif take_file(rel):
-                append((LINK_FILE, name, path, None))
-        elif take_file(rel):
-            append((SKIP, name, path, "not-a-file"))
-    return out
 
+    def odd(name: str, d_type: int, err: int, base: str, rel_prefix: str) -> Item | None:
+        rel, path = rel_prefix + name, base + name
+        if not err:  # a symlink: the patterns of what it points to
+            if os.path.isdir(path):  # follows the link; False when it dangles, as DirEntry.is_dir
+                return (LINK_DIR, name, path, None) if take_folder(rel + "/") else None
+            return (LINK_FILE, name, path, None) if take_file(rel) else None
+        if d_type == 0 or (take_folder(rel + "/") if d_type == DT_DIR else take_file(rel)):
+            return (SKIP, name, path, "unreadable")
+        return None
 
-def _unreadable(append: Callable[[Item], None], name: str, path: str, rel: str, d_type: int, rules: ListRules) -> None:
-    """An entry whose lstat failed (it vanished or cannot be read), as `list_folder`
-    treats it: without a type from readdir it is counted whatever the patterns say;
-    with one, only when the patterns take it."""
-    if d_type == 0:
-        append((SKIP, name, path, "unreadable"))
-    elif d_type == DT_DIR:
-        if rules.take_folder(rel + "/"):
-            append((SKIP, name, path, "unreadable"))
-    elif rules.take_file(rel):
-        append((SKIP, name, path, "unreadable"))
+    return odd
 
 
 class NativeLister:
@@ -127,15 +94,23 @@ class NativeLister:
 
     def _list_tree(self, root: str, rel_prefix: str) -> dict[str, list[Item] | None]:
         assert _fastlist is not None
+        rules = self.rules
+        odd = odd_entry(rules)
         listings: dict[str, list[Item] | None] = {}
         frontier = [(root, rel_prefix)]
         while frontier:
-            raws = _fastlist.list_dirs([folder for folder, _ in frontier], self.n_threads)
+            bases = [os.path.join(folder, "") for folder, _ in frontier]
+            decided = _fastlist.decide_dirs(
+                bases, [prefix for _, prefix in frontier], self.n_threads, rules.take_file, rules.take_folder,
+                rules.source_index, rules.max_bytes, FileRow, odd)
             deeper: list[tuple[str, str]] = []
-            for (folder, prefix), raw in zip(frontier, raws, strict=True):
-                items = listings[folder] = decide(raw, folder, prefix, self.rules)
-                if items:
-                    deeper.extend((path, prefix + name + "/") for kind, name, path, _ in items if kind == DIR)
+            for (folder, prefix), items in zip(frontier, decided, strict=True):
+                if isinstance(items, int):  # the errno of listing it
+                    listings[folder] = None
+                    continue
+                items.sort(key=_NAME)  # str order, as list_folder sorts (module docstring)
+                listings[folder] = items
+                deeper.extend((path, prefix + name + "/") for kind, name, path, _ in items if kind == DIR)
             frontier = deeper
         return listings
 
