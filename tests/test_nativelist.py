@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from dlm.rows import nativelist
-from dlm.rows.listing import ROW, ListRules, list_folder
+from dlm.rows.listing import DIR, ROW, ROWS, ListRules, list_folder
 from dlm.rows.types import FileRow
 from dlm.rows.walk import walk_sources
 
@@ -104,12 +104,34 @@ def test_stdlib_same_as_python(monkeypatch: pytest.MonkeyPatch):
 
 
 def decided(folders, rules, threads=2):
-    """Each folder's listing from the extension, sorted as the walk sorts it."""
+    """Each folder's listing from the extension with its runs of files expanded to ROW
+    items (as `list_folder` gives them), and the subfolders it names; or the errno."""
     bases = [os.path.join(f, "") for f in folders]
     prefixes = ["" if f == folders[0] else os.path.relpath(f, folders[0]) + "/" for f in folders]
     got = nativelist._fastlist.decide_dirs(bases, prefixes, threads, rules.take_file, rules.take_folder,
-                                           rules.source_index, rules.max_bytes, FileRow, nativelist.odd_entry(rules))
-    return prefixes, [g if isinstance(g, int) else sorted(g, key=lambda item: item[1]) for g in got]
+                                           rules.source_index, rules.max_bytes, FileRow, nativelist.odd_entry(rules),
+                                           lambda item: item[1])
+    out = []
+    for base, listing in zip(bases, got, strict=True):
+        if isinstance(listing, int):
+            out.append(listing)
+            continue
+        items, subfolders = listing
+        expanded = []
+        for item in items:
+            if item[0] == ROWS:
+                assert item[3] and all(type(row) is FileRow for row in item[3])
+                expanded += [(ROW, row.path[len(base):], row.path, row) for row in item[3]]
+            else:
+                expanded.append(item)
+        assert subfolders == [(path, prefix_of(base, folders[0], name)) for kind, name, path, _ in items if kind == DIR]
+        out.append(expanded)
+    return prefixes, out
+
+
+def prefix_of(base: str, root: str, name: str) -> str:
+    rel = os.path.relpath(base + name, root)
+    return rel + "/"
 
 
 def test_each_folder_decided_like_list_folder(odd_tree: Path):
@@ -118,7 +140,6 @@ def test_each_folder_decided_like_list_folder(odd_tree: Path):
     prefixes, got = decided(folders, rules)
     for folder, prefix, items in zip(folders, prefixes, got, strict=True):
         assert items == list_folder(folder, prefix, rules)
-        assert all(type(item[3]) is FileRow for item in items if item[0] == ROW)
 
 
 def test_folders_that_cannot_be_listed_give_their_errno(tmp_path: Path):
@@ -136,4 +157,4 @@ def test_errors_in_the_match_functions_propagate(odd_tree: Path):
     with pytest.raises(ValueError, match="cannot match"):
         decided([str(odd_tree)], ListRules(broken, bool, 0, 64))
     with pytest.raises(TypeError, match="tuple subclass"):
-        nativelist._fastlist.decide_dirs([], [], 1, bool, bool, 0, 1, dict, None)
+        nativelist._fastlist.decide_dirs([], [], 1, bool, bool, 0, 1, dict, None, None)

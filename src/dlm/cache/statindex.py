@@ -106,8 +106,12 @@ def trusted(snap: Snapshot | None, files: Sequence[FileRow], stats: np.ndarray, 
     """(pos, ok): each file's row in the snapshot (-1: absent) and whether it is trusted."""
     if snap is None or not files:
         return np.full(len(files), -1, dtype=np.int64), np.zeros(len(files), dtype=bool)
-    where = dict(zip(snap.relpaths, range(len(snap.relpaths)), strict=True))
-    pos = np.fromiter(map(where.get, map(_RELPATH, files), repeat(-1)), dtype=np.int64, count=len(files))
+    relpaths = list(map(_RELPATH, files))
+    if relpaths == snap.relpaths:  # the same files in the same order: any warm run of an unchanged tree
+        pos = np.arange(len(files), dtype=np.int64)
+    else:
+        where = dict(zip(snap.relpaths, range(len(snap.relpaths)), strict=True))
+        pos = np.fromiter(map(where.get, relpaths, repeat(-1)), dtype=np.int64, count=len(files))
     p = np.maximum(pos, 0)
     ok = (
         (pos >= 0)

@@ -1,18 +1,20 @@
 /* Folder listings for the source walk, with the system calls on native threads.
  *
  * decide_dirs lists each folder (readdir), sorts its names by their bytes and lstat-s
- * every entry (fstatat relative to the open folder), on `threads` POSIX threads with
- * the GIL released; then, on the calling thread, it turns each folder into the listing
- * dlm.rows.listing.list_folder makes of it: the same Item tuples, the include/exclude
- * patterns applied by calling the walk's own match functions. Links and entries whose
+ * every entry (fstatat relative to the open folder), on `threads` POSIX threads that
+ * never take the GIL. Meanwhile the calling thread turns each listed folder, in order,
+ * into the listing dlm.rows.listing.list_folder makes of it: the same Item tuples, the
+ * include/exclude patterns applied by calling the walk's own match functions. Links and entries whose
  * lstat failed are handed to a Python function (`odd`), so what is decided about them
- * is written once, in Python. On a warm tree the system calls and one Python frame per
- * entry are most of a walk's time; here the calls run on all cores and no frame is
- * made per entry but the pattern match.
+ * is written once, in Python. Each run of consecutive files becomes one ROWS item, and
+ * the subfolders to list next come back beside each listing. On a warm tree the system
+ * calls and one Python frame per entry are most of a walk's time; here the calls run on
+ * all cores and no frame is made per entry but the pattern match.
  *
  * Names are decoded as os.scandir decodes them (the file system encoding,
- * surrogateescape). Byte order can differ from str order for names that do not decode:
- * the caller sorts each listing by name again (dlm.rows.nativelist).
+ * surrogateescape). Items come in the names' byte order, which is str order for names
+ * that decode; a folder holding any non-ASCII name is sorted again with the caller's
+ * key, as list_folder sorts.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -45,13 +47,15 @@ typedef struct {
     char *names;       /* NUL-terminated names, back to back, in readdir order */
     Name *sorted;      /* the names by their bytes */
     Entry *entries;    /* in sorted order */
+    int done;          /* listed: read and written under the queue's lock */
 } Listing;
 
 typedef struct {
     Listing *jobs;
     size_t n_jobs;
-    size_t next;
+    size_t next;       /* the next job a worker takes */
     pthread_mutex_t lock;
+    pthread_cond_t listed;
 } Queue;
 
 static int by_name(const void *a, const void *b) {
@@ -121,10 +125,14 @@ static void *worker(void *arg) {
     Queue *q = arg;
     for (;;) {
         pthread_mutex_lock(&q->lock);
-        size_t i = q->next++;
+        size_t i = q->next < q->n_jobs ? q->next++ : q->n_jobs;
         pthread_mutex_unlock(&q->lock);
         if (i >= q->n_jobs) return NULL;
         list_one(&q->jobs[i]);
+        pthread_mutex_lock(&q->lock);
+        q->jobs[i].done = 1;
+        pthread_cond_broadcast(&q->listed);
+        pthread_mutex_unlock(&q->lock);
     }
 }
 
@@ -139,59 +147,100 @@ static PyObject *ns_time(time_t sec, long nsec) {
     return r;
 }
 
-static void free_jobs(Listing *jobs, Py_ssize_t n) {
-    if (!jobs) return;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        free(jobs[i].names);
-        free(jobs[i].sorted);
-        free(jobs[i].entries);
-    }
-    free(jobs);
-}
+/* Folders being listed by worker threads while the calling thread decides the ones
+ * already listed, in order (start_jobs, wait_job, stop_jobs). */
+typedef struct {
+    Queue q;
+    PyObject *encoded;  /* the paths as bytes, alive while the workers read them */
+    pthread_t tids[64];
+    int started;
+} Pool;
 
-/* Lists every folder of `seq` (str paths) on `threads` threads with the GIL released.
- * Returns the jobs (free with free_jobs) or NULL with an exception set. */
-static Listing *run_jobs(PyObject *seq, int threads) {
+static Pool *start_jobs(PyObject *seq, int threads) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject *encoded = PyList_New(n);
+    Pool *pool = calloc(1, sizeof(Pool));
     Listing *jobs = calloc(n ? (size_t)n : 1, sizeof(Listing));
-    if (!encoded || !jobs) {
-        Py_XDECREF(encoded);
+    PyObject *encoded = PyList_New(n);
+    if (!pool || !jobs || !encoded) {
+        free(pool);
         free(jobs);
+        Py_XDECREF(encoded);
         PyErr_NoMemory();
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *b = PyUnicode_EncodeFSDefault(PySequence_Fast_GET_ITEM(seq, i));
-        if (!b) { Py_DECREF(encoded); free(jobs); return NULL; }
+        if (!b) { Py_DECREF(encoded); free(jobs); free(pool); return NULL; }
         PyList_SET_ITEM(encoded, i, b);
         jobs[i].path = PyBytes_AS_STRING(b);
     }
-    Queue q = {jobs, (size_t)n, 0, PTHREAD_MUTEX_INITIALIZER};
+    pool->encoded = encoded;
+    pool->q.jobs = jobs;
+    pool->q.n_jobs = (size_t)n;
+    pthread_mutex_init(&pool->q.lock, NULL);
+    pthread_cond_init(&pool->q.listed, NULL);
     if (threads < 1) threads = 1;
     if (threads > 64) threads = 64;
-    if ((Py_ssize_t)threads > n) threads = n > 0 ? (int)n : 1;
+    if ((Py_ssize_t)threads > n) threads = (int)n;
+    for (int t = 0; t < threads; t++)
+        if (pthread_create(&pool->tids[pool->started], NULL, worker, &pool->q) == 0) pool->started++;
+    return pool;
+}
+
+/* Job i, listed: waits for the workers with the GIL released (or lists it here when no
+ * worker thread could be started). */
+static Listing *wait_job(Pool *pool, size_t i) {
+    Queue *q = &pool->q;
+    Listing *job = &q->jobs[i];
+    if (pool->started) {  /* already listed: no need to let the GIL go */
+        pthread_mutex_lock(&q->lock);
+        int done = job->done;
+        pthread_mutex_unlock(&q->lock);
+        if (done) return job;
+    }
     Py_BEGIN_ALLOW_THREADS
-    pthread_t tids[64];
-    int started = 0;
-    for (int t = 1; t < threads; t++)
-        if (pthread_create(&tids[started], NULL, worker, &q) == 0) started++;
-    worker(&q);
-    for (int t = 0; t < started; t++) pthread_join(tids[t], NULL);
+    if (!pool->started) {
+        list_one(job);
+    } else {
+        pthread_mutex_lock(&q->lock);
+        while (!job->done) pthread_cond_wait(&q->listed, &q->lock);
+        pthread_mutex_unlock(&q->lock);
+    }
     Py_END_ALLOW_THREADS
-    Py_DECREF(encoded);
-    return jobs;
+    return job;
+}
+
+/* Workers take no new job, finish the one in hand and are joined; everything freed. */
+static void stop_jobs(Pool *pool) {
+    if (!pool) return;
+    Queue *q = &pool->q;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&q->lock);
+    q->next = q->n_jobs;
+    pthread_mutex_unlock(&q->lock);
+    for (int t = 0; t < pool->started; t++) pthread_join(pool->tids[t], NULL);
+    Py_END_ALLOW_THREADS
+    for (size_t i = 0; i < q->n_jobs; i++) {
+        free(q->jobs[i].names);
+        free(q->jobs[i].sorted);
+        free(q->jobs[i].entries);
+    }
+    free(q->jobs);
+    pthread_mutex_destroy(&q->lock);
+    pthread_cond_destroy(&q->listed);
+    Py_DECREF(pool->encoded);
+    free(pool);
 }
 
 /* What decide_dirs decides with; see its docstring. */
 typedef struct {
-    PyObject *take_file, *take_folder, *source_index, *max_bytes_obj, *odd;
+    PyObject *take_file, *take_folder, *source_index, *max_bytes_obj, *odd, *name_key;
     PyTypeObject *row_type;
     long long max_bytes;
     PyObject *too_large, *not_a_file, *slash;
 } Rules;
 
-enum { ROW = 0, SKIP = 1, DIR_ = 2 };
+enum { ROW = 0, SKIP = 1, DIR_ = 2, ROWS = 5 };
 
 static int taken(PyObject *match, PyObject *rel) {
     PyObject *got = PyObject_CallOneArg(match, rel);
@@ -279,18 +328,78 @@ fail:
     return out;
 }
 
+static int non_ascii(const char *name) {
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        if (*c >= 0x80) return 1;
+    return 0;
+}
+
+/* Consecutive ROW items become one (ROWS, None, None, [row, ...]); the subfolders to
+ * list next are collected as (path, rel_prefix + name + "/"). Steals `items`. */
+static PyObject *coalesced(PyObject *items, PyObject *prefix, PyObject *slash) {
+    PyObject *out = PyList_New(0), *subs = PyList_New(0), *run = NULL;
+    if (!out || !subs) goto fail;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
+        if (kind == ROW) {
+            if (!run) {
+                run = PyList_New(0);
+                PyObject *block = run ? Py_BuildValue("(lOOO)", (long)ROWS, Py_None, Py_None, run) : NULL;
+                int bad = !block || PyList_Append(out, block) < 0;
+                Py_XDECREF(block);
+                Py_XDECREF(run);  /* the block holds it */
+                if (bad) goto fail;
+            }
+            if (PyList_Append(run, PyTuple_GET_ITEM(item, 3)) < 0) goto fail;
+            continue;
+        }
+        run = NULL;
+        if (PyList_Append(out, item) < 0) goto fail;
+        if (kind == DIR_) {
+            PyObject *rel = PyUnicode_Concat(prefix, PyTuple_GET_ITEM(item, 1));
+            PyObject *child = rel ? PyUnicode_Concat(rel, slash) : NULL;
+            PyObject *sub = child ? PyTuple_Pack(2, PyTuple_GET_ITEM(item, 2), child) : NULL;
+            int bad = !sub || PyList_Append(subs, sub) < 0;
+            Py_XDECREF(rel); Py_XDECREF(child); Py_XDECREF(sub);
+            if (bad) goto fail;
+        }
+    }
+    Py_DECREF(items);
+    PyObject *pair = PyTuple_Pack(2, out, subs);
+    Py_DECREF(out);
+    Py_DECREF(subs);
+    return pair;
+fail:
+    Py_DECREF(items);
+    Py_XDECREF(out);
+    Py_XDECREF(subs);
+    return NULL;
+}
+
 static PyObject *decided_listing(const Rules *r, const Listing *job, PyObject *base, PyObject *prefix) {
     if (job->err) return PyLong_FromLong(job->err);
-    PyObject *out = PyList_New(0);
-    if (!out) return NULL;
+    PyObject *items = PyList_New(0);
+    if (!items) return NULL;
+    int resort = 0;
     for (size_t i = 0; i < job->n; i++) {
-        PyObject *item = decide_entry(r, base, prefix, job->sorted[i].name, &job->entries[i]);
-        if (!item) { Py_DECREF(out); return NULL; }
-        int bad = item != Py_None && PyList_Append(out, item) < 0;
+        const char *name = job->sorted[i].name;
+        resort = resort || non_ascii(name);
+        PyObject *item = decide_entry(r, base, prefix, name, &job->entries[i]);
+        if (!item) { Py_DECREF(items); return NULL; }
+        int bad = item != Py_None && PyList_Append(items, item) < 0;
         Py_DECREF(item);
-        if (bad) { Py_DECREF(out); return NULL; }
+        if (bad) { Py_DECREF(items); return NULL; }
     }
-    return out;
+    if (resort) {  /* str order, as list_folder sorts: it differs from byte order for undecodable names */
+        PyObject *sort = PyObject_GetAttrString(items, "sort"), *kw = Py_BuildValue("{sO}", "key", r->name_key);
+        PyObject *empty = PyTuple_New(0);
+        PyObject *done = sort && kw && empty ? PyObject_Call(sort, empty, kw) : NULL;
+        Py_XDECREF(sort); Py_XDECREF(kw); Py_XDECREF(empty);
+        if (!done) { Py_DECREF(items); return NULL; }
+        Py_DECREF(done);
+    }
+    return coalesced(items, prefix, r->slash);
 }
 
 static PyObject *decide_dirs(PyObject *self, PyObject *args) {
@@ -298,8 +407,8 @@ static PyObject *decide_dirs(PyObject *self, PyObject *args) {
     PyObject *bases, *prefixes;
     int threads;
     Rules r = {0};
-    if (!PyArg_ParseTuple(args, "OOiOOOLOO:decide_dirs", &bases, &prefixes, &threads, &r.take_file,
-                          &r.take_folder, &r.source_index, &r.max_bytes, &r.row_type, &r.odd))
+    if (!PyArg_ParseTuple(args, "OOiOOOLOOO:decide_dirs", &bases, &prefixes, &threads, &r.take_file,
+                          &r.take_folder, &r.source_index, &r.max_bytes, &r.row_type, &r.odd, &r.name_key))
         return NULL;
     if (!PyType_Check(r.row_type) || !PyType_IsSubtype(r.row_type, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "row_type must be a tuple subclass");
@@ -308,7 +417,7 @@ static PyObject *decide_dirs(PyObject *self, PyObject *args) {
     PyObject *seq = PySequence_Fast(bases, "bases must be a sequence of str");
     PyObject *pre = seq ? PySequence_Fast(prefixes, "prefixes must be a sequence of str") : NULL;
     PyObject *result = NULL;
-    Listing *jobs = NULL;
+    Pool *pool = NULL;
     Py_ssize_t n = seq ? PySequence_Fast_GET_SIZE(seq) : 0;
     if (!pre) goto done;
     if (PySequence_Fast_GET_SIZE(pre) != n) {
@@ -320,16 +429,16 @@ static PyObject *decide_dirs(PyObject *self, PyObject *args) {
     r.not_a_file = PyUnicode_FromString("not-a-file");
     r.slash = PyUnicode_FromString("/");
     if (!r.max_bytes_obj || !r.too_large || !r.not_a_file || !r.slash) goto done;
-    jobs = run_jobs(seq, threads);
-    result = jobs ? PyList_New(n) : NULL;
+    pool = start_jobs(seq, threads);
+    result = pool ? PyList_New(n) : NULL;
     for (Py_ssize_t i = 0; result && i < n; i++) {
-        PyObject *item = decided_listing(&r, &jobs[i], PySequence_Fast_GET_ITEM(seq, i),
+        PyObject *item = decided_listing(&r, wait_job(pool, (size_t)i), PySequence_Fast_GET_ITEM(seq, i),
                                          PySequence_Fast_GET_ITEM(pre, i));
         if (!item) { Py_CLEAR(result); break; }
         PyList_SET_ITEM(result, i, item);
     }
 done:
-    free_jobs(jobs, n);
+    stop_jobs(pool);
     Py_XDECREF(r.max_bytes_obj);
     Py_XDECREF(r.too_large);
     Py_XDECREF(r.not_a_file);
@@ -341,9 +450,10 @@ done:
 
 static PyMethodDef methods[] = {
     {"decide_dirs", decide_dirs, METH_VARARGS,
-     "decide_dirs(bases, prefixes, threads, take_file, take_folder, source_index, max_bytes, row_type, odd) "
-     "-> list: each folder's listing as dlm.rows.listing.list_folder makes it, in byte order of the names, "
-     "or the errno of listing it; links and entries whose lstat failed are decided by "
+     "decide_dirs(bases, prefixes, threads, take_file, take_folder, source_index, max_bytes, row_type, odd, "
+     "name_key) -> list: for each folder, the errno of listing it or (items, subfolders): its listing as "
+     "dlm.rows.listing.list_folder makes it with each run of ROW items as one ROWS item, and "
+     "(path, rel_prefix) of each DIR item; links and entries whose lstat failed are decided by "
      "odd(name, d_type, errno, base, rel_prefix) (None: dropped)."},
     {NULL, NULL, 0, NULL},
 };

@@ -5,8 +5,9 @@ Python loop makes them one at a time and holds the GIL between them. The optiona
 extension `dlm.rows._fastlist` lists and lstat-s whole batches of folders on native
 threads with the GIL released (one batch per depth of the tree, breadth first), then
 turns each folder into the listing `dlm.rows.listing.list_folder` makes of it: the same
-`Item`s, decided with the walk's own pattern match functions, and sorted here in the
-same order. Symlinks and entries whose lstat failed are decided in Python
+`Item`s in the same order, decided with the walk's own pattern match functions, each run
+of consecutive files as one `ROWS` item (the walk extends its result by the run instead
+of one Python step per file). Symlinks and entries whose lstat failed are decided in Python
 (`odd_entry`). The walk keeps every decision that needs more than one folder (order,
 links, folders seen twice); a folder the breadth-first pass did not list (one reached
 through a symlink) is listed in line as before.
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from operator import itemgetter
 from types import ModuleType
 
-from dlm.rows.listing import DIR, LINK_DIR, LINK_FILE, ROW, SKIP, Item, ListRules, list_folder
+from dlm.rows.listing import DIR, LINK_DIR, LINK_FILE, ROW, ROWS, SKIP, Item, ListRules, list_folder
 from dlm.rows.types import FileRow
 
 _fastlist: ModuleType | None
@@ -36,7 +37,7 @@ except ImportError:  # no compiler when it was installed: the walk lists in Pyth
 
 DT_DIR = 4  # readdir's d_type of a folder (dirent.h), read only when an lstat failed
 # the item kinds the extension builds for regular files, skips and folders
-assert (ROW, SKIP, DIR) == (0, 1, 2), "dlm.rows._fastlist builds items with these kinds"
+assert (ROW, SKIP, DIR, ROWS) == (0, 1, 2, 5), "dlm.rows._fastlist builds items with these kinds"
 _NAME = itemgetter(1)  # an Item's name
 
 
@@ -102,15 +103,14 @@ class NativeLister:
             bases = [os.path.join(folder, "") for folder, _ in frontier]
             decided = _fastlist.decide_dirs(
                 bases, [prefix for _, prefix in frontier], self.n_threads, rules.take_file, rules.take_folder,
-                rules.source_index, rules.max_bytes, FileRow, odd)
+                rules.source_index, rules.max_bytes, FileRow, odd, _NAME)
             deeper: list[tuple[str, str]] = []
-            for (folder, prefix), items in zip(frontier, decided, strict=True):
-                if isinstance(items, int):  # the errno of listing it
+            for (folder, _), got in zip(frontier, decided, strict=True):
+                if isinstance(got, int):  # the errno of listing it
                     listings[folder] = None
                     continue
-                items.sort(key=_NAME)  # str order, as list_folder sorts (module docstring)
-                listings[folder] = items
-                deeper.extend((path, prefix + name + "/") for kind, name, path, _ in items if kind == DIR)
+                listings[folder], subfolders = got
+                deeper.extend(subfolders)
             frontier = deeper
         return listings
 

@@ -45,7 +45,7 @@ from pathspec import RegexPattern
 
 from dlm.errors import SourceError
 from dlm.rows import nativelist
-from dlm.rows.listing import DIR, LINK_FILE, ROW, SKIP, Item, ListRules, Prefetcher, file_item
+from dlm.rows.listing import DIR, LINK_FILE, ROW, ROWS, SKIP, Item, ListRules, Prefetcher, file_item
 from dlm.rows.nativelist import NativeLister
 from dlm.rows.types import FileRow
 
@@ -287,6 +287,10 @@ class _DirectiveWalker:
                     return None
                 self.taken += 1
                 files.append(item[3])
+                continue
+            if kind == ROWS:  # a run of files, from a lister used only without max_files
+                self.taken += len(item[3])
+                files.extend(item[3])
                 continue
             if kind == SKIP:
                 skipped[item[3]] += 1
