@@ -1,5 +1,6 @@
-"""Source walk: folders listed in line, by the default (in line until listings prove
-slow), and always by worker threads ahead of the walk.
+"""Source walk: folders listed by the native extension (the default where it is built),
+and in Python: in line, by the Python default (in line until listings prove slow), and
+always by worker threads ahead of the walk.
 
     .venv/bin/python benchmarks/walk.py --linux-root DIR [--repeats 5]
 
@@ -22,6 +23,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import dlm.rows.listing as listing
+import dlm.rows.nativelist as nativelist
 from dlm.rows.walk import walk_sources
 
 
@@ -36,16 +38,20 @@ def main() -> None:
     if args.linux_root:
         corpora.append(("linux", SimpleNamespace(path=str(args.linux_root), include=["**/*"], exclude=[".git/"],
                                                  max_bytes_per_file=1_000_000, max_files=None)))
+    if not nativelist.available():
+        raise SystemExit("dlm.rows._fastlist is not built: make install (needs a C compiler)")
+    native = nativelist._fastlist
     threads, slow, probe = listing.THREADS, listing.WAIT_RATIO, listing.PROBE_ENTRIES
-    ways = {"in line": (0, slow, probe), "default": (threads, slow, probe), "threads": (threads, 0.0, 0)}
-    print(f"| corpus | files | in line s | default s | {threads} threads always s | default / in line "
-          f"| threads / in line | os.stat of the files alone s |")
-    print("|---|---|---|---|---|---|---|---|")
+    ways = {"native": (native, threads, slow, probe), "in line": (None, 0, slow, probe),
+            "default": (None, threads, slow, probe), "threads": (None, threads, 0.0, 0)}
+    print(f"| corpus | files | native s | in line s | Python default s | {threads} threads always s "
+          f"| native / in line | threads / in line | os.stat of the files alone s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, c in corpora:
         times: dict[str, list[float]] = {way: [] for way in ways}
         results = {}
         for _ in range(args.repeats):
-            for way, (listing.THREADS, listing.WAIT_RATIO, listing.PROBE_ENTRIES) in ways.items():
+            for way, (nativelist._fastlist, listing.THREADS, listing.WAIT_RATIO, listing.PROBE_ENTRIES) in ways.items():
                 start = time.perf_counter()
                 w = walk_sources([c], Path("."))
                 times[way].append(time.perf_counter() - start)
@@ -54,11 +60,12 @@ def main() -> None:
             start = time.perf_counter()
             list(map(os.stat, paths))
             times.setdefault("stat", []).append(time.perf_counter() - start)
-        assert results["in line"] == results["default"] == results["threads"]
+        assert results["native"] == results["in line"] == results["default"] == results["threads"]
         med = {way: statistics.median(t) for way, t in times.items()}
-        print(f"| {name} | {len(results['in line'][0]):,} | {med['in line']:.3f} | {med['default']:.3f} "
-              f"| {med['threads']:.3f} | {med['default'] / med['in line']:.2f}x | {med['threads'] / med['in line']:.2f}x "
-              f"| {med['stat']:.3f} |")
+        print(f"| {name} | {len(results['in line'][0]):,} | {med['native']:.3f} | {med['in line']:.3f} "
+              f"| {med['default']:.3f} | {med['threads']:.3f} | {med['native'] / med['in line']:.2f}x "
+              f"| {med['threads'] / med['in line']:.2f}x | {med['stat']:.3f} |")
+    nativelist._fastlist = native
     listing.THREADS, listing.WAIT_RATIO, listing.PROBE_ENTRIES = threads, slow, probe
 
 if __name__ == "__main__":

@@ -27,9 +27,9 @@ def built() -> None:
         "or set DLM_ALLOW_NO_NATIVE=1 to test the Python walk alone")
 
 
-def directive(path, include=("**/*",), exclude=(), max_bytes=1_000_000):
+def directive(path, include=("**/*",), exclude=(), max_bytes=1_000_000, max_files=None):
     return SimpleNamespace(path=str(path), include=list(include), exclude=list(exclude),
-                           max_bytes_per_file=max_bytes, max_files=None)
+                           max_bytes_per_file=max_bytes, max_files=max_files)
 
 
 def both_ways(monkeypatch: pytest.MonkeyPatch, directives, base: Path):
@@ -101,6 +101,14 @@ def test_stdlib_same_as_python(monkeypatch: pytest.MonkeyPatch):
                   directive(stdlib, include=["**/*"], exclude=["site-packages/"], max_bytes=20_000)]
     native, python = both_ways(monkeypatch, directives, Path(stdlib))
     assert native == python and len(native[0]) > 1000
+
+
+@pytest.mark.parametrize("cap", [1, 7, 250, 1001])
+def test_max_files_stops_at_the_same_file(cap: int, monkeypatch: pytest.MonkeyPatch):
+    stdlib = sysconfig.get_paths()["stdlib"]
+    directives = [directive(stdlib, include=["**/*.py"], exclude=["site-packages/"], max_files=cap)]
+    native, python = both_ways(monkeypatch, directives, Path(stdlib))
+    assert native == python and len(native[0]) == cap and "reached at" in native[2][0]
 
 
 def decided(folders, rules, threads=2):

@@ -8,8 +8,8 @@ exclude patterns are matched once per entry, here), and each kept entry as an `I
     (SKIP,     name, path, reason)         `unreadable`, `not-a-file` or `too-large`
     (DIR,      name, path, (dev, ino))     a folder (not a link), stat-ed for the seen check
     (LINK_DIR | LINK_FILE, name, path, None)  a symlink; the walk resolves and checks it
-    (ROWS,     None, None, [FileRow, ...]) consecutive ROWs as one item (only from the
-                                           native lister, whose walks have no `max_files`)
+    (ROWS,     None, None, [FileRow, ...]) consecutive ROWs as one item (from the
+                                           native lister, `dlm.rows.nativelist`)
 
 Plain tuples, not objects: a warm walk of a large tree is a few microseconds of Python
 per entry, and building one object per entry was a measurable share of it. What needs

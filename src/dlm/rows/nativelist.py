@@ -3,7 +3,7 @@
 On a tree in the kernel's caches (any warm run), a walk's time is its `stat` calls: a
 Python loop makes them one at a time and holds the GIL between them. The optional
 extension `dlm.rows._fastlist` lists and lstat-s whole batches of folders on native
-threads with the GIL released (one batch per depth of the tree, breadth first), then
+threads with the GIL released (`NativeLister`: batches of folders in walk order), then
 turns each folder into the listing `dlm.rows.listing.list_folder` makes of it: the same
 `Item`s in the same order, decided with the walk's own pattern match functions, each run
 of consecutive files as one `ROWS` item (the walk extends its result by the run instead
@@ -12,11 +12,9 @@ of one Python step per file). Symlinks and entries whose lstat failed are decide
 links, folders seen twice); a folder the breadth-first pass did not list (one reached
 through a symlink) is listed in line as before.
 
-Used only when the extension is built (it needs a C compiler at install time; without
-one the walk lists in Python, same result) and the directive has no `max_files`: a cap
-stops the walk at its first file past the cap, and a breadth-first pass would list
-folders the walk never reaches. Memory: every listing of the directive is held until
-the walk takes it, the same order of size as the walk's result.
+Used when the extension is built (it needs a C compiler at install time; without one
+the walk lists in Python, same result). Memory: the listings made ahead of the walk,
+at most a few batches of folders.
 """
 
 from __future__ import annotations
@@ -35,6 +33,9 @@ try:
 except ImportError:  # no compiler when it was installed: the walk lists in Python
     _fastlist = None
 
+# folders per native call, doubling from the first to the largest: a small tree (or a
+# walk a cap stops early) lists little ahead of the walk, a large one in few calls
+FIRST_BATCH, MAX_BATCH = 32, 1024
 DT_DIR = 4  # readdir's d_type of a folder (dirent.h), read only when an lstat failed
 # the item kinds the extension builds for regular files, skips and folders
 assert (ROW, SKIP, DIR, ROWS) == (0, 1, 2, 5), "dlm.rows._fastlist builds items with these kinds"
@@ -76,12 +77,19 @@ def odd_entry(rules: ListRules) -> Callable[[str, int, int, str, str], Item | No
 
 
 class NativeLister:
-    """Lists a directive's whole tree on the first `get`, breadth first and one native
-    batch per depth; the walk then takes each folder's listing with `get`, as from
-    `dlm.rows.listing.Prefetcher` (the same interface; `ahead` has nothing to do).
+    """Lists folders for the walk in native batches, ahead of it in walk order; the walk
+    takes each folder's listing with `get`, as from `dlm.rows.listing.Prefetcher` (the
+    same interface; `ahead` has nothing to do: the lister learns the walk's next folders
+    from the listings it makes).
 
-    Folders pruned by `exclude` are never listed. Each `DIR` entry's folder is listed
-    once, even one the walk later skips as seen through a link.
+    The lister keeps a stack of the folders the walk has still to enter, the next one on
+    top: each listed folder's subfolders are pushed in reverse name order, folders of
+    one batch in reverse batch order. A `get` of a folder not yet listed lists it and
+    more from the top of the stack in one native call, `FIRST_BATCH` folders in all at
+    first, twice as many each call after, at most `MAX_BATCH`. Every folder listed is
+    one the walk reaches unless it stops first (`max_files`) or skips it as seen through
+    a link, so what is listed beyond the walk's stop is bounded by `MAX_BATCH` folders
+    per depth. Folders pruned by `exclude` are never listed.
     """
 
     pool = None  # the walk announces folders only to a lister with worker threads
@@ -91,38 +99,42 @@ class NativeLister:
             raise RuntimeError("dlm.rows._fastlist is not built")
         self.rules = rules
         self.n_threads = n_threads or threads()
-        self.listings: dict[str, list[Item] | None] | None = None
-
-    def _list_tree(self, root: str, rel_prefix: str) -> dict[str, list[Item] | None]:
-        assert _fastlist is not None
-        rules = self.rules
-        odd = odd_entry(rules)
-        listings: dict[str, list[Item] | None] = {}
-        frontier = [(root, rel_prefix)]
-        while frontier:
-            bases = [os.path.join(folder, "") for folder, _ in frontier]
-            decided = _fastlist.decide_dirs(
-                bases, [prefix for _, prefix in frontier], self.n_threads, rules.take_file, rules.take_folder,
-                rules.source_index, rules.max_bytes, FileRow, odd, _NAME)
-            deeper: list[tuple[str, str]] = []
-            for (folder, _), got in zip(frontier, decided, strict=True):
-                if isinstance(got, int):  # the errno of listing it
-                    listings[folder] = None
-                    continue
-                listings[folder], subfolders = got
-                deeper.extend(subfolders)
-            frontier = deeper
-        return listings
+        self.batch = FIRST_BATCH
+        self.odd = odd_entry(rules)
+        self.listings: dict[str, list[Item] | None] = {}
+        self.listed: set[str] = set()
+        self.stack: list[tuple[str, str]] = []
 
     def ahead(self, folder: str, rel_prefix: str) -> None:
         pass
 
     def get(self, folder: str, rel_prefix: str) -> list[Item] | None:
-        if self.listings is None:
-            self.listings = self._list_tree(folder, rel_prefix)
         if folder in self.listings:
             return self.listings.pop(folder)
-        return list_folder(folder, rel_prefix, self.rules)  # reached through a link
+        batch = [(folder, rel_prefix)]
+        self.listed.add(folder)
+        while self.stack and len(batch) < self.batch:
+            path, prefix = self.stack.pop()
+            if path not in self.listed:
+                self.listed.add(path)
+                batch.append((path, prefix))
+        self._list(batch)
+        self.batch = min(MAX_BATCH, 2 * self.batch)
+        return self.listings.pop(folder)
+
+    def _list(self, batch: list[tuple[str, str]]) -> None:
+        assert _fastlist is not None
+        rules = self.rules
+        decided = _fastlist.decide_dirs(
+            [os.path.join(folder, "") for folder, _ in batch], [prefix for _, prefix in batch], self.n_threads,
+            rules.take_file, rules.take_folder, rules.source_index, rules.max_bytes, FileRow, self.odd, _NAME)
+        for (folder, _), got in zip(reversed(batch), reversed(decided), strict=True):
+            if isinstance(got, int):  # the errno of listing it
+                self.listings[folder] = None
+                continue
+            self.listings[folder], subfolders = got
+            self.stack.extend(reversed(subfolders))
 
     def close(self) -> None:
-        self.listings = None
+        self.listings.clear()
+        self.stack.clear()

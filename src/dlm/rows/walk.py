@@ -21,8 +21,9 @@ Rules (docs/format.md states them for users):
 - Files over `max_bytes_per_file` are skipped (`too-large`) by their stat size, and
   again by the bytes actually read (a file may grow after the walk).
 - `max_files` stops the directive's walk at the first file past the cap: the rest of
-  the tree is not listed or stat-ed (a cap exists to bound the work on a huge tree),
-  so files after it are not counted; a note names the file the walk stopped at.
+  the tree is not walked (a cap exists to bound the work on a huge tree; folders are
+  listed at most a bounded lookahead beyond the stop), so files after it are not
+  counted; a note names the file the walk stopped at.
   Binary and undecodable files are decided later, when content is read
   (`dlm.rows.read`).
 """
@@ -221,9 +222,8 @@ class _DirectiveWalker:
             source_index=self.index,
             max_bytes=self.max_bytes,
         )
-        # the native lister lists the whole tree up front; a cap must stop the walk early
         self.lister: Prefetcher | NativeLister = (
-            NativeLister(self.rules) if self.max_files is None and nativelist.available() else Prefetcher(self.rules))
+            NativeLister(self.rules) if nativelist.available() else Prefetcher(self.rules))
         try:
             self._walk(str(self.root), "")
         finally:
@@ -288,9 +288,16 @@ class _DirectiveWalker:
                 self.taken += 1
                 files.append(item[3])
                 continue
-            if kind == ROWS:  # a run of files, from a lister used only without max_files
-                self.taken += len(item[3])
-                files.extend(item[3])
+            if kind == ROWS:  # a run of files (the native lister)
+                rows = item[3]
+                if max_files is not None and self.taken + len(rows) > max_files:
+                    keep = max_files - self.taken
+                    files.extend(rows[:keep])
+                    self.taken = max_files
+                    self._stop(rows[keep].relpath)
+                    return None
+                self.taken += len(rows)
+                files.extend(rows)
                 continue
             if kind == SKIP:
                 skipped[item[3]] += 1
