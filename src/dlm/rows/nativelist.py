@@ -24,7 +24,7 @@ from collections.abc import Callable
 from operator import itemgetter
 from types import ModuleType
 
-from dlm.rows.listing import DIR, LINK_DIR, LINK_FILE, ROW, ROWS, SKIP, Item, ListRules, list_folder
+from dlm.rows.listing import DIR, LINK_DIR, LINK_FILE, ROW, ROWS, SKIP, Item, ListRules
 from dlm.rows.types import FileRow
 
 _fastlist: ModuleType | None
