@@ -26,7 +26,6 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 from filelock import FileLock
 
 from dlm.cache.index import ENTRY_COLS, meta_check, totals
@@ -180,6 +179,8 @@ def _move_live(
     if not good:
         return bad
     new_id, offsets = writer.append([g[2] for g in good])
+    import numpy as np
+
     cols = np.array([[new_id, o, *g[3]] for g, o in zip(good, offsets)], dtype=np.int64)
     metas = meta_check(cols).tolist()
     with write_tx(conn):

@@ -14,26 +14,33 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
-
-import numpy as np
+from functools import cache
+from typing import TYPE_CHECKING
 
 from dlm.cache.schema import key_blob, key_text
 
+if TYPE_CHECKING:  # numpy loads on first use: `dlm show` and `dlm cache show` need none of it
+    import numpy as np
+
 ENTRY_COLS = "segment, offset, nbytes, ntokens, n_prompt, dtype, checksum, meta, last_access"
 SEG, OFF, NBYTES, NTOK, NPROMPT, DTYPE, CKSUM, META, ACCESS = range(9)
-_MIX = np.array(
-    [
-        0x9E3779B97F4A7C15,
-        0xC2B2AE3D27D4EB4F,
-        0x165667B19E3779F9,
-        0xD6E8FEB86659FD93,
-        0xFF51AFD7ED558CCD,
-        0xC4CEB9FE1A85EC53,
-        0x94D049BB133111EB,
-    ],
-    dtype=np.uint64,
+_MIX_WORDS = (
+    0x9E3779B97F4A7C15,
+    0xC2B2AE3D27D4EB4F,
+    0x165667B19E3779F9,
+    0xD6E8FEB86659FD93,
+    0xFF51AFD7ED558CCD,
+    0xC4CEB9FE1A85EC53,
+    0x94D049BB133111EB,
 )
 SQL_IN_CHUNK = 500
+
+
+@cache
+def _mix() -> np.ndarray:
+    import numpy as np
+
+    return np.array(_MIX_WORDS, dtype=np.uint64)
 
 
 def meta_check(cols: np.ndarray) -> np.ndarray:
@@ -41,13 +48,17 @@ def meta_check(cols: np.ndarray) -> np.ndarray:
 
     The uint64 products wrap mod 2**64 on purpose: that is the checksum's arithmetic.
     """
+    import numpy as np
+
     with np.errstate(over="ignore"):
-        mixed = cols[:, :7].astype(np.int64).view(np.uint64) * _MIX
+        mixed = cols[:, :7].astype(np.int64).view(np.uint64) * _mix()
         return mixed.sum(axis=1, dtype=np.uint64).view(np.int64)
 
 
 def valid_rows(entries: np.ndarray) -> np.ndarray:
     """bool [n]: rows of E whose `meta` matches their columns."""
+    import numpy as np
+
     if entries.shape[0] == 0:
         return np.zeros(0, dtype=bool)
     return meta_check(entries) == entries[:, META]
@@ -55,6 +66,8 @@ def valid_rows(entries: np.ndarray) -> np.ndarray:
 
 def as_entries(rows: Sequence[Sequence[int]]) -> np.ndarray:
     """A list of E tuples as int64 [n, 9]."""
+    import numpy as np
+
     if not rows:
         return np.zeros((0, 9), dtype=np.int64)
     return np.array(rows, dtype=np.int64).reshape(len(rows), 9)

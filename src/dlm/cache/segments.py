@@ -31,20 +31,32 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from functools import cache
+from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
 import xxhash
 import zstandard
 
 from dlm.cache.schema import write_tx
 from dlm.errors import CacheError
 
+if TYPE_CHECKING:  # numpy loads on first use: `dlm show` and `dlm cache show` need none of it
+    import numpy as np
+
 SEGMENT_DIR = "segments"
 SEGMENT_SUFFIX = ".seg"
 MAX_SEGMENT_BYTES = 64 << 20
 ZSTD_LEVEL = 3
-DTYPE_CODES: dict[int, np.dtype] = {2: np.dtype("<u2"), 4: np.dtype("<u4")}
+_DTYPE_NAMES = {2: "<u2", 4: "<u4"}  # the `dtype` column: bytes per id -> stored dtype
+
+
+@cache
+def stored_dtype(code: int) -> np.dtype | None:
+    """The stored (little-endian) dtype of ids with `dtype` column `code`, or None."""
+    import numpy as np
+
+    name = _DTYPE_NAMES.get(code)
+    return None if name is None else np.dtype(name)
 
 
 def checksum(data: bytes) -> int:
@@ -66,7 +78,7 @@ def unpack_ids(
         return None
     if checksum(data) != expected:
         return None
-    dtype = DTYPE_CODES.get(dtype_code)
+    dtype = stored_dtype(dtype_code)
     if dtype is None:
         return None
     try:
@@ -75,6 +87,8 @@ def unpack_ids(
         return None
     if len(raw) != ntokens * dtype.itemsize:
         return None
+    import numpy as np
+
     return np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="), copy=False)
 
 

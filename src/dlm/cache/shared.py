@@ -32,7 +32,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 
 from dlm.cache.evict import compact, maint_lock
 from dlm.cache.index import ENTRY_COLS, insert_entries, meta_check, totals
@@ -67,6 +66,8 @@ def pack_keys(keys: Iterable[str]) -> bytes:
     Raises:
         ValueError: a key that is not `xxh3_128:<32 hex>`.
     """
+    import numpy as np
+
     keys = list(keys)
     if not keys:
         return b""
@@ -276,6 +277,8 @@ def _move_entries(old: sqlite3.Connection, store: sqlite3.Connection, state_dir:
     keep = [r for r in rows if r[2] in seg_map and r[1] in tok_map]
     if not keep:
         return 0
+    import numpy as np
+
     cols = np.array([r[2:] for r in keep], dtype=np.int64)
     cols[:, 0] = [seg_map[int(s)] for s in cols[:, 0]]
     ok = meta_check(np.array([r[2:] for r in keep], dtype=np.int64)) == cols[:, 7]  # damaged rows stay behind

@@ -22,11 +22,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Protocol
 
 from dlm.rows.types import RowKind, RowSet
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass
