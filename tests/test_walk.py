@@ -142,3 +142,43 @@ def test_dotdot_pattern_is_refused(tree: Path):
 def test_stdlib_variable_expands(tmp_path: Path):
     result = walk_sources([directive("$DLM_STDLIB", include=["json/*.py"])], tmp_path)
     assert "json/decoder.py" in [f.relpath for f in result.files]
+
+
+PATTERN_CASES = [
+    (["**/*"], [".git/"]),
+    (["**/*"], ["build/", "*.log"]),
+    (["*"], ["docs/*/"]),
+    (["**"], []),
+    (["**/*.py"], ["tests/", "gen/"]),
+    (["src/**", "*.md"], ["**/gen/**"]),
+    (["**/*"], ["build"]),  # without the slash it matches files named build too
+    (["**/*", "!*.log"], ["build/"]),
+]
+
+
+@pytest.mark.parametrize("include, exclude", PATTERN_CASES)
+def test_patterns_mean_what_pathspec_says(tmp_path: Path, include: list[str], exclude: list[str]):
+    """The walk's joined and simplified matching against pathspec itself, path by path:
+    a file is taken when `include` matches it, and neither it nor any folder above it
+    (as `folder/`) matches `exclude`."""
+    import pathspec
+
+    root = tmp_path / "t"
+    for rel in [".git/HEAD", "build/out.o", "src/a.py", "src/build", "src/gen/x.py", "src/build.py/inner.py",
+                "docs/api/index.md", "docs/readme.md", "app.log", "logs/app.log", "tests/test_a.py",
+                "node_modules/x/index.js", "a/b/c/d/e.py", "gen", "x.log/y.py"]:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(rel)
+    inc = pathspec.PathSpec.from_lines("gitwildmatch", include)
+    exc = pathspec.PathSpec.from_lines("gitwildmatch", exclude)
+    expected = []
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        rel_folder = os.path.relpath(folder, root)
+        parts = [] if rel_folder == "." else rel_folder.split(os.sep)
+        if any(exc.match_file("/".join(parts[: i + 1]) + "/") for i in range(len(parts))):
+            continue
+        expected += ["/".join([*parts, f]) for f in files
+                     if inc.match_file("/".join([*parts, f])) and not exc.match_file("/".join([*parts, f]))]
+    got = walk_sources([directive(root, include=include, exclude=exclude)], tmp_path).files
+    assert sorted(f.relpath for f in got) == sorted(expected)

@@ -51,3 +51,34 @@ def test_snapshot_digests_refuse_a_malformed_key(bad: str) -> None:
 
     with pytest.raises(ValueError, match="row key|hexadecimal|non-hexadecimal"):
         digests([key_text(bytes(16)), bad])
+
+
+def test_save_refs_rewrites_only_changed_keys(tmp_path) -> None:
+    from dlm.cache.schema import connect, write_tx
+    from dlm.cache.shared import save_refs
+
+    conn = connect(tmp_path)
+    keys = [key_text(bytes([i]) * 16) for i in range(5)]
+
+    def saved() -> tuple[bytes, int]:
+        return conn.execute("SELECT keys, updated_ns FROM doc_refs WHERE doc = 'd'").fetchone()
+
+    with write_tx(conn):
+        save_refs(conn, "d", keys)
+    first = saved()
+    assert first[0] == pack_keys(keys)
+    with write_tx(conn):
+        save_refs(conn, "d", keys)
+    assert saved() == first  # the same keys: the row is left as it was
+    with write_tx(conn):
+        save_refs(conn, "d", keys[:3])
+    assert saved()[0] == pack_keys(keys[:3]) and saved()[1] > first[1]
+    # a row written before the digest column (or by another writer) is rewritten
+    with write_tx(conn):
+        conn.execute("UPDATE doc_refs SET keys = ?, keys_xxh3 = NULL WHERE doc = 'd'", (b"",))
+        save_refs(conn, "d", keys[:3])
+    assert saved()[0] == pack_keys(keys[:3])
+    with pytest.raises(ValueError), write_tx(conn):
+        save_refs(conn, "d", [*keys, "xxh3_128:zz"])
+    assert saved()[0] == pack_keys(keys[:3])  # a malformed key writes nothing
+    conn.close()

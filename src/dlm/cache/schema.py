@@ -25,8 +25,10 @@ recorded in `migrations`, so an old index upgrades in place and a blank one is b
     stat_snapshots(tok, root, written_ns, n, data)        -- PK (tok, root); the stat
                                                           -- index, see dlm.cache.statindex
     runs(run_id TEXT PK, finished_ns, total, hits, misses, seconds, tok)
-    doc_refs(doc TEXT PK, keys BLOB, updated_ns)          -- 16-byte keys of each document's
-                                                          -- latest run, sorted
+    doc_refs(doc TEXT PK, keys BLOB, updated_ns,          -- 16-byte keys of each document's
+             keys_xxh3)                                   -- latest run, sorted; xxh3_128 of
+                                                          -- the run's key list, to skip an
+                                                          -- unchanged rewrite
     store_meta(k TEXT PK, v)                              -- 'uuid': the store's identity
     remotes, remote_seen, remote_entries                  -- the remote tier, dlm.cache.remote
 
@@ -195,6 +197,12 @@ MIGRATIONS.append((
         PRIMARY KEY (remote, key)) WITHOUT ROWID;
     CREATE INDEX remote_entries_by_pack ON remote_entries(remote, pack);
     """,
+))
+
+MIGRATIONS.append((
+    # a warm run's keys are usually the run before's: their digest skips the rewrite
+    "009-doc-refs-digest",
+    "ALTER TABLE doc_refs ADD COLUMN keys_xxh3 BLOB;",
 ))
 
 STATE_NAME = "state.sqlite"

@@ -243,6 +243,7 @@ typedef struct {
 enum { ROW = 0, SKIP = 1, DIR_ = 2, ROWS = 5 };
 
 static int taken(PyObject *match, PyObject *rel) {
+    if (match == Py_None) return 1;  /* every path taken: no call */
     PyObject *got = PyObject_CallOneArg(match, rel);
     if (!got) return -1;
     int truth = PyObject_IsTrue(got);
@@ -277,6 +278,9 @@ static PyObject *file_row(const Rules *r, PyObject *path, PyObject *rel, const s
         PyTuple_SET_ITEM(row, k, fields[k]);  /* a NULL field is skipped by the dealloc */
     }
     if (!ok) { Py_DECREF(row); return NULL; }
+    /* str and int fields cannot form a cycle: untracked, no collection ever scans the row
+     * (the collector untracks such exact tuples itself, but not a tuple subclass's) */
+    if (PyObject_GC_IsTracked(row)) PyObject_GC_UnTrack(row);
     return row;
 }
 
@@ -451,7 +455,7 @@ done:
 static PyMethodDef methods[] = {
     {"decide_dirs", decide_dirs, METH_VARARGS,
      "decide_dirs(bases, prefixes, threads, take_file, take_folder, source_index, max_bytes, row_type, odd, "
-     "name_key) -> list: for each folder, the errno of listing it or (items, subfolders): its listing as "
+     "name_key) -> list (take_file None: every file taken): for each folder, the errno of listing it or (items, subfolders): its listing as "
      "dlm.rows.listing.list_folder makes it with each run of ROW items as one ROWS item, and "
      "(path, rel_prefix) of each DIR item; links and entries whose lstat failed are decided by "
      "odd(name, d_type, errno, base, rel_prefix) (None: dropped)."},

@@ -55,6 +55,11 @@ _NAME = attrgetter("name")
 new_row = tuple.__new__
 
 
+def take_all(rel: str) -> bool:
+    """The file test when every file is taken (`dlm.rows.nativelist` skips the call)."""
+    return True
+
+
 @dataclass(frozen=True)
 class ListRules:
     """What a listing decides with.

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from operator import itemgetter
 from types import ModuleType
 
-from dlm.rows.listing import DIR, LINK_DIR, LINK_FILE, ROW, ROWS, SKIP, Item, ListRules
+from dlm.rows.listing import DIR, LINK_DIR, LINK_FILE, ROW, ROWS, SKIP, Item, ListRules, take_all
 from dlm.rows.types import FileRow
 
 _fastlist: ModuleType | None
@@ -125,9 +125,10 @@ class NativeLister:
     def _list(self, batch: list[tuple[str, str]]) -> None:
         assert _fastlist is not None
         rules = self.rules
+        take_file = None if rules.take_file is take_all else rules.take_file  # None: no call per file
         decided = _fastlist.decide_dirs(
             [os.path.join(folder, "") for folder, _ in batch], [prefix for _, prefix in batch], self.n_threads,
-            rules.take_file, rules.take_folder, rules.source_index, rules.max_bytes, FileRow, self.odd, _NAME)
+            take_file, rules.take_folder, rules.source_index, rules.max_bytes, FileRow, self.odd, _NAME)
         for (folder, _), got in zip(reversed(batch), reversed(decided), strict=True):
             if isinstance(got, int):  # the errno of listing it
                 self.listings[folder] = None

@@ -46,7 +46,7 @@ from pathspec import RegexPattern
 
 from dlm.errors import SourceError
 from dlm.rows import nativelist
-from dlm.rows.listing import DIR, LINK_FILE, ROW, ROWS, SKIP, Item, ListRules, Prefetcher, file_item
+from dlm.rows.listing import DIR, LINK_FILE, ROW, ROWS, SKIP, Item, ListRules, Prefetcher, file_item, take_all
 from dlm.rows.nativelist import NativeLister
 from dlm.rows.types import FileRow
 
@@ -97,6 +97,13 @@ class _Matcher:
     matches when any pattern does, so the regexes are joined into one and matched in a
     single call (pathspec's per-pattern loop is most of a 50K-file walk otherwise).
     With negations, gitignore's last-match-wins order needs pathspec itself.
+
+    Without negations two facts of pathspec's compiled regexes are kept for files:
+    `universal` (a pattern such as `*`, `**` or `**/*` compiles to `.`, any non-empty
+    path), and `file_regex`, the join of the patterns that can match a file's own name:
+    a folder-only pattern (`build/`) compiles to a regex that needs a `/` after the
+    matched name, so it matches a file only through one of the file's folders, and
+    the walk has already tested every folder above a file against the same pattern.
     """
 
     def __init__(self, patterns: Sequence[str]) -> None:
@@ -105,11 +112,13 @@ class _Matcher:
         compiled = [(p.include, p.regex) for p in self.spec.patterns
                     if isinstance(p, RegexPattern) and p.include is not None and p.regex is not None]
         self.regex: re.Pattern[str] | None = None
+        self.file_regex: re.Pattern[str] | None = None
+        self.universal = False
         self.match: Callable[[str], bool]
         if all(include for include, _ in compiled):
-            joined = "|".join(f"(?:{regex.pattern})" for _, regex in compiled)
-            # the group only tells pathspec a folder matched; plain grouping means the same
-            self.regex = re.compile(joined.replace("(?P<ps_d>", "(?:")) if joined else None
+            self.regex = _join([regex for _, regex in compiled])
+            self.file_regex = _join([regex for _, regex in compiled if not regex.pattern.endswith(_FOLDER_ONLY)])
+            self.universal = any(regex.pattern == "." for _, regex in compiled)
             self.match = self._match_regex if self.regex else self._match_none
         else:
             self.match = self.spec.match_file
@@ -120,6 +129,16 @@ class _Matcher:
     @staticmethod
     def _match_none(rel: str) -> bool:
         return False
+
+
+_FOLDER_ONLY = "(?P<ps_d>/)"  # how pathspec ends the regex of a pattern with a trailing `/`
+
+
+def _join(regexes: Sequence[re.Pattern[str]]) -> re.Pattern[str] | None:
+    """One regex matching where any of `regexes` does (None: no pattern). The named
+    group only tells pathspec a folder matched; plain grouping means the same."""
+    joined = "|".join(f"(?:{regex.pattern})" for regex in regexes)
+    return re.compile(joined.replace("(?P<ps_d>", "(?:")) if joined else None
 
 
 def _matcher(patterns: Sequence[str], where: str) -> _Matcher:
@@ -351,13 +370,19 @@ class _DirectiveWalker:
 def _take_file(include: _Matcher, exclude: _Matcher) -> Callable[[str], object]:
     """One call per file, truthy when included and not excluded. Without negations both
     sides are one regex each, and a negative lookahead joins them into one `re` match
-    (the match object or None: the walk tests truth, and a wrapper frame per file costs)."""
-    if include.regex is not None and exclude.regex is not None:
-        return re.compile(f"(?!(?:{exclude.regex.pattern}))(?:{include.regex.pattern})").match
-    if include.regex is not None and exclude.match is exclude._match_none:
-        return include.regex.match
-    inc, exc = include.match, exclude.match
-    return lambda rel: inc(rel) and not exc(rel)
+    (the match object or None: the walk tests truth, and a wrapper frame per file costs).
+    A universal include and folder-only excludes need no match at all (`_Matcher`):
+    `take_all`."""
+    if include.regex is not None and (exclude.regex is not None or exclude.match is exclude._match_none):
+        inc = None if include.universal else include.regex.pattern
+        exc = exclude.file_regex.pattern if exclude.file_regex is not None else None
+        if inc is None and exc is None:
+            return take_all
+        if exc is None:
+            return include.regex.match
+        return re.compile(f"(?!(?:{exc}))(?:{inc or '.'})").match
+    inc_match, exc_match = include.match, exclude.match
+    return lambda rel: inc_match(rel) and not exc_match(rel)
 
 
 def _take_folder(exclude: _Matcher) -> Callable[[str], bool]:
