@@ -47,12 +47,16 @@ def available() -> bool:
     return _fastlist is not None
 
 
+MAX_THREADS = 8  # each native call starts its threads anew; more only adds start-up cost
+
+
 def threads() -> int:
-    """Native threads per batch: the CPUs this process may run on."""
+    """Native threads per batch: the CPUs this process may run on, at most `MAX_THREADS`."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    return max(1, min(MAX_THREADS, cpus))
 
 
 def odd_entry(rules: ListRules) -> Callable[[str, int, int, str, str], Item | None]:
@@ -127,7 +131,8 @@ class NativeLister:
         rules = self.rules
         take_file = None if rules.take_file is take_all else rules.take_file  # None: no call per file
         decided = _fastlist.decide_dirs(
-            [os.path.join(folder, "") for folder, _ in batch], [prefix for _, prefix in batch], self.n_threads,
+            [folder if folder.endswith("/") else folder + "/" for folder, _ in batch],  # os.path.join(folder, "")
+            [prefix for _, prefix in batch], self.n_threads,
             take_file, rules.take_folder, rules.source_index, rules.max_bytes, FileRow, self.odd, _NAME)
         for (folder, _), got in zip(reversed(batch), reversed(decided), strict=True):
             if isinstance(got, int):  # the errno of listing it
