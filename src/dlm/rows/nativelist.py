@@ -47,7 +47,7 @@ def available() -> bool:
     return _fastlist is not None
 
 
-MAX_THREADS = 8  # each native call starts its threads anew; more only adds start-up cost
+MAX_THREADS = 8  # each native call starts its threads anew: the cap bounds that cost on many cores
 
 
 def threads() -> int:
