@@ -15,6 +15,11 @@ Measured, each in a fresh process, one after another:
   the end of the first training step, cold (empty cache) and warm (cache filled by
   the cold run), and the whole command.
 
+dlm's modules are compiled to bytecode first, as `pip install` leaves them (and as an
+editable install writes them on its first run); without that, a machine that sets
+`PYTHONDONTWRITEBYTECODE` compiles every imported dlm module from source on every
+command. `--no-bytecode` measures that case.
+
 Also prints whether each command imported torch (`dlm train` must; the others, `dlm
 doctor` included, must not). Other processes on the machine disturb absolute numbers.
 """
@@ -22,6 +27,7 @@ doctor` included, must not). Other processes on the machine disturb absolute num
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import shutil
@@ -90,9 +96,18 @@ def main() -> None:
     parser.add_argument("--cache-from", type=Path, help="a linux50k cache built by section_cache.py")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-train", action="store_true")
+    parser.add_argument("--no-bytecode", action="store_true", help="remove dlm's bytecode and write none")
     args = parser.parse_args()
+    package = Path(__import__("dlm").__file__).parent
+    if args.no_bytecode:
+        for cached in package.rglob("__pycache__"):
+            shutil.rmtree(cached)
+    else:
+        compileall.compile_dir(package, quiet=1)
     home = Path(tempfile.mkdtemp(prefix="dlm-start-"))
     env = dict(os.environ, DLM_HOME=str(home), HF_HUB_OFFLINE="1")
+    if args.no_bytecode:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.pop("TOKENIZERS_PARALLELISM", None)
     if args.linux_root:
         doc_text = DOC.format(suffix="M", root=args.linux_root, cap=32 << 10, max_files="max_files: 50000",
