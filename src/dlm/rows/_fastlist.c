@@ -382,6 +382,7 @@ fail:
 }
 
 static PyObject *decided_listing(const Rules *r, const Listing *job, PyObject *base, PyObject *prefix) {
+    if (job->err == ENOMEM) return PyErr_NoMemory();  /* as os.scandir raises it: not an unreadable folder */
     if (job->err) return PyLong_FromLong(job->err);
     PyObject *items = PyList_New(0);
     if (!items) return NULL;
