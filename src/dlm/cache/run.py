@@ -17,7 +17,8 @@ import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from operator import attrgetter
+from itertools import compress
+from operator import itemgetter
 from pathlib import Path
 from typing import cast
 
@@ -77,7 +78,7 @@ DEFAULT_MAX_BYTES = DEFAULT_CACHE_MAX_BYTES
 BATCH_BYTES = 4 << 20
 RACY_NS = 2_000_000_000
 Packed = tuple[list[str], list[EncodedRow], PackedRows]  # keys, their rows, their stored form
-_SOURCE_INDEX = attrgetter("source_index")
+_SOURCE_INDEX = itemgetter(0)  # FileRow.source_index, without the field descriptor
 
 
 def _distinct(values: np.ndarray) -> list[int]:
@@ -543,11 +544,13 @@ class TokenizeSession:
         )
 
     def _assemble(self, seconds: float) -> TokenizedRows:
-        kept = [s for s in range(len(self.keys)) if s not in self.skip_reason] if self.skip_reason else list(range(len(self.keys)))
-        loc = self.entries[kept]
-        hits = int(self.is_hit[kept].sum())
+        keep = np.ones(len(self.keys), dtype=bool)
+        keep[list(self.skip_reason)] = False
+        kept = np.flatnonzero(keep).tolist()
+        loc = self.entries[keep]
+        hits = int(self.is_hit[keep].sum())
         self.report.hits, self.report.misses = hits, len(kept) - hits
-        keys = [self.keys[s] for s in kept] if self.skip_reason else list(self.keys)
+        keys = list(compress(self.keys, keep.tolist())) if self.skip_reason else list(self.keys)
         n = len(kept)
         stats = TokenizeStats(n, hits, n - hits, seconds, totals(self.conn)[0])
         source = RowSource(self.rows, self.n_text, kept, self.root_of_slot, self.state_tokenizer_id)
