@@ -89,8 +89,9 @@ def cache_summary(
             live, count = totals(conn)
             dtypes = [d for (d,) in conn.execute("SELECT DISTINCT dtype FROM entries ORDER BY dtype")]
             mine = conn.execute("SELECT keys FROM doc_refs WHERE doc = ?", (doc_id,)).fetchone()
-            mine_keys = unpack_keys(mine[0]) if mine else set()
-            shared = len(mine_keys & refs_of(conn, exclude=doc_id)) if mine_keys else 0
+            mine_count = len(mine[0]) // 16 if mine else 0  # sorted unique 16-byte keys
+            others = refs_of(conn, exclude=doc_id) if mine else set()
+            shared = len(unpack_keys(mine[0]) & others) if others else 0  # no other document: nothing shared
         finally:
             conn.close()
         state = connect_state(state_dir)
@@ -106,7 +107,7 @@ def cache_summary(
         out["bytes"] = disk_bytes(cache_dir)
         return out
     out.update(
-        entry_count=len(mine_keys) if doc_id is not None else count, shared_entries=shared,
+        entry_count=mine_count if doc_id is not None else count, shared_entries=shared,
         store_entry_count=count, entry_bytes=live, bytes=disk_bytes(cache_dir),
     )
     out["token_dtype"] = "+".join(DTYPE_NAMES.get(d, f"{d * 8}-bit") for d in dtypes) or None
