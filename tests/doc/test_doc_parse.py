@@ -6,6 +6,8 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dlm.doc import (
     CacheConfig,
@@ -19,6 +21,7 @@ from dlm.doc import (
     load_document,
     parse_document,
 )
+from dlm.doc.schema import CANONICAL_ULID
 from dlm.errors import DocError
 
 ID = "01JD3Q4Z8X9K2M5N7P0R6S8T1V"
@@ -204,3 +207,14 @@ def test_errors_name_the_file_path(tmp_path: Path) -> None:
     with pytest.raises(DocError) as info:
         load_document(path)
     assert str(info.value).startswith(f"{path}:1:1: a .dlm file must start with a '---' line")
+
+
+@given(st.integers(min_value=0, max_value=2**128 - 1))
+def test_a_canonical_ulid_is_taken_as_the_ulid_library_reads_it(value: int) -> None:
+    """A canonical dlm_id skips the library (its import costs every command ~30 ms);
+    what it keeps must be what `ULID.from_str` gives back."""
+    from ulid import ULID
+
+    text = str(ULID.from_int(value))
+    assert CANONICAL_ULID.fullmatch(text)
+    assert parse_document(f"---\ndlm_id: \"{text}\"\n---\n").frontmatter.dlm_id == str(ULID.from_str(text)) == text

@@ -23,7 +23,6 @@ from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
-from ulid import ULID
 
 from dlm.doc.problems import DocProblem, short_repr
 from dlm.doc.schema import SUPPORTED_DLM_VERSION, Frontmatter, version_message
@@ -268,5 +267,7 @@ def _missing_key(loc: Loc) -> str:
     where = f" in {dotted(parent)}" if parent else ""
     msg = f"missing required key '{key}'{where}"
     if loc == ("dlm_id",):
+        from ulid import ULID
+
         msg += f"; add e.g. `dlm_id: {ULID()}` (a fresh ULID)"
     return msg

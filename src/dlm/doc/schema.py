@@ -16,11 +16,13 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
-from ulid import ULID
 
 from dlm.defaults import DEFAULT_BASE_MODEL, DEFAULT_CACHE_MAX_BYTES
 
 SUPPORTED_DLM_VERSION = 1
+# a ULID in canonical form: 26 upper-case Crockford base32 digits (no I, L, O, U), at most
+# 7ZZZ... so that it fits 128 bits
+CANONICAL_ULID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
 
 _NUMERIC = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
@@ -159,6 +161,10 @@ class Frontmatter(_Strict):
     @field_validator("dlm_id")
     @classmethod
     def _ulid(cls, value: str) -> str:
+        if CANONICAL_ULID.fullmatch(value):  # already canonical: what ULID.from_str gives back
+            return value
+        from ulid import ULID  # 30 ms of imports (it reads its own package metadata)
+
         try:
             return str(ULID.from_str(value))
         except ValueError as exc:

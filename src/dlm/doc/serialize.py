@@ -26,7 +26,6 @@ from typing import Any
 
 import yaml
 from pydantic import ValidationError
-from ulid import ULID
 
 from dlm.doc.body import is_heading
 from dlm.doc.frontmatter import dotted
@@ -164,6 +163,8 @@ def new_document(
     Raises:
         DocError: an argument is not a valid frontmatter value (e.g. an empty path).
     """
+    from ulid import ULID
+
     data: dict[str, Any] = {
         "dlm_id": str(ULID()),
         "base_model": base_model,
