@@ -20,6 +20,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,9 @@ def test_rank_0_tokenizes_and_rank_1_reads_every_row_from_the_cache(runs: dict[s
 def test_rank_0_alone_writes_store_metrics_and_lock(runs: dict[str, Any]) -> None:
     store = runs["home"] / "store" / _dlm_id()
     assert sorted(p.name for p in (store / "adapter" / "versions").iterdir()) == ["v0001"]
-    with sqlite3.connect(store / "metrics.sqlite") as db:
+    # closed on leaving the block: left to the collector, a connection can close (and remove
+    # the WAL files) while a later test copies this home
+    with closing(sqlite3.connect(store / "metrics.sqlite")) as db:
         assert db.execute("SELECT run_id, status, steps FROM runs").fetchall() == [
             (runs["ranks"]["run_id"], "completed", 4)]
         assert [s for (s,) in db.execute("SELECT step FROM steps ORDER BY step")] == [1, 2, 3, 4]
@@ -132,7 +135,7 @@ def _stop_during_training(runs: dict[str, Any], tmp_path: Path, stop: Any) -> tu
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and launcher.poll() is None:
-            with sqlite3.connect(metrics) as db:
+            with closing(sqlite3.connect(metrics)) as db:
                 (new_steps,) = db.execute("SELECT count(*) FROM steps WHERE run_id != ?",
                                           (runs["ranks"]["run_id"],)).fetchone()
             if new_steps:
@@ -150,7 +153,7 @@ def _stop_during_training(runs: dict[str, Any], tmp_path: Path, stop: Any) -> tu
 def _store_state(home: Path) -> tuple[str, list[str], str]:
     """(current version, versions on disk, status of the latest run)."""
     store = home / "store" / _dlm_id()
-    with sqlite3.connect(store / "metrics.sqlite") as db:
+    with closing(sqlite3.connect(store / "metrics.sqlite")) as db:
         (status,) = db.execute("SELECT status FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1").fetchone()
     versions = sorted(p.name for p in (store / "adapter" / "versions").iterdir())
     return (store / "adapter" / "current").read_text().strip(), versions, status
