@@ -316,13 +316,8 @@ class TokenizeSession:
         hit = ok & ((flags & (statindex.SKIPPED | statindex.HAS_ENTRY)) == statindex.HAS_ENTRY)
         for slot, code in zip(slots[skipped].tolist(), reason[skipped].tolist()):
             self.skip_reason[slot] = statindex.REASONS[code]
-        hit_slots_here = slots[hit]
-        hit_keys = snap.keys(pos[hit])
-        if hit_slots_here.size and int(hit_slots_here[-1]) - int(hit_slots_here[0]) + 1 == hit_slots_here.size:
-            self.keys[int(hit_slots_here[0]) : int(hit_slots_here[-1]) + 1] = hit_keys  # contiguous: one slice
-        else:
-            for slot, key in zip(hit_slots_here.tolist(), hit_keys):
-                self.keys[slot] = key
+        for slot, key in zip(slots[hit].tolist(), snap.keys(pos[hit])):
+            self.keys[slot] = key
         self.lossy_slots.update(slots[hit & ((flags & statindex.LOSSY) > 0)].tolist())
         self.read_at_ns[slots[ok]] = snap.recorded[p[ok]]
         entries = snap.entry[pos[hit]]
@@ -330,7 +325,7 @@ class TokenizeSession:
             entries = entries.copy()
             entries[:, ACCESS] = 0  # stale: touched in the index, snapshot rewritten
             self.dirty_roots.add(rid)
-        hit_slots.append(hit_slots_here)
+        hit_slots.append(slots[hit])
         hit_rows.append(entries)
         rest = slots[~(hit | skipped)]
         if rest.size:

@@ -4,9 +4,9 @@
  * every entry (fstatat relative to the open folder), on `threads` POSIX threads that
  * never take the GIL. Meanwhile the calling thread turns each listed folder, in order,
  * into the listing dlm.rows.listing.list_folder makes of it: the same Item tuples, the
- * include/exclude patterns applied by calling the walk's own match functions. Links and entries whose
- * lstat failed are handed to a Python function (`odd`), so what is decided about them
- * is written once, in Python. Each run of consecutive files becomes one ROWS item, and
+ * include/exclude patterns applied by calling the walk's own match functions. Links
+ * and entries whose lstat failed are handed to a Python function (`odd`), so what is
+ * decided about them is written once, in Python. Each run of consecutive files becomes one ROWS item, and
  * the subfolders to list next come back beside each listing. On a warm tree the system
  * calls and one Python frame per entry are most of a walk's time; here the calls run on
  * all cores and no frame is made per entry but the pattern match.

@@ -227,7 +227,7 @@ class _DirectiveWalker:
     where: str
     result: WalkResult
     taken: int = 0
-    stopped: bool = False  # max_files reached: nothing more is listed
+    stopped: bool = False  # max_files reached: nothing more is taken or entered
     seen_dirs: set[tuple[int, int]] = field(default_factory=set)
 
     def run(self) -> None:
