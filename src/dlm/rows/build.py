@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlm.chat import with_system_prompt
 from dlm.errors import TrainingError
-from dlm.rows.types import RowSet, TextRow
+from dlm.rows.types import Probe, RowSet, TextRow
 from dlm.rows.walk import WalkResult, walk_sources
 
 if TYPE_CHECKING:
@@ -31,6 +31,7 @@ class BuiltRows:
 
     rows: RowSet
     walk: WalkResult
+    probes: tuple[Probe, ...] = ()  # never trained on: scored by `dlm eval`
 
 
 def instruction_messages(system_prompt: str | None, question: str, answer: str | None) -> list[dict]:

@@ -68,6 +68,27 @@ class RowSet:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """A question the adapter is scored on and never trained on.
+
+    From a `::probe::` section of the document, or drawn from the sources by
+    `training.synth` and held out of training by a hash of the question.
+
+    Attributes:
+        question: the user turn, as asked.
+        answer: the reference answer (its log-likelihood per token is the continuous score).
+        keys: strings a correct greedy answer must contain (empty: the documented
+            match rule of `dlm.judge` applies).
+        origin: where it came from (`path:line`, or `path:line (synth)`).
+    """
+
+    question: str
+    answer: str
+    keys: tuple[str, ...] = ()
+    origin: str = ""
+
+
+@dataclass(frozen=True)
 class RowSpec:
     """What to encode for one row. `prompt_text` is set for instruction rows only."""
 
