@@ -7,7 +7,7 @@ remembered base-model score), then `--repeats` warm runs, each a fresh process s
 at the end of its first step (Ctrl-C there: the run is recorded as interrupted, the
 store is left as it was). Each warm run imports the training stack first, so that the
 phases after it are the work alone, and times each phase by wrapping the functions
-`dlm.actions.training` and `dlm.actions.publishing` call. A separate fresh process times
+`dlm.actions.training.plan` and `dlm.actions.training.publish` call. A separate fresh process times
 the imports package by package. Prints the median of each phase, with the load average
 at the start of each run: another process on the machine slows every phase (two torch
 threads that share a core with it wait on each other), so compare runs of one sitting.
@@ -42,7 +42,7 @@ step("accelerate", "import accelerate")
 step("datasets", "import datasets")
 step("peft (with torch._dynamo, inductor)", "from peft import LoraConfig, get_peft_model")
 step("trl", "from trl import SFTConfig, SFTTrainer; import transformers.trainer")
-step("dlm.actions.training, publishing", "import dlm.actions.training, dlm.actions.publishing")
+step("dlm.actions.training", "import dlm.actions.training")
 print("BENCH " + json.dumps(out), file=sys.stderr)
 """
 
@@ -55,13 +55,15 @@ def mark(name):
     now = time.time(); marks.append((name, now - last[0])); last[0] = now
 from dlm.cli.main import app
 mark("python start -> dlm.cli.main imported")
-import dlm.actions.publishing as P, dlm.actions.training as T, dlm.cli.progress as progress
+import dlm.actions.training.publish as P, dlm.actions.training.plan as T, dlm.cli.progress as progress
 import dlm.train.tracking as TR
 import transformers.trainer as TT
 from trl import SFTTrainer  # noqa: F401
 mark("imports: torch, transformers, trl, peft, datasets, accelerate")
 def timed(owner, name, label):
-    fn = getattr(owner, name)
+    fn = getattr(owner, name, None)
+    if fn is None:  # a phase this version does not have
+        return
     @functools.wraps(fn)
     def wrapped(*a, **k):
         mark("between phases (CLI, document, store, lock)")
@@ -77,14 +79,8 @@ for name, label in [("resolve_base_model", "resolve base model (warm: the identi
     timed(T, name, label)
 from dlm.cache import CachedRowTokenizer
 timed(CachedRowTokenizer, "tokenize", "tokenize (cache lookups)")
-prepare = T._LockStep.prepare.__func__
-def lock_prepare(cls, *a, **k):
-    mark("between phases (CLI, document, store, lock)")
-    try:
-        return prepare(cls, *a, **k)
-    finally:
-        mark("determinism lock: seed, switches, check")
-T._LockStep.prepare = classmethod(lock_prepare)
+timed(T, "_seed", "seed and deterministic switches")
+timed(T, "_check_lock", "determinism lock check")
 timed(P, "load_model", "load model")
 measure = TR.HeldOutTracker.measure
 def scored(self, model, phase, step):

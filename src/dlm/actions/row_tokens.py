@@ -108,7 +108,7 @@ def row_tokens(path: DocPath, selector: str, limit: int = DEFAULT_LIMIT, use_cac
         UsageError: nothing matches `selector`, or the file is skipped (binary, too large).
         BaseModelError, SourceError: as `dlm train` raises them.
     """
-    from dlm.actions.training import make_row_tokenizer
+    from dlm.actions.training.plan import make_row_tokenizer
     from dlm.rows.build import build_rows
     from dlm.rows.read import read_file_row, text_row_spec
     from dlm.tokenize.plain import spec_key

@@ -30,6 +30,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +131,7 @@ class CachedRowTokenizer:
         """
         try:
             migrate_legacy(self.cache_dir, self.store_dir)
-            return self._run(rows, progress)
+            return self._with_warnings(self._run(rows, progress))
         except (sqlite3.DatabaseError, CacheIndexCorrupt) as exc:
             if not isinstance(exc, CacheIndexCorrupt) and not is_corruption(exc):
                 raise CacheError(
@@ -141,7 +142,12 @@ class CachedRowTokenizer:
         result = self._run(rows, progress)
         assert self.last_report is not None
         self.last_report.warn(f"{where}: index was corrupt; moved aside and rebuilt")
-        return result
+        return self._with_warnings(result)
+
+    def _with_warnings(self, result: TokenizedRows) -> TokenizedRows:
+        """The run's cache warnings travel on the rows (the caller shows them)."""
+        assert self.last_report is not None
+        return replace(result, warnings=tuple(self.last_report.warnings))
 
     def _quarantine_corrupt(self) -> Path:
         """Move aside whichever index is damaged: the document's state, else the store."""

@@ -192,6 +192,28 @@ class Store:
             )
         return data
 
+    def record_adapter(self, *, version: str, run_id: str, adapter_sha256: str, base_model: str,
+                       base_model_revision: str, document_path: Path | None) -> None:
+        """Add a published adapter version to the manifest and make it the current one.
+
+        Called after `commit_version`; the manifest's schema is the store's alone
+        (module docstring). `created_at` is UTC, to the second.
+        """
+        from datetime import datetime, timezone
+
+        manifest = self.read_manifest()
+        manifest.update(
+            dlm_id=self.dlm_id,
+            document_path=str(document_path.resolve()) if document_path else None,
+            base_model={"name": base_model, "revision": base_model_revision},
+            current_version=version,
+        )
+        manifest.setdefault("adapters", []).append({
+            "version": version, "run_id": run_id, "adapter_sha256": adapter_sha256,
+            "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        })
+        self.write_manifest(manifest)
+
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         atomic_write_json(self.manifest_path, manifest)
 

@@ -55,6 +55,8 @@ class TokenizedRows:
         files_skipped: reason -> count of source files skipped (binary, unreadable, ...).
         lossy_files: files whose undecodable bytes were replaced by U+FFFD.
         stats: hits, misses, seconds.
+        warnings: what the tokenizer wants the user to know (a cache index moved
+            aside, a remote tier that did not answer); the run goes on.
     """
 
     lengths: np.ndarray
@@ -66,6 +68,7 @@ class TokenizedRows:
     files_skipped: Counter[str] = field(default_factory=Counter)
     lossy_files: int = 0
     stats: TokenizeStats = field(default_factory=TokenizeStats)
+    warnings: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return int(self.lengths.shape[0])

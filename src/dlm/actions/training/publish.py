@@ -1,59 +1,30 @@
 """Train a prepared run and publish it: rank 0 records metrics, saves, commits the
-adapter version and writes manifest and lock; any other rank only trains its shard.
+adapter version and has the store record it and the lock written; any other rank only
+trains its shard and writes nothing.
 
-`PreparedRun` is everything `dlm.actions.training` decided before training; nothing in
-the store has changed when it is built.
+Ctrl-C (or a failure) before the version is committed removes the staging folder,
+marks the metrics row `interrupted` (or `failed`) and leaves the previous adapter current.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from dlm.actions.train_types import NullSink, TrainReport, TrainSink
-from dlm.doc import Document
+from dlm.actions.training.plan import PreparedRun
+from dlm.actions.training.types import NullSink, TrainReport, TrainSink
 from dlm.metrics import MetricsDB, RunRecord, TokenizationRecord
-from dlm.models import BaseModelRef, load_model
-from dlm.store import Store
+from dlm.models import load_model
 from dlm.tokenize.seam import TokenizedRows
 from dlm.train.base_score import BaseScoreMemo, eval_set_sha256, model_identity, score_key, scoring_environment
-from dlm.train.dataset import PackedDataset, WindowDataset, as_hf_dataset
-from dlm.train.distributed import DistPlan
+from dlm.train.dataset import as_hf_dataset
 from dlm.train.evaluate import build_eval_set
-from dlm.train.heldout import Split, subset
-from dlm.train.lora import LoraRun, train_lora
+from dlm.train.heldout import subset
+from dlm.train.lora import LoraResult, train_lora
 from dlm.train.tracking import HeldOutTracker, TokenTally, planned_tokens
-
-
-def _row_counts(tokenized: TokenizedRows) -> dict[str, int]:
-    counts: dict[str, int] = {"prose": 0, "instruction": 0, "source": 0}
-    for kind in tokenized.kinds:
-        counts[kind] += 1
-    return counts
-
-
-@dataclass(frozen=True)
-class PreparedRun:
-    """Everything decided before training starts; the store is not yet changed."""
-
-    doc: Document
-    store: Store
-    ref: BaseModelRef
-    tokenizer: Any
-    tokenized: TokenizedRows
-    dataset: WindowDataset | PackedDataset
-    lora_run: LoraRun
-    run_id: str
-    files_skipped: dict[str, int]
-    lock: Any  # dlm.actions.training._LockStep; None on ranks other than 0 (they never write the lock)
-    split: Split
-    plan: DistPlan
-    ranks: list[dict[str, Any]]  # each rank's tokenization (`dlm.actions.ranks.rank_entry`)
-    rank: int = 0
 
 
 def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
@@ -68,23 +39,23 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
 
     tokenization = _tokenization(run.tokenized)
     with MetricsDB(run.store.metrics_path) as metrics:
-        metrics.start_run(run.run_id, base_model=run.ref.name, max_steps=run.lora_run.max_steps,
+        metrics.start_run(run.run_id, base_model=run.ref.name, max_steps=run.hyper.max_steps,
                           rows=len(run.tokenized), files_taken=run.tokenized.files_taken,
                           files_skipped=run.files_skipped, heldout_rows=int(run.split.heldout.shape[0]))
         metrics.log_tokenization(run.run_id, tokenization)
         staging = run.store.new_staging_dir(run.run_id)
         recorder = _StepRecorder(metrics, run.run_id, sink)
         tally = TokenTally()
-        sink.on_plan(planned_tokens(run.dataset, run.lora_run.max_steps, run.lora_run.batch_size
-                                    * run.lora_run.gradient_accumulation_steps * run.plan.world_size,
-                                    run.lora_run.num_epochs))
+        sink.on_plan(planned_tokens(run.dataset, run.hyper.max_steps, run.hyper.batch_size
+                                    * run.hyper.gradient_accumulation_steps * run.plan.world_size,
+                                    run.hyper.num_epochs))
         try:
             model = load_model(run.ref)
             heldout = _heldout_tracker(run, metrics, sink, model)
             heldout.measure(model, "before", 0)
             result = train_lora(model, run.tokenizer, as_hf_dataset(run.dataset, tally.on_batch),
-                                run.lora_run, staging / "trainer", recorder, callbacks=heldout.callbacks(),
-                                sequence_len=run.doc.frontmatter.training.sequence_len)
+                                run.hyper, staging / "trainer", recorder, callbacks=heldout.callbacks(),
+                                sequence_len=run.training.sequence_len)
             heldout.measure(result.model, "after", result.steps)
             shutil.rmtree(staging / "trainer", ignore_errors=True)
             result.model.save_pretrained(staging)
@@ -100,22 +71,47 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
         metrics.finish_run(run.run_id, RunRecord(
             "completed", result.steps, result.train_loss, result.tokens_per_second, version,
             result.tokens_seen, tally.fraction))
-    _record_manifest(run, version, sha)
+    run.store.record_adapter(version=version, run_id=run.run_id, adapter_sha256=sha, base_model=run.ref.name,
+                             base_model_revision=run.ref.revision, document_path=run.doc.path)
     assert run.lock is not None  # rank 0 always prepares the lock
     run.lock.finish(run.run_id, sha)
+    return build_report(run, result, version=version, adapter_dir=str(adapter_dir), sha=sha,
+                        warnings=list(run.lock.decision.warnings), heldout=heldout.summary(),
+                        real_token_fraction=tally.fraction)
+
+
+def train_as_peer(run: PreparedRun) -> TrainReport:
+    """A rank other than 0: train its shard of every step and write nothing; the report
+    (no adapter, `rank` > 0) goes only to this machine's launcher when it is the first rank here."""
+    with tempfile.TemporaryDirectory(prefix="dlm-rank-") as scratch:  # the trainer's output_dir; never the store
+        result = train_lora(load_model(run.ref), run.tokenizer, as_hf_dataset(run.dataset), run.hyper,
+                            Path(scratch), NullSink(), sequence_len=run.training.sequence_len)
+    return build_report(run, result)
+
+
+def build_report(run: PreparedRun, result: LoraResult, *, version: str = "", adapter_dir: str = "",
+                 sha: str = "", warnings: list[str] | None = None, heldout: dict[str, Any] | None = None,
+                 real_token_fraction: float | None = None) -> TrainReport:
+    """The one `TrainReport` of a run: rank 0's names the adapter, a peer's leaves it empty."""
     return TrainReport(
         run_id=run.run_id, dlm_id=run.doc.frontmatter.dlm_id, adapter_version=version,
-        adapter_dir=str(adapter_dir), adapter_sha256=sha, base_model=run.ref.name,
+        adapter_dir=adapter_dir, adapter_sha256=sha, base_model=run.ref.name,
         base_model_revision=run.ref.revision, steps=result.steps, train_loss=result.train_loss,
         train_tokens=result.tokens_seen, tokens_per_second=result.tokens_per_second,
         train_seconds=result.seconds, rows=_row_counts(run.tokenized),
         files_taken=run.tokenized.files_taken, files_skipped=run.files_skipped,
         lossy_files=run.tokenized.lossy_files, examples=len(run.dataset),
-        tokenization=asdict(tokenization),
-        warnings=list(run.lock.decision.warnings) if run.lock else [],
-        heldout=heldout.summary(), real_token_fraction=tally.fraction,
-        distributed=_distributed_summary(run),
+        tokenization=asdict(_tokenization(run.tokenized)), warnings=warnings or [],
+        heldout=heldout, real_token_fraction=real_token_fraction,
+        distributed=_distributed_summary(run), rank=run.rank,
     )
+
+
+def _row_counts(tokenized: TokenizedRows) -> dict[str, int]:
+    counts: dict[str, int] = {"prose": 0, "instruction": 0, "source": 0}
+    for kind in tokenized.kinds:
+        counts[kind] += 1
+    return counts
 
 
 def _tokenization(tokenized: TokenizedRows) -> TokenizationRecord:
@@ -133,27 +129,11 @@ def _distributed_summary(run: PreparedRun) -> dict[str, Any] | None:
             "ranks": run.ranks}
 
 
-def train_as_peer(run: PreparedRun) -> TrainReport:
-    """A rank other than 0: train its shard of every step and write nothing; the report
-    (no adapter, `rank` > 0) goes only to this machine's launcher when it is the first rank here."""
-    with tempfile.TemporaryDirectory(prefix="dlm-rank-") as scratch:  # the trainer's output_dir; never the store
-        result = train_lora(load_model(run.ref), run.tokenizer, as_hf_dataset(run.dataset), run.lora_run,
-                            Path(scratch), NullSink(), sequence_len=run.doc.frontmatter.training.sequence_len)
-    return TrainReport(
-        run_id=run.run_id, dlm_id=run.doc.frontmatter.dlm_id, adapter_version="", adapter_dir="",
-        adapter_sha256="", base_model=run.ref.name, base_model_revision=run.ref.revision, steps=result.steps,
-        train_loss=result.train_loss, train_tokens=result.tokens_seen, tokens_per_second=result.tokens_per_second,
-        train_seconds=result.seconds, rows=_row_counts(run.tokenized), files_taken=run.tokenized.files_taken,
-        files_skipped=run.files_skipped, lossy_files=run.tokenized.lossy_files, examples=len(run.dataset),
-        tokenization=asdict(_tokenization(run.tokenized)), distributed=_distributed_summary(run), rank=run.rank,
-    )
-
-
-def _heldout_tracker(run: PreparedRun, metrics: MetricsDB, sink: Any, model: Any) -> HeldOutTracker:
+def _heldout_tracker(run: PreparedRun, metrics: MetricsDB, sink: TrainSink, model: Any) -> HeldOutTracker:
     """The held-out measurements of `run` (inactive when nothing is held out). The score
     of `model`, the freshly loaded base model, is remembered in the store for the next
     run with the same inputs (`dlm.train.base_score`)."""
-    training = run.doc.frontmatter.training
+    training = run.training
     eval_set = build_eval_set(subset(run.tokenized, run.split.scored), training.sequence_len)
     pad_id = run.tokenizer.pad_token_id if run.tokenizer.pad_token_id is not None else 0
     memo = None
@@ -179,18 +159,3 @@ class _StepRecorder:
         self.metrics.log_step(self.run_id, step, loss=loss, learning_rate=learning_rate,
                               tokens_seen=tokens_seen, seconds=seconds)
         self.sink.on_step(step, loss, tokens_per_second, learning_rate, tokens_seen, seconds)
-
-
-def _record_manifest(run: PreparedRun, version: str, sha: str) -> None:
-    manifest = run.store.read_manifest()
-    manifest.update(
-        dlm_id=run.doc.frontmatter.dlm_id,
-        document_path=str(run.doc.path.resolve()) if run.doc.path else None,
-        base_model={"name": run.ref.name, "revision": run.ref.revision},
-        current_version=version,
-    )
-    manifest.setdefault("adapters", []).append({
-        "version": version, "run_id": run.run_id, "adapter_sha256": sha,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    })
-    run.store.write_manifest(manifest)

@@ -1,8 +1,13 @@
-"""The values `dlm train` takes and gives: options, the progress sink, the report."""
+"""The values `dlm train` takes and gives: options, the progress sink, the report.
+
+`TrainOptions` also travels to the ranks of a multi-process run as a JSON file
+(`to_json` / `from_json`, written by `dlm.actions.training.ranks`), so the action layer
+never spells the CLI's flags.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from dlm.lock import LockMode
@@ -12,13 +17,29 @@ from dlm.train.lora import StepSink
 
 @dataclass(frozen=True)
 class TrainOptions:
-    """Command-line choices that override or extend the document."""
+    """Choices made outside the document (CLI flags, API arguments) that override or
+    extend its `training:` section."""
 
     max_steps: int | None = None
     use_cache: bool = True
     strict_sources: bool = False
     lock_mode: LockMode | None = None  # None means the default mode
     cache_remote: str | None = None  # overrides $DLM_CACHE_REMOTE and training.cache.remote
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON values (the lock mode by its value)."""
+        data = asdict(self)
+        data["lock_mode"] = self.lock_mode.value if self.lock_mode is not None else None
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrainOptions:
+        """The inverse of `to_json`. Raises KeyError/ValueError on a malformed mapping."""
+        mode = data.get("lock_mode")
+        return cls(max_steps=data.get("max_steps"), use_cache=bool(data.get("use_cache", True)),
+                   strict_sources=bool(data.get("strict_sources", False)),
+                   lock_mode=LockMode(mode) if mode is not None else None,
+                   cache_remote=data.get("cache_remote"))
 
 
 class TrainSink(StepSink, Progress, Protocol):
@@ -55,7 +76,11 @@ class NullSink(NullProgress):
 
 @dataclass
 class TrainReport:
-    """The outcome of `dlm train`, as shown to the user (`--json` prints every field)."""
+    """The outcome of `dlm train`, as shown to the user (`--json` prints every field).
+
+    Seconds are wall-clock; `tokens_per_second` counts the tokens the model processed
+    (padding excluded); `real_token_fraction` is the share of them that carried loss.
+    """
 
     run_id: str
     dlm_id: str

@@ -1,12 +1,15 @@
 """`dlm train` on several processes: the launching side and the work each rank adds.
 
-Launching (`launch_train`): the document is parsed once, here, so a bad document is one
-error before any rank starts; then `dlm.train.launch` starts the ranks, each running
-`python -m dlm train DOC <the same options>`, and waits. The first rank on this machine
-(rank 0 on node 0) writes its `TrainReport` as JSON to `$DLM_RANK_REPORT` (a file in
-the run's log folder), which becomes this call's return value. The log folder, `$DLM_HOME/logs/ranks-*/` (each rank's stdout and stderr),
-is removed after a successful run and kept, and named in the error, after a failed or
-interrupted one.
+Launching (`launch_train`): the document was parsed once, by the caller, so a bad
+document is one error before any rank starts. The launcher writes the run file,
+`<log folder>/run.json` (`{"document": absolute path, "options": TrainOptions.to_json()}`),
+and `dlm.train.launch` starts every rank as `python -m dlm.actions.training.rank
+RUN_FILE`: the options travel as that file, never as command-line flags. The first rank
+on this machine (rank 0 on node 0) writes its `TrainReport` as JSON to
+`$DLM_RANK_REPORT` (`report.json` beside the run file), which becomes this call's
+return value. The log folder, `$DLM_HOME/logs/ranks-*/` (each rank's stdout and
+stderr), is removed after a successful run and kept, and named in the error, after a
+failed or interrupted one.
 
 Inside a rank (`dlm.actions.training.train_document` calls these):
 - `run_id_for`: every rank takes rank 0's run id (rank N names its cache run `<id>-rN`);
@@ -22,33 +25,33 @@ import shutil
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from dlm.actions.training.types import TrainOptions, TrainReport
+from dlm.atomic import atomic_write_json
 from dlm.errors import TrainingError
 from dlm.train.distributed import REPORT_ENV, RankGroup, RankInfo
 from dlm.train.launch import LaunchSpec, launch
 
-if TYPE_CHECKING:
-    from dlm.actions.training import TrainOptions, TrainReport
+RANK_MODULE = "dlm.actions.training.rank"
 
 
-def child_args(path: Path, options: TrainOptions) -> list[str]:
-    """The `dlm train` arguments each rank runs with (the launcher's own are left out)."""
-    from dlm.lock import LockMode
+def write_run_file(path: Path, document: Path, options: TrainOptions) -> None:
+    """The run file each rank starts on (module docstring)."""
+    atomic_write_json(path, {"document": str(Path(document).resolve()), "options": options.to_json()})
 
-    args = ["train", str(Path(path).resolve())]
-    if options.max_steps is not None:
-        args += ["--max-steps", str(options.max_steps)]
-    if not options.use_cache:
-        args.append("--no-cache")
-    if options.strict_sources:
-        args.append("--strict")
-    if options.cache_remote:
-        args += ["--cache-remote", options.cache_remote]
-    flags = {LockMode.STRICT: "--strict-lock", LockMode.UPDATE: "--update-lock", LockMode.IGNORE: "--ignore-lock"}
-    if options.lock_mode in flags:
-        args.append(flags[options.lock_mode])
-    return args
+
+def read_run_file(path: Path) -> tuple[Path, TrainOptions]:
+    """(document path, options) from a run file.
+
+    Raises:
+        TrainingError: the file is missing or not a run file (names it).
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return Path(data["document"]), TrainOptions.from_json(data["options"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise TrainingError(f"{path}: not a dlm rank run file ({exc}); start ranks with dlm train --nproc N") from None
 
 
 def launch_train(path: Path, options: TrainOptions, spec: LaunchSpec) -> TrainReport:
@@ -62,16 +65,15 @@ def launch_train(path: Path, options: TrainOptions, spec: LaunchSpec) -> TrainRe
         RankFailed: a rank failed (`rank N: cause (rank logs: DIR)`).
         KeyboardInterrupt: Ctrl-C; every rank was stopped, the store left as it was.
     """
-    from dlm.actions.training import TrainReport
-
     from dlm.paths import dlm_home
 
     spec.check()
     logs = dlm_home() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log_dir = Path(tempfile.mkdtemp(prefix="ranks-", dir=logs))
-    report_path = log_dir / "report.json"
-    launch(spec, ["dlm", *child_args(path, options)], log_dir, {REPORT_ENV: str(report_path)})
+    report_path, run_file = log_dir / "report.json", log_dir / "run.json"
+    write_run_file(run_file, path, options)
+    launch(spec, [RANK_MODULE, str(run_file)], log_dir, {REPORT_ENV: str(report_path)})
     if not report_path.is_file():
         raise TrainingError(f"the ranks finished without a report ({report_path}); see the rank logs in {log_dir}")
     data = json.loads(report_path.read_text(encoding="utf-8"))
@@ -82,11 +84,6 @@ def launch_train(path: Path, options: TrainOptions, spec: LaunchSpec) -> TrainRe
 def run_id_for(group: RankGroup, own: str) -> str:
     """Rank 0's run id, on every rank."""
     return group.from_main(own)
-
-
-def cache_run_id(info: RankInfo, run_id: str) -> str:
-    """The name this rank's tokenize session records in the cache (rank 0: the run id)."""
-    return run_id if info.is_main else f"{run_id}-r{info.rank}"
 
 
 def check_agreement(group: RankGroup, what: dict[str, Any]) -> None:
@@ -120,6 +117,4 @@ def rank_entry(info: RankInfo, stats: Any, waited: float, ready: float) -> dict[
 
 def write_report(report: TrainReport, path: str) -> None:
     """Rank 0's report, for the launcher (`launch_train`)."""
-    from dlm.atomic import atomic_write_json
-
     atomic_write_json(Path(path), asdict(report))
