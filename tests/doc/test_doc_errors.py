@@ -271,7 +271,7 @@ def test_yaml_error_and_body_errors_are_reported_together() -> None:
     assert len(lines) == 2
     assert lines[0].startswith("<string>:3:1: invalid YAML:")
     assert (
-        lines[1] == "<string>:4:1: unknown directive '::bogus::'; known: ::instruction::, ::prose::"
+        lines[1] == "<string>:4:1: unknown directive '::bogus::'; known: ::instruction::, ::prose::, ::probe::"
     )
 
 

@@ -218,3 +218,59 @@ def test_a_canonical_ulid_is_taken_as_the_ulid_library_reads_it(value: int) -> N
     text = str(ULID.from_int(value))
     assert CANONICAL_ULID.fullmatch(text)
     assert parse_document(f"---\ndlm_id: \"{text}\"\n---\n").frontmatter.dlm_id == str(ULID.from_str(text)) == text
+
+
+# --- probe sections: scored, never trained ---
+
+PROBES = """---
+dlm_id: 01JD7Z8K2M4N6P8Q0R2S4T6V8W
+base_model: smollm2-135m
+---
+::instruction::
+### Q
+Where is the registry?
+### A
+In `registry.py`.
+### Keys
+- registry.py
+
+::probe::
+### Q
+Which file holds the registry?
+### A
+`registry.py` holds it.
+### Keys
+- registry.py
+* WidgetRegistry
+
+### Q
+What does it map?
+### A
+Names to widget classes.
+"""
+
+
+def test_probe_sections_hold_pairs_with_keys() -> None:
+    from dlm.doc import InstructionSection, ProbeSection
+
+    doc = parse_document(PROBES)
+    instruction, probe = doc.sections
+    assert isinstance(instruction, InstructionSection) and isinstance(probe, ProbeSection)
+    assert instruction.pairs[0].keys == ("registry.py",)
+    assert [p.keys for p in probe.pairs] == [("registry.py", "WidgetRegistry"), ()]
+    assert probe.pairs[1].answer == "Names to widget classes."
+    assert probe.line == 13
+
+
+@pytest.mark.parametrize("body, message", [
+    ("::probe::\n### Q\nq?\n### Keys\n- k\n", "'### Keys' must follow an answer"),
+    ("::probe::\n### Q\nq?\n### A\na\n### Keys\n\n", "'### Keys' lists no key"),
+    ("::probe::\n", "probe section has no '### Q' / '### A' pairs"),
+    ("::probe::\ntext\n### Q\nq\n### A\na\n", "text before the first '### Q' of a"),
+])
+def test_probe_section_problems_name_their_line(body: str, message: str) -> None:
+    from dlm.doc import DocParseError
+
+    head = PROBES.split("::instruction::")[0]
+    with pytest.raises(DocParseError, match=message):
+        parse_document(head + body)

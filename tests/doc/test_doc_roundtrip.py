@@ -14,6 +14,7 @@ from dlm.doc import (
     Document,
     Frontmatter,
     InstructionSection,
+    ProbeSection,
     ProseSection,
     QAPair,
     ServeConfig,
@@ -136,7 +137,7 @@ _plain_line = st.text(_chars, min_size=1, max_size=30).filter(
     lambda s: s.strip() and s.strip()[0] not in "#:`~"
 )
 _markup_line = st.sampled_from(
-    ["::instruction::", "::prose::", "::x::", "### Q", "### A", "# h", "~~~"]
+    ["::instruction::", "::prose::", "::probe::", "::x::", "### Q", "### A", "### Keys", "# h", "~~~"]
 )
 _fence = st.lists(st.one_of(_plain_line, _markup_line, st.just("")), max_size=4).map(
     lambda lines: "\n".join(["```text", *lines, "```"])
@@ -154,8 +155,10 @@ def _text(draw: st.DrawFn, heading: bool) -> str:
 
 _prose = st.builds(ProseSection, st.booleans().flatmap(lambda h: _text(h)))
 _qa_text = _text(False).map(str.strip)
-_pair = st.builds(QAPair, _qa_text, _qa_text)
+_keys = st.lists(_plain_line.map(str.strip), max_size=3).map(tuple)
+_pair = st.builds(QAPair, _qa_text, _qa_text, keys=_keys)
 _instruction = st.builds(InstructionSection, st.lists(_pair, min_size=1, max_size=3).map(tuple))
+_probe = st.builds(ProbeSection, st.lists(_pair, min_size=1, max_size=3).map(tuple))
 
 _any_str = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
 _name = st.text(_chars, min_size=1, max_size=20)
@@ -219,7 +222,7 @@ _frontmatter = st.builds(
 )
 
 _documents = st.builds(
-    Document, _frontmatter, st.lists(st.one_of(_prose, _instruction), max_size=5).map(tuple)
+    Document, _frontmatter, st.lists(st.one_of(_prose, _instruction, _probe), max_size=5).map(tuple)
 )
 
 

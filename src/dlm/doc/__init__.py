@@ -7,6 +7,7 @@ See `docs/format.md` for the reference. `parse_document`/`load_document` read it
 from dlm.doc.model import (
     Document,
     InstructionSection,
+    ProbeSection,
     ProseSection,
     QAPair,
     Section,
@@ -38,6 +39,7 @@ __all__ = [
     "Document",
     "Frontmatter",
     "InstructionSection",
+    "ProbeSection",
     "ProseSection",
     "QAPair",
     "Section",

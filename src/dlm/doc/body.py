@@ -1,13 +1,16 @@
-"""The `.dlm` body grammar: markdown split into prose and instruction sections.
+"""The `.dlm` body grammar: markdown split into prose, instruction and probe sections.
 
 Read line by line; only lines outside fenced code blocks are interpreted, and only
 at column 1:
 
     ::instruction::      starts an instruction section (ends the current section)
     ::prose::            starts a prose section (ends the current section)
+    ::probe::            starts a probe section: Q/A pairs scored, never trained on
     ::other::            an error: unknown directive
     # Heading            in prose: starts a new prose section (a level-1 heading)
-    ### Q / ### A        in an instruction section: starts a question / its answer
+    ### Q / ### A        in an instruction or probe section: starts a question / its answer
+    ### Keys             after an answer: one string per line (a leading `- ` is dropped)
+                         that a correct answer must contain, for scoring; never trained on
 
 A fence opens on a line of 3+ backticks or tildes indented at most 3 spaces and
 closes on a line of at least as many of the same character (CommonMark rules); every
@@ -17,8 +20,8 @@ end of the body is an error, so it cannot silently swallow later sections.
 Prose text keeps its lines, less outer blank lines; question and answer text is
 stripped. Blank prose sections are dropped. Problems (an `### A` without a `### Q`, a
 question without an answer, an empty question or answer, text before the first
-`### Q`, an instruction section with no pairs, an unknown directive) are collected,
-all of them, with their line.
+`### Q`, an instruction section with no pairs, `### Keys` before an answer or with no
+key, an unknown directive) are collected, all of them, with their line.
 """
 
 from __future__ import annotations
@@ -27,15 +30,16 @@ import difflib
 import re
 from collections.abc import Sequence
 
-from dlm.doc.model import InstructionSection, ProseSection, QAPair, Section
+from dlm.doc.model import InstructionSection, ProbeSection, ProseSection, QAPair, Section
 from dlm.doc.problems import DocProblem
 
-DIRECTIVES = ("instruction", "prose")
+DIRECTIVES = ("instruction", "prose", "probe")
 _DIRECTIVE = re.compile(r"::([^:\s]*)::[ \t]*")
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 _FENCE_CLOSE = re.compile(r" {0,3}(`+|~+)[ \t]*")
 _QUESTION = re.compile(r"###[ \t]+Q[ \t]*")
 _ANSWER = re.compile(r"###[ \t]+A[ \t]*")
+_KEYS = re.compile(r"###[ \t]+Keys[ \t]*")
 _HEADING = re.compile(r"#(?:[ \t].*)?")
 
 
@@ -69,6 +73,12 @@ class _Fence:
         return False
 
 
+def _key(line: str) -> str:
+    """One key of a `### Keys` block: the line stripped, less a leading list marker."""
+    text = line.strip()
+    return text[2:].strip() if text.startswith(("- ", "* ")) else text
+
+
 def _strip_blank_ends(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
     keep = [i for i, (_, text) in enumerate(lines) if text.strip()]
     return lines[keep[0] : keep[-1] + 1] if keep else []
@@ -82,10 +92,12 @@ class _BodyParser:
         self.prose: list[tuple[int, str]] = []
         self.section_line = 0
         self.pairs: list[QAPair] = []
-        self.state = "pre"  # instruction: "pre" (before a Q), "q", "a", "orphan" (A without Q)
-        self.q_line = self.a_line = 0
+        # pairs: "pre" (before a Q), "q", "a", "keys", "orphan" (A without Q)
+        self.state = "pre"
+        self.q_line = self.a_line = self.k_line = 0
         self.q_buf: list[str] = []
         self.a_buf: list[str] = []
+        self.k_buf: list[str] = []
         self.section_problem = False
 
     def problem(self, line: int, message: str) -> None:
@@ -99,8 +111,8 @@ class _BodyParser:
         self.prose = []
 
     # --- instruction ---
-    def start_instruction(self, lineno: int) -> None:
-        self.mode, self.section_line, self.pairs = "instruction", lineno, []
+    def start_instruction(self, lineno: int, mode: str = "instruction") -> None:
+        self.mode, self.section_line, self.pairs = mode, lineno, []
         self.state, self.section_problem = "pre", False
 
     def finish_pair(self) -> None:
@@ -109,8 +121,11 @@ class _BodyParser:
             self.problem(self.q_line, "empty question under '### Q'; write the question below it")
         if not answer:
             self.problem(self.a_line, "empty answer under '### A'; write the answer below it")
+        keys = tuple(k for k in (_key(line) for line in self.k_buf) if k)
+        if self.state == "keys" and not keys:
+            self.problem(self.k_line, "'### Keys' lists no key; write one per line below it, or remove it")
         if question and answer:
-            self.pairs.append(QAPair(question, answer, self.q_line))
+            self.pairs.append(QAPair(question, answer, self.q_line, keys))
 
     def close_open_pair(self) -> None:
         if self.state == "q":
@@ -118,23 +133,30 @@ class _BodyParser:
                 self.q_line,
                 "'### Q' has no answer; add a '### A' line and the answer after the question",
             )
-        elif self.state == "a":
+        elif self.state in ("a", "keys"):
             self.finish_pair()
 
     def end_instruction(self) -> None:
         self.close_open_pair()
         if self.pairs:
-            self.sections.append(InstructionSection(tuple(self.pairs), self.section_line))
+            kind = ProbeSection if self.mode == "probe" else InstructionSection
+            self.sections.append(kind(tuple(self.pairs), self.section_line))
         elif not self.section_problem and self.state == "pre":
             self.problem(
                 self.section_line,
-                "instruction section has no '### Q' / '### A' pairs; add one or remove this line",
+                f"{self.mode} section has no '### Q' / '### A' pairs; add one or remove this line",
             )
 
     def instruction_line(self, line: str, lineno: int, code: bool) -> None:
         if not code and _QUESTION.fullmatch(line):
             self.close_open_pair()
-            self.state, self.q_line, self.q_buf = "q", lineno, []
+            self.state, self.q_line, self.q_buf, self.k_buf = "q", lineno, [], []
+        elif not code and _KEYS.fullmatch(line):
+            if self.state != "a":
+                self.problem(lineno, "'### Keys' must follow an answer ('### A'); move it below the answer")
+                self.section_problem, self.state = True, "orphan"
+            else:
+                self.state, self.k_line, self.k_buf = "keys", lineno, []
         elif not code and _ANSWER.fullmatch(line):
             if self.state != "q":
                 self.problem(
@@ -147,10 +169,12 @@ class _BodyParser:
             self.q_buf.append(line)
         elif self.state == "a":
             self.a_buf.append(line)
+        elif self.state == "keys":
+            self.k_buf.append(line)
         elif self.state == "pre" and line.strip():
             self.problem(
                 lineno,
-                "text before the first '### Q' of an instruction section; "
+                f"text before the first '### Q' of an {self.mode} section; "
                 "start a pair with '### Q'",
             )
             self.section_problem, self.state = True, "orphan"
@@ -166,13 +190,14 @@ class _BodyParser:
         if name not in DIRECTIVES:
             close = difflib.get_close_matches(name, DIRECTIVES, n=1, cutoff=0.5)
             hint = (
-                f"did you mean '::{close[0]}::'?" if close else "known: ::instruction::, ::prose::"
+                f"did you mean '::{close[0]}::'?" if close
+                else "known: ::instruction::, ::prose::, ::probe::"
             )
             self.problem(lineno, f"unknown directive '::{name}::'; {hint}")
             return
         self.end_section()
-        if name == "instruction":
-            self.start_instruction(lineno)
+        if name in ("instruction", "probe"):
+            self.start_instruction(lineno, name)
         else:
             self.mode = "prose"
 
@@ -184,7 +209,7 @@ class _BodyParser:
             directive = None if code else _DIRECTIVE.fullmatch(line)
             if directive:
                 self.directive(directive.group(1), lineno)
-            elif self.mode == "instruction":
+            elif self.mode in ("instruction", "probe"):
                 self.instruction_line(line, lineno, code)
             else:
                 if not code and is_heading(line):

@@ -27,12 +27,17 @@ class ProseSection:
 
 @dataclass(frozen=True)
 class QAPair:
-    """One question and its answer (both stripped), trained as one supervised row.
-    `line`: the line of its `### Q`."""
+    """One question and its answer (both stripped): in an instruction section, trained
+    as one supervised row; in a probe section, scored and never trained on.
+
+    `keys`: strings a correct answer must contain (`### Keys`, one per line), for scoring.
+    `line`: the line of its `### Q`.
+    """
 
     question: str
     answer: str
     line: int = field(default=0, compare=False)
+    keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,16 @@ class InstructionSection:
     line: int = field(default=0, compare=False)
 
 
-Section = ProseSection | InstructionSection
+@dataclass(frozen=True)
+class ProbeSection:
+    """The Q/A pairs after one `::probe::` line (its `line`): questions the adapter is
+    scored on by `dlm eval` and at the end of `dlm train`, never trained on."""
+
+    pairs: tuple[QAPair, ...]
+    line: int = field(default=0, compare=False)
+
+
+Section = ProseSection | InstructionSection | ProbeSection
 
 
 def document_sha256(text: str | bytes) -> str:

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from dlm.doc.body import is_heading
 from dlm.doc.frontmatter import dotted
-from dlm.doc.model import Document, InstructionSection, ProseSection, QAPair, Section
+from dlm.doc.model import Document, InstructionSection, ProbeSection, ProseSection, QAPair, Section
 from dlm.doc.parser import parse_document
 from dlm.doc.problems import DocParseError
 from dlm.doc.schema import DEFAULT_BASE_MODEL, Frontmatter
@@ -86,19 +86,20 @@ def frontmatter_yaml(fm: Frontmatter) -> str:
 
 
 def _pair_text(pair: QAPair) -> str:
-    return f"### Q\n{pair.question}\n\n### A\n{pair.answer}"
+    keys = "".join(f"\n- {key}" for key in pair.keys)
+    return f"### Q\n{pair.question}\n\n### A\n{pair.answer}" + (f"\n\n### Keys{keys}" if keys else "")
 
 
 def _section_blocks(sections: Sequence[Section]) -> list[str]:
     blocks: list[str] = []
     previous: Section | None = None
     for section in sections:
-        if isinstance(section, InstructionSection):
-            blocks.append("::instruction::")
+        if isinstance(section, (InstructionSection, ProbeSection)):
+            blocks.append("::probe::" if isinstance(section, ProbeSection) else "::instruction::")
             blocks.extend(_pair_text(p) for p in section.pairs)
         else:
             starts_heading = is_heading(section.text.split("\n", 1)[0])
-            if isinstance(previous, InstructionSection) or (
+            if isinstance(previous, (InstructionSection, ProbeSection)) or (
                 previous is not None and not starts_heading
             ):
                 blocks.append("::prose::")
@@ -138,7 +139,7 @@ def _mismatch(doc: Document, back: Document) -> str:
     return (
         f"cannot serialize document: section {i} would not read back the same (blank text, "
         "outer whitespace in a question or answer, or a line the grammar interprets: "
-        "'::name::', '# ' in prose, '### Q'/'### A' in a pair, a fence)"
+        "'::name::', '# ' in prose, '### Q'/'### A'/'### Keys' in a pair, a fence)"
     )
 
 

@@ -1,7 +1,8 @@
 """Build the rows of one run from a document: the input of the tokenize seam.
 
 - each prose section -> one `TextRow(kind="prose")` (continued pretraining);
-- each `### Q` / `### A` pair -> one `TextRow(kind="instruction")`, rendered with the
+- each `::probe::` pair -> one `Probe`, scored after training and never a row;
+- each `### Q` / `### A` pair of an instruction section -> one `TextRow(kind="instruction")`, rendered with the
   base model's chat template: `[system?, user: question, assistant: answer]`, where
   system is the document's `system_prompt` when set (otherwise the template's own
   default applies). `prompt_text` is the same conversation without the answer, with
@@ -68,11 +69,12 @@ def build_rows(doc: Document, tokenizer: Any, *, strict: bool = False) -> BuiltR
     Raises:
         SourceError: a `training.sources` directive cannot be walked (see `dlm.rows.walk`).
     """
-    from dlm.doc import InstructionSection, ProseSection
+    from dlm.doc import InstructionSection, ProbeSection, ProseSection
 
     fm = doc.frontmatter
     name = str(doc.path) if doc.path else "<doc>"
     text_rows: list[TextRow] = []
+    probes: list[Probe] = []
     for section in doc.sections:
         if isinstance(section, ProseSection):
             text_rows.append(TextRow(kind="prose", text=section.text, origin=f"{name}:{section.line}"))
@@ -82,6 +84,8 @@ def build_rows(doc: Document, tokenizer: Any, *, strict: bool = False) -> BuiltR
                 text_rows.append(
                     TextRow(kind="instruction", text=full, prompt_text=prompt, origin=f"{name}:{pair.line}")
                 )
+        elif isinstance(section, ProbeSection):
+            probes.extend(Probe(p.question, p.answer, p.keys, f"{name}:{p.line}") for p in section.pairs)
     base_dir = doc.path.parent if doc.path else Path.cwd()
     walk = walk_sources(fm.training.sources, base_dir, strict=strict, doc_name=name)
-    return BuiltRows(rows=RowSet(text_rows=text_rows, file_rows=walk.files), walk=walk)
+    return BuiltRows(rows=RowSet(text_rows=text_rows, file_rows=walk.files), walk=walk, probes=tuple(probes))
