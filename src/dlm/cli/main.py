@@ -145,6 +145,11 @@ def train(
         f"{report.train_seconds:.1f}s: [bold]{tps} tokens/s[/], loss {loss}"
     )
     print_heldout(report)
+    if report.evaluation:
+        from dlm.cli.eval_cmd import report_lines
+
+        for line in report_lines(report.evaluation):
+            console.print(line)
     console.print(f"adapter {report.adapter_version} -> {report.adapter_dir}")
 
 
@@ -238,11 +243,12 @@ def metrics(
     console.print(table if view["runs"] else "no runs yet")
 
 
-from dlm.cli import doctor_cmd, export_cmd, serve_cmd  # noqa: E402
+from dlm.cli import doctor_cmd, eval_cmd, export_cmd, serve_cmd  # noqa: E402
 from dlm.cli.cache_cmd import cache_app  # noqa: E402
 
 app.add_typer(cache_app, name="cache")
 doctor_cmd.register(app)
+eval_cmd.register(app)
 serve_cmd.register(app)
 export_cmd.register(app)
 

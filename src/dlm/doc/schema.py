@@ -73,13 +73,21 @@ class CacheConfig(_Strict):
 
 
 class EvalConfig(_Strict):
-    """The held-out set (`dlm.train.heldout` has the rule). `fraction`: share of rows held
-    out of training, 0 turns it off; `max_rows`: how many held-out rows are scored;
-    `every_steps`: also score every N optimizer steps (None: before and after only)."""
+    """The held-out set (`dlm.train.heldout` has the rule) and the evaluation of the
+    adapter (`dlm.judge`). `fraction`: share of rows held out of training, 0 turns it
+    off; `max_rows`: how many held-out rows are scored; `every_steps`: also score every
+    N optimizer steps (None: before and after only). `judge`: end `dlm train` with the
+    probe report (instruction pairs and probes on base, adapter and null adapter, the
+    general-ability guard); `max_new_tokens`: length of each greedy answer;
+    `general_max_increase`: percent rise of the general set's NLL over the base that
+    warns."""
 
     fraction: YamlFloat = Field(default=0.02, ge=0, le=0.5)
     max_rows: int = Field(default=256, gt=0)
     every_steps: int | None = Field(default=None, gt=0)
+    judge: bool = True
+    max_new_tokens: int = Field(default=48, gt=0, le=1024)
+    general_max_increase: YamlFloat = Field(default=5.0, ge=0)
 
 
 class TrainingConfig(_Strict):

@@ -100,6 +100,24 @@ class MetricsDB:
                  record.tokens, record.loss_tokens, record.instruction_loss),
             )
 
+    def log_judgement(self, *, run_id: str | None, adapter_version: str | None, phase: str, step: int | None,
+                      summary: dict[str, Any]) -> None:
+        """One evaluation (`m005_judgements`); `summary` is stored as sorted-key JSON."""
+        with self.db:
+            self.db.execute(
+                "INSERT INTO judgements (run_id, adapter_version, phase, step, created_at, summary) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, adapter_version, phase, step, _now(), json.dumps(summary, sort_keys=True)),
+            )
+
+    def judgements(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Evaluations, oldest first (of one run when `run_id` is given), summaries decoded."""
+        query = "SELECT run_id, adapter_version, phase, step, created_at, summary FROM judgements"
+        rows = self.db.execute(query + (" WHERE run_id=? ORDER BY id" if run_id else " ORDER BY id"),
+                               (run_id,) if run_id else ()).fetchall()
+        return [{"run_id": r[0], "adapter_version": r[1], "phase": r[2], "step": r[3], "created_at": r[4],
+                 "summary": json.loads(r[5])} for r in rows]
+
     def log_step(
         self, run_id: str, step: int, *, loss: float | None, learning_rate: float | None,
         tokens_seen: int | None, seconds: float,

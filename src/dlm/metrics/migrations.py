@@ -81,9 +81,28 @@ def m004_heldout_loss(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE runs ADD COLUMN real_token_fraction REAL")
 
 
+def m005_judgements(db: sqlite3.Connection) -> None:
+    """Evaluations of an adapter (`dlm.judge`): `phase` `final` (the whole report, from
+    `dlm train` or `dlm eval`) or `step` (the probes' mean log-probability during
+    training); `summary` is canonical JSON. `run_id` is the training run, NULL for a
+    `dlm eval` of an adapter whose run is not recorded here."""
+    db.execute(
+        """CREATE TABLE judgements (
+            id INTEGER PRIMARY KEY,
+            run_id TEXT,
+            adapter_version TEXT,
+            phase TEXT NOT NULL,
+            step INTEGER,
+            created_at TEXT NOT NULL,
+            summary TEXT NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX judgements_run ON judgements(run_id, step)")
+
+
 MIGRATIONS: list[Migration] = [
     (step.__name__, step)
-    for step in (m001_runs_and_steps, m002_tokenization, m003_run_corpus, m004_heldout_loss)
+    for step in (m001_runs_and_steps, m002_tokenization, m003_run_corpus, m004_heldout_loss, m005_judgements)
 ]
 
 

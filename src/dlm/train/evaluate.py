@@ -122,33 +122,29 @@ def _batches(examples: list[EvalExample]) -> list[list[int]]:
     return batches
 
 
-def heldout_loss(model: Any, eval_set: EvalSet, pad_id: int = 0) -> EvalResult:
-    """Score `eval_set` with `model` (a causal LM, peft-wrapped or not).
+def example_nll(model: Any, examples: list[EvalExample], pad_id: int = 0) -> tuple[list[float], list[int]]:
+    """Per example: (sum of -log p over its loss tokens in nats, its loss-token count).
 
-    The model's train/eval mode is restored afterwards.
-
-    Raises:
-        ValueError: `eval_set` is empty.
+    Examples are batched by length (right padding, attention mask), scored under
+    `torch.no_grad()` in eval mode; the model's train/eval mode is restored afterwards.
+    Both lists follow `examples`' order.
     """
     import torch
     import torch.nn.functional as F
 
-    if not eval_set.examples:
-        raise ValueError("no held-out examples to score")
     was_training = model.training
     device = next(model.parameters()).device
-    nll_by_kind: dict[str, float] = {}
-    count_by_kind: dict[str, int] = {}
+    sums, counts = [0.0] * len(examples), [0] * len(examples)
     model.eval()
     try:
         with torch.no_grad():
-            for batch in _batches(eval_set.examples):
-                width = max(eval_set.examples[i].input_ids.shape[0] for i in batch)
+            for batch in _batches(examples):
+                width = max(examples[i].input_ids.shape[0] for i in batch)
                 ids = torch.full((len(batch), width), pad_id, dtype=torch.long)  # (B, T)
                 labels = torch.full((len(batch), width), -100, dtype=torch.long)
                 mask = torch.zeros((len(batch), width), dtype=torch.long)
                 for row, i in enumerate(batch):
-                    ex = eval_set.examples[i]
+                    ex = examples[i]
                     n = ex.input_ids.shape[0]
                     ids[row, :n] = torch.from_numpy(ex.input_ids)
                     labels[row, :n] = torch.from_numpy(ex.labels)
@@ -162,11 +158,28 @@ def heldout_loss(model: Any, eval_set: EvalSet, pad_id: int = 0) -> EvalResult:
                 per_row = nll.sum(dim=1).cpu().tolist()
                 per_count = (target != -100).sum(dim=1).cpu().tolist()
                 for row, i in enumerate(batch):
-                    kind = eval_set.examples[i].kind
-                    nll_by_kind[kind] = nll_by_kind.get(kind, 0.0) + per_row[row]
-                    count_by_kind[kind] = count_by_kind.get(kind, 0) + int(per_count[row])
+                    sums[i], counts[i] = float(per_row[row]), int(per_count[row])
     finally:
         model.train(was_training)
+    return sums, counts
+
+
+def heldout_loss(model: Any, eval_set: EvalSet, pad_id: int = 0) -> EvalResult:
+    """Score `eval_set` with `model` (a causal LM, peft-wrapped or not).
+
+    The model's train/eval mode is restored afterwards.
+
+    Raises:
+        ValueError: `eval_set` is empty.
+    """
+    if not eval_set.examples:
+        raise ValueError("no held-out examples to score")
+    sums, counts = example_nll(model, eval_set.examples, pad_id)
+    nll_by_kind: dict[str, float] = {}
+    count_by_kind: dict[str, int] = {}
+    for ex, nll, count in zip(eval_set.examples, sums, counts):
+        nll_by_kind[ex.kind] = nll_by_kind.get(ex.kind, 0.0) + nll
+        count_by_kind[ex.kind] = count_by_kind.get(ex.kind, 0) + count
     total_tokens = sum(count_by_kind.values())
     loss = sum(nll_by_kind.values()) / total_tokens
     return EvalResult(

@@ -75,9 +75,32 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
                              base_model_revision=run.ref.revision, document_path=run.doc.path)
     assert run.lock is not None  # rank 0 always prepares the lock
     run.lock.finish(run.run_id, sha)
+    warnings = list(run.lock.decision.warnings)
+    evaluation = _judge(run, result.model, version, sink)
+    if evaluation is not None:
+        warnings += evaluation["warnings"]
     return build_report(run, result, version=version, adapter_dir=str(adapter_dir), sha=sha,
-                        warnings=list(run.lock.decision.warnings), heldout=heldout.summary(),
-                        real_token_fraction=tally.fraction)
+                        warnings=warnings, heldout=heldout.summary(), real_token_fraction=tally.fraction,
+                        evaluation=evaluation)
+
+
+def _judge(run: PreparedRun, model: Any, version: str, sink: TrainSink) -> dict[str, Any] | None:
+    """The probe report of the adapter just published (`dlm.actions.evaluating`), recorded
+    in metrics; None when `training.eval.judge` is off or there is nothing to score.
+    The version is already committed: an interrupt here loses only the report."""
+    from dlm.actions.evaluating import eval_items, judge_trained, summary_of
+
+    if not run.training.eval.judge:
+        return None
+    items = eval_items(run.doc, run.tokenizer, run.probes)
+    if not items:
+        return None
+    sink.on_message(f"evaluating {len(items)} questions on the base model, the adapter and a null adapter")
+    report = judge_trained(run.doc, model, run.tokenizer, run.probes, version)
+    with MetricsDB(run.store.metrics_path) as metrics:
+        metrics.log_judgement(run_id=run.run_id, adapter_version=version, phase="final", step=None,
+                              summary=summary_of(report))
+    return report.as_dict()
 
 
 def train_as_peer(run: PreparedRun) -> TrainReport:
@@ -91,7 +114,7 @@ def train_as_peer(run: PreparedRun) -> TrainReport:
 
 def build_report(run: PreparedRun, result: LoraResult, *, version: str = "", adapter_dir: str = "",
                  sha: str = "", warnings: list[str] | None = None, heldout: dict[str, Any] | None = None,
-                 real_token_fraction: float | None = None) -> TrainReport:
+                 real_token_fraction: float | None = None, evaluation: dict[str, Any] | None = None) -> TrainReport:
     """The one `TrainReport` of a run: rank 0's names the adapter, a peer's leaves it empty."""
     return TrainReport(
         run_id=run.run_id, dlm_id=run.doc.frontmatter.dlm_id, adapter_version=version,
@@ -103,7 +126,7 @@ def build_report(run: PreparedRun, result: LoraResult, *, version: str = "", ada
         lossy_files=run.tokenized.lossy_files, examples=len(run.dataset),
         tokenization=asdict(_tokenization(run.tokenized)), warnings=warnings or [],
         heldout=heldout, real_token_fraction=real_token_fraction,
-        distributed=_distributed_summary(run), rank=run.rank,
+        distributed=_distributed_summary(run), rank=run.rank, evaluation=evaluation,
     )
 
 

@@ -105,3 +105,4 @@ class TrainReport:
     real_token_fraction: float | None = None
     distributed: dict[str, Any] | None = None
     rank: int = 0  # the rank that returned this report; only rank 0's names an adapter
+    evaluation: dict[str, Any] | None = None  # the probe report (`dlm.judge.report.EvalReport`)

@@ -1,0 +1,138 @@
+"""Which training settings make a document's facts stick: a sweep over `training:` keys
+on a document of the shape `docs/evaluation.md` describes (`examples/ferry.dlm`: prose,
+five source files, eight Q/A pairs, eight paraphrased probes, four facts that sit only
+in the prose or the code).
+
+Each configuration is one real `dlm train --json` in a fresh store (so every run starts
+from the base model), which ends with the probe report; this script prints, per
+configuration, the training steps, tokens and seconds, and the adapter's passes on the
+instruction pairs (as written), the paraphrases, the prose/code-only facts and the
+general-ability change. Lines go to stdout and, as JSON, to `--out`.
+
+    python benchmarks/recipe_sweep.py [--only NAME ...] [--out results.jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "examples" / "ferry.dlm"
+PARAPHRASES = 8  # the first eight probes restate the instruction pairs; the rest are prose/code-only facts
+
+ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+CONFIGS: dict[str, dict] = {
+    "defaults": {},
+    "hand-tuned": {"max_steps": 60, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256},
+    "repeat20": {"max_steps": 42, "learning_rate": 1e-3, "instruction_share": 0.96, "sequence_len": 256,
+                 "target_modules": ALL_LINEAR},
+    "repeat20-recast": {"max_steps": 46, "learning_rate": 1e-3, "instruction_share": 0.965, "sequence_len": 256,
+                        "target_modules": ALL_LINEAR, "_recast": True},
+    "all-linear": {"max_steps": 60, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256,
+                   "target_modules": ALL_LINEAR},
+    "all-linear-r16": {"max_steps": 60, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256,
+                       "target_modules": ALL_LINEAR, "lora_r": 16, "lora_alpha": 32},
+    "all-linear-30": {"max_steps": 30, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256,
+                      "target_modules": ALL_LINEAR},
+    "all-linear-120-lr5e-4": {"max_steps": 120, "learning_rate": 5e-4, "instruction_share": 0.5,
+                              "sequence_len": 256, "target_modules": ALL_LINEAR},
+    "all-linear-lr2e-3": {"max_steps": 60, "learning_rate": 2e-3, "instruction_share": 0.5, "sequence_len": 256,
+                          "target_modules": ALL_LINEAR},
+    "all-linear-100": {"max_steps": 100, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256,
+                       "target_modules": ALL_LINEAR},
+    "all-linear-share0.7": {"max_steps": 60, "learning_rate": 1e-3, "instruction_share": 0.7,
+                            "sequence_len": 256, "target_modules": ALL_LINEAR},
+    "all-linear-dropout0": {"max_steps": 60, "learning_rate": 1e-3, "instruction_share": 0.5,
+                            "sequence_len": 256, "target_modules": ALL_LINEAR, "lora_dropout": 0.0},
+    "all-linear-r32": {"max_steps": 60, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256,
+                       "target_modules": ALL_LINEAR, "lora_r": 32, "lora_alpha": 64},
+    "attn-r16-100": {"max_steps": 100, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256,
+                     "lora_r": 16, "lora_alpha": 32},
+}
+
+
+def recast(body: str) -> str:
+    """Each prose sentence also as a Q/A pair: the first half of the sentence as a cloze
+    question, the whole sentence as the answer."""
+    prose = body.split("::instruction::")[0]
+    sentences = [s.strip() for s in " ".join(l for l in prose.splitlines() if not l.startswith("#")).split(". ")]
+    pairs = []
+    for sentence in filter(None, sentences):
+        words = sentence.rstrip(".").split()
+        head = " ".join(words[: max(2, len(words) // 2)])
+        pairs.append(f"### Q\nComplete this statement about Ferry: {head} ...\n\n### A\n{sentence.rstrip('.')}.\n")
+    return body.replace("::instruction::\n", "::instruction::\n\n" + "\n".join(pairs) + "\n", 1)
+
+
+def variant(doc_text: str, overrides: dict, folder: Path) -> Path:
+    """The document with `overrides` merged into `training:` and its sources made absolute."""
+    _, head, body = doc_text.split("---\n", 2)
+    overrides = dict(overrides)
+    if overrides.pop("_recast", False):
+        body = recast(body)
+    front = yaml.safe_load(head)
+    training = front.setdefault("training", {})
+    for source in training.get("sources", []):
+        source["path"] = str((DOC.parent / source["path"]).resolve())
+    training.update(overrides)
+    path = folder / "doc.dlm"
+    path.write_text("---\n" + yaml.safe_dump(front, sort_keys=False) + "---\n" + body, encoding="utf-8")
+    return path
+
+
+def run(name: str, overrides: dict, home: Path, folder: Path) -> dict:
+    doc = variant(DOC.read_text(encoding="utf-8"), overrides, folder)
+    env = dict(os.environ, DLM_HOME=str(home))
+    store = home / "store"
+    if store.exists():
+        subprocess.run(["rm", "-rf", str(store)], check=True)  # every configuration from the base model
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "dlm", "train", str(doc), "--json", "--ignore-lock"],
+                          env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        return {"name": name, "error": done.stderr.strip().splitlines()[-3:], "wall_s": round(wall, 1)}
+    report = json.loads(done.stdout)
+    evaluation = report["evaluation"]
+    probes = [i for i in evaluation["items"] if i["kind"] == "probe"]
+    para, facts = probes[:PARAPHRASES], probes[PARAPHRASES:]
+    inst = evaluation["kinds"]["instruction"]
+    return {
+        "name": name, "overrides": overrides, "steps": report["steps"], "train_tokens": report["train_tokens"],
+        "train_s": round(report["train_seconds"], 1), "wall_s": round(wall, 1),
+        "instruction": f"{inst['passed']['adapter']}/{inst['total']} (base {inst['passed']['base']})",
+        "paraphrase": f"{sum(i['passed']['adapter'] for i in para)}/{len(para)} "
+                      f"(base {sum(i['passed']['base'] for i in para)}, null {sum(i['passed']['null'] for i in para)})",
+        "prose_code": f"{sum(i['passed']['adapter'] for i in facts)}/{len(facts)}",
+        "general_change_pct": evaluation["general"]["change_pct"] if evaluation["general"] else None,
+        "failed": [i["question"] + " -> " + i["replies"]["adapter"][:80] for i in probes if not i["passed"]["adapter"]],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", help="configuration names (default: all)")
+    parser.add_argument("--out", type=Path, help="append one JSON line per configuration")
+    args = parser.parse_args()
+    names = args.only or list(CONFIGS)
+    home = Path(os.environ.get("SWEEP_HOME") or tempfile.mkdtemp(prefix="dlm-sweep-"))
+    for name in names:
+        with tempfile.TemporaryDirectory() as folder:
+            result = run(name, CONFIGS[name], home, Path(folder))
+        print(json.dumps({k: v for k, v in result.items() if k != "failed"}), flush=True)
+        if args.out:
+            with args.out.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""`dlm eval`: does the adapter know its document, and what did it break?
+
+Scores every `::instruction::` pair (recall), every `::probe::` pair and every pair
+`training.synth` held out of training, on the base model, the adapter and a null
+adapter (`dlm.judge`), plus the general-ability guard; records the report in the
+store's `metrics.sqlite` and returns it. `dlm train` ends with the same report
+(`judge_trained`), scored on the model it just trained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from dlm.actions.common import DocPath, doc_dir, open_document
+from dlm.doc import Document, InstructionSection
+from dlm.errors import StoreError
+from dlm.rows.types import Probe
+
+if TYPE_CHECKING:
+    from dlm.judge.report import EvalReport
+
+
+def eval_items(doc: Document, tokenizer: Any, probes: Sequence[Probe]) -> list[Any]:
+    """The items of `doc` (`dlm.judge.score.EvalItem`): its instruction pairs, then its
+    probes (document order; probes drawn from the code are `synth`)."""
+    from dlm.judge.score import make_item
+
+    name = str(doc.path) if doc.path else "<doc>"
+    system = doc.frontmatter.system_prompt
+    items = [make_item(tokenizer, system, "instruction", p.question, p.answer, p.keys, f"{name}:{p.line}")
+             for s in doc.sections if isinstance(s, InstructionSection) for p in s.pairs]
+    items += [make_item(tokenizer, system, "synth" if p.origin.endswith("(synth)") else "probe", p.question,
+                        p.answer, p.keys, p.origin) for p in probes]
+    return items
+
+
+def general_texts() -> list[str]:
+    """The general-ability guard's passages (`dlm.judge.general`)."""
+    from dlm.judge.general import load_general_set
+
+    return [text for _, text in load_general_set()]
+
+
+def judge_trained(doc: Document, peft_model: Any, tokenizer: Any, probes: Sequence[Probe],
+                  adapter_version: str) -> EvalReport:
+    """The evaluation of a peft model whose active adapter was just trained on `doc`."""
+    from dlm.judge.report import judge_adapter
+
+    settings = doc.frontmatter.training.eval
+    return judge_adapter(peft_model, tokenizer, eval_items(doc, tokenizer, probes), general_texts(),
+                         adapter_version=adapter_version, seed=doc.frontmatter.training.seed,
+                         max_new_tokens=settings.max_new_tokens,
+                         general_max_increase=settings.general_max_increase)
+
+
+def evaluate(path: DocPath, *, adapter_version: str | None = None, record: bool = True) -> EvalReport:
+    """Evaluate the document's adapter (`current`, or `adapter_version`).
+
+    Returns:
+        The `dlm.judge.report.EvalReport`: per kind, items passed on base, adapter and null
+        adapter and mean reference log-probabilities; every item's replies; the guard.
+
+    Raises:
+        DocError, BaseModelError: the document or its base model cannot be loaded.
+        StoreError: no adapter yet, or `adapter_version` is not in the store.
+    """
+    from peft import PeftModel
+
+    from dlm.metrics import MetricsDB
+    from dlm.models import load_model, load_tokenizer, resolve_base_model
+    from dlm.rows.build import build_rows
+
+    doc, store = open_document(path)
+    version = adapter_version or store.current_version()
+    if version is None:
+        raise StoreError(f"{doc.path}: no trained adapter yet; run `dlm train {doc.path}` first")
+    if version not in store.versions():
+        known = ", ".join(store.versions()) or "none"
+        raise StoreError(f"--adapter-version {version}: not in {store.adapter_root} (versions: {known})")
+    ref = resolve_base_model(doc.frontmatter.base_model, relative_to=doc_dir(doc))
+    tokenizer = load_tokenizer(ref)
+    probes = build_rows(doc, tokenizer).probes
+    model = PeftModel.from_pretrained(load_model(ref), store.adapter_root / "versions" / version)
+    report = judge_trained(doc, model, tokenizer, probes, version)
+    if record:
+        run_id = _run_of(store, version)
+        with MetricsDB(store.metrics_path) as metrics:
+            metrics.log_judgement(run_id=run_id, adapter_version=version, phase="final", step=None,
+                                  summary=summary_of(report))
+    return report
+
+
+def summary_of(report: EvalReport) -> dict[str, Any]:
+    """What `metrics.sqlite` keeps of a report: per-kind counts and the guard."""
+    data = report.as_dict()
+    return {"kinds": data["kinds"], "general": data["general"], "warnings": data["warnings"]}
+
+
+def _run_of(store: Any, version: str) -> str | None:
+    for entry in store.read_manifest().get("adapters", []):
+        if entry.get("version") == version:
+            return str(entry.get("run_id"))
+    return None

@@ -1,0 +1,11 @@
+"""Evaluation of adapters: does the adapter know its document, and what did it break?
+
+    dlm.judge.match    the pass rule: keys, or the reference's salient strings
+    dlm.judge.score    greedy answers and reference log-likelihood of items on one model
+    dlm.judge.null     the null adapter (random LoRA with the trained per-module norms)
+    dlm.judge.guard    the general-ability guard (NLL change on a fixed general set)
+    dlm.judge.general  the general set itself (passages written for dlm; package data)
+    dlm.judge.report   one evaluation: base vs adapter vs null, the `EvalReport`
+
+An engine: it takes models, tokenizers and items, never documents.
+"""

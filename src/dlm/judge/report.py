@@ -1,0 +1,139 @@
+"""One evaluation of an adapter: every item on the base, the adapter and the null
+adapter, and the general-ability guard; the `EvalReport` that `dlm eval` prints and
+`dlm train` ends with.
+
+Numbers in the report are rounded (log-probabilities to 4 decimals, percentages to 2)
+and it holds no timing, so the same adapter gives the same report bytes on the same
+machine class (`dlm eval --json` twice prints the same bytes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from dlm.judge.guard import GuardScore, change_pct, guard_examples, guard_score
+from dlm.judge.null import add_null_adapter
+from dlm.judge.score import EvalItem, ItemScore, reference_examples, score_items
+
+MODELS = ("base", "adapter", "null")
+KIND_ORDER = ("instruction", "probe", "synth")
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    """One item on the three models: `replies[model]`, `passed[model]`, `logprob[model]`."""
+
+    kind: str
+    question: str
+    answer: str
+    keys: tuple[str, ...]
+    origin: str
+    replies: dict[str, str]
+    passed: dict[str, bool]
+    logprob: dict[str, float]
+
+
+@dataclass(frozen=True)
+class KindSummary:
+    """Items of one kind: how many, how many passed per model, mean log-probability per
+    token of the reference answers per model (nats)."""
+
+    total: int
+    passed: dict[str, int]
+    logprob: dict[str, float]
+
+
+@dataclass
+class EvalReport:
+    """The evaluation of one adapter version (module docstring).
+
+    Attributes:
+        kinds: kind -> `KindSummary` ("instruction": recall of trained pairs; "probe":
+            the document's probes; "synth": pairs drawn from the code, never trained).
+        general: the guard: base and adapter NLL per token and `change_pct`.
+        warnings: thresholds crossed (`training.eval.general_max_increase`).
+    """
+
+    adapter_version: str
+    kinds: dict[str, KindSummary]
+    items: list[ItemResult]
+    general: dict[str, Any] | None
+    heldout: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def passed(self, model: str = "adapter", kinds: Sequence[str] = ("probe", "synth")) -> int:
+        """Items of `kinds` that `model` answered right."""
+        return sum(self.kinds[k].passed[model] for k in kinds if k in self.kinds)
+
+    def total(self, kinds: Sequence[str] = ("probe", "synth")) -> int:
+        return sum(self.kinds[k].total for k in kinds if k in self.kinds)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def judge_adapter(peft_model: Any, tokenizer: Any, items: Sequence[EvalItem], general_texts: Sequence[str], *,
+                  adapter_version: str, seed: int, max_new_tokens: int,
+                  general_max_increase: float | None = None) -> EvalReport:
+    """Score `items` and the guard on the base, the trained adapter and its null adapter.
+
+    Args:
+        peft_model: a peft `PeftModel` whose active adapter is the trained one. The null
+            adapter is added beside it (`dlm.judge.null`) and the trained one is active
+            again on return.
+        general_texts: the guard's passages (`dlm.judge.general.load_general_set`).
+        seed: seeds the null adapter (the run's `training.seed`).
+        general_max_increase: percent; a larger guard change adds a warning.
+    """
+    trained = peft_model.active_adapter
+    null = add_null_adapter(peft_model, seed, trained)
+    examples = reference_examples(tokenizer, items)
+    guard = guard_examples(tokenizer, general_texts)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    scores: dict[str, list[ItemScore]] = {}
+    general: dict[str, GuardScore] = {}
+    try:
+        with peft_model.disable_adapter():
+            scores["base"] = score_items(peft_model, tokenizer, items, max_new_tokens, examples)
+            general["base"] = guard_score(peft_model, guard, pad_id)
+        for model, name in (("adapter", trained), ("null", null)):
+            peft_model.set_adapter(name)
+            scores[model] = score_items(peft_model, tokenizer, items, max_new_tokens, examples)
+            if model == "adapter":
+                general["adapter"] = guard_score(peft_model, guard, pad_id)
+    finally:
+        peft_model.set_adapter(trained)
+        peft_model.delete_adapter(null)
+    results = [
+        ItemResult(item.kind, item.question, item.answer, item.keys, item.origin,
+                   {m: scores[m][i].reply for m in MODELS}, {m: scores[m][i].passed for m in MODELS},
+                   {m: round(scores[m][i].logprob, 4) for m in MODELS})
+        for i, item in enumerate(items)
+    ]
+    report = EvalReport(adapter_version, summarize(results), results, _general(general) if guard else None)
+    if report.general and general_max_increase is not None and report.general["change_pct"] > general_max_increase:
+        report.warnings.append(
+            f"general ability: the adapter's NLL on the general set rose {report.general['change_pct']:.1f}% "
+            f"over the base (threshold {general_max_increase:g}%); lower learning_rate or max_steps, or raise "
+            "training.eval.general_max_increase")
+    return report
+
+
+def summarize(results: Sequence[ItemResult]) -> dict[str, KindSummary]:
+    """Per kind, in `KIND_ORDER`: counts passed and mean log-probabilities per model."""
+    kinds: dict[str, KindSummary] = {}
+    for kind in KIND_ORDER:
+        of_kind = [r for r in results if r.kind == kind]
+        if of_kind:
+            kinds[kind] = KindSummary(
+                len(of_kind), {m: sum(r.passed[m] for r in of_kind) for m in MODELS},
+                {m: round(sum(r.logprob[m] for r in of_kind) / len(of_kind), 4) for m in MODELS})
+    return kinds
+
+
+def _general(general: dict[str, GuardScore]) -> dict[str, Any]:
+    base, adapter = general["base"], general["adapter"]
+    return {"base_nll": round(base.nll, 4), "adapter_nll": round(adapter.nll, 4),
+            "change_pct": change_pct(base, adapter), "passages": base.passages, "tokens": base.tokens}
