@@ -195,7 +195,9 @@ def show(
         ("dlm_id", view["dlm_id"]),
         ("base model", view["base_model"]),
         ("store", view["store_path"]),
-        ("rows", f"{rows['prose']} prose, {rows['instruction']} instruction, {rows['source_files']} source files"),
+        ("rows", f"{rows['prose']} prose, {rows['instruction']} instruction, {rows['source_files']} source files"
+                 + (f", {rows['synth_pairs']} synth Q/A ({rows['synth_probes']} probes held out)"
+                    if rows["synth_pairs"] or rows["synth_probes"] else "")),
         ("adapter", f"{view['adapter']['current'] or 'none'} (versions: {', '.join(view['adapter']['versions']) or 'none'})"),
         ("last run", "none" if not last else f"{last['run_id']} {last['status']}, {last['steps']} steps, loss {last['train_loss']}"),
         ("cache", "none" if not cache else f"{cache['entry_count']} entries, {cache['bytes']:,} bytes"),
