@@ -18,6 +18,7 @@ from dlm.rows.synth import (
     file_facts,
     first_sentence,
     phrase,
+    probe_keys,
     synthesize,
     wanted_file,
 )
@@ -100,6 +101,10 @@ def test_snippet_facts_by_kind():
     assert got["where", "WidgetRegistry"].line == 10
     assert got["value", "MAX_WIDGETS"].answer == "64"
     assert got["value", "DEFAULT_NAME"].answer == "'widget'"
+    assert probe_keys(got["value", "DEFAULT_NAME"]) == ("widget",) and probe_keys(got["value", "MAX_WIDGETS"]) == ("64",)
+    assert probe_keys(got["signature", "find_widget"]) == ("registry", "name", "default")
+    assert probe_keys(got["where", "parse"]) == ("widgets/registry.py",) and probe_keys(got["purpose", "parse"]) == ()
+    assert probe_keys(got["signature", "parse"]) == ()  # `x` would match any answer
     assert got["purpose", "WidgetRegistry"].answer == "Maps names to widgets, e.g. buttons."
     assert got["purpose", "WidgetRegistry.add"].answer == "Register `widget` under `name`."
     assert got["purpose", "parse"].answer == "Parse `Widget` specs from text!"

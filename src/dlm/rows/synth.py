@@ -295,17 +295,19 @@ def phrase(fact: Fact, count: int = MAX_PHRASINGS) -> list[Pair]:
 
 
 def probe_keys(fact: Fact) -> tuple[str, ...]:
-    """What a correct answer to a probe must contain: the path (where), the literal
-    (value), the parameter names (signature, up to four; none for no parameters),
-    nothing for a sentence (purpose: the answer's likelihood scores it)."""
+    """What a correct answer to a probe must contain: the path (where); the literal,
+    a string without its quotes (value); the parameter names of two characters or
+    more, up to four (signature; a one-letter name matches anything); nothing for a
+    sentence (purpose: the answer's likelihood scores it)."""
     if fact.kind == "where":
         return (fact.path,)
     if fact.kind == "value":
-        return (fact.answer,)
+        value = ast.literal_eval(fact.answer)
+        return (value,) if isinstance(value, str) and value.strip() else (fact.answer,)
     if fact.kind == "signature":
         params = fact.answer[fact.answer.index("(") + 1:].split(")")[0]
         names = [p.split("=")[0].split(":")[0].strip(" *") for p in params.split(",")]
-        return tuple(n for n in names if n and n != "/")[:4]
+        return tuple(n for n in names if len(n) > 1)[:4]
     return ()
 
 
