@@ -171,7 +171,7 @@ def prompt(
 @reported
 def show(
     path: DocArg,
-    tokens: Annotated[Optional[str], typer.Option("--tokens", metavar="PATH_OR_SECTION", help="Show one row's tokens as the model sees them: a source file path or a section's line.")] = None,
+    tokens: Annotated[Optional[str], typer.Option("--tokens", metavar="PATH_OR_SECTION", help="Show one row's tokens as the model sees them: a source file path, a section's line, or relpath:line of a training.synth pair.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="With --tokens: how many tokens to show.")] = 200,
     json_out: JsonOpt = False,
 ) -> None:
