@@ -60,6 +60,12 @@ class WidgetRegistry:
     def check(name):
         pass
 
+    def close(self):
+        """Close the registry."""
+
+    def forward(self, *args, **kwargs):
+        pass
+
     class Inner:
         pass
 
@@ -94,6 +100,7 @@ def test_snippet_facts_by_kind():
         ("where", "WidgetRegistry"), ("purpose", "WidgetRegistry"), ("signature", "WidgetRegistry"),
         ("purpose", "WidgetRegistry.add"), ("signature", "WidgetRegistry.add"),
         ("purpose", "WidgetRegistry.size"), ("signature", "WidgetRegistry.check"),
+        ("purpose", "WidgetRegistry.close"),  # no signature: nothing to pass, nothing returned
         ("where", "find_widget"), ("signature", "find_widget"),
         ("where", "parse"), ("purpose", "parse"), ("signature", "parse"),
     }

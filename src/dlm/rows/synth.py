@@ -23,8 +23,8 @@ Rules:
   (private modules and packages) except a package's `__init__.py`; a syntax error;
 - skipped names: a leading underscore (private), dunder methods (`__init__` only
   gives a class its signature), `@overload` stubs, nested classes and functions;
-  a property, and a function without parameters or return annotation, has no
-  signature fact;
+  a property, and a function with no named parameter and no return annotation
+  (`close()`, `wrapper(*args, **kwargs)`), has no signature fact;
 - a docstring's first sentence ends at `.`, `!` or `?` followed by a space and a
   capital or the paragraph's end (never at `e.g.`/`i.e.`), and one ending in `:`
   (it announces a list) or starting with a call (`renames(old, new)`, an old-style
@@ -41,7 +41,10 @@ Rules:
   definition (a top-level name in a file, with its methods) whose `sha256(path,
   name)` falls below `probe_share` gives probes instead of training pairs. All facts
   about one definition fall on the same side, so no training pair names a probe's
-  answer. Output order is sorted, independent of input order and `PYTHONHASHSEED`.
+  answer. Output order is sorted, independent of input order and `PYTHONHASHSEED`;
+  the same files give the same pairs on every machine with the same Python minor
+  version (`ast.unparse` writes signatures and literals, and may change between
+  versions).
 
 `file_facts` is a pure function of `(relpath, text)`; `synthesize` a pure function
 of those facts and the settings.
@@ -236,8 +239,9 @@ def _signature(path: str, line: int, name: str, what: str, func: ast.FunctionDef
         )
     params = ast.unparse(args)
     returns = ast.unparse(func.returns) if func.returns is not None and what != "class" else ""
-    if not params and not returns:
-        return []  # `close()`: nothing to learn
+    named = args.posonlyargs + args.args + args.kwonlyargs
+    if not named and not returns:
+        return []  # `close()`, `wrapper(*args, **kwargs)`: nothing to learn
     leaf = name.rsplit(".", 1)[-1] if what != "class" else name
     text = f"{leaf}({params})" + (f" -> {returns}" if returns else "")
     if len(text) > MAX_SIGNATURE:
