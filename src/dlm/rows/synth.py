@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import heapq
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -322,6 +323,10 @@ def unit_hash(*parts: str) -> float:
     return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") / 2**64
 
 
+def _order(fact: Fact) -> tuple[str, int, str, int, str]:
+    return fact.path, fact.line, fact.name, FACT_KINDS.index(fact.kind), fact.answer
+
+
 def synthesize(facts: Iterable[Fact], *, kinds: Sequence[str] = FACT_KINDS, phrasings: int = 3,
                probe_share: float = 0.25, max_facts: int | None = None) -> SynthSet:
     """Training pairs and probes from the facts of every file (module rules).
@@ -333,7 +338,7 @@ def synthesize(facts: Iterable[Fact], *, kinds: Sequence[str] = FACT_KINDS, phra
         probe_share: share of definitions held out as probes, in [0, 1).
         max_facts: keep at most this many facts, chosen by hash (None: all).
     """
-    facts = sorted(set(facts), key=lambda f: (f.path, f.line, f.name, FACT_KINDS.index(f.kind), f.answer))
+    facts = list(facts)
     where_files: dict[str, set[str]] = defaultdict(set)
     for fact in facts:
         if fact.kind == "where":
@@ -341,11 +346,14 @@ def synthesize(facts: Iterable[Fact], *, kinds: Sequence[str] = FACT_KINDS, phra
     unique: dict[tuple[str, str, str], Fact] = {}
     for fact in facts:
         if fact.kind in kinds and not (fact.kind == "where" and len(where_files[fact.name]) > 1):
-            unique.setdefault((fact.kind, fact.path, fact.name), fact)
-    kept = list(unique.values())
-    if max_facts is not None and len(kept) > max_facts:
-        chosen = set(sorted(unique, key=lambda k: unit_hash("sample", *k))[:max_facts])
-        kept = [f for k, f in unique.items() if k in chosen]
+            key = (fact.kind, fact.path, fact.name)
+            seen = unique.get(key)
+            if seen is None or _order(fact) < _order(seen):  # the first in source order, whatever the input order
+                unique[key] = fact
+    keys: Iterable[tuple[str, str, str]] = unique
+    if max_facts is not None and len(unique) > max_facts:
+        keys = heapq.nsmallest(max_facts, unique, key=lambda k: unit_hash("sample", *k))
+    kept = sorted((unique[k] for k in keys), key=_order)
     train: list[tuple[Fact, Pair]] = []
     probes: list[tuple[Fact, Pair, tuple[str, ...]]] = []
     for fact in kept:
