@@ -59,7 +59,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 FactKind = Literal["where", "purpose", "signature", "value"]
 FACT_KINDS: tuple[FactKind, ...] = ("where", "purpose", "signature", "value")
@@ -76,9 +76,9 @@ _CALL = re.compile(r"[\w.]+\(")  # "renames(old, new)": a signature line, not a 
 _ABBREV = ("e.g", "i.e", "etc", "vs", "cf")
 
 
-@dataclass(frozen=True)
-class Fact:
-    """One thing the code states.
+class Fact(NamedTuple):
+    """One thing the code states. A NamedTuple: the facts memo rebuilds tens of
+    thousands per run, and tuple construction is several times cheaper.
 
     Attributes:
         kind: see module docstring.
