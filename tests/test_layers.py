@@ -15,7 +15,7 @@ FLOORS = {
     "metrics": 0, "isa": 0, "__init__": 0,
     "doc": 1, "lock": 1, "store": 1, "models": 1,
     "rows": 2, "tokenize": 2, "infer": 2,
-    "cache": 3, "train": 3, "serve": 3, "export": 3,
+    "cache": 3, "train": 3, "serve": 3, "export": 3, "judge": 3,
     "actions": 4,
     "cli": 5, "__main__": 5,
 }

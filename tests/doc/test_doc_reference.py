@@ -22,6 +22,8 @@ from dlm.doc import (
     parse_document,
 )
 
+from dlm.doc.schema import SynthConfig
+
 FORMAT_MD = Path(__file__).resolve().parents[2] / "docs" / "format.md"
 
 
@@ -51,6 +53,7 @@ def test_example_document_parses_into_the_sections_it_describes() -> None:
         ("### `training.sources[]`", SourceDirective),
         ("### `training.cache`", CacheConfig),
         ("### `training.eval`", EvalConfig),
+        ("### `training.synth`", SynthConfig),
         ("### `serve.tokenizer_cache`", TokenizerCacheSettings),
     ],
 )

@@ -14,8 +14,9 @@ and whether a window or packed block starts at it. Rules, as `dlm.train.dataset`
   is scored on (`dlm.train.evaluate.build_eval_set`).
 
 A selector names a source file (its path relative to its `sources` root, or a path to
-it) or an in-body row (the line number of a prose section or of a `### Q`, as
-`path:line` origins give it).
+it), an in-body row (the line number of a prose section or of a `### Q`, as
+`path:line` origins give it), or a `training.synth` pair (`relpath:line` of its
+origin `relpath:line (synth)`: the first phrasing drawn from that definition).
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ def _select(rows: RowSet, selector: str, base_dir: Path) -> TextRow | FileRow:
                 return row
         raise UsageError(f"no prose section or ### Q starts at line {selector}; "
                          f"lines with one: {', '.join(r.origin.rsplit(':', 1)[1] for r in rows.text_rows)}")
+    synth = f"{selector} (synth)"  # `relpath:line`: the first training.synth pair drawn from there
+    for row in rows.text_rows:
+        if row.origin == synth:
+            return row
     wanted = os.path.abspath(base_dir / selector)
     for frow in rows.file_rows:
         if frow.relpath == selector or frow.path == wanted or frow.path == os.path.abspath(selector):

@@ -14,6 +14,7 @@ from dlm.actions.common import DocPath, doc_dir, open_document
 from dlm.doc import Document
 from dlm.errors import UsageError
 from dlm.metrics import MetricsDB
+from dlm.rows.build import synth_set
 from dlm.rows.walk import walk_sources
 
 
@@ -24,14 +25,20 @@ def _rows_by_kind(doc: Document) -> dict[str, int]:
     pairs = sum(len(s.pairs) for s in doc.sections if isinstance(s, InstructionSection))
     base_dir = doc_dir(doc) or Path.cwd()
     walk = walk_sources(doc.frontmatter.training.sources, base_dir, doc_name=str(doc.path))
-    return {"prose": prose, "instruction": pairs, "source_files": len(walk.files)}
-
+    synth_pairs = synth_probes = 0
+    if doc.frontmatter.training.synth.enabled:
+        drawn = synth_set(doc.frontmatter.training.synth, walk.files)
+        synth_pairs, synth_probes = len(drawn.train), len(drawn.probes)
+    return {"prose": prose, "instruction": pairs, "source_files": len(walk.files),
+            "synth_pairs": synth_pairs, "synth_probes": synth_probes}
 
 
 def show(path: DocPath) -> dict[str, Any]:
     """Identity, rows, adapters and last run of the document at `path`.
 
-    Keys: dlm_id, path, base_model, store_path, rows{prose, instruction, source_files},
+    Keys: dlm_id, path, base_model, store_path, rows{prose, instruction, source_files,
+    synth_pairs, synth_probes} (`instruction` counts the document's own pairs; `synth_*`
+    the `training.synth` training pairs and probes, 0 when it is off),
     adapter{current, versions}, last_run (or None), training_cache (or None).
 
     Raises:

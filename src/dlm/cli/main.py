@@ -176,7 +176,7 @@ def prompt(
 @reported
 def show(
     path: DocArg,
-    tokens: Annotated[Optional[str], typer.Option("--tokens", metavar="PATH_OR_SECTION", help="Show one row's tokens as the model sees them: a source file path or a section's line.")] = None,
+    tokens: Annotated[Optional[str], typer.Option("--tokens", metavar="PATH_OR_SECTION", help="Show one row's tokens as the model sees them: a source file path, a section's line, or relpath:line of a training.synth pair.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="With --tokens: how many tokens to show.")] = 200,
     json_out: JsonOpt = False,
 ) -> None:
@@ -200,7 +200,9 @@ def show(
         ("dlm_id", view["dlm_id"]),
         ("base model", view["base_model"]),
         ("store", view["store_path"]),
-        ("rows", f"{rows['prose']} prose, {rows['instruction']} instruction, {rows['source_files']} source files"),
+        ("rows", f"{rows['prose']} prose, {rows['instruction']} instruction, {rows['source_files']} source files"
+                 + (f", {rows['synth_pairs']} synth Q/A ({rows['synth_probes']} probes held out)"
+                    if rows["synth_pairs"] or rows["synth_probes"] else "")),
         ("adapter", f"{view['adapter']['current'] or 'none'} (versions: {', '.join(view['adapter']['versions']) or 'none'})"),
         ("last run", "none" if not last else f"{last['run_id']} {last['status']}, {last['steps']} steps, loss {last['train_loss']}"),
         ("cache", "none" if not cache else f"{cache['entry_count']} entries, {cache['bytes']:,} bytes"),

@@ -90,6 +90,23 @@ class EvalConfig(_Strict):
     general_max_increase: YamlFloat = Field(default=5.0, ge=0)
 
 
+SynthKind = Literal["where", "purpose", "signature", "value"]
+SYNTH_KINDS: tuple[SynthKind, ...] = ("where", "purpose", "signature", "value")
+
+
+class SynthConfig(_Strict):
+    """Q/A pairs drawn from the Python sources (`dlm.rows.synth` has the rules): where a
+    name is defined, its docstring's first sentence, its signature, a constant's value.
+    `phrasings`: training pairs per fact; `probe_share`: share of definitions held out
+    as probes instead; `max_facts`: cap on facts, a hash-chosen sample."""
+
+    enabled: bool = False
+    kinds: list[SynthKind] = Field(default_factory=lambda: list(SYNTH_KINDS), min_length=1)
+    phrasings: int = Field(default=3, ge=1, le=4)
+    probe_share: YamlFloat = Field(default=0.25, ge=0, lt=1)
+    max_facts: int | None = Field(default=1000, gt=0)
+
+
 class TrainingConfig(_Strict):
     """LoRA training hyperparameters and the data taken from outside the document.
 
@@ -119,6 +136,7 @@ class TrainingConfig(_Strict):
     sources: list[SourceDirective] = Field(default_factory=list)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    synth: SynthConfig = Field(default_factory=SynthConfig)
 
     @model_validator(mode="after")
     def _one_stop_rule(self) -> TrainingConfig:

@@ -4,7 +4,9 @@ building the rows of one run.
     dlm.rows.types   TextRow, FileRow, RowSet, RowSpec (what the tokenize seam takes)
     dlm.rows.walk    `training.sources` directives -> unread FileRows
     dlm.rows.read    one source file -> row text (binary/lossy/too-large rules)
-    dlm.rows.build   a Document -> the RowSet of one run
+    dlm.rows.build   a Document -> the RowSet of one run (and its probes)
+    dlm.rows.synth   (relpath, Python text) -> facts -> Q/A pairs and probes
+    dlm.rows.synthmemo  the facts of a run's files, remembered by content
 
 This `__init__` imports nothing, so engines that only need the types (the section
 cache) do not load the document model.

@@ -8,22 +8,31 @@
   default applies). `prompt_text` is the same conversation without the answer, with
   the generation prompt, so the prompt can be masked from the loss;
 - each file taken from `training.sources` -> one `FileRow` (read later, by the
-  tokenizer, so a cache can skip unchanged files).
+  tokenizer, so a cache can skip unchanged files);
+- with `training.synth.enabled`, each phrasing of each fact drawn from the Python
+  sources (`dlm.rows.synth`) -> one `TextRow(kind="instruction")` rendered as a Q/A
+  pair, origin `relpath:line (synth)`, after the document's own rows; the facts held
+  out by `probe_share` -> `BuiltRows.probes`, never rows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlm.chat import with_system_prompt
 from dlm.errors import TrainingError
-from dlm.rows.types import Probe, RowSet, TextRow
+from dlm.rows.types import FileRow, Probe, RowSet, TextRow
 from dlm.rows.walk import WalkResult, walk_sources
 
 if TYPE_CHECKING:
     from dlm.doc import Document
+    from dlm.doc.schema import SynthConfig
+    from dlm.rows.synth import SynthSet
+
+SYNTH_ORIGIN = "{path}:{line} (synth)"
 
 
 @dataclass(frozen=True)
@@ -88,4 +97,23 @@ def build_rows(doc: Document, tokenizer: Any, *, strict: bool = False) -> BuiltR
             probes.extend(Probe(p.question, p.answer, p.keys, f"{name}:{p.line}") for p in section.pairs)
     base_dir = doc.path.parent if doc.path else Path.cwd()
     walk = walk_sources(fm.training.sources, base_dir, strict=strict, doc_name=name)
+    if fm.training.synth.enabled:
+        drawn = synth_set(fm.training.synth, walk.files)
+        for fact, qa in drawn.train:
+            full, prompt = render_instruction(tokenizer, fm.system_prompt, qa.question, qa.answer)
+            origin = SYNTH_ORIGIN.format(path=fact.path, line=fact.line)
+            text_rows.append(TextRow(kind="instruction", text=full, prompt_text=prompt, origin=origin))
+        probes.extend(Probe(qa.question, qa.answer, keys, SYNTH_ORIGIN.format(path=fact.path, line=fact.line))
+                      for fact, qa, keys in drawn.probes)
     return BuiltRows(rows=RowSet(text_rows=text_rows, file_rows=walk.files), walk=walk, probes=tuple(probes))
+
+
+def synth_set(config: SynthConfig, files: Sequence[FileRow], remember: bool = True) -> SynthSet:
+    """The pairs and probes `config` draws from the Python files among `files`
+    (`dlm.rows.synth`); `remember`: use the facts memo (`dlm.rows.synthmemo`)."""
+    from dlm.rows.synth import synthesize
+    from dlm.rows.synthmemo import FactMemo, source_facts
+
+    facts = source_facts(files, FactMemo.default() if remember else None)
+    return synthesize(facts, kinds=config.kinds, phrasings=config.phrasings,
+                      probe_share=config.probe_share, max_facts=config.max_facts)

@@ -1,0 +1,364 @@
+"""Questions drawn from the code: Q/A pairs about what a source tree defines, made
+offline and deterministically, without a teacher model (`training.synth`).
+
+An adapter trained on a file's text learns to continue that text; asked "where is
+`JSONDecoder` defined?" it has seen no question of that shape. These pairs state the
+facts the code already holds, one fact per pair, in a few phrasings, so the adapter
+learns the fact rather than one string.
+
+Facts (Python files only, read with the standard library's `ast`; other languages
+give none):
+
+    where      a top-level public class, function or constant -> its file
+               ("Where is `JSONDecoder` defined?" -> "In `json/decoder.py`.")
+    purpose    a public class, function or method with a docstring -> the docstring's
+               first sentence
+    signature  a public function or method -> its parameters and return annotation; a
+               class -> its `__init__` parameters (what a call takes)
+    value      a top-level UPPER_CASE constant bound to a short literal -> the literal
+
+Rules:
+- skipped files: not `.py`; under a `test`/`tests`/`testing`/`idle_test` folder, or
+  named `test_*.py`, `*_test.py`, `conftest.py`; any path segment starting with `_`
+  (private modules and packages) except a package's `__init__.py`; a syntax error;
+- skipped names: a leading underscore (private), dunder methods (`__init__` only
+  gives a class its signature), `@overload` stubs, nested classes and functions;
+  a property, and a function with no named parameter and no return annotation
+  (`close()`, `wrapper(*args, **kwargs)`), has no signature fact;
+- a docstring's first sentence ends at `.`, `!` or `?` followed by a space and a
+  capital or the paragraph's end (never at `e.g.`/`i.e.`), and one ending in `:`
+  (it announces a list) or starting with a call (`renames(old, new)`, an old-style
+  signature line) gives no fact; reST roles and double
+  backticks become single backticks; a sentence over `MAX_SENTENCE` characters, a
+  signature over `MAX_SIGNATURE`, a literal over `MAX_LITERAL` gives no fact;
+- a `where` fact whose name is defined at the top level of more than one file is
+  dropped (its answer would be ambiguous);
+- questions other than `where` name the file (`JSONDecoder.decode` in
+  `json/decoder.py`), never an import path guessed from the folder layout;
+- each fact has `len(PHRASINGS[kind])` phrasings; `phrasings` of them train;
+- sampling and the probe split hash what a fact is about, never its phrasing:
+  `max_facts` keeps the facts with the smallest `sha256(kind, path, name)`, and a
+  definition (a top-level name in a file, with its methods) whose `sha256(path,
+  name)` falls below `probe_share` gives probes instead of training pairs. All facts
+  about one definition fall on the same side, so no training pair names a probe's
+  answer. Output order is sorted, independent of input order and `PYTHONHASHSEED`;
+  the same files give the same pairs on every machine with the same Python minor
+  version (`ast.unparse` writes signatures and literals, and may change between
+  versions).
+
+`file_facts` is a pure function of `(relpath, text)`; `synthesize` a pure function
+of those facts and the settings.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import heapq
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+FactKind = Literal["where", "purpose", "signature", "value"]
+FACT_KINDS: tuple[FactKind, ...] = ("where", "purpose", "signature", "value")
+
+MAX_SENTENCE = 240  # characters of a docstring's first sentence
+MAX_SIGNATURE = 160  # characters of a rendered signature
+MAX_LITERAL = 40  # characters of a constant's literal
+
+_TEST_DIRS = frozenset({"test", "tests", "testing", "idle_test"})
+_CONSTANT = re.compile(r"[A-Z][A-Z0-9_]*")
+_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?([^`]+)`")  # :func:`x`, :py:class:`~a.b`
+_SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z`\"'(]|$)")
+_CALL = re.compile(r"[\w.]+\(")  # "renames(old, new)": a signature line, not a sentence
+_ABBREV = ("e.g", "i.e", "etc", "vs", "cf")
+
+
+class Fact(NamedTuple):
+    """One thing the code states. A NamedTuple: the facts memo rebuilds tens of
+    thousands per run, and tuple construction is several times cheaper.
+
+    Attributes:
+        kind: see module docstring.
+        path: the file's path relative to its sources root (POSIX).
+        line: 1-based line of the definition.
+        name: the name as asked: `JSONDecoder`, `JSONDecoder.decode`, `HTTP_PORT`.
+        what: "class", "function", "method" or "constant".
+        answer: the fact's value: the path (where), a sentence (purpose), a call
+            signature such as `decode(s, _w=...)` (signature), a literal (value).
+        subject: the top-level name the fact belongs to (the probe split's unit).
+    """
+
+    kind: FactKind
+    path: str
+    line: int
+    name: str
+    what: str
+    answer: str
+    subject: str
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One phrasing of a fact as a question and a short answer."""
+
+    question: str
+    answer: str
+
+
+@dataclass(frozen=True)
+class SynthSet:
+    """What `synthesize` gives: `train` as (fact, pair) in order, `probes` as
+    (fact, pair, keys) with keys the strings a correct answer must contain."""
+
+    train: list[tuple[Fact, Pair]]
+    probes: list[tuple[Fact, Pair, tuple[str, ...]]]
+    facts: int  # facts kept after dropping ambiguous ones and the `max_facts` cap
+
+
+def wanted_file(relpath: str) -> bool:
+    """Whether `relpath` is a file `file_facts` reads (module rules: Python, not a
+    test, not private). Decided from the path alone, so the caller reads no other file."""
+    if not relpath.endswith(".py"):
+        return False
+    *dirs, base = relpath.split("/")
+    if any(d in _TEST_DIRS or d.startswith("_") for d in dirs):
+        return False
+    if base.startswith("test_") or base.endswith("_test.py") or base == "conftest.py":
+        return False
+    return base == "__init__.py" or not base.startswith("_")
+
+
+def file_facts(relpath: str, text: str) -> list[Fact]:
+    """The facts of one source file, in source order ([] for a file the rules skip).
+
+    Args:
+        relpath: the path relative to the sources root, POSIX, as the file row names it.
+        text: the file's content.
+    """
+    if not wanted_file(relpath):
+        return []
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):  # ValueError: a NUL byte
+        return []
+    facts: list[Fact] = []
+    seen: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if _public(node.name) and node.name not in seen and not _is_overload(node):
+                seen.add(node.name)
+                facts += _definition_facts(relpath, node)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(node, "target", None)
+            if isinstance(target, ast.Name) and _CONSTANT.fullmatch(target.id) and target.id not in seen:
+                seen.add(target.id)
+                facts += _constant_facts(relpath, node.lineno, target.id, node.value)
+    return facts
+
+
+def _public(name: str) -> bool:
+    return not name.startswith("_")
+
+
+def _is_overload(node: ast.AST) -> bool:
+    return any(_decorator_name(d) == "overload" for d in getattr(node, "decorator_list", ()))
+
+
+def _decorator_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _definition_facts(path: str, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[Fact]:
+    what = "class" if isinstance(node, ast.ClassDef) else "function"
+    name = node.name
+    facts = [Fact("where", path, node.lineno, name, what, path, name)]
+    facts += _purpose(path, node, name, what, name)
+    if isinstance(node, ast.ClassDef):
+        init = next((n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and n.name == "__init__"), None)
+        if init is not None:
+            facts += _signature(path, node.lineno, name, "class", init, name, drop_first=True)
+        seen: set[str] = set()
+        for item in node.body:
+            if (isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and _public(item.name)
+                    and item.name not in seen and not _is_overload(item)):
+                seen.add(item.name)
+                qual = f"{name}.{item.name}"
+                facts += _purpose(path, item, qual, "method", name)
+                decorators = {_decorator_name(d) for d in item.decorator_list}
+                if not decorators & {"property", "setter", "getter", "deleter", "cached_property"}:
+                    drop = "staticmethod" not in decorators
+                    facts += _signature(path, item.lineno, qual, "method", item, name, drop_first=drop)
+    else:
+        facts += _signature(path, node.lineno, name, what, node, name, drop_first=False)
+    return facts
+
+
+def _purpose(path: str, node: ast.AST, name: str, what: str, subject: str) -> list[Fact]:
+    doc = ast.get_docstring(node)  # type: ignore[arg-type]
+    sentence = first_sentence(doc) if doc else None
+    if sentence is None:
+        return []
+    return [Fact("purpose", path, node.lineno, name, what, sentence, subject)]  # type: ignore[attr-defined]
+
+
+def first_sentence(doc: str) -> str | None:
+    """The first sentence of a docstring's first paragraph, whitespace collapsed and
+    reST markup reduced to single backticks; None when empty or over `MAX_SENTENCE`."""
+    para = " ".join(doc.strip().split("\n\n", 1)[0].split())
+    para = _ROLE.sub(r"`\1`", para).replace("``", "`")
+    end = len(para)
+    for match in _SENTENCE_END.finditer(para):
+        if not para[: match.start()].lower().endswith(_ABBREV):
+            end = match.end()
+            break
+    sentence = para[:end].strip()
+    if len(sentence) < 8 or len(sentence) > MAX_SENTENCE or sentence.endswith(":") or _CALL.match(sentence):
+        return None
+    return sentence if sentence[-1] in ".!?" else sentence + "."
+
+
+def _signature(path: str, line: int, name: str, what: str, func: ast.FunctionDef | ast.AsyncFunctionDef,
+               subject: str, *, drop_first: bool) -> list[Fact]:
+    args = func.args
+    if drop_first:
+        positional = args.posonlyargs + args.args
+        if not positional:
+            return []  # a method without self: nothing sensible to show
+        defaults = args.defaults[1:] if len(args.defaults) == len(positional) else args.defaults
+        args = ast.arguments(
+            posonlyargs=args.posonlyargs[1:], args=args.args if args.posonlyargs else args.args[1:],
+            vararg=args.vararg, kwonlyargs=args.kwonlyargs, kw_defaults=args.kw_defaults,
+            kwarg=args.kwarg, defaults=defaults,
+        )
+    params = ast.unparse(args)
+    returns = ast.unparse(func.returns) if func.returns is not None and what != "class" else ""
+    named = args.posonlyargs + args.args + args.kwonlyargs
+    if not named and not returns:
+        return []  # `close()`, `wrapper(*args, **kwargs)`: nothing to learn
+    leaf = name.rsplit(".", 1)[-1] if what != "class" else name
+    text = f"{leaf}({params})" + (f" -> {returns}" if returns else "")
+    if len(text) > MAX_SIGNATURE:
+        return []
+    return [Fact("signature", path, line, name, what, text, subject)]
+
+
+def _constant_facts(path: str, line: int, name: str, value: ast.expr | None) -> list[Fact]:
+    facts = [Fact("where", path, line, name, "constant", path, name)]
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub) and isinstance(value.operand, ast.Constant):
+        literal = ast.unparse(value)
+    elif isinstance(value, ast.Constant) and value.value is not Ellipsis:
+        literal = ast.unparse(value)
+    else:
+        return facts
+    if len(literal) <= MAX_LITERAL and "\n" not in literal:
+        facts.append(Fact("value", path, line, name, "constant", literal, name))
+    return facts
+
+
+# Phrasings per kind: (question, answer) templates over name, what, path, answer.
+PHRASINGS: dict[FactKind, tuple[tuple[str, str], ...]] = {
+    "where": (
+        ("Where is `{name}` defined?", "In `{path}`."),
+        ("Which file defines the {what} `{name}`?", "`{path}`."),
+        ("In which source file is `{name}` implemented?", "`{name}` is defined in `{path}`."),
+        ("Where can I find the {what} `{name}`?", "In `{path}`."),
+    ),
+    "purpose": (
+        ("What does `{name}` in `{path}` do?", "{answer}"),
+        ("Describe the {what} `{name}` from `{path}` in one sentence.", "{answer}"),
+        ("What is `{name}` (defined in `{path}`) for?", "{answer}"),
+        ("In `{path}`, what is the {what} `{name}`?", "{answer}"),
+    ),
+    "signature": (
+        ("What is the signature of `{name}` in `{path}`?", "`{answer}`"),
+        ("What arguments does the {what} `{name}` in `{path}` take?", "`{answer}`"),
+        ("How do you call `{name}` from `{path}`?", "`{answer}`"),
+        ("Show the parameters of `{name}` (in `{path}`).", "`{answer}`"),
+    ),
+    "value": (
+        ("What is the value of `{name}` in `{path}`?", "`{answer}`."),
+        ("In `{path}`, what is `{name}` set to?", "`{name} = {answer}`."),
+        ("Which value does `{path}` give the constant `{name}`?", "`{answer}`."),
+        ("What does `{path}` assign to `{name}`?", "`{name} = {answer}`."),
+    ),
+}
+MAX_PHRASINGS = min(len(p) for p in PHRASINGS.values())
+
+
+def phrase(fact: Fact, count: int = MAX_PHRASINGS) -> list[Pair]:
+    """The first `count` phrasings of `fact` (the first one is the probe's question)."""
+    fields = {"name": fact.name, "what": fact.what, "path": fact.path, "answer": fact.answer}
+    return [Pair(q.format(**fields), a.format(**fields)) for q, a in PHRASINGS[fact.kind][:count]]
+
+
+def probe_keys(fact: Fact) -> tuple[str, ...]:
+    """What a correct answer to a probe must contain: the path (where); the literal,
+    a string without its quotes (value); the parameter names of two characters or
+    more, up to four (signature; a one-letter name matches anything); nothing for a
+    sentence (purpose: the answer's likelihood scores it)."""
+    if fact.kind == "where":
+        return (fact.path,)
+    if fact.kind == "value":
+        value = ast.literal_eval(fact.answer)
+        return (value,) if isinstance(value, str) and value.strip() else (fact.answer,)
+    if fact.kind == "signature":
+        params = fact.answer[fact.answer.index("(") + 1:].split(")")[0]
+        names = [p.split("=")[0].split(":")[0].strip(" *") for p in params.split(",")]
+        return tuple(n for n in names if len(n) > 1)[:4]
+    return ()
+
+
+def unit_hash(*parts: str) -> float:
+    """A number in [0, 1) from sha256 of the NUL-joined UTF-8 parts (stable across
+    processes and machines, unlike `hash()`)."""
+    blob = "\0".join(parts).encode("utf-8", "surrogateescape")
+    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") / 2**64
+
+
+def _order(fact: Fact) -> tuple[str, int, str, int, str]:
+    return fact.path, fact.line, fact.name, FACT_KINDS.index(fact.kind), fact.answer
+
+
+def synthesize(facts: Iterable[Fact], *, kinds: Sequence[str] = FACT_KINDS, phrasings: int = 3,
+               probe_share: float = 0.25, max_facts: int | None = None) -> SynthSet:
+    """Training pairs and probes from the facts of every file (module rules).
+
+    Args:
+        facts: `file_facts` of each file, in any order.
+        kinds: fact kinds to keep.
+        phrasings: training pairs per fact, 1..`MAX_PHRASINGS`.
+        probe_share: share of definitions held out as probes, in [0, 1).
+        max_facts: keep at most this many facts, chosen by hash (None: all).
+    """
+    facts = list(facts)
+    where_files: dict[str, set[str]] = defaultdict(set)
+    for fact in facts:
+        if fact.kind == "where":
+            where_files[fact.name].add(fact.path)
+    unique: dict[tuple[str, str, str], Fact] = {}
+    for fact in facts:
+        if fact.kind in kinds and not (fact.kind == "where" and len(where_files[fact.name]) > 1):
+            key = (fact.kind, fact.path, fact.name)
+            seen = unique.get(key)
+            if seen is None or _order(fact) < _order(seen):  # the first in source order, whatever the input order
+                unique[key] = fact
+    keys: Iterable[tuple[str, str, str]] = unique
+    if max_facts is not None and len(unique) > max_facts:
+        keys = heapq.nsmallest(max_facts, unique, key=lambda k: unit_hash("sample", *k))
+    kept = sorted((unique[k] for k in keys), key=_order)
+    train: list[tuple[Fact, Pair]] = []
+    probes: list[tuple[Fact, Pair, tuple[str, ...]]] = []
+    for fact in kept:
+        if unit_hash("probe", fact.path, fact.subject) < probe_share:
+            probes.append((fact, phrase(fact, 1)[0], probe_keys(fact)))
+        else:
+            train += [(fact, pair) for pair in phrase(fact, phrasings)]
+    return SynthSet(train=train, probes=probes, facts=len(kept))

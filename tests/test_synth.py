@@ -1,0 +1,375 @@
+"""`training.synth`: Q/A pairs and probes drawn from Python sources (`dlm.rows.synth`),
+their memo, and the rows they become (real tokenizer, real section cache)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dlm.rows.synth import (
+    MAX_PHRASINGS,
+    file_facts,
+    first_sentence,
+    phrase,
+    probe_keys,
+    synthesize,
+    wanted_file,
+)
+from dlm.rows.synthmemo import FactMemo, source_facts
+from dlm.rows.types import FileRow
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+
+SNIPPET = '''"""A widget module."""
+from typing import overload
+
+MAX_WIDGETS = 64
+DEFAULT_NAME: str = "widget"
+_PRIVATE_LIMIT = 3
+table = {}
+
+
+class WidgetRegistry:
+    """Maps names to widgets, e.g. buttons. More text here."""
+
+    def __init__(self, capacity: int = 8):
+        self.by_name = {}
+
+    def add(self, name: str, widget) -> None:
+        """Register `widget` under ``name``."""
+
+    def _evict(self):
+        pass
+
+    def __len__(self):
+        return len(self.by_name)
+
+    @property
+    def size(self):
+        """How many widgets are registered."""
+        return len(self.by_name)
+
+    @staticmethod
+    def check(name):
+        pass
+
+    def close(self):
+        """Close the registry."""
+
+    def forward(self, *args, **kwargs):
+        pass
+
+    class Inner:
+        pass
+
+
+def find_widget(registry, name, *, default=None):
+    """Look a widget up by name:
+
+    - one
+    """
+
+
+@overload
+def parse(x: int) -> int: ...
+def parse(x):
+    """Parse :class:`Widget` specs from text!  Then more."""
+
+
+def _helper():
+    """Private."""
+'''
+
+
+def facts_of(relpath: str = "widgets/registry.py", text: str = SNIPPET):
+    return {(f.kind, f.name): f for f in file_facts(relpath, text)}
+
+
+def test_snippet_facts_by_kind():
+    got = facts_of()
+    assert set(got) == {
+        ("where", "MAX_WIDGETS"), ("value", "MAX_WIDGETS"),
+        ("where", "DEFAULT_NAME"), ("value", "DEFAULT_NAME"),
+        ("where", "WidgetRegistry"), ("purpose", "WidgetRegistry"), ("signature", "WidgetRegistry"),
+        ("purpose", "WidgetRegistry.add"), ("signature", "WidgetRegistry.add"),
+        ("purpose", "WidgetRegistry.size"), ("signature", "WidgetRegistry.check"),
+        ("purpose", "WidgetRegistry.close"),  # no signature: nothing to pass, nothing returned
+        ("where", "find_widget"), ("signature", "find_widget"),
+        ("where", "parse"), ("purpose", "parse"), ("signature", "parse"),
+    }
+    assert got["where", "WidgetRegistry"].answer == "widgets/registry.py"
+    assert got["where", "WidgetRegistry"].line == 10
+    assert got["value", "MAX_WIDGETS"].answer == "64"
+    assert got["value", "DEFAULT_NAME"].answer == "'widget'"
+    assert probe_keys(got["value", "DEFAULT_NAME"]) == ("widget",) and probe_keys(got["value", "MAX_WIDGETS"]) == ("64",)
+    assert probe_keys(got["signature", "find_widget"]) == ("registry", "name", "default")
+    assert probe_keys(got["where", "parse"]) == ("widgets/registry.py",) and probe_keys(got["purpose", "parse"]) == ()
+    assert probe_keys(got["signature", "parse"]) == ()  # `x` would match any answer
+    assert got["purpose", "WidgetRegistry"].answer == "Maps names to widgets, e.g. buttons."
+    assert got["purpose", "WidgetRegistry.add"].answer == "Register `widget` under `name`."
+    assert got["purpose", "parse"].answer == "Parse `Widget` specs from text!"
+    assert got["signature", "WidgetRegistry"].answer == "WidgetRegistry(capacity: int=8)"
+    assert got["signature", "WidgetRegistry.add"].answer == "add(name: str, widget) -> None"
+    assert got["signature", "WidgetRegistry.check"].answer == "check(name)"  # static: nothing dropped
+    assert got["signature", "find_widget"].answer == "find_widget(registry, name, *, default=None)"
+    assert got["signature", "parse"].answer == "parse(x)"  # the implementation, not the @overload stub
+    assert {f.subject for f in got.values() if f.name.startswith("WidgetRegistry")} == {"WidgetRegistry"}
+
+
+def test_first_sentence_rules():
+    assert first_sentence("Return the sum, i.e. the total. Then more.") == "Return the sum, i.e. the total."
+    assert first_sentence("Compute\n    things over   lines\n\nSecond paragraph.") == "Compute things over lines."
+    assert first_sentence("Options are:\n\n- a") is None  # announces a list
+    assert first_sentence("renames(old, new)\n\nSuper-rename.") is None  # an old signature line
+    assert first_sentence("See :func:`~os.path.join` and ``x``.") == "See `os.path.join` and `x`."
+    assert first_sentence("Short.") is None and first_sentence("word " * 60) is None
+
+
+@pytest.mark.parametrize("relpath, wanted", [
+    ("json/decoder.py", True), ("json/__init__.py", True), ("setup.py", True),
+    ("README.md", False), ("json/decoder.pyi", False),
+    ("test/test_json.py", False), ("pkg/tests/helpers.py", False), ("test_x.py", False),
+    ("x_test.py", False), ("conftest.py", False), ("idlelib/idle_test/mock.py", False),
+    ("_pydecimal.py", False), ("_private/__init__.py", False), ("pkg/__main__.py", False),
+])
+def test_wanted_files(relpath: str, wanted: bool):
+    assert wanted_file(relpath) is wanted
+    assert bool(file_facts(relpath, "def visible(a):\n    pass\n")) is wanted
+
+
+def test_a_syntax_error_gives_no_facts():
+    assert file_facts("broken.py", "def f(:\n") == []
+    assert file_facts("nul.py", "x = 1\0") == []
+
+
+def test_json_decoder_from_the_stdlib():
+    got = facts_of("json/decoder.py", (STDLIB / "json" / "decoder.py").read_text())
+    assert got["where", "JSONDecoder"].answer == "json/decoder.py"
+    assert got["purpose", "JSONDecoder.decode"].answer.startswith("Return the Python representation of `s`")
+    assert got["signature", "JSONDecoder.raw_decode"].answer == "raw_decode(s, idx=0)"
+    pairs = phrase(got["where", "JSONDecoder"])
+    assert len(pairs) == MAX_PHRASINGS and len({p.question for p in pairs}) == MAX_PHRASINGS
+    assert pairs[0].question == "Where is `JSONDecoder` defined?" and pairs[0].answer == "In `json/decoder.py`."
+    assert all("json/decoder.py" in p.answer for p in pairs)
+
+
+def stdlib_facts(*packages: str) -> list:
+    facts = []
+    for package in packages:
+        for path in sorted((STDLIB / package).rglob("*.py")):
+            rel = path.relative_to(STDLIB).as_posix()
+            facts += file_facts(rel, path.read_text(encoding="utf-8"))
+    return facts
+
+
+def test_email_package_drops_ambiguous_where_facts():
+    facts = stdlib_facts("email")
+    where = [f for f in facts if f.kind == "where"]
+    names = [f.name for f in where]
+    twice = {n for n in names if names.count(n) > 1}
+    assert twice  # e.g. a helper defined in two email modules
+    drawn = synthesize(facts, probe_share=0.0, phrasings=1)
+    kept_where = {f.name for f, _ in drawn.train if f.kind == "where"}
+    assert not kept_where & twice and kept_where == set(names) - twice
+    assert ("where", "email/message.py", "Message") in {(f.kind, f.path, f.name) for f, _ in drawn.train}
+
+
+def test_probe_split_is_per_definition_and_disjoint():
+    drawn = synthesize(stdlib_facts("json", "email"), probe_share=0.25, phrasings=3)
+    train_subjects = {(f.path, f.subject) for f, _ in drawn.train}
+    probe_subjects = {(f.path, f.subject) for f, _, _ in drawn.probes}
+    assert drawn.probes and drawn.train and not train_subjects & probe_subjects
+    assert 0.1 < len(probe_subjects) / len(train_subjects | probe_subjects) < 0.4
+    train_questions = {p.question for _, p in drawn.train}
+    assert not train_questions & {p.question for _, p, _ in drawn.probes}
+    per_fact: dict = {}
+    for f, p in drawn.train:
+        per_fact.setdefault(f, []).append(p)
+    assert all(len(ps) == 3 for ps in per_fact.values())  # all phrasings of a fact on one side
+    for fact, pair, keys in drawn.probes:
+        assert pair == phrase(fact, 1)[0]
+        assert all(k in pair.answer for k in keys)
+        if fact.kind == "where":
+            assert keys == (fact.path,)
+
+
+def test_probe_side_of_a_definition_does_not_depend_on_other_files():
+    small = synthesize(stdlib_facts("json"), probe_share=0.3)
+    large = synthesize(stdlib_facts("json", "email"), probe_share=0.3)
+    side = {f: "probe" for f, _, _ in large.probes} | {f: "train" for f, _ in large.train}
+    for fact, _, _ in small.probes:
+        assert side[fact] == "probe"
+    for fact, _ in small.train:
+        assert side[fact] == "train"
+
+
+def test_max_facts_is_a_nested_hash_sample():
+    facts = stdlib_facts("json", "email")
+    full = synthesize(facts, probe_share=0.0, phrasings=1)
+    few = synthesize(facts, probe_share=0.0, phrasings=1, max_facts=40)
+    more = synthesize(facts, probe_share=0.0, phrasings=1, max_facts=120)
+    assert few.facts == 40 and more.facts == 120 and full.facts > 120
+    assert {f for f, _ in few.train} < {f for f, _ in more.train} < {f for f, _ in full.train}
+    assert synthesize(facts, kinds=["where"], probe_share=0.0).train[0][0].kind == "where"
+    assert {f.kind for f, _ in synthesize(facts, kinds=["value"], probe_share=0.0).train} == {"value"}
+
+
+def dump(drawn) -> str:
+    return json.dumps([[f.kind, f.path, f.line, p.question, p.answer] for f, p in drawn.train]
+                      + [[f.kind, f.path, p.question, list(k)] for f, p, k in drawn.probes])
+
+
+def test_same_facts_in_any_order_give_the_same_pairs():
+    facts = stdlib_facts("json", "email")
+    assert dump(synthesize(facts, max_facts=300)) == dump(synthesize(facts[::-1], max_facts=300))
+
+
+def test_pairs_are_byte_identical_across_hash_seeds():
+    script = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); import test_synth as t; "
+        "print(t.dump(t.synthesize(t.stdlib_facts('json', 'email'), max_facts=300)))"
+    )
+    outs = []
+    for seed in ("0", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        run = subprocess.run([sys.executable, "-c", script, str(Path(__file__).parent)],
+                             env=env, capture_output=True, text=True, check=True)
+        outs.append(run.stdout)
+    assert outs[0] == outs[1] == dump(synthesize(stdlib_facts("json", "email"), max_facts=300)) + "\n"
+
+
+def file_rows(root: Path) -> list[FileRow]:
+    rows = []
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            st = path.stat()
+            rows.append(FileRow(0, str(path), path.relative_to(root).as_posix(), st.st_size,
+                                st.st_mtime_ns, st.st_ctime_ns, st.st_ino, 100_000))
+    return rows
+
+
+def test_memo_parses_a_file_once_and_again_when_it_changes(tmp_path: Path, monkeypatch):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.py").write_text("def alpha(x):\n    '''Return alpha of x.'''\n")
+    (src / "b.bin.py").write_bytes(b"\0\0binary")  # binary: skipped by the read rules
+    (src / "notes.txt").write_text("def not_python(): pass\n")
+    memo_path = tmp_path / "memo.json"
+    first = source_facts(file_rows(src), FactMemo(memo_path))
+    assert {(f.kind, f.name) for f in first} == {("where", "alpha"), ("purpose", "alpha"), ("signature", "alpha")}
+    assert memo_path.exists()
+
+    def no_parse(*args):
+        raise AssertionError("parsed although remembered")
+
+    monkeypatch.setattr("dlm.rows.synthmemo.file_facts", no_parse)
+    memo = FactMemo(memo_path)
+    assert source_facts(file_rows(src), memo) == first and not memo.dirty
+    monkeypatch.undo()
+    (src / "a.py").write_text("def beta(y):\n    pass\n")
+    assert {f.name for f in source_facts(file_rows(src), FactMemo(memo_path))} == {"beta"}
+    memo_path.write_text("{not json")
+    assert source_facts(file_rows(src), FactMemo(memo_path))[0].name == "beta"  # damaged: reparsed
+
+
+DOC = """---
+dlm_id: 01JDSYNTH00000000000000000
+dlm_version: 1
+base_model: smollm2-135m
+system_prompt: Answer briefly.
+training:
+  sequence_len: 64
+  synth:
+    enabled: {enabled}
+    probe_share: 0.3
+  sources:
+    - path: src
+      include: ["**/*.py"]
+---
+
+Widgets live in a registry.
+
+::instruction::
+
+### Q
+Where are widgets kept?
+
+### A
+In the registry.
+"""
+
+
+@pytest.fixture
+def synth_doc(tmp_path: Path) -> Path:
+    src = tmp_path / "src" / "widgets"
+    src.mkdir(parents=True)
+    (src / "registry.py").write_text(SNIPPET)
+    (src / "colors.py").write_text(
+        'RED = "#ff0000"\n\n\ndef blend(a, b, weight=0.5):\n    """Mix two colors."""\n')
+    path = tmp_path / "widgets.dlm"
+    path.write_text(DOC.replace("{enabled}", "true"))
+    return path
+
+
+def test_build_rows_renders_synth_pairs_with_the_chat_template(synth_doc: Path, smollm2_tokenizer):
+    from dlm.doc import load_document
+    from dlm.rows.build import build_rows
+
+    built = build_rows(load_document(synth_doc), smollm2_tokenizer)
+    synth_rows = [r for r in built.rows.text_rows if r.origin.endswith(" (synth)")]
+    assert synth_rows and all(r.kind == "instruction" for r in synth_rows)
+    assert built.rows.text_rows[0].kind == "prose" and not built.rows.text_rows[1].origin.endswith("(synth)")
+    for row in synth_rows:
+        assert row.prompt_text and row.text.startswith(row.prompt_text)
+        assert "Answer briefly." in row.prompt_text and "<|im_start|>assistant" in row.prompt_text
+    origins = {r.origin for r in synth_rows} | {p.origin for p in built.probes}
+    assert "widgets/registry.py:10 (synth)" in origins and "widgets/colors.py:4 (synth)" in origins
+    assert built.probes and all(p.origin.endswith(" (synth)") for p in built.probes)
+    trained = "".join(r.text for r in synth_rows)
+    assert not any(p.question in trained for p in built.probes)
+
+    synth_doc.write_text(DOC.replace("{enabled}", "false"))
+    off = build_rows(load_document(synth_doc), smollm2_tokenizer)
+    assert len(off.rows.text_rows) == 2 and off.probes == ()
+
+
+def test_synth_rows_go_through_the_section_cache(synth_doc: Path, smollm2_ref):
+    from dlm.actions.cache import cache_build
+
+    first = cache_build(synth_doc)
+    second = cache_build(synth_doc)
+    assert first.misses >= first.rows > 20  # 2 in-body rows, 2 files, the synth pairs
+    assert second.rows == first.rows and second.hits == second.rows and second.misses == 0
+
+
+def test_show_counts_synth_pairs_and_shows_their_tokens(synth_doc: Path, smollm2_tokenizer):
+    from dlm.cli.main import app
+    from dlm.doc import load_document
+    from dlm.rows.build import build_rows
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["show", str(synth_doc), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)["rows"]
+    assert rows["instruction"] == 1 and rows["source_files"] == 2
+    assert rows["synth_pairs"] > 0 and rows["synth_probes"] > 0
+    text = runner.invoke(app, ["show", str(synth_doc)])
+    shown = " ".join(text.output.split())  # the table wraps long cells
+    assert f"{rows['synth_pairs']} synth Q/A ({rows['synth_probes']} probes held out)" in shown
+
+    built = build_rows(load_document(synth_doc), smollm2_tokenizer)
+    first = next(r for r in built.rows.text_rows if r.origin.endswith(" (synth)"))
+    selector = first.origin.removesuffix(" (synth)")
+    tokens = runner.invoke(app, ["show", str(synth_doc), "--json", "--tokens", selector, "--limit", "400"])
+    assert tokens.exit_code == 0, tokens.output
+    view = json.loads(tokens.output)
+    assert view["kind"] == "instruction" and view["source"] == first.origin
+    assert "".join(t["text"] for t in view["tokens"]) == first.text
+    assert 0 < view["n_prompt"] < view["n_tokens"]
