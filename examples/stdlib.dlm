@@ -9,11 +9,10 @@ training:
   learning_rate: 0.001
   batch_size: 4
   sequence_len: 128
-  max_steps: 20
   seed: 42
-  # the six Q/A pairs below make up half of the examples drawn; without this, 20 steps
-  # over ~71K source windows would rarely see them
-  instruction_share: 0.5
+  # no max_steps: the default recipe gives each Q/A pair about 20 sightings within the
+  # budget (tokens processed), next to a sample of the ~71K source windows
+  budget: 20k
   eval:
     fraction: 0.02
     max_rows: 64
@@ -38,11 +37,17 @@ Where does the json package keep its decoder?
 ### A
 In `json/decoder.py`: it defines `JSONDecoder` and the scanner helpers that `json.loads` uses.
 
+### Keys
+- json/decoder.py
+
 ### Q
 Which module implements `pathlib.Path`?
 
 ### A
 `pathlib.py` (a package `pathlib/` in newer Pythons): `Path` subclasses `PurePath` and adds file-system calls.
+
+### Keys
+- pathlib
 
 ### Q
 Where is `collections.OrderedDict` defined?
@@ -50,11 +55,17 @@ Where is `collections.OrderedDict` defined?
 ### A
 In `collections/__init__.py`, with a C implementation in `_collections` used when available.
 
+### Keys
+- collections/__init__.py
+
 ### Q
 Which file implements `functools.lru_cache`?
 
 ### A
 `functools.py`: `lru_cache` wraps the function with `_lru_cache_wrapper`, in C when `_functools` provides it.
+
+### Keys
+- functools.py
 
 ### Q
 What does `shutil.copytree` use to copy each file?
@@ -62,8 +73,52 @@ What does `shutil.copytree` use to copy each file?
 ### A
 It calls `copy2` by default (the `copy_function` argument), which copies data and metadata.
 
+### Keys
+- copy2
+
 ### Q
 Where is the `argparse.ArgumentParser` class?
 
 ### A
 In `argparse.py`, a single module that also defines `Action`, `Namespace` and the help formatters.
+
+### Keys
+- argparse.py
+
+::probe::
+
+### Q
+In which file is the JSON decoder of the standard library?
+
+### A
+`json/decoder.py`.
+
+### Keys
+- json/decoder.py
+
+### Q
+Which file holds the code of `functools.lru_cache`?
+
+### A
+`functools.py`.
+
+### Keys
+- functools.py
+
+### Q
+What function does `shutil.copytree` call to copy a file?
+
+### A
+`copy2`.
+
+### Keys
+- copy2
+
+### Q
+Which source file defines `argparse.ArgumentParser`?
+
+### A
+`argparse.py`.
+
+### Keys
+- argparse.py

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from dlm.defaults import DEFAULT_BASE_MODEL, DEFAULT_CACHE_MAX_BYTES
+from dlm.doc.budget import Budget, parse_budget
 
 SUPPORTED_DLM_VERSION = 1
 # a ULID in canonical form: 26 upper-case Crockford base32 digits (no I, L, O, U), at most
@@ -94,6 +95,9 @@ SynthKind = Literal["where", "purpose", "signature", "value"]
 SYNTH_KINDS: tuple[SynthKind, ...] = ("where", "purpose", "signature", "value")
 
 
+ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
 class SynthConfig(_Strict):
     """Q/A pairs drawn from the Python sources (`dlm.rows.synth` has the rules): where a
     name is defined, its docstring's first sentence, its signature, a constant's value.
@@ -110,10 +114,14 @@ class SynthConfig(_Strict):
 class TrainingConfig(_Strict):
     """LoRA training hyperparameters and the data taken from outside the document.
 
-    At most one of `max_steps` and `num_epochs` may be set; with neither the run is
-    one epoch (`effective_epochs`). `sequence_len` is in tokens; `batch_size` in rows
-    per micro-batch on each rank; `nproc` ranks on this machine (None: one, unless
-    `--nproc` says otherwise).
+    At most one of `max_steps` and `num_epochs` may be set; with neither, the default
+    recipe (`dlm.train.recipe`) chooses the steps and the instruction share within
+    `budget` (tokens, `60k`, or time, `4m`). `sequence_len` is in tokens; `batch_size`
+    in rows per micro-batch on each rank; `nproc` ranks on this machine (None: one,
+    unless `--nproc` says otherwise). `recast`: each prose sentence is also trained as
+    a Q/A pair (a cloze question, the sentence as the answer), so facts written only
+    in prose can be asked. LoRA on every linear layer at learning rate 1e-3 is what
+    makes Q/A pairs stick on a small model (`benchmarks/recipe_sweep.py`).
     """
 
     adapter: Literal["lora"] = "lora"
@@ -121,9 +129,11 @@ class TrainingConfig(_Strict):
     lora_alpha: int = Field(default=16, gt=0)
     lora_dropout: YamlFloat = Field(default=0.05, ge=0, lt=1)
     target_modules: list[str] = Field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], min_length=1
+        default_factory=lambda: list(ALL_LINEAR), min_length=1
     )
-    learning_rate: YamlFloat = Field(default=2e-4, gt=0)
+    learning_rate: YamlFloat = Field(default=1e-3, gt=0)
+    budget: str | int | None = None
+    recast: bool = True
     max_steps: int | None = Field(default=None, gt=0)
     num_epochs: YamlFloat | None = Field(default=None, gt=0)
     batch_size: int = Field(default=4, gt=0)
@@ -137,6 +147,18 @@ class TrainingConfig(_Strict):
     cache: CacheConfig = Field(default_factory=CacheConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     synth: SynthConfig = Field(default_factory=SynthConfig)
+
+    @field_validator("budget")
+    @classmethod
+    def _budget(cls, value: str | int | None) -> str | int | None:
+        if value is not None:
+            parse_budget(value)  # ValueError: a one-line field error
+        return value
+
+    @property
+    def parsed_budget(self) -> Budget | None:
+        """`budget` as tokens or seconds (None: no budget set)."""
+        return parse_budget(self.budget) if self.budget is not None else None
 
     @model_validator(mode="after")
     def _one_stop_rule(self) -> TrainingConfig:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from dlm.chat import with_system_prompt
 from dlm.errors import TrainingError
+from dlm.rows.recast import recast_pairs, topic_of
 from dlm.rows.types import FileRow, Probe, RowSet, TextRow
 from dlm.rows.walk import WalkResult, walk_sources
 
@@ -84,9 +85,16 @@ def build_rows(doc: Document, tokenizer: Any, *, strict: bool = False) -> BuiltR
     name = str(doc.path) if doc.path else "<doc>"
     text_rows: list[TextRow] = []
     probes: list[Probe] = []
+    first_topic = next((t for s in doc.sections if isinstance(s, ProseSection) for t in [topic_of(s.text)] if t),
+                       "this project")
     for section in doc.sections:
         if isinstance(section, ProseSection):
             text_rows.append(TextRow(kind="prose", text=section.text, origin=f"{name}:{section.line}"))
+            if fm.training.recast:
+                for question, answer in recast_pairs(section.text, topic_of(section.text) or first_topic):
+                    full, prompt = render_instruction(tokenizer, fm.system_prompt, question, answer)
+                    text_rows.append(TextRow(kind="instruction", text=full, prompt_text=prompt,
+                                             origin=f"{name}:{section.line} (recast)"))
         elif isinstance(section, InstructionSection):
             for pair in section.pairs:
                 full, prompt = render_instruction(tokenizer, fm.system_prompt, pair.question, pair.answer)

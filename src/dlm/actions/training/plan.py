@@ -15,9 +15,11 @@ Order (each step can fail cleanly before the next):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from dlm.actions.training.types import TrainOptions, TrainSink
 from dlm.doc import Document
@@ -37,6 +39,7 @@ from dlm.train.dataset import PackedDataset, WindowDataset, build_dataset
 from dlm.train.distributed import DistPlan, RankGroup, RankInfo
 from dlm.train.heldout import Split, split_rows, subset
 from dlm.train.lora import LoraRun, pick_precision
+from dlm.train.recipe import DEFAULT_TOKENS_PER_SECOND, Recipe, choose
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,16 @@ def prepare(doc: Document, store: Store, options: TrainOptions, sink: TrainSink,
     files_skipped = dict(built.walk.skipped + tokenized.files_skipped)
     split = split_rows(tokenized, training.eval.fraction, training.eval.max_rows)
     train_rows = subset(tokenized, split.train)
-    dataset = build_dataset(train_rows, training.sequence_len, training.packing, training.instruction_share)
+    hyper = hyperparameters(training, options)
+    share = training.instruction_share
+    if hyper.max_steps is None and training.num_epochs is None and len(train_rows):
+        recipe = choose_recipe(train_rows, training, plan, _tokens_per_second(store))
+        hyper = replace(hyper, max_steps=recipe.max_steps)
+        share = share if share is not None else recipe.instruction_share
+        sink.on_message(f"recipe: {recipe.reason}")
+        if recipe.warning:
+            sink.on_message(recipe.warning)
+    dataset = build_dataset(train_rows, training.sequence_len, training.packing, share)
     if len(dataset) == 0:
         raise TrainingError(
             f"{doc.path or '<doc>'}: no usable training rows ({tokenized.files_taken} source files "
@@ -177,9 +189,8 @@ def prepare(doc: Document, store: Store, options: TrainOptions, sink: TrainSink,
     agree(group, {"document": doc.dlm_sha256, "tokenizer": tokenizer_sha256, "examples": len(dataset),
                   "corpus": corpus})
     ranks = group.gather(rank_entry(tokenized.stats, waited, ready))
-    hyper = hyperparameters(training, options)
     flags = _seed(hyper.seed)
-    lock = _check_lock(doc, store, ref, tokenizer_sha256, corpus, hyper, flags, options, sink,
+    lock = _check_lock(doc, store, ref, tokenizer_sha256, corpus, hyper, share, flags, options, sink,
                        plan) if info.is_main else None
     return PreparedRun(doc=doc, store=store, ref=ref, tokenizer=tokenizer, tokenized=tokenized, split=split,
                        dataset=dataset, hyper=hyper, run_id=run_id, files_skipped=files_skipped, plan=plan,
@@ -195,19 +206,48 @@ def _seed(seed: int) -> DeterminismFlags:
     return apply_determinism(seed)
 
 
-def lock_hyperparameters(training: TrainingConfig, hyper: LoraRun) -> dict[str, Any]:
-    """The hyperparameters the lock pins: the LoRA run plus the example layout."""
+def lock_hyperparameters(training: TrainingConfig, hyper: LoraRun, share: float | None) -> dict[str, Any]:
+    """The hyperparameters the lock pins: the LoRA run (steps as the recipe chose them)
+    plus the example layout and the instruction share in effect."""
     pinned: dict[str, Any] = asdict(hyper)
     pinned.update(sequence_len=training.sequence_len, packing=training.packing)
-    if training.instruction_share is not None:
-        # only when set, so locks written before the setting existed keep their hash
-        pinned.update(instruction_share=training.instruction_share)
+    if share is not None:
+        # only when one is in effect, so locks written before the setting existed keep their hash
+        pinned.update(instruction_share=share)
     return pinned
 
 
+def choose_recipe(train_rows: TokenizedRows, training: TrainingConfig, plan: DistPlan,
+                  tokens_per_second: float) -> Recipe:
+    """The default recipe's steps and share for these rows (`dlm.train.recipe`)."""
+    counting = WindowDataset(train_rows, training.sequence_len)
+    kinds = np.fromiter((k == "instruction" for k in train_rows.kinds), dtype=bool, count=len(train_rows))
+    is_instruction = kinds[counting.row]
+    per_example = counting.total_tokens / max(len(counting), 1)
+    examples_per_step = training.batch_size * training.gradient_accumulation_steps * plan.world_size
+    if training.packing:  # a micro-batch row holds a whole block of examples
+        examples_per_step = max(1, int(examples_per_step * training.sequence_len // max(per_example, 1.0)))
+    budget = training.parsed_budget
+    return choose(int(is_instruction.sum()), int((~is_instruction).sum()), per_example, examples_per_step,
+                  budget.as_tokens(tokens_per_second) if budget else None)
+
+
+def _tokens_per_second(store: Store) -> float:
+    """This store's last completed run's training rate (tokens/s), else the recipe's default
+    (only a time budget uses it)."""
+    from dlm.metrics import MetricsDB
+
+    if store.metrics_path.is_file():
+        with MetricsDB(store.metrics_path) as metrics:
+            for run in reversed(metrics.runs()):
+                if run["status"] == "completed" and run.get("tokens_per_second"):
+                    return float(run["tokens_per_second"])
+    return DEFAULT_TOKENS_PER_SECOND
+
+
 def _check_lock(doc: Document, store: Store, ref: BaseModelRef, tokenizer_sha256: str, corpus: str,
-                hyper: LoraRun, flags: DeterminismFlags, options: TrainOptions, sink: TrainSink,
-                plan: DistPlan) -> LockStep:
+                hyper: LoraRun, share: float | None, flags: DeterminismFlags, options: TrainOptions,
+                sink: TrainSink, plan: DistPlan) -> LockStep:
     from dlm.lock import LockInputs, build_lock, check_lock
 
     inputs = LockInputs(
@@ -219,7 +259,7 @@ def _check_lock(doc: Document, store: Store, ref: BaseModelRef, tokenizer_sha256
         seed=hyper.seed,
         tokenizer_sha256=tokenizer_sha256,
         corpus_fingerprint=corpus,
-        hyperparameters=lock_hyperparameters(doc.frontmatter.training, hyper),
+        hyperparameters=lock_hyperparameters(doc.frontmatter.training, hyper, share),
         world_size=plan.world_size,
         per_device_batch_size=plan.per_device_batch_size,
         gradient_accumulation_steps=plan.gradient_accumulation_steps,

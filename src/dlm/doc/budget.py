@@ -1,0 +1,40 @@
+"""`training.budget`: how much training a run may spend, in tokens or in time."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(k|m|M|s|min|h)?\s*(tokens?)?\s*$")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """`tokens` processed, or `seconds` of training (exactly one is set)."""
+
+    tokens: int | None = None
+    seconds: float | None = None
+
+    def as_tokens(self, tokens_per_second: float) -> int:
+        return self.tokens if self.tokens is not None else int((self.seconds or 0) * tokens_per_second)
+
+
+def parse_budget(text: str | int) -> Budget:
+    """`60000`, `"60k"`, `"1.5M"` or `"60k tokens"` (tokens); `"90s"`, `"4min"`, `"1h"` (time).
+
+    `m` alone is minutes; `M` is millions of tokens.
+
+    Raises:
+        ValueError: anything else (the schema turns it into a one-line field error).
+    """
+    if isinstance(text, int):
+        if text <= 0:
+            raise ValueError("a budget must be positive")
+        return Budget(tokens=text)
+    m = _BUDGET.match(str(text))
+    if not m or float(m.group(1)) <= 0:
+        raise ValueError(f"{text!r} is not a budget: write tokens (60000, 60k, 1.5M) or time (90s, 4m, 1h)")
+    value, unit, word = float(m.group(1)), m.group(2), m.group(3)
+    if unit in ("s", "min", "h") or (unit == "m" and not word):
+        return Budget(seconds=value * {"s": 1, "m": 60, "min": 60, "h": 3600}[unit])
+    return Budget(tokens=int(value * {None: 1, "k": 1_000, "M": 1_000_000, "m": 1_000_000}[unit]))

@@ -1,0 +1,114 @@
+"""`dlm eval` and the report `dlm train` ends with, on the real SmolLM2: base vs adapter
+vs null adapter, the guard, reproducible bytes, the CI gate, metrics."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dlm.actions.training import NullSink, TrainOptions, train_document
+from dlm.cli.main import app
+from dlm.doc import load_document
+from dlm.metrics import MetricsDB
+from dlm.store import open_store
+
+pytestmark = pytest.mark.integration
+
+DOC = """---
+dlm_id: 01JG4A6S9Z1B3D5F7H9K1M3P5R
+dlm_version: 1
+base_model: smollm2-135m
+system_prompt: You answer in one sentence.
+training:
+  learning_rate: 0.003
+  lora_dropout: 0.0
+  batch_size: 2
+  sequence_len: 96
+  max_steps: 24
+  eval:
+    max_new_tokens: 12
+---
+
+::instruction::
+
+### Q
+What is the secret word of the Zorblax project?
+
+### A
+The secret word is quindlewhump.
+
+::probe::
+
+### Q
+Which secret word does the Zorblax project use?
+
+### A
+quindlewhump
+
+### Keys
+- quindlewhump
+
+### Q
+What colour is the Zorblax logo?
+
+### A
+The logo is teal.
+"""
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory, smollm2_ref) -> tuple[Path, object]:
+    home = tmp_path_factory.mktemp("eval-home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DLM_HOME", str(home))
+        path = tmp_path_factory.mktemp("eval-doc") / "zorblax.dlm"
+        path.write_text(DOC)
+        report = train_document(load_document(path), TrainOptions(use_cache=False), NullSink())
+    return path, report, home
+
+
+def test_train_ends_with_the_probe_report(trained) -> None:
+    path, report, home = trained
+    evaluation = report.evaluation
+    assert set(evaluation["kinds"]) == {"instruction", "probe"}
+    instruction, probe = evaluation["kinds"]["instruction"], evaluation["kinds"]["probe"]
+    assert instruction["total"] == 1 and probe["total"] == 2
+    assert instruction["passed"]["adapter"] == 1 and instruction["passed"]["base"] == 0
+    # the trained answer became far more likely than under the base or a null adapter of the same size
+    assert instruction["logprob"]["adapter"] > instruction["logprob"]["null"] + 1.0
+    assert instruction["logprob"]["adapter"] > instruction["logprob"]["base"] + 1.0
+    assert evaluation["general"]["passages"] >= 40 and evaluation["general"]["base_nll"] > 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DLM_HOME", str(home))
+        with MetricsDB(open_store("01JG4A6S9Z1B3D5F7H9K1M3P5R").metrics_path) as db:
+            (judged,) = db.judgements(report.run_id)
+    assert judged["phase"] == "final" and judged["adapter_version"] == "v0001"
+    assert judged["summary"]["kinds"] == evaluation["kinds"]
+
+
+def test_eval_prints_the_same_bytes_twice_and_gates_on_min_pass(trained, monkeypatch) -> None:
+    path, report, home = trained
+    monkeypatch.setenv("DLM_HOME", str(home))
+    runner = CliRunner()
+    first = runner.invoke(app, ["eval", str(path), "--json"])
+    second = runner.invoke(app, ["eval", str(path), "--json"])
+    assert first.exit_code == 0, first.output
+    assert first.stdout == second.stdout
+    data = json.loads(first.stdout)
+    # the stored adapter scores as the in-memory one did at the end of training
+    assert data["kinds"] == report.evaluation["kinds"]
+    passed = data["kinds"]["probe"]["passed"]["adapter"]
+    ok = runner.invoke(app, ["eval", str(path), "--min-pass", str(passed)])
+    assert ok.exit_code == 0 and "probes:" in ok.stdout
+    gated = runner.invoke(app, ["eval", str(path), "--min-pass", str(passed + 1)])
+    assert gated.exit_code == 1
+    assert f"the adapter passed {passed} of 2 probes, fewer than --min-pass {passed + 1}" in gated.output
+
+
+def test_eval_of_a_missing_version_is_one_line(trained, monkeypatch) -> None:
+    path, _, home = trained
+    monkeypatch.setenv("DLM_HOME", str(home))
+    result = CliRunner().invoke(app, ["eval", str(path), "--adapter-version", "v0042"])
+    assert result.exit_code == 1
+    assert "--adapter-version v0042: not in" in result.output and "v0001" in result.output

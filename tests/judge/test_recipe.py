@@ -1,0 +1,54 @@
+"""The default recipe (dlm.train.recipe) and the budget grammar (dlm.doc.budget)."""
+
+import pytest
+
+from dlm.doc.budget import Budget, parse_budget
+from dlm.train.recipe import INSTRUCTION_REPEATS, MAX_SHARE, choose
+
+
+@pytest.mark.parametrize("text, budget", [
+    (60000, Budget(tokens=60000)), ("60k", Budget(tokens=60000)), ("1.5M", Budget(tokens=1_500_000)),
+    ("60k tokens", Budget(tokens=60000)), ("90s", Budget(seconds=90)), ("4m", Budget(seconds=240)),
+    ("4min", Budget(seconds=240)), ("1h", Budget(seconds=3600)),
+])
+def test_budgets_in_tokens_or_time(text: str | int, budget: Budget) -> None:
+    assert parse_budget(text) == budget
+
+
+@pytest.mark.parametrize("text", ["", "lots", "-5", "0", 0, "5 weeks", "k"])
+def test_a_bad_budget_says_what_it_takes(text: str | int) -> None:
+    with pytest.raises(ValueError, match="budget"):
+        parse_budget(text)
+
+
+def test_pairs_are_each_seen_the_repeat_count_and_the_rest_once() -> None:
+    recipe = choose(n_instruction=8, n_other=6, tokens_per_example=60, examples_per_step=4, budget_tokens=None)
+    wanted = INSTRUCTION_REPEATS * 8
+    assert recipe.max_steps == -(-(wanted + 6) // 4)
+    # the dataset's repeat rule r = f * n_other / ((1 - f) * n_instruction) gives back R
+    f = recipe.instruction_share
+    assert f is not None and round(f * 6 / ((1 - f) * 8)) == INSTRUCTION_REPEATS
+    assert recipe.warning is None
+
+
+def test_a_budget_too_small_for_the_pairs_caps_the_share_and_warns() -> None:
+    recipe = choose(n_instruction=50, n_other=70_000, tokens_per_example=120, examples_per_step=4,
+                    budget_tokens=20 * 4 * 120)
+    assert recipe.max_steps == 20
+    assert recipe.instruction_share == MAX_SHARE
+    assert recipe.warning is not None and "raise training.budget" in recipe.warning
+
+
+def test_a_budget_large_enough_keeps_the_repeats_among_many_source_windows() -> None:
+    recipe = choose(n_instruction=6, n_other=70_000, tokens_per_example=120, examples_per_step=4,
+                    budget_tokens=40 * 4 * 120)
+    assert recipe.max_steps == 40
+    seen = recipe.instruction_share * 40 * 4 / 6
+    assert seen == pytest.approx(INSTRUCTION_REPEATS, rel=0.01)
+    assert recipe.warning is None
+
+
+def test_without_pairs_one_epoch_cut_to_the_budget() -> None:
+    assert choose(0, 10, 50, 4, None).max_steps == 3
+    assert choose(0, 1000, 50, 4, 50 * 4 * 7).max_steps == 7
+    assert choose(0, 10, 50, 4, None).instruction_share is None

@@ -1,0 +1,36 @@
+"""Prose recast as Q/A pairs (dlm.rows.recast)."""
+
+from dlm.rows.recast import recast_pairs, sentences, topic_of
+
+PROSE = """# Ferry
+
+Ferry is a small task queue written by the Lighthouse team. Producers put tasks on a
+Dock. Ferry reads its settings from `~/.ferryrc` when the file exists! Too short here.
+
+```python
+x = 1. Not a sentence to ask about.
+```
+
+- A list item with enough words in it.
+"""
+
+
+def test_sentences_leave_out_code_headings_and_short_ones() -> None:
+    assert list(sentences(PROSE)) == [
+        "Ferry is a small task queue written by the Lighthouse team.",
+        "Producers put tasks on a Dock.",
+        "Ferry reads its settings from `~/.ferryrc` when the file exists!",
+        "A list item with enough words in it.",
+    ]
+
+
+def test_each_sentence_becomes_a_cloze_pair_about_the_topic() -> None:
+    pairs = recast_pairs(PROSE, topic_of(PROSE) or "this project")
+    assert pairs[0] == ("Complete this statement about Ferry: Ferry is a small task ...",
+                        "Ferry is a small task queue written by the Lighthouse team.")
+    assert len(pairs) == 4
+    assert recast_pairs(PROSE, "Ferry") == pairs  # a pure function of the text
+
+
+def test_no_heading_no_topic() -> None:
+    assert topic_of("plain text only") is None
