@@ -175,7 +175,7 @@ def prepare(doc: Document, store: Store, options: TrainOptions, sink: TrainSink,
         recipe = choose_recipe(train_rows, training, plan, _tokens_per_second(store))
         hyper = replace(hyper, max_steps=recipe.max_steps)
         share = share if share is not None else recipe.instruction_share
-        sink.on_message(f"recipe: {recipe.reason}")
+        sink.on_note(f"recipe: {recipe.reason}")
         if recipe.warning:
             sink.on_message(recipe.warning)
     dataset = build_dataset(train_rows, training.sequence_len, training.packing, share)

@@ -95,7 +95,7 @@ def _judge(run: PreparedRun, model: Any, version: str, sink: TrainSink) -> dict[
     items = eval_items(run.doc, run.tokenizer, run.probes)
     if not items:
         return None
-    sink.on_message(f"evaluating {len(items)} questions on the base model, the adapter and a null adapter")
+    sink.on_note(f"evaluating {len(items)} questions on the base model, the adapter and a null adapter")
     report = judge_trained(run.doc, model, run.tokenizer, run.probes, version)
     with MetricsDB(run.store.metrics_path) as metrics:
         metrics.log_judgement(run_id=run.run_id, adapter_version=version, phase="final", step=None,
