@@ -89,6 +89,8 @@ class EvalConfig(_Strict):
     judge: bool = True
     max_new_tokens: int = Field(default=48, gt=0, le=1024)
     general_max_increase: YamlFloat = Field(default=5.0, ge=0)
+    keep_best: bool = True
+    patience: int | None = Field(default=4, gt=0)
 
 
 SynthKind = Literal["where", "purpose", "signature", "value"]
