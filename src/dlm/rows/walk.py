@@ -135,9 +135,14 @@ _FOLDER_ONLY = "(?P<ps_d>/)"  # how pathspec ends the regex of a pattern with a 
 
 
 def _join(regexes: Sequence[re.Pattern[str]]) -> re.Pattern[str] | None:
-    """One regex matching where any of `regexes` does (None: no pattern). The named
+    """One regex that `re.match` finds where pathspec's `search` finds any of `regexes`
+    (None: no pattern). Most of pathspec's regexes start with `^`; the few that do not
+    (`*`, `**` compile to `.`; `*/`, `**/`, `/**/`, `**/*/` to a bare `/`) are searched
+    anywhere in the path, so they are prefixed with a lazy any-character run. The named
     group only tells pathspec a folder matched; plain grouping means the same."""
-    joined = "|".join(f"(?:{regex.pattern})" for regex in regexes)
+    joined = "|".join(
+        f"(?:{regex.pattern})" if regex.pattern.startswith("^") else rf"(?:[\s\S]*?(?:{regex.pattern}))"
+        for regex in regexes)
     return re.compile(joined.replace("(?P<ps_d>", "(?:")) if joined else None
 
 
