@@ -312,7 +312,7 @@ class TokenizeSession:
             return
         p = np.maximum(pos, 0)
         flags, reason = snap.flags[p], snap.reason[p]
-        skipped = ok & ((flags & statindex.SKIPPED) > 0) & (reason > 0)
+        skipped = ok & ((flags & statindex.SKIPPED) > 0) & statindex.REMEMBERED_CODES[reason]
         hit = ok & ((flags & (statindex.SKIPPED | statindex.HAS_ENTRY)) == statindex.HAS_ENTRY)
         for slot, code in zip(slots[skipped].tolist(), reason[skipped].tolist()):
             self.skip_reason[slot] = statindex.REASONS[code]
@@ -524,9 +524,9 @@ class TokenizeSession:
         if self.skip_reason or self.lossy_slots:
             at = dict(zip(slot_list, range(n)))
             for s, why in self.skip_reason.items():
-                if (j := at.get(s)) is not None:
+                if (j := at.get(s)) is not None and (code := statindex.reason_code(why)):
                     flags[j] = statindex.SKIPPED
-                    reason[j] = statindex.reason_code(why)
+                    reason[j] = code
             for s in self.lossy_slots:
                 if (j := at.get(s)) is not None:
                     flags[j] |= statindex.LOSSY

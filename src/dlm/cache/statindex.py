@@ -12,7 +12,7 @@ Blob layout (little-endian, stored as one zstd frame, level 3), version 1:
     i64 entry[n, 9]        -- the row's entry E (see dlm.cache.index), where it was read
     u8  digest[n, 16]      -- xxh3_128 of the row key ("xxh3_128:" + hex)
     u8  flags[n]           -- bit 0 lossy, bit 1 skipped, bit 2 has entry
-    u8  reason[n]          -- skip reason code (REASONS)
+    u8  reason[n]          -- skip reason code (REASONS; only content-derived ones are stored)
     relpaths: UTF-8 (surrogateescape), NUL-separated
     u64 xxh3_64 of everything above
 
@@ -55,6 +55,11 @@ from dlm.rows.types import FileRow
 MAGIC = b"DLMSTAT1"
 ZSTD_LEVEL = 3
 REASONS = ("", "binary", "unreadable", "too-large")
+# skips decided by a file's content, remembered while its stat is unchanged; a read that
+# failed (`unreadable`: EIO, ESTALE, EMFILE, ENOMEM, an expired ticket) says nothing of
+# the content and is retried next run
+REMEMBERED = frozenset({"binary", "too-large"})
+REMEMBERED_CODES = np.isin(np.arange(256), [REASONS.index(r) for r in REMEMBERED])  # by u8 code
 LOSSY, SKIPPED, HAS_ENTRY = 1, 2, 4
 
 
@@ -243,8 +248,9 @@ def digests(keys: Sequence[str | None]) -> np.ndarray:
 
 
 def reason_code(reason: str | None) -> int:
-    """Code of a skip reason; 0 when it has none (such a file is re-read next run)."""
-    return REASONS.index(reason) if reason in REASONS else 0
+    """Code of a skip reason that is remembered (`REMEMBERED`); 0 for any other (such a
+    file is re-read next run)."""
+    return REASONS.index(reason) if reason in REMEMBERED else 0
 
 
 def keep_only(conn: sqlite3.Connection, tok: int, roots: Sequence[int]) -> None:
