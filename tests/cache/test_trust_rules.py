@@ -3,16 +3,24 @@ docs/cache.md ("What is remembered"), each with the defect that broke it."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
-from cachehelp import FAKE_SHA, FakeTokenizer, all_ids, file_rows
+import pytest
+from cachehelp import FAKE_SHA, OLD_NS, FakeTokenizer, all_ids, file_rows, settled_clock
 
 from dlm.cache import CachedRowTokenizer
 from dlm.rows.types import RowSet
+from dlm.rows.walk import walk_sources
 from dlm.tokenize.plain import PlainRowTokenizer
 
 
 def cached(cache_dir: Path, **kw) -> CachedRowTokenizer:
+    kw.setdefault("clock", settled_clock)
     return CachedRowTokenizer(cache_dir, FakeTokenizer(), FAKE_SHA, max_bytes=1 << 30, run_id="r", **kw)
 
 
@@ -44,3 +52,66 @@ def test_a_binary_file_is_remembered(tree: Path, cache_dir: Path):
     blob = tree / "image.bin"
     blob.write_bytes(b"x" * blob.stat().st_size)
     assert cached(cache_dir).tokenize(rows).files_skipped == {"binary": 1}
+
+
+def test_a_same_second_rewrite_with_its_mtime_put_back_is_not_trusted(tree: Path, cache_dir: Path):
+    """Fake clock: the file is read half a second after its ctime, on a file system
+    with 1-second stamps (the rows keep the stat such a file system would show after a
+    same-size rewrite whose mtime `touch -r` put back). The mtime is old, the ctime is
+    not: the next run must read the file again."""
+    rows = RowSet([], file_rows(tree))
+    victim = tree / "pkg0" / "mod_0000.py"
+    ctime = victim.stat().st_ctime_ns
+    cached(cache_dir, clock=lambda: ctime + 500_000_000).tokenize(rows)
+    data = bytearray(victim.read_bytes())
+    data[0:6] = b"# FILE"
+    victim.write_bytes(bytes(data))
+    got = cached(cache_dir, clock=lambda: ctime + 900_000_000).tokenize(rows)
+    assert all_ids(got) == all_ids(PlainRowTokenizer(FakeTokenizer(), FAKE_SHA).tokenize(rows))
+
+
+@pytest.fixture
+def coarse_fs(tmp_path: Path):
+    """A loop-mounted ext4 made with 128-byte inodes: whole-second mtime and ctime."""
+    if os.geteuid() != 0 or not shutil.which("mkfs.ext4") or not shutil.which("mount"):
+        pytest.skip("needs root, mkfs.ext4 and mount to loop-mount an ext4 with 1-second stamps")
+    image, mnt = tmp_path / "ext4.img", tmp_path / "mnt"
+    with open(image, "wb") as fh:
+        fh.truncate(8 << 20)
+    mnt.mkdir()
+    made = subprocess.run(["mkfs.ext4", "-q", "-F", "-I", "128", str(image)], capture_output=True)
+    mounted = made.returncode == 0 and subprocess.run(
+        ["mount", "-o", "loop", str(image), str(mnt)], capture_output=True, timeout=30).returncode == 0
+    if not mounted:
+        pytest.skip("cannot loop-mount an ext4 image here (no loop device or no mount permission)")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True, timeout=30)
+
+
+def test_racy_rewrite_on_a_one_second_file_system(coarse_fs: Path, cache_dir: Path):
+    """The real case: write, cache, rewrite the same size and put the mtime back, all
+    within one second of an ext4 with 128-byte inodes, so the stat is unchanged."""
+    root = coarse_fs / "src"
+    root.mkdir()
+    victim = root / "a.py"
+    d = SimpleNamespace(path=str(root), include=["**/*"], exclude=[], max_bytes_per_file=1 << 20, max_files=None)
+    for _ in range(5):  # retried when the steps straddle a second
+        while time.time() % 1 > 0.3:
+            time.sleep(0.05)
+        second = int(time.time())
+        victim.write_text("print('old')\n")
+        os.utime(victim, ns=(OLD_NS, OLD_NS))
+        before = walk_sources([d], coarse_fs).files
+        cached(cache_dir, clock=time.time_ns).tokenize(RowSet([], before))
+        victim.write_text("print('new')\n")
+        os.utime(victim, ns=(OLD_NS, OLD_NS))
+        after = walk_sources([d], coarse_fs).files
+        if int(time.time()) == second:
+            break
+    else:
+        pytest.skip("could not keep the steps within one second")
+    assert [tuple(f) for f in after] == [tuple(f) for f in before]  # the stat cannot tell
+    got = cached(cache_dir, clock=time.time_ns).tokenize(RowSet([], after))
+    assert all_ids(got) == all_ids(PlainRowTokenizer(FakeTokenizer(), FAKE_SHA).tokenize(RowSet([], after)))

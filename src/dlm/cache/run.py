@@ -16,6 +16,7 @@ import logging
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import itemgetter
@@ -149,6 +150,9 @@ class SessionConfig:
         remote: URL of the remote tier (`dlm.cache.remote`), or None.
         sibling_dirs: other documents' state folders (`cache_dir`s) on the same store,
             whose stat snapshots may start a root this document has none of.
+        clock: wall-clock time in ns (`time.time_ns`), the moment a file is recorded as
+            read, against which the racy-timestamp rule (`dlm.cache.statindex`) compares
+            the file's mtime and ctime.
     """
 
     cache_dir: Path
@@ -161,6 +165,7 @@ class SessionConfig:
     doc_id: str | None = None
     remote: str | None = None
     sibling_dirs: tuple[Path, ...] = ()
+    clock: Callable[[], int] = time.time_ns
 
     @property
     def store(self) -> Path:
@@ -375,7 +380,7 @@ class TokenizeSession:
 
     def _read_file(self, slot: int) -> RowSpec | None:
         fr = self.rows.file_rows[slot - self.n_text]
-        self.read_at_ns[slot] = time.time_ns()
+        self.read_at_ns[slot] = self.config.clock()
         self.keys[slot] = None
         got = read_file_row(fr)
         if isinstance(got, str):

@@ -17,8 +17,11 @@ Blob layout (little-endian, stored as one zstd frame, level 3), version 1:
     u64 xxh3_64 of everything above
 
 A file is trusted when its (size, mtime_ns, ctime_ns, ino) equal the snapshot's and
-its mtime is older than `recorded_ns - racy_ns` (git's racy-timestamp rule: an edit in
-the same timestamp tick as the recording could keep the stat unchanged). A snapshot
+both its mtime and its ctime are older than `recorded_ns - racy_ns` (git's
+racy-timestamp rule: on a file system with coarse stamps, 1 s on ext4 with 128-byte
+inodes, ext3, HFS+, many NFS/SMB exports, an edit in the same tick as the recording
+keeps the stat unchanged; the ctime is checked too because `cp -p`, `touch -r`,
+`tar x` and `rsync -t` put back an old mtime, never an old ctime). A snapshot
 that fails its checksum or has another version is ignored: every file is re-read and
 re-hashed (entries are still found by key), and a fresh snapshot is written.
 
@@ -109,7 +112,8 @@ def file_stats(files: Sequence[FileRow]) -> np.ndarray:
 
 
 def trusted(snap: Snapshot | None, files: Sequence[FileRow], stats: np.ndarray, racy_ns: int) -> tuple[np.ndarray, np.ndarray]:
-    """(pos, ok): each file's row in the snapshot (-1: absent) and whether it is trusted."""
+    """(pos, ok): each file's row in the snapshot (-1: absent) and whether it is trusted
+    (module docstring: an unchanged stat, and max(mtime, ctime) < recorded - `racy_ns`)."""
     if snap is None or not files:
         return np.full(len(files), -1, dtype=np.int64), np.zeros(len(files), dtype=bool)
     relpaths = list(map(_RELPATH, files))
@@ -125,7 +129,7 @@ def trusted(snap: Snapshot | None, files: Sequence[FileRow], stats: np.ndarray, 
         & (snap.mtime[p] == stats[:, 1])
         & (snap.ctime[p] == stats[:, 2])
         & (snap.ino[p].view(np.int64) == stats[:, 3])
-        & (stats[:, 1] < snap.recorded[p] - racy_ns)
+        & (np.maximum(stats[:, 1], stats[:, 2]) < snap.recorded[p] - racy_ns)
     )
     return pos, ok
 
