@@ -185,3 +185,31 @@ def test_patterns_mean_what_pathspec_says(tmp_path: Path, include: list[str], ex
                      if inc.match_file("/".join([*parts, f])) and not exc.match_file("/".join([*parts, f]))]
     got = walk_sources([directive(root, include=include, exclude=exclude)], tmp_path).files
     assert sorted(f.relpath for f in got) == sorted(expected)
+
+
+def test_a_small_file_under_a_huge_cap_reads_its_own_size(tmp_path: Path):
+    """The read buffer is sized by the file, not by `max_bytes_per_file`."""
+    from dlm.rows.read import read_file_text
+    from dlm.rows.types import FileRow
+
+    small = tmp_path / "six.py"
+    small.write_text("x = 1\n")
+    row = FileRow(0, str(small), "six.py", 6, 0, 0, 0, 1 << 62)
+    got = read_file_text(row, 1 << 62)
+    assert not isinstance(got, str) and got.text == "x = 1\n"
+    assert read_file_text(row, 5) == "too-large"
+
+
+def test_a_file_that_reports_size_0_is_read_to_its_end_or_the_cap(monkeypatch: pytest.MonkeyPatch):
+    """/proc files report size 0 and have content: read in chunks up to the cap."""
+    from dlm.rows import read
+
+    proc = Path("/proc/self/cmdline")
+    if not proc.exists() or proc.stat().st_size != 0:
+        pytest.skip("no /proc file that reports size 0 here")
+    whole = proc.read_bytes()
+    monkeypatch.setattr(read, "READ_CHUNK", 3)
+    with open(proc, "rb") as fh:
+        assert read._read_capped(fh, 1 << 20) == whole
+    with open(proc, "rb") as fh:
+        assert read._read_capped(fh, 4) == whole[:5]

@@ -1,0 +1,47 @@
+"""Hostile documents, environment variables and remote URLs through `dlm cache ...`:
+each gives one clear line and exit 1, or a warning and exit 0 where the run can go on;
+never an unexpected error."""
+
+from __future__ import annotations
+
+import shutil
+import sysconfig
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dlm.cli.cache_cmd import cache_app
+
+runner = CliRunner()
+DLM_ID = "01JDCACHE00000000000000000"
+
+
+def write_doc(tmp_path: Path, source_lines: str = "", base_model: str = "smollm2-135m") -> Path:
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    src = tmp_path / "src"
+    if not src.exists():
+        src.mkdir()
+        for name in ("colorsys.py", "bisect.py"):
+            shutil.copy2(stdlib / name, src / name)
+    path = tmp_path / "doc.dlm"
+    path.write_text(
+        f"---\ndlm_id: {DLM_ID}\nbase_model: {base_model}\ntraining:\n"
+        f"  sources:\n    - path: {src}\n      include: ['*.py']\n{source_lines}---\n\n# Notes\n\nSome prose.\n"
+    )
+    return path
+
+
+def one_error_line(result, *needles: str) -> str:
+    """The command failed with exit 1 and one line on stderr that names every needle."""
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert "unexpected" not in lines[0] and all(n in lines[0] for n in needles), lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("cap", [60_000_000_000, 2**63 - 1, 2**63, 2**64])
+def test_a_huge_max_bytes_per_file_is_one_line(tmp_path: Path, smollm2_ref, cap: int):
+    doc = write_doc(tmp_path, f"      max_bytes_per_file: {cap}\n")
+    one_error_line(runner.invoke(cache_app, ["build", str(doc)]), "max_bytes_per_file")
