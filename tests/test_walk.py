@@ -213,3 +213,30 @@ def test_a_file_that_reports_size_0_is_read_to_its_end_or_the_cap(monkeypatch: p
         assert read._read_capped(fh, 1 << 20) == whole
     with open(proc, "rb") as fh:
         assert read._read_capped(fh, 4) == whole[:5]
+
+
+@pytest.mark.parametrize("change", ["removed", "replaced"])
+def test_a_link_changed_while_it_is_resolved_is_one_unreadable_skip(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str):
+    """The link is removed, or replaced by a regular file, between the lstat that found
+    it and the readlink that resolves it (here at exactly that moment, as a script
+    rewriting links hits it by chance): the walk counts it and goes on."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_text("a")
+    (root / "z.py").write_text("z")
+    link = root / "link.py"
+    link.symlink_to(root / "a.py")
+    real_readlink = os.readlink
+
+    def racing_readlink(path, *args, **kw):
+        if os.fspath(path) == str(link) and link.is_symlink():
+            link.unlink()
+            if change == "replaced":
+                link.write_text("now a file")
+        return real_readlink(path, *args, **kw)
+
+    monkeypatch.setattr(os, "readlink", racing_readlink)
+    result = walk_sources([directive(root)], tmp_path)
+    assert [f.relpath for f in result.files] == ["a.py", "z.py"]
+    assert result.skipped == Counter({"unreadable": 1})

@@ -329,7 +329,11 @@ class _DirectiveWalker:
             _, name, path, seen_key = item
             rel = rel_prefix + name
             if kind != DIR:  # a link (already matched by the patterns): never followed out of the root
-                real = os.path.realpath(path)
+                try:  # removed or replaced since it was listed: readlink fails (ENOENT, EINVAL)
+                    real = os.path.realpath(path)
+                except OSError:
+                    skipped["unreadable"] += 1
+                    continue
                 if not self._inside(real):
                     self._escape(rel, real)
                     continue
