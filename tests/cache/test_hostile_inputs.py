@@ -5,6 +5,7 @@ never an unexpected error."""
 from __future__ import annotations
 
 import shutil
+import socket
 import sysconfig
 from pathlib import Path
 
@@ -45,3 +46,29 @@ def one_error_line(result, *needles: str) -> str:
 def test_a_huge_max_bytes_per_file_is_one_line(tmp_path: Path, smollm2_ref, cap: int):
     doc = write_doc(tmp_path, f"      max_bytes_per_file: {cap}\n")
     one_error_line(runner.invoke(cache_app, ["build", str(doc)]), "max_bytes_per_file")
+
+
+def closed_port() -> int:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+def test_a_refused_ftp_remote_is_a_warning_and_the_build_goes_on(tmp_path: Path, smollm2_ref):
+    doc = write_doc(tmp_path)
+    result = runner.invoke(cache_app, ["build", str(doc), "--cache-remote", f"ftp://127.0.0.1:{closed_port()}/c"],
+                           env={"DLM_CACHE_REMOTE_TIMEOUT": "2"})
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if "cache remote unavailable" in line]
+    assert len(warnings) == 1 and "unexpected" not in result.output
+
+
+@pytest.mark.parametrize("value", ["abc", "nan", "inf", "-1", "0"])
+def test_a_bad_remote_timeout_is_one_line(tmp_path: Path, smollm2_ref, value: str):
+    doc = write_doc(tmp_path)
+    env = {"DLM_CACHE_REMOTE_TIMEOUT": value}
+    one_error_line(runner.invoke(cache_app, ["build", str(doc), "--cache-remote", str(tmp_path / "r")], env=env),
+                   "DLM_CACHE_REMOTE_TIMEOUT")
+    assert runner.invoke(cache_app, ["build", str(doc)], env=env).exit_code == 0  # no remote: not read

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import secrets
 import sqlite3
@@ -49,7 +50,8 @@ from dlm.errors import CacheError
 IDX_MAGIC = b"DLMRIDX1"
 PACK_BYTES = 16 << 20
 FETCH_BATCH = 8
-REMOTE_TIMEOUT_S = float(os.environ.get("DLM_CACHE_REMOTE_TIMEOUT", "30"))
+REMOTE_TIMEOUT_S = 30.0  # default deadline of one remote call; `DLM_CACHE_REMOTE_TIMEOUT` sets another
+MAX_REMOTE_TIMEOUT_S = 86400.0
 _FIELDS = (("offset", "<u8"), ("nbytes", "<u4"), ("ntokens", "<u4"), ("n_prompt", "<u4"),
            ("dtype", "u1"), ("checksum", "<i8"))
 T = TypeVar("T")
@@ -69,6 +71,29 @@ def resolve_remote(setting: str | None, override: str | None = None, base_dir: P
     if "://" not in url and base_dir is not None and not os.path.isabs(os.path.expanduser(url)):
         return str(base_dir / url)
     return os.path.expanduser(url) if "://" not in url else url
+
+
+def remote_timeout_s() -> float:
+    """The deadline of one remote call in seconds: `$DLM_CACHE_REMOTE_TIMEOUT`, else
+    `REMOTE_TIMEOUT_S`. Read when a remote is first used, so a bad value breaks no run
+    that has no remote.
+
+    Raises:
+        CacheError: the variable is not a number of seconds in (0, 86400].
+    """
+    raw = os.environ.get("DLM_CACHE_REMOTE_TIMEOUT", "").strip()
+    if not raw:
+        return REMOTE_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= MAX_REMOTE_TIMEOUT_S):
+        raise CacheError(
+            f"DLM_CACHE_REMOTE_TIMEOUT={raw!r}: should be a number of seconds above 0 and at most "
+            f"{MAX_REMOTE_TIMEOUT_S:g} (default {REMOTE_TIMEOUT_S:g}); fix or unset it"
+        )
+    return value
 
 
 def bounded(fn: Callable[[], T], timeout_s: float, what: str) -> T:
@@ -102,18 +127,31 @@ class RemoteStore:
     """Objects under one remote URL, through fsspec (see module docstring)."""
 
     def __init__(self, url: str, timeout_s: float | None = None) -> None:
-        import fsspec
+        """Open the file system of `url` under the deadline: many fsspec file systems
+        (ftp, hdfs, sftp, github) connect when they are made.
 
-        timeout_s = REMOTE_TIMEOUT_S if timeout_s is None else timeout_s
+        Raises:
+            RemoteUnavailable: the file system cannot be made (refused, silent past
+                the deadline, an unknown protocol, a missing driver).
+            CacheError: `DLM_CACHE_REMOTE_TIMEOUT` is not a valid number of seconds.
+        """
+        timeout_s = remote_timeout_s() if timeout_s is None else timeout_s
         self.url, self.timeout_s = url, timeout_s
         options: dict[str, Any] = {}
         if url.startswith(("s3://", "s3a://")):
             options = {"config_kwargs": {"connect_timeout": min(timeout_s, 10), "read_timeout": timeout_s,
                                          "retries": {"max_attempts": 2}}, "skip_instance_cache": True}
-        try:
-            self.fs, self.root = fsspec.core.url_to_fs(url, **options)
-        except (ImportError, ValueError) as exc:
-            raise RemoteUnavailable(f"{url}: cannot open this remote ({exc}); for s3:// install dlm[s3]") from None
+
+        def open_fs() -> tuple[Any, str]:
+            import fsspec
+
+            try:
+                return fsspec.core.url_to_fs(url, **options)
+            except ImportError as exc:
+                raise RemoteUnavailable(
+                    f"{url}: cannot open this remote ({exc}); for s3:// install dlm[s3]") from None
+
+        self.fs, self.root = bounded(open_fs, timeout_s, f"{url}: opening the remote")
         self.root = self.root.rstrip("/")
         self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
 
