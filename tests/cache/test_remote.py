@@ -312,3 +312,23 @@ def test_a_bad_remote_timeout_is_one_error_naming_the_variable(tree: Path, tmp_p
         run_home(tmp_path / "h", rows, str(tmp_path / "remote"))
     got, _ = run_home(tmp_path / "h2", rows, None)  # no remote: the variable is never read
     assert same_rows(got, plain(rows))
+
+
+def test_junk_index_objects_are_reported_once_and_not_fetched_again(tree: Path, tmp_path: Path):
+    """300 junk objects under index/: one warning line on the first run, none and no
+    fetch of them after; one rewritten at another size is looked at again."""
+    url = str(tmp_path / "remote")
+    rows = row_set(tree)
+    run_home(tmp_path / "h1", rows, url)
+    index = Path(url) / "index"
+    for i in range(300):
+        (index / f"{i:064x}.idx").write_bytes(b"junk %d" % i)
+    got, rep = run_home(tmp_path / "h2", rows, url)
+    assert same_rows(got, plain(rows)) and rep.remote[0].entries == len(got)
+    junk = [w for w in rep.warnings if "index" in w]
+    assert len(junk) == 1 and "300 damaged or foreign index objects" in junk[0]
+    got, rep = run_home(tmp_path / "h2", rows, url, run_id="r2")
+    assert rep.warnings == [] and rep.remote[0].rejected == 0
+    (index / f"{7:064x}.idx").write_bytes(b"other junk, longer")
+    _, rep = run_home(tmp_path / "h2", rows, url, run_id="r3")
+    assert rep.remote[0].rejected == 1 and "1 damaged or foreign" in rep.warnings[0]

@@ -19,7 +19,9 @@ a truncated, foreign, bit-flipped or overwritten object is a miss and a warning,
 never wrong ids. Only entries travel; stat snapshots name one machine's paths.
 
 Local bookkeeping lives in the store's index (`remotes`, `remote_seen`: index objects
-already read, `remote_entries`: what each remote holds). Every remote call runs under
+already read, `remote_entries`: what each remote holds, `remote_rejected`: index objects
+that failed their check, with their size: not fetched again while the remote lists them
+at that size, and reported in one line when first met). Every remote call runs under
 a deadline (`REMOTE_TIMEOUT_S`); a remote that does not answer, or fails, gives one
 warning and the run goes on with the local store alone.
 """
@@ -158,13 +160,16 @@ class RemoteStore:
     def _path(self, name: str) -> str:
         return f"{self.root}/{name}"
 
-    def list_indexes(self) -> list[str]:
-        def run() -> list[str]:
+    def list_indexes(self) -> dict[str, int]:
+        """Index object name -> size in bytes (-1 when the remote does not say), by name."""
+        def run() -> dict[str, int]:
             try:
-                found = self.fs.ls(self._path("index"), detail=False)
+                found = self.fs.ls(self._path("index"), detail=True)
             except FileNotFoundError:
-                return []
-            return sorted(p.rsplit("/", 1)[-1] for p in found if p.endswith(".idx"))
+                return {}
+            sizes = {str(info["name"]).rstrip("/").rsplit("/", 1)[-1]: info.get("size") for info in found}
+            return {name: int(size) if isinstance(size, int) else -1
+                    for name, size in sorted(sizes.items()) if name.endswith(".idx")}
 
         return bounded(run, self.timeout_s, f"{self.url}: listing index/")
 
@@ -298,20 +303,45 @@ class RemoteTier:
         if not self.alive or self.remote is None:
             return 0
         try:
-            names = self.remote.list_indexes()
+            listed = self.remote.list_indexes()
             seen = {n for (n,) in self.conn.execute("SELECT name FROM remote_seen WHERE remote = ?", (self.rid,))}
-            self._forget_gone(seen - set(names))
-            new = [n for n in names if n not in seen]
-            added = 0
+            self._forget_gone(seen - set(listed))
+            rejected = dict(self.conn.execute(
+                "SELECT name, size FROM remote_rejected WHERE remote = ?", (self.rid,)).fetchall())
+            new = [n for n, size in listed.items() if n not in seen and rejected.get(n) != size]
+            added, unread, bad = 0, 0, []
             for start in range(0, len(new), FETCH_BATCH * 8):
                 chunk = new[start : start + FETCH_BATCH * 8]
                 for name, blob in self.remote.fetch([f"index/{n}" for n in chunk]).items():
-                    added += self._admit_index(name.rsplit("/", 1)[-1], blob)
+                    got = self._admit_index(name.rsplit("/", 1)[-1], blob)
+                    added += got > 0
+                    if got < 0 and blob is None:
+                        unread += 1
+                    elif got < 0:
+                        bad.append((name.rsplit("/", 1)[-1], len(blob)))
         except RemoteUnavailable as exc:
             self._down(exc)
             return 0
+        self._reject(bad, set(listed))
+        if unread:
+            self.warn(f"{self.url}/index/: {unread} index objects could not be read; tried again next run")
         self.synced = True
         return added
+
+    def _reject(self, bad: list[tuple[str, int]], listed: set[str]) -> None:
+        """Remember index objects that failed their check (by name and size: one
+        rewritten at another size is fetched again) and report them in one line; forget
+        those no longer listed."""
+        with write_tx(self.conn):
+            self.conn.executemany("INSERT OR REPLACE INTO remote_rejected VALUES (?, ?, ?)",
+                                  [(self.rid, name, size) for name, size in bad])
+            gone = [(self.rid, n) for (n,) in self.conn.execute(
+                "SELECT name FROM remote_rejected WHERE remote = ?", (self.rid,)) if n not in listed]
+            self.conn.executemany("DELETE FROM remote_rejected WHERE remote = ? AND name = ?", gone)
+        if bad:
+            more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+            self.warn(f"{self.url}/index/: {len(bad)} damaged or foreign index objects ignored (misses, never "
+                      f"wrong ids; not fetched again while unchanged): {bad[0][0]}{more}")
 
     def _forget_gone(self, gone: set[str]) -> None:
         """Index objects no longer listed (the remote was emptied or recreated): what they
@@ -324,11 +354,12 @@ class RemoteTier:
                 self.conn.execute("DELETE FROM remote_seen WHERE remote = ? AND name = ?", (self.rid, name))
 
     def _admit_index(self, name: str, blob: bytes | None) -> int:
+        """1: admitted; -1: missing, unreadable, damaged or foreign (counted in
+        `pulled.rejected`; the caller reports it)."""
         index = decode_index(blob) if blob is not None and sha256_hex(blob) == name.removesuffix(".idx") else None
         if index is None:
             self.pulled.rejected += 1
-            self.warn(f"{self.url}/index/{name}: damaged or foreign index object; ignored (a miss, never wrong ids)")
-            return 0
+            return -1
         toks = np.array([tokenizer_id(self.conn, sha) for sha in index.tokenizers], dtype=np.int64)
         order = np.lexsort(index.keys.T[::-1])  # key order: B-tree inserts stay sequential
         keys = index.keys[order].tobytes()

@@ -30,7 +30,9 @@ recorded in `migrations`, so an old index upgrades in place and a blank one is b
                                                           -- the run's key list, to skip an
                                                           -- unchanged rewrite
     store_meta(k TEXT PK, v)                              -- 'uuid': the store's identity
-    remotes, remote_seen, remote_entries                  -- the remote tier, dlm.cache.remote
+    remotes, remote_seen, remote_entries,                 -- the remote tier, dlm.cache.remote
+    remote_rejected(remote, name, size)                   -- index objects that failed their
+                                                          -- check, not fetched again at that size
 
 Writes run in `BEGIN IMMEDIATE` transactions; `totals` and `segments.live_*` are
 updated by triggers in the same transaction as the entry change, so the byte total is
@@ -203,6 +205,13 @@ MIGRATIONS.append((
     # a warm run's keys are usually the run before's: their digest skips the rewrite
     "009-doc-refs-digest",
     "ALTER TABLE doc_refs ADD COLUMN keys_xxh3 BLOB;",
+))
+
+MIGRATIONS.append((
+    # a damaged or foreign index object is fetched and reported once, not on every run
+    "010-remote-rejected",
+    "CREATE TABLE remote_rejected(remote INTEGER NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL,"
+    " PRIMARY KEY (remote, name));",
 ))
 
 STATE_NAME = "state.sqlite"
