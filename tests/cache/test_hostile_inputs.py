@@ -4,8 +4,11 @@ never an unexpected error."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
+import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -16,6 +19,7 @@ from dlm.cli.cache_cmd import cache_app
 
 runner = CliRunner()
 DLM_ID = "01JDCACHE00000000000000000"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def write_doc(tmp_path: Path, source_lines: str = "", base_model: str = "smollm2-135m") -> Path:
@@ -72,3 +76,26 @@ def test_a_bad_remote_timeout_is_one_line(tmp_path: Path, smollm2_ref, value: st
     one_error_line(runner.invoke(cache_app, ["build", str(doc), "--cache-remote", str(tmp_path / "r")], env=env),
                    "DLM_CACHE_REMOTE_TIMEOUT")
     assert runner.invoke(cache_app, ["build", str(doc)], env=env).exit_code == 0  # no remote: not read
+
+
+def test_a_cache_warning_is_printed_once(tmp_path: Path, smollm2_ref):
+    """In a real process (no test logging capture): the CLI's `warning:` line only."""
+    doc = write_doc(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HF_HUB_OFFLINE": "1",
+           "DLM_HOME": str(tmp_path / "home"), "DLM_CACHE_REMOTE_TIMEOUT": "2"}
+    done = subprocess.run(
+        [sys.executable, "-m", "dlm", "cache", "build", str(doc), "--json",
+         "--cache-remote", f"ftp://127.0.0.1:{closed_port()}/c"],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("cache remote unavailable") == 1, done.stderr
+
+
+def test_a_push_to_an_unusable_remote_is_an_error_that_does_not_say_continuing(tmp_path: Path, smollm2_ref):
+    doc = write_doc(tmp_path)
+    assert runner.invoke(cache_app, ["build", str(doc)]).exit_code == 0
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    line = one_error_line(runner.invoke(cache_app, ["push", str(doc), "--cache-remote", str(blocker / "remote")]),
+                          "cache remote unavailable", "push did not complete")
+    assert "continuing" not in line

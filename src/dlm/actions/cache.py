@@ -210,7 +210,8 @@ def _move(path: DocPath, override: str | None, push: bool) -> RemoteResult:
     finally:
         conn.close()
     if not tier.alive:
-        raise CacheError(warnings[-1] if warnings else f"{url}: cache remote unavailable")
+        raise CacheError(f"cache remote unavailable ({tier.failure}); the {'push' if push else 'pull'} did not "
+                         "complete: check the URL, its credentials and the network")
     return RemoteResult(url, counts.entries, counts.objects, counts.bytes, counts.rejected, counts.seconds, warnings)
 
 

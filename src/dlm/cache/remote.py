@@ -282,6 +282,7 @@ class RemoteTier:
         self.url, self.conn, self.store_dir, self.warn = url, conn, Path(store_dir), warn
         self.writer = writer
         self.alive = True
+        self.failure: str | None = None  # why the remote is down, once it is
         self.pulled, self.pushed = RemoteCounts(), RemoteCounts()
         try:
             self.remote: RemoteStore | None = RemoteStore(url, timeout_s)
@@ -295,6 +296,7 @@ class RemoteTier:
 
     def _down(self, exc: Exception) -> None:
         if self.alive:
+            self.failure = str(exc)
             self.warn(f"cache remote unavailable, continuing with the local store only ({exc})")
         self.alive = False
 

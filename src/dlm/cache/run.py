@@ -105,13 +105,17 @@ class CacheRunReport:
     remote: tuple[RemoteCounts, RemoteCounts] | None = None  # (pulled, pushed) when a remote is set
 
     def warn(self, message: str) -> None:
+        """A problem the run went on past: kept in `warnings`, which the caller renders
+        once the call returns (not logged too: a CLI would print it twice)."""
         self.warnings.append(message)
-        log.warning(message)
 
     def bad_entry(self, message: str) -> None:
-        """A damaged entry met while reading (counted in `corrupt`)."""
+        """A damaged entry met while reading (counted in `corrupt`). Reads are lazy and
+        may come after the caller rendered `warnings` (a training run reads as it
+        trains), so this one is also logged to `dlm.cache`."""
         self.corrupt += 1
-        self.warn(message)
+        self.warnings.append(message)
+        log.warning(message)
 
 
 @dataclass(frozen=True)
