@@ -166,3 +166,46 @@ def test_errors_in_the_match_functions_propagate(odd_tree: Path):
         decided([str(odd_tree)], ListRules(broken, bool, 0, 64))
     with pytest.raises(TypeError, match="tuple subclass"):
         nativelist._fastlist.decide_dirs([], [], 1, bool, bool, 0, 1, dict, None, None)
+
+
+@pytest.fixture
+def looping_links(tmp_path: Path) -> Path:
+    """Links whose target cannot be stat-ed (ELOOP): one looping inside the root, one
+    leaving the root into a loop, beside a plain file."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.py").write_text("a")
+    (root / "loop.py").symlink_to(root / "loop.py")
+    outside = tmp_path / "out"
+    outside.mkdir()
+    (outside / "spin.py").symlink_to(outside / "spin.py")
+    (root / "esc.py").symlink_to(outside / "spin.py")
+    return root
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_links_that_cannot_be_stat_ed_are_decided_alike(looping_links: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         strict: bool):
+    """Excluded: never counted or refused, by either lister. Included: the same skips
+    (the escaping one refused with --strict) by both."""
+    from dlm.errors import SourceError
+
+    excluded = [directive(looping_links, exclude=["loop.py", "esc.py"])]
+    native = walk_sources(excluded, looping_links, strict=strict)
+    with monkeypatch.context() as m:
+        m.setattr(nativelist, "_fastlist", None)
+        python = walk_sources(excluded, looping_links, strict=strict)
+    for got in (native, python):
+        assert [f.relpath for f in got.files] == ["a.py"] and not got.skipped
+
+    included = [directive(looping_links)]
+    if strict:
+        with pytest.raises(SourceError, match="esc.py"):
+            walk_sources(included, looping_links, strict=True)
+        with monkeypatch.context() as m, pytest.raises(SourceError, match="esc.py"):
+            m.setattr(nativelist, "_fastlist", None)
+            walk_sources(included, looping_links, strict=True)
+        return
+    native, python = both_ways(monkeypatch, included, looping_links)
+    assert native == python
+    assert native[1] == {"escapes-root": 1, "unreadable": 1}
