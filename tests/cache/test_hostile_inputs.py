@@ -99,3 +99,23 @@ def test_a_push_to_an_unusable_remote_is_an_error_that_does_not_say_continuing(t
     line = one_error_line(runner.invoke(cache_app, ["push", str(doc), "--cache-remote", str(blocker / "remote")]),
                           "cache remote unavailable", "push did not complete")
     assert "continuing" not in line
+
+
+def test_a_hand_edited_export_is_one_line(tmp_path: Path, smollm2_ref):
+    import json
+
+    import xxhash
+    from test_hand_edited_export import members_of, write_tar
+
+    doc = write_doc(tmp_path)
+    assert runner.invoke(cache_app, ["build", str(doc)]).exit_code == 0
+    assert runner.invoke(cache_app, ["export", str(doc), str(tmp_path / "x.tar")]).exit_code == 0
+    members = members_of(tmp_path / "x.tar")
+    lines = [json.loads(x) for x in members["entries.jsonl"].splitlines()]
+    lines[0]["nbytes"] = 10**15
+    members["entries.jsonl"] = ("\n".join(json.dumps(x) for x in lines) + "\n").encode()
+    manifest = json.loads(members["manifest.json"])
+    manifest["entries_xxh3_64"] = xxhash.xxh3_64_hexdigest(members["entries.jsonl"])
+    members["manifest.json"] = json.dumps(manifest).encode()
+    edited = write_tar(tmp_path / "edited.tar", members)
+    one_error_line(runner.invoke(cache_app, ["import", str(doc), str(edited)]), "nbytes", "line 1")
