@@ -4,6 +4,7 @@ never an unexpected error."""
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import socket
@@ -119,3 +120,57 @@ def test_a_hand_edited_export_is_one_line(tmp_path: Path, smollm2_ref):
     members["manifest.json"] = json.dumps(manifest).encode()
     edited = write_tar(tmp_path / "edited.tar", members)
     one_error_line(runner.invoke(cache_app, ["import", str(doc), str(edited)]), "nbytes", "line 1")
+
+
+@pytest.fixture
+def read_only_view(tmp_path: Path):
+    """A read-only bind mount of a folder (root and mount needed; skipped elsewhere)."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("needs root and mount for a read-only bind mount")
+    made: list[Path] = []
+
+    def view(folder: Path) -> Path:
+        target = tmp_path / f"ro-{len(made)}"
+        target.mkdir()
+        ok = subprocess.run(["mount", "--bind", str(folder), str(target)], capture_output=True).returncode == 0
+        if not ok or subprocess.run(["mount", "-o", "remount,bind,ro", str(target)],
+                                    capture_output=True).returncode != 0:
+            if ok:
+                subprocess.run(["umount", str(target)], capture_output=True)
+            pytest.skip("cannot make a read-only bind mount here")
+        made.append(target)
+        return target
+
+    yield view
+    gc.collect()  # connections left open on the view by the command run in this process
+    for target in made:
+        subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+def test_show_on_a_read_only_cache_reports_its_entries(tmp_path: Path, smollm2_ref, read_only_view,
+                                                       monkeypatch: pytest.MonkeyPatch):
+    import json
+
+    doc = write_doc(tmp_path)
+    built = runner.invoke(cache_app, ["build", str(doc), "--json"])
+    assert built.exit_code == 0
+    gc.collect()  # the build's connections close: SQLite removes the -wal and -shm files
+    home = Path(os.environ["DLM_HOME"])
+    assert not list(home.glob("cache/*-shm"))
+    monkeypatch.setenv("DLM_HOME", str(read_only_view(home)))
+    shown = runner.invoke(cache_app, ["show", str(doc), "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["entry_count"] == json.loads(built.stdout)["rows"] > 0
+
+
+def test_show_on_an_unreadable_index_is_one_line(tmp_path: Path, smollm2_ref):
+    import json
+
+    doc = write_doc(tmp_path)
+    assert runner.invoke(cache_app, ["build", str(doc)]).exit_code == 0
+    index = Path(json.loads(runner.invoke(cache_app, ["show", str(doc), "--json"]).stdout)["path"]) / "index.sqlite"
+    gc.collect()
+    for extra in ("-wal", "-shm"):
+        Path(f"{index}{extra}").unlink(missing_ok=True)
+    index.write_bytes(b"garbage" * 1000)
+    one_error_line(runner.invoke(cache_app, ["show", str(doc)]), "index.sqlite")

@@ -59,8 +59,12 @@ def cache_show(path: DocPath) -> dict[str, Any] | None:
 
     Raises:
         DocError: the document cannot be parsed.
+        CacheError: the index exists but cannot be read (never reported as 0 entries).
     """
-    return _summary(open_document(path)[1])
+    summary = _summary(open_document(path)[1])
+    if summary is not None and summary["error"]:
+        raise CacheError(summary["error"])
+    return summary
 
 
 def document_cache_summary(store: Store) -> dict[str, Any] | None:

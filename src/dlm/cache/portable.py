@@ -227,7 +227,7 @@ def _valid(src: Path, member: str, parse: Any) -> Any:
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = list(first["loc"])
-        where = f"line {loc.pop(0) + 1}" if member == "entries.jsonl" and loc and isinstance(loc[0], int) else ""
+        where = f"line {int(loc.pop(0)) + 1}" if member == "entries.jsonl" and loc and isinstance(loc[0], int) else ""
         field = ".".join(str(p) for p in loc) or "(the whole value)"
         raise CacheError(
             f"{src}: not a valid dlm cache export: {member} {where + ' ' if where else ''}{field}: {first['msg']}; "

@@ -319,7 +319,7 @@ class RemoteTier:
                     added += got > 0
                     if got < 0 and blob is None:
                         unread += 1
-                    elif got < 0:
+                    elif got < 0 and blob is not None:
                         bad.append((name.rsplit("/", 1)[-1], len(blob)))
         except RemoteUnavailable as exc:
             self._down(exc)

@@ -317,6 +317,33 @@ def connect(
     return conn
 
 
+def connect_readonly(cache_dir: Path, name: str = INDEX_NAME) -> sqlite3.Connection:
+    """Open an existing index (or a document's state, `name=STATE_NAME`) to read only:
+    no folder made, no migration applied, nothing written, so a cache on a read-only
+    mount or in a folder this user cannot write is still read. SQLite opens a WAL
+    database `mode=ro` only where it can share the `-shm` file; where it cannot (no
+    writer has it open and the folder is read-only) it is opened `immutable=1`: nobody
+    can be writing it then.
+
+    Raises:
+        CacheError: the file is missing, not a SQLite database, or cannot be read.
+    """
+    path = Path(cache_dir) / name
+    uri = path.absolute().as_uri()
+    last: sqlite3.Error | None = None
+    for mode in ("mode=ro", "immutable=1"):
+        conn = None
+        try:
+            conn = sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.Error as exc:
+            last = exc
+            if conn is not None:
+                conn.close()
+    raise CacheError(f"{path}: cannot read the cache index ({last}); check that it exists and is readable")
+
+
 class CacheIndexCorrupt(CacheError):
     """The index file is not a readable SQLite database (damaged or overwritten)."""
 
