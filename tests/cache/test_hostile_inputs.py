@@ -174,3 +174,18 @@ def test_show_on_an_unreadable_index_is_one_line(tmp_path: Path, smollm2_ref):
         Path(f"{index}{extra}").unlink(missing_ok=True)
     index.write_bytes(b"garbage" * 1000)
     one_error_line(runner.invoke(cache_app, ["show", str(doc)]), "index.sqlite")
+
+
+def test_a_missing_source_path_is_reported_before_any_model_work(tmp_path: Path):
+    doc = write_doc(tmp_path)
+    doc.write_text(doc.read_text().replace(f"path: {tmp_path / 'src'}", "path: ./no-such-folder"))
+    line = one_error_line(runner.invoke(cache_app, ["build", str(doc)]), "training.sources[0].path", "does not exist")
+    assert line.split("error: ", 1)[-1].startswith(f"{doc}:6:13: ")
+    assert not (Path(os.environ["DLM_HOME"]) / "models").exists(), "the base model was converted first"
+
+
+def test_a_misspelled_base_model_names_its_line(tmp_path: Path):
+    doc = write_doc(tmp_path, base_model="smollm2-13m")
+    line = one_error_line(runner.invoke(cache_app, ["build", str(doc)]), "base_model", "smollm2-135m")
+    assert f"{doc}:3:13" in line
+    assert not (Path(os.environ["DLM_HOME"]) / "models").exists()

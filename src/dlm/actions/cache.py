@@ -141,15 +141,18 @@ def cache_build(
     `remote`: the remote tier (overrides `$DLM_CACHE_REMOTE` and `training.cache.remote`).
 
     Raises:
-        SourceError: a `training.sources` directive cannot be walked.
+        SourceError: a `training.sources` directive cannot be walked (a missing root is
+            reported before any model work, `dlm.rows.build.check_inputs`).
+        BaseModelError: the base model spec is unknown or cannot be resolved.
         CacheError: the cache cannot be written.
     """
     from ulid import ULID
 
     from dlm.cache.remote import resolve_remote
-    from dlm.rows.build import build_rows
+    from dlm.rows.build import build_rows, check_inputs
 
     doc, store = open_document(path)
+    check_inputs(doc)  # a bad source path or base_model is one line before any model work
     _, tokenizer, sha = base_tokenizer(doc)
     built = build_rows(doc, tokenizer)
     tokenizer.save()  # chat-template renderings, so the next warm build loads no tokenizer

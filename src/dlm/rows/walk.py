@@ -194,10 +194,14 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _walk_directive(
-    index: int, directive: Any, base_dir: Path, strict: bool, doc_name: str, result: WalkResult
-) -> None:
-    where = f"{doc_name}: training.sources[{index}]"
+def directive_root(directive: Any, base_dir: Path, where: str) -> tuple[Path, _Matcher, _Matcher]:
+    """(root folder, include matcher, exclude matcher) of one directive, checked;
+    `where` names it in messages (`doc.dlm: training.sources[0]`). Reads no folder.
+
+    Raises:
+        SourceError: the root does not exist or is not a folder; a pattern is invalid
+            or has a `..` segment.
+    """
     root = expand_source_path(directive.path, base_dir)
     if not root.exists():
         raise SourceError(
@@ -206,11 +210,19 @@ def _walk_directive(
         )
     if not root.is_dir():
         raise SourceError(f"{where}.path: {root} is not a folder; point it at a directory")
+    return root, _matcher(directive.include, f"{where}.include"), _matcher(directive.exclude, f"{where}.exclude")
+
+
+def _walk_directive(
+    index: int, directive: Any, base_dir: Path, strict: bool, doc_name: str, result: WalkResult
+) -> None:
+    where = f"{doc_name}: training.sources[{index}]"
+    root, include, exclude = directive_root(directive, base_dir, where)
     walker = _DirectiveWalker(
         index=index,
         root=root,
-        include=_matcher(directive.include, f"{where}.include"),
-        exclude=_matcher(directive.exclude, f"{where}.exclude"),
+        include=include,
+        exclude=exclude,
         max_bytes=directive.max_bytes_per_file,
         max_files=directive.max_files,
         strict=strict,
