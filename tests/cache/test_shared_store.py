@@ -163,7 +163,7 @@ def test_a_real_cache_migrates_on_first_open_and_stays_warm(tree: Path, store: P
 
 
 def _count_reads(monkeypatch) -> list[str]:
-    import dlm.cache.run as cache_run
+    import dlm.cache.admit as cache_run
 
     seen: list[str] = []
     real = cache_run.read_file_row

@@ -1,6 +1,6 @@
 """`CachedRowTokenizer`: the tokenize seam backed by the tokenized-section cache.
 
-One tokenize session (`dlm.cache.run`), in two phases:
+One tokenize session (`dlm.cache.session`), in two phases:
 
 1. Resolve without reading. Text rows get their `row_key` from their text and their
    entries by key from the index. File rows are matched, vectorized, against the stat
@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from dlm.cache.run import (
+from dlm.cache.session import (
     BATCH_BYTES,
     BATCH_ROWS,
     DEFAULT_MAX_BYTES,
