@@ -319,14 +319,11 @@ def connect(
 
 def connect_readonly(cache_dir: Path, name: str = INDEX_NAME) -> sqlite3.Connection:
     """Open an existing index (or a document's state, `name=STATE_NAME`) to read only:
-    no folder made, no migration applied, nothing written, so a cache on a read-only
-    mount or in a folder this user cannot write is still read. SQLite opens a WAL
-    database `mode=ro` only where it can share the `-shm` file; where it cannot (no
-    writer has it open and the folder is read-only) it is opened `immutable=1`: nobody
-    can be writing it then.
+    nothing made, migrated or written, so a cache on a read-only mount is still read.
+    A WAL database opens `mode=ro` only where its `-shm` file can be shared; where it
+    cannot (read-only folder, no writer) it opens `immutable=1`: nobody is writing it.
 
-    Raises:
-        CacheError: the file is missing, not a SQLite database, or cannot be read.
+    Raises CacheError: the file is missing, not a SQLite database, or cannot be read.
     """
     path = Path(cache_dir) / name
     uri = path.absolute().as_uri()
