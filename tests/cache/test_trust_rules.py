@@ -115,3 +115,39 @@ def test_racy_rewrite_on_a_one_second_file_system(coarse_fs: Path, cache_dir: Pa
     assert [tuple(f) for f in after] == [tuple(f) for f in before]  # the stat cannot tell
     got = cached(cache_dir, clock=time.time_ns).tokenize(RowSet([], after))
     assert all_ids(got) == all_ids(PlainRowTokenizer(FakeTokenizer(), FAKE_SHA).tokenize(RowSet([], after)))
+
+
+def coarse_rows(root: Path) -> list:
+    """FileRows as a file system with 1-second stamps shows them (times floored)."""
+    return [f._replace(mtime_ns=f.mtime_ns // 10**9 * 10**9, ctime_ns=f.ctime_ns // 10**9 * 10**9)
+            for f in file_rows(root)]
+
+
+@pytest.mark.slow
+def test_stale_ids_fuzz_on_one_second_stamps(tmp_path: Path, cache_dir: Path):
+    """Random same-size rewrites with the mtime put back, appends and touches, between
+    runs at random moments, seen with 1-second stamps: every run gives the ids the
+    uncached path gives."""
+    import random
+
+    rng = random.Random(7)
+    root = tmp_path / "src"
+    for i in range(2):
+        (root / f"f{i}.py").parent.mkdir(parents=True, exist_ok=True)
+        (root / f"f{i}.py").write_text(f"v0 {i}\n")
+        os.utime(root / f"f{i}.py", ns=(OLD_NS, OLD_NS))
+    for step in range(60):
+        victim = root / f"f{rng.randrange(2)}.py"
+        op = rng.choice(["rewrite", "rewrite", "rewrite", "append", "touch", "none"])
+        if op == "rewrite":
+            text = victim.read_text()
+            victim.write_text(f"v{step % 10}" + text[2:])
+            os.utime(victim, ns=(OLD_NS, OLD_NS))
+        elif op == "append":
+            victim.write_text(victim.read_text() + "x\n")
+        elif op == "touch":
+            os.utime(victim, ns=(OLD_NS + step * 10**9, OLD_NS + step * 10**9))
+        rows = RowSet([], coarse_rows(root))
+        got = cached(cache_dir, clock=time.time_ns).tokenize(rows)
+        assert all_ids(got) == all_ids(PlainRowTokenizer(FakeTokenizer(), FAKE_SHA).tokenize(rows)), step
+        time.sleep(rng.choice([0.0, 0.0, 0.0, 0.3, 1.1, 2.5]))
