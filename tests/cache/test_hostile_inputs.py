@@ -70,7 +70,7 @@ def test_a_refused_ftp_remote_is_a_warning_and_the_build_goes_on(tmp_path: Path,
     assert len(warnings) == 1 and "unexpected" not in result.output
 
 
-@pytest.mark.parametrize("value", ["abc", "nan", "inf", "-1", "0"])
+@pytest.mark.parametrize("value", ["abc", "-1"])  # every bad kind: tests/cache/test_remote.py
 def test_a_bad_remote_timeout_is_one_line(tmp_path: Path, smollm2_ref, value: str):
     doc = write_doc(tmp_path)
     env = {"DLM_CACHE_REMOTE_TIMEOUT": value}
