@@ -10,6 +10,7 @@ is the serve engine's (`dlm.serve.run`).
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,12 +20,22 @@ from dlm.defaults import DEFAULT_HOST, DEFAULT_MAX_QUEUE, DEFAULT_PORT, DEFAULT_
 from dlm.doc import Document
 from dlm.errors import ServeError
 from dlm.serve.app import DEFAULT_MAX_BODY_BYTES, create_app
-from dlm.serve.run import bind_warning, serve_forever
+from dlm.serve.run import Stoppable, bind_socket, bind_warning, serve_forever, socket_url
 from dlm.serve.tokcache import TokenizerCacheConfig, merge_config
 from dlm.serve.warm import warm_start
 
 _CONFIG_KEYS = frozenset({"tokenizer_cache"})
-__all__ = ["ServeOptions", "bind_warning", "build_app", "read_config_file", "resolve_cache_config", "serve_forever"]
+__all__ = [
+    "BuiltServer",
+    "ServeOptions",
+    "bind_socket",
+    "bind_warning",
+    "build_app",
+    "read_config_file",
+    "resolve_cache_config",
+    "run_server",
+    "socket_url",
+]
 
 
 @dataclass(frozen=True)
@@ -89,7 +100,16 @@ def resolve_cache_config(doc: Document, options: ServeOptions) -> TokenizerCache
     return merge_config(*layers)
 
 
-def build_app(options: ServeOptions) -> Any:
+@dataclass(frozen=True)
+class BuiltServer:
+    """A server ready to run: the app, what to stop with it, and start-up warnings."""
+
+    app: Any
+    stopping: Stoppable
+    warnings: tuple[str, ...] = ()
+
+
+def build_app(options: ServeOptions) -> BuiltServer:
     """Load the document, its base model and adapter, and build the app.
 
     Raises:
@@ -101,4 +121,12 @@ def build_app(options: ServeOptions) -> Any:
     doc = load_document(Path(options.path))
     config = resolve_cache_config(doc, options)
     engine, cached = warm_start(load_inference(doc, use_adapter=options.use_adapter), config)
-    return create_app(engine, max_body_bytes=options.max_body_bytes, max_queue=options.max_queue, cached=cached)
+    app = create_app(engine, max_body_bytes=options.max_body_bytes, max_queue=options.max_queue, cached=cached)
+    refused = cached.stats().l1_refused
+    warnings = (f"tokenizer cache L1 is off for this tokenizer: {refused}",) if refused else ()
+    return BuiltServer(app, app.state.generation, warnings)
+
+
+def run_server(built: BuiltServer, sock: socket.socket, options: ServeOptions) -> None:
+    """Serve `built` on the bound `sock` until SIGTERM or Ctrl-C (`dlm.serve.run.serve_forever`)."""
+    serve_forever(built.app, sock, shutdown_timeout=options.shutdown_timeout, stopping=built.stopping)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from dlm.cli.common import DocArg
 from dlm.cli.reporter import console, reported, warn_line
@@ -86,7 +87,7 @@ def serve(
     ] = DEFAULT_SHUTDOWN_TIMEOUT,
 ) -> None:
     """Serve the base model with the document's current adapter (OpenAI-compatible API)."""
-    from dlm.actions.serving import ServeOptions, bind_warning, build_app, serve_forever
+    from dlm.actions.serving import ServeOptions, bind_socket, bind_warning, build_app, run_server, socket_url
 
     flags = {
         "enable_l0": enable_l0,
@@ -109,9 +110,10 @@ def serve(
     warning = bind_warning(host)
     if warning:
         warn_line(warning)
-    app = build_app(options)
-    stats = app.state.cached_tokenizer.stats()
-    if stats.l1_refused:
-        warn_line(f"tokenizer cache L1 is off for this tokenizer: {stats.l1_refused}")
-    console.print(f"serving [bold]{path}[/] on http://{host}:{port}/v1 (Ctrl-C to stop)")
-    serve_forever(app, host, port, shutdown_timeout)
+    sock = bind_socket(host, port)  # a busy port fails here, before the model loads
+    with sock:
+        built = build_app(options)
+        for line in built.warnings:
+            warn_line(line)
+        console.print(f"serving [bold]{escape(str(path))}[/] on {escape(socket_url(sock))}/v1 (Ctrl-C to stop)")
+        run_server(built, sock, options)

@@ -30,6 +30,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from dlm.defaults import DEFAULT_MAX_QUEUE
+from dlm.serve.limits import DEFAULT_BODY_TIMEOUT
 from dlm.serve.generation import (
     Cancelled,
     Done,
@@ -67,6 +68,7 @@ def create_app(
     context_len: int | None = None,
     max_queue: int = DEFAULT_MAX_QUEUE,
     cached: CachedTokenizer | None = None,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
 ) -> FastAPI:
     """Build the app serving `engine`.
 
@@ -95,7 +97,7 @@ def create_app(
     app.state.cached_tokenizer = cache
     app.state.metrics = metrics
     app.state.generation = generation
-    app.add_middleware(GuardMiddleware, max_body_bytes=max_body_bytes, metrics=metrics)
+    app.add_middleware(GuardMiddleware, max_body_bytes=max_body_bytes, body_timeout=body_timeout, metrics=metrics)
     install_error_handlers(app)
 
     def wrong_model(name: str | None) -> JSONResponse | None:
@@ -124,16 +126,21 @@ def create_app(
 
     @app.exception_handler(TemplateRefused)
     async def _refused(_: Request, exc: TemplateRefused) -> JSONResponse:
-        return JSONResponse(error_body(str(exc), param=exc.param), status_code=422)
+        return JSONResponse(error_body(str(exc), param=exc.param, code="invalid_value"), status_code=400)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
         return {"status": "ok", "model": engine.model_id}
 
+    card = {"id": engine.model_id, "object": "model", "created": 0, "owned_by": "dlm", "max_model_len": limit}
+
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        card = {"id": engine.model_id, "object": "model", "created": 0, "owned_by": "dlm", "max_model_len": limit}
         return {"object": "list", "data": [card]}
+
+    @app.get("/v1/models/{model_id:path}", response_model=None)
+    async def model(model_id: str) -> Any:
+        return wrong_model(model_id) or card
 
     @app.get("/metrics")
     async def prometheus() -> Response:

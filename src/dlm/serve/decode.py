@@ -27,7 +27,7 @@ class Sampling:
 
     Attributes:
         temperature: 0 for greedy, else > 0 (the API allows up to 2).
-        top_p: nucleus mass in (0, 1]; 1 keeps every id.
+        top_p: nucleus mass in [0, 1]; 1 keeps every id, 0 only the most likely one.
         seed: seeds the draw (same seed, prompt and settings: same reply); None: random.
     """
 
@@ -113,6 +113,8 @@ def _pick(logits: Any, sampling: Sampling, generator: Any) -> int:
     if sampling.top_p < 1.0:
         sorted_probs, order = torch.sort(probs, descending=True)
         before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
-        sorted_probs[before >= sampling.top_p] = 0.0  # always keeps the first
+        outside = before >= sampling.top_p
+        outside[0] = False  # the most likely id is always kept (top_p 0 keeps it alone)
+        sorted_probs[outside] = 0.0
         probs = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
     return int(torch.multinomial(probs, 1, generator=generator))

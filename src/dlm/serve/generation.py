@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -144,14 +145,6 @@ class Generation:
             )
         )
 
-    def prompt_ids(
-        self, messages: list[dict[str, Any]], *, add_generation_prompt: bool = True, max_length: int | None = None
-    ) -> list[int]:
-        """Prompt ids, 1-D list[int]: chat template, then the cache, no extra special tokens
-        (the same ids `InferenceModel.render` gives). Longer than `max_length`: not cached."""
-        text = self.render(messages, add_generation_prompt=add_generation_prompt)
-        return self.cached.encode(text, add_special_tokens=False, max_length=max_length)
-
     def admit(self, request: Request) -> Job:
         """A job for `request`, counted as waiting until its turn.
 
@@ -181,6 +174,18 @@ class Generation:
         for job in list(self._jobs):
             job.cancel("shutdown")
 
+    def close(self, timeout: float) -> None:
+        """Refuse new work, cancel every job and wait up to `timeout` seconds for the
+        worker threads to return (thread-safe; used once the event loop has stopped, so
+        the process never exits with a thread inside the model's forward pass)."""
+        self.shutting_down = True
+        jobs = list(self._jobs)
+        for job in jobs:
+            job.cancel("shutdown")
+        deadline = time.monotonic() + timeout
+        for job in jobs:
+            job.join(max(deadline - time.monotonic(), 0.0))
+
     def _turn_lock(self) -> asyncio.Lock:
         if self._turn is None:
             self._turn = asyncio.Lock()
@@ -203,6 +208,7 @@ class Job:
         self._holds_turn = False
         self._reason = ""
         self._queue: asyncio.Queue[Event | None] | None = None
+        self._thread: threading.Thread | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -296,7 +302,13 @@ class Job:
                 except RuntimeError:
                     pass
 
-        threading.Thread(target=work, name="dlm-generate", daemon=True).start()
+        self._thread = threading.Thread(target=work, name="dlm-generate", daemon=True)
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        """Wait up to `timeout` seconds for the worker thread (if started) to return."""
+        if self._thread is not None:
+            self._thread.join(timeout)
 
     async def events(self) -> AsyncIterator[Event]:
         """The `Event`s of the started job; the last is a `Done` or `GenerationFailed`
