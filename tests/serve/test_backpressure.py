@@ -16,6 +16,7 @@ from fake_engine import FakeEngine
 from openai import OpenAI
 
 from dlm.serve.app import create_app
+from dlm.serve.catalog import Catalog, ServedModel
 from dlm.serve.run import RunningServer
 from dlm.serve.tokcache import TokenizerCacheConfig
 
@@ -140,23 +141,20 @@ def test_stopping_refuses_queued_work_and_cancels_in_flight_work_within_the_grac
     assert outcomes.labels("shutdown")._value.get() == 1
 
 
-class BrokenEngine(FakeEngine):
-    """An engine with a bug: reading its system prompt raises."""
+class BrokenCatalog(Catalog):
+    """A catalog with a bug: looking a model up raises."""
 
-    @property
-    def system_prompt(self) -> str:  # type: ignore[override]
+    def resolve(self, requested: str | None) -> ServedModel | None:
         raise RuntimeError("a bug")
-
-    @system_prompt.setter
-    def system_prompt(self, value: str | None) -> None:
-        pass
 
 
 def test_an_unexpected_failure_is_a_shaped_500_counted_and_logged_once(
     smollm2_tokenizer: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     with (
-        RunningServer(create_app(BrokenEngine(smollm2_tokenizer), TokenizerCacheConfig())) as running,
+        RunningServer(
+            create_app(FakeEngine(smollm2_tokenizer), catalog=BrokenCatalog([ServedModel("dlm:fake")]))
+        ) as running,
         httpx.Client(base_url=running.url, timeout=30) as http,
         caplog.at_level(logging.ERROR, logger="dlm.serve"),
     ):

@@ -31,7 +31,7 @@ def test_flags_win_over_config_file_over_frontmatter(tmp_path: Path) -> None:
     config = tmp_path / "serve.json"
     config.write_text('{"tokenizer_cache": {"l1_max_memory": 2000, "enable_l0": true}}')
     options = ServeOptions(
-        path=doc_path, config_file=config, cache_flags={"l0_max_entries": 9, "enable_l1": None}
+        paths=[doc_path], config_file=config, cache_flags={"l0_max_entries": 9, "enable_l1": None}
     )
     resolved = resolve_cache_config(load_document(doc_path), options)
     assert resolved == TokenizerCacheConfig(
@@ -40,11 +40,11 @@ def test_flags_win_over_config_file_over_frontmatter(tmp_path: Path) -> None:
 
 
 def test_bad_flag_value_names_the_command_line(tmp_path: Path) -> None:
-    options = ServeOptions(path=write_doc(tmp_path), cache_flags={"l1_max_memory": 0})
+    options = ServeOptions(paths=[write_doc(tmp_path)], cache_flags={"l1_max_memory": 0})
     with pytest.raises(
         TokenizerCacheConfigError, match="command line: l1_max_memory: must be an integer >= 1"
     ):
-        resolve_cache_config(load_document(options.path), options)
+        resolve_cache_config(load_document(options.paths[0]), options)
 
 
 @pytest.mark.parametrize(

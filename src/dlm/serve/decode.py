@@ -17,7 +17,9 @@ Subtracting the max before dividing keeps every temperature > 0 finite: with
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -55,28 +57,61 @@ class TorchEngine:
     """The server's engine over a loaded model (see module docstring).
 
     Args:
-        loaded: has `model` (a transformers causal LM), `tokenizer`, `model_id`,
-            `system_prompt` (`dlm.infer.InferenceModel` fits).
+        loaded: has `model` (a transformers causal LM, or a `peft.PeftModel` holding
+            named adapters) and `tokenizer`; `model_id` and `system_prompt` when it
+            stands for one document (`dlm.infer.InferenceModel` fits).
     """
 
     def __init__(self, loaded: Any):
         self.loaded = loaded
         self.model = loaded.model
         self.tokenizer = loaded.tokenizer
-        self.model_id: str = loaded.model_id
-        self.system_prompt: str | None = loaded.system_prompt
+        self.model_id: str = getattr(loaded, "model_id", "model")
+        self.system_prompt: str | None = getattr(loaded, "system_prompt", None)
         self.eos_token_ids = eos_ids(self.tokenizer, self.model)
         config = getattr(self.model, "config", None)
         value = getattr(config, "max_position_embeddings", None)
         self.max_model_len: int | None = int(value) if value else None
 
-    def generate_ids(self, input_ids: list[int], *, max_new_tokens: int, sampling: Sampling) -> Iterator[int]:
+    def load_adapter(self, adapter_dir: Path, name: str) -> None:
+        """Add the peft adapter in `adapter_dir` as `name` (the caller keeps generation out)."""
+        from dlm.infer.adapters import attach_adapter
+
+        self.model = attach_adapter(self.model, adapter_dir, name)
+        self.model.eval()
+
+    def delete_adapter(self, name: str) -> None:
+        """Free adapter `name` (the caller keeps generation out)."""
+        self.model.delete_adapter(name)
+
+    def generate_ids(
+        self, input_ids: list[int], *, max_new_tokens: int, sampling: Sampling, adapter: str | None = None
+    ) -> Iterator[int]:
         """Yield up to `max_new_tokens` generated ids, one per decoding step; the last
         is an EOS id when the model ended the reply.
 
         Args:
             input_ids: 1-D list[int] [n_prompt], the prompt ids.
+            adapter: the peft adapter to generate with; None: the base model alone.
         """
+        with self._adapter(adapter):
+            yield from self._decode(input_ids, max_new_tokens, sampling)
+
+    @contextmanager
+    def _adapter(self, name: str | None) -> Iterator[None]:
+        is_peft = hasattr(self.model, "disable_adapter") and hasattr(self.model, "peft_config")
+        if name is not None:
+            if not is_peft:
+                raise ValueError(f"adapter {name!r} requested but the model holds no adapters")
+            self.model.set_adapter(name)
+            yield
+        elif is_peft:
+            with self.model.disable_adapter():
+                yield
+        else:
+            yield
+
+    def _decode(self, input_ids: list[int], max_new_tokens: int, sampling: Sampling) -> Iterator[int]:
         import torch
 
         device = self.model.device

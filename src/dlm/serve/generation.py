@@ -24,7 +24,7 @@ from dlm.chat import with_system_prompt
 from dlm.defaults import DEFAULT_MAX_QUEUE
 from dlm.serve.decode import Sampling
 from dlm.serve.textstream import TextStream
-from dlm.serve.tokcache import CachedTokenizer
+from dlm.serve.catalog import Catalog
 
 FinishReason = Literal["stop", "length"]
 
@@ -34,15 +34,16 @@ class Engine(Protocol):
 
     `generate_ids` yields generated ids one per decoding step (at most
     `max_new_tokens`, the last one an id of `eos_token_ids` when the model ended the
-    reply); a caller may stop iterating at any time.
+    reply) with the peft adapter named `adapter` (None: the base model alone); a
+    caller may stop iterating at any time.
     """
 
     tokenizer: Any
-    model_id: str
-    system_prompt: str | None
     eos_token_ids: frozenset[int]
 
-    def generate_ids(self, input_ids: list[int], *, max_new_tokens: int, sampling: Sampling) -> Iterator[int]: ...
+    def generate_ids(
+        self, input_ids: list[int], *, max_new_tokens: int, sampling: Sampling, adapter: str | None = None
+    ) -> Iterator[int]: ...
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,10 @@ def max_model_len(engine: Any) -> int | None:
 
 @dataclass(frozen=True)
 class Request:
-    """One generation: prompt ids (1-D list[int]), budget in tokens, sampling, stop strings."""
+    """One generation: the served model's id (`dlm.serve.catalog`), prompt ids (1-D
+    list[int]), budget in tokens, sampling, stop strings."""
 
+    model_id: str
     input_ids: list[int]
     max_new_tokens: int
     sampling: Sampling
@@ -105,7 +108,8 @@ class Request:
 
 
 class Generation:
-    """Renders prompts through `cached`, and runs `engine` one request at a time.
+    """Renders prompts, and runs `engine` one request at a time with the adapter the
+    request's model has in `catalog` when its turn comes.
 
     Args:
         max_queue: requests that may wait while one generates; more get `QueueFull`.
@@ -117,13 +121,13 @@ class Generation:
     def __init__(
         self,
         engine: Engine,
-        cached: CachedTokenizer,
+        catalog: Catalog,
         *,
         max_queue: int = DEFAULT_MAX_QUEUE,
         on_event: Callable[[str], None] = lambda _: None,
     ):
         self.engine = engine
-        self.cached = cached
+        self.catalog = catalog
         self.max_queue = max_queue
         self.on_event = on_event
         self.waiting = 0
@@ -133,15 +137,16 @@ class Generation:
         self._closing: asyncio.Event | None = None
         self._jobs: set[Job] = set()
 
-    def with_system_prompt(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Prepend the document's system prompt when the conversation has none."""
-        return with_system_prompt(messages, self.engine.system_prompt)
-
-    def render(self, messages: list[dict[str, Any]], *, add_generation_prompt: bool = True) -> str:
-        """The conversation as prompt text under the chat template."""
+    def render(
+        self, messages: list[dict[str, Any]], system_prompt: str | None, *, add_generation_prompt: bool = True
+    ) -> str:
+        """The conversation as prompt text under the chat template, `system_prompt`
+        prepended when it has no system message."""
         return str(
             self.engine.tokenizer.apply_chat_template(
-                self.with_system_prompt(messages), tokenize=False, add_generation_prompt=add_generation_prompt
+                with_system_prompt(messages, system_prompt),
+                tokenize=False,
+                add_generation_prompt=add_generation_prompt,
             )
         )
 
@@ -326,11 +331,15 @@ class Job:
 
     def _run(self, emit: Callable[[Event | None], None]) -> str:
         """Generate and emit; the outcome: "finished", "failed" or "cancelled"."""
+        with self.owner.catalog.serving(self.request.model_id) as served:
+            return self._decode(served.adapter, emit)
+
+    def _decode(self, adapter: str | None, emit: Callable[[Event | None], None]) -> str:
         engine, request = self.owner.engine, self.request
         text = TextStream(engine.tokenizer, request.stop, engine.eos_token_ids)
         ended_by_model = False
         ids = engine.generate_ids(
-            request.input_ids, max_new_tokens=request.max_new_tokens, sampling=request.sampling
+            request.input_ids, max_new_tokens=request.max_new_tokens, sampling=request.sampling, adapter=adapter
         )
         try:
             for token in ids:

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from dlm.defaults import DEFAULT_HOST, DEFAULT_SHUTDOWN_TIMEOUT
 from dlm.errors import ServeError
+from dlm.serve.app import ServeApp
 from dlm.serve.limits import ConnectionLimits
 
 WORKER_JOIN_TIMEOUT = 30.0
@@ -136,7 +137,8 @@ class RunningServer:
     """A uvicorn server on a background thread; `url` once started, `stop()` to end it.
 
     Args:
-        app: the ASGI app. host / port: where to bind (port 0: ephemeral).
+        app: a `ServeApp` (its generation is stopped with the server), or any ASGI app.
+        host / port: where to bind (port 0: ephemeral).
         start_timeout: seconds to wait for the socket to listen.
         shutdown_timeout: seconds in-flight requests get on `stop()` (see `uvicorn_server`).
         limits: connection bounds. stopping: what to stop with the server.
@@ -156,7 +158,9 @@ class RunningServer:
         limits: ConnectionLimits | None = None,
         stopping: Stoppable | None = None,
     ):
-        self._stopping = stopping if stopping is not None else _state_generation(app)
+        if isinstance(app, ServeApp):
+            app, stopping = app.app, stopping or app.state.generation
+        self._stopping = stopping
         self._socket = bind_socket(host, port)
         self._server = uvicorn_server(
             app,
@@ -220,6 +224,3 @@ def serve_forever(
         if stopping is not None:
             stopping.close(WORKER_JOIN_TIMEOUT)
 
-
-def _state_generation(app: Any) -> Stoppable | None:
-    return getattr(getattr(app, "state", None), "generation", None)
