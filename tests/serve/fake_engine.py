@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from dlm.serve.decode import Sampling
+from dlm.infer.decode import Sampling
 
 SYSTEM = "You answer in one short sentence."
 

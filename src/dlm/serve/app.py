@@ -52,7 +52,7 @@ def create_app(
     """Build the app serving `engine`.
 
     Args:
-        engine: the loaded model (`Engine`; `dlm.serve.decode.TorchEngine` fits).
+        engine: the loaded model (`Engine`; `dlm.infer.decode.TorchEngine` fits).
         tokenizer_cache_config: cache levels and sizes (default: both off).
         catalog: the models served; default: one, `engine.model_id` with
             `engine.system_prompt`, generating with whatever the engine holds.

@@ -22,15 +22,15 @@ from typing import Any, Literal, Protocol
 
 from dlm.chat import with_system_prompt
 from dlm.defaults import DEFAULT_MAX_QUEUE
-from dlm.serve.decode import Sampling
-from dlm.serve.textstream import TextStream
+from dlm.infer.decode import Sampling
+from dlm.infer.textstream import TextStream
 from dlm.serve.catalog import Catalog
 
 FinishReason = Literal["stop", "length"]
 
 
 class Engine(Protocol):
-    """What the server needs from a loaded model (`dlm.serve.decode.TorchEngine` is one).
+    """What the server needs from a loaded model (`dlm.infer.decode.TorchEngine` is one).
 
     `generate_ids` yields generated ids one per decoding step (at most
     `max_new_tokens`, the last one an id of `eos_token_ids` when the model ended the

@@ -29,7 +29,7 @@ log = logging.getLogger("dlm.serve")
 
 
 class AdapterHost(Protocol):
-    """A model that can add and free named adapters (`dlm.serve.decode.TorchEngine`)."""
+    """A model that can add and free named adapters (`dlm.infer.decode.TorchEngine`)."""
 
     def load_adapter(self, adapter_dir: Path, name: str) -> None: ...
 

@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from dlm.serve.decode import Sampling
+from dlm.infer.decode import Sampling
 
 MAX_NEW_TOKENS_LIMIT = 4096
 DEFAULT_MAX_NEW_TOKENS = 256

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dlm.chat import with_system_prompt
-from dlm.serve.decode import TorchEngine
+from dlm.infer.decode import TorchEngine
 from dlm.serve.tokcache import CachedTokenizer, TokenizerCacheConfig
 
 _PLACEHOLDER = "?"

@@ -1,8 +1,11 @@
-"""Token-by-token decoding of a loaded causal LM, for the server.
+"""Token-by-token decoding of a loaded causal LM: the one decoding loop of both
+`dlm prompt` (`dlm.infer.generate`) and `dlm serve` (`dlm.serve.generation`).
 
-`TorchEngine` wraps a `dlm.infer.InferenceModel` (or anything with `model`,
-`tokenizer`, `model_id`, `system_prompt`) and yields generated ids one at a time
-from a plain loop over the model's forward pass with its KV cache. Each id is one
+`TorchEngine` wraps a `dlm.infer.InferenceModel` (or anything with `model` and
+`tokenizer`) and yields generated ids one at a time from a plain loop over the
+model's forward pass with its KV cache (kept over HF `generate` with a streamer: a
+loop that yields ids stops the model within one step when the caller stops reading,
+with no thread, and both commands then give the same ids by construction). Each id is one
 decoding step, so a caller that stops iterating (the client went away, a stop
 string matched, the server is shutting down) stops the model within one step;
 closing the generator frees its KV cache.
@@ -72,6 +75,7 @@ class TorchEngine:
         config = getattr(self.model, "config", None)
         value = getattr(config, "max_position_embeddings", None)
         self.max_model_len: int | None = int(value) if value else None
+        self._active: str | None = None  # the adapter peft has active; set_adapter walks every module
 
     def load_adapter(self, adapter_dir: Path, name: str) -> None:
         """Add the peft adapter in `adapter_dir` as `name` (the caller keeps generation out)."""
@@ -83,6 +87,7 @@ class TorchEngine:
     def delete_adapter(self, name: str) -> None:
         """Free adapter `name` (the caller keeps generation out)."""
         self.model.delete_adapter(name)
+        self._active = None  # peft activates another one when the active one goes
 
     def generate_ids(
         self, input_ids: list[int], *, max_new_tokens: int, sampling: Sampling, adapter: str | None = None
@@ -103,7 +108,9 @@ class TorchEngine:
         if name is not None:
             if not is_peft:
                 raise ValueError(f"adapter {name!r} requested but the model holds no adapters")
-            self.model.set_adapter(name)
+            if name != self._active:  # a switch costs a walk over every LoRA layer
+                self.model.set_adapter(name)
+                self._active = name
             yield
         elif is_peft:
             with self.model.disable_adapter():
