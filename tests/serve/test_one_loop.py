@@ -30,9 +30,10 @@ def test_prompt_and_serve_give_the_same_greedy_reply_and_counts(tmp_path: Path, 
         for model, use_adapter, budget in ((f"dlm:{dlm_id}", True, 10), ("smollm2-135m", False, 16)):
             reply = prompt(path, QUESTION, max_new_tokens=budget, use_adapter=use_adapter)
             text = "".join(reply)
-            served = client.chat.completions.create(
-                model=model, messages=[{"role": "user", "content": QUESTION}], max_tokens=budget
-            )
+            messages = [{"role": "user", "content": QUESTION}]
+            if not use_adapter:  # the base model's name carries no document's system prompt
+                messages.insert(0, {"role": "system", "content": "Answer briefly."})
+            served = client.chat.completions.create(model=model, messages=messages, max_tokens=budget)
             assert served.choices[0].message.content == text
             assert served.usage.completion_tokens == reply.completion_tokens
             assert served.choices[0].finish_reason == reply.finish_reason

@@ -117,7 +117,7 @@ def test_dlm_serve_answers_openai_clients_and_plain_http(
     doc = load_document(doc_path)
     client = OpenAI(base_url=url + "/v1", api_key="unused", timeout=120, max_retries=0)
     model_id = f"dlm:{doc.frontmatter.dlm_id}"
-    assert [m.id for m in client.models.list().data] == [model_id]
+    assert [m.id for m in client.models.list().data] == [model_id, "smollm2-135m"]  # then the base alone
 
     messages = [{"role": "user", "content": "What is the capital of France?"}]
     reply = client.chat.completions.create(model=model_id, messages=messages, max_tokens=8)
