@@ -87,3 +87,19 @@ def test_serve_command_reports_bad_settings_as_one_line(tmp_path: Path) -> None:
     help_text = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "250"}).output
     for flag in ("--tokenizer-cache-enable-l0", "--tokenizer-cache-l1-max-memory", "--config", "--port"):
         assert flag in help_text
+
+
+def test_a_busy_port_is_one_line_and_exit_1_before_any_loading(tmp_path: Path) -> None:
+    import socket
+
+    app = typer.Typer()
+    app.callback()(lambda: None)
+    serve_cmd.register(app)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(app, ["serve", str(write_doc(tmp_path)), "--port", str(port)])
+    assert result.exit_code == 1
+    assert f"cannot listen on http://127.0.0.1:{port}" in result.output
+    assert "Traceback" not in result.output and "serving" not in result.output
