@@ -21,6 +21,7 @@ from typing import Any
 
 from dlm.actions.common import DocPath, doc_dir, open_document
 from dlm.export import FORMATS, BaseSpec, ExportError, ExportRefused, VerifyResult
+from dlm.export.publish import Destination, check_destination
 from dlm.models import BaseModelRef, load_tokenizer, resolve_base_model
 from dlm.store import Store
 
@@ -120,14 +121,16 @@ def _model_name(doc_path: Path) -> str:
 
 
 def export(path: DocPath, format: str = "gguf", out: str | Path | None = None,
-           adapter_version: str | None = None, verify: bool = False) -> ExportReport:
+           adapter_version: str | None = None, verify: bool = False, force: bool = False) -> ExportReport:
     """Export the adapter of the document at `path` (module docstring).
 
     Args:
         format: one of `dlm.export.FORMATS`.
-        out: destination folder; replaced as a whole when it exists.
+        out: destination folder; an earlier export there is replaced, any other
+            non-empty folder refused (`dlm.export.publish`).
         adapter_version: a store version (`v0002`); None exports `current`.
         verify: run the check of `dlm.export.verify` that fits the format.
+        force: replace a folder dlm did not write (never the document's, the store, or the working folder).
 
     Raises:
         DocError: the document cannot be parsed.
@@ -145,7 +148,9 @@ def export(path: DocPath, format: str = "gguf", out: str | Path | None = None,
     ref = resolve_base_model(doc.frontmatter.base_model, relative_to=doc_dir(doc))
     checked = check_base(store, ref)
     base = base_spec(ref)
-    target = Path(out) if out is not None else doc_path.parent / f"{doc_path.stem}-{version}-{format}"
+    folder = Path(out) if out is not None else doc_path.parent / f"{doc_path.stem}-{version}-{format}"
+    target = Destination(folder, force=force, keep=(doc_path, store.root))
+    check_destination(target)
     name = _model_name(doc_path)
     tokenizer = load_tokenizer(ref) if format in ("ollama", "merged") or verify else None
     if format == "gguf":

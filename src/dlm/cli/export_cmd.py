@@ -43,13 +43,17 @@ def export(
     verify: Annotated[bool, typer.Option(
         "--verify", help="Check the export against peft (llama.cpp runtime when importable, "
         "else GGUF tensors).")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Replace --out even when dlm did not write it (never the document's folder, "
+        "the store or the working folder).")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Export the document's adapter (GGUF, Ollama, merged transformers folder, or peft for vLLM)."""
     from dlm.actions.exporting import export as run_export
     from dlm.errors import ExportError
 
-    report = run_export(path, format=format.value, out=out, adapter_version=adapter_version, verify=verify)
+    report = run_export(path, format=format.value, out=out, adapter_version=adapter_version, verify=verify,
+                        force=force)
     if json_out:
         print_json(report.as_dict())
     else:

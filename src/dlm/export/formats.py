@@ -21,6 +21,7 @@ from dlm.export.adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS, check_exportable
 from dlm.errors import ExportRefused
 from dlm.export.gguf_file import GGUF_NAME, export_gguf
 from dlm.export.ollama import MODELFILE, chatml_profile, modelfile_text, tokenizer_render
+from dlm.export.publish import Destination, absolute, as_destination, check_destination
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,19 @@ class Written:
 
 
 def _files(out: Path) -> tuple[str, ...]:
-    return tuple(sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()))
+    from dlm.export.publish import MARKER
+
+    return tuple(sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and p.name != MARKER))
 
 
-def write_gguf(adapter_dir: Path, base: BaseSpec, out: Path) -> Written:
+def _destination(out: Path | Destination) -> tuple[Destination, Path]:
+    """`out` as a Destination, checked before any slow work, and its absolute folder."""
+    dest = as_destination(out)
+    check_destination(dest)
+    return dest, absolute(dest.folder)
+
+
+def write_gguf(adapter_dir: Path, base: BaseSpec, out: Path | Destination) -> Written:
     """Write `<out>/adapter.gguf` (float32 GGUF LoRA, normalized metadata).
 
     Raises:
@@ -62,14 +72,15 @@ def write_gguf(adapter_dir: Path, base: BaseSpec, out: Path) -> Written:
 
     info = read_adapter(adapter_dir)
     check_exportable(info, "gguf")
-    with staged_folder(out) as staging:
+    dest, out = _destination(out)
+    with staged_folder(dest) as staging:
         export_gguf(adapter_dir, base.path / "config.json", staging / GGUF_NAME,
                     base_name=base.name, alpha=info.gguf_alpha())
     base_gguf = shlex.quote(str(base.gguf)) if base.gguf else "BASE.gguf"
     return Written(out, _files(out), f"llama-cli -m {base_gguf} --lora {shlex.quote(str(out / GGUF_NAME))}")
 
 
-def write_ollama(adapter_dir: Path, base: BaseSpec, out: Path, tokenizer: Any, *,
+def write_ollama(adapter_dir: Path, base: BaseSpec, out: Path | Destination, tokenizer: Any, *,
                  system_prompt: str | None, model_name: str) -> Written:
     """Write `<out>/adapter.gguf` and `<out>/Modelfile` (see dlm.export.ollama).
 
@@ -89,14 +100,15 @@ def write_ollama(adapter_dir: Path, base: BaseSpec, out: Path, tokenizer: Any, *
         )
     profile = chatml_profile(tokenizer_render(tokenizer), getattr(tokenizer, "eos_token", None), str(base.path))
     text = modelfile_text(str(base.gguf), GGUF_NAME, profile, system_prompt)
-    with staged_folder(out) as staging:
+    dest, out = _destination(out)
+    with staged_folder(dest) as staging:
         export_gguf(adapter_dir, base.path / "config.json", staging / GGUF_NAME,
                     base_name=base.name, alpha=info.gguf_alpha())
         (staging / MODELFILE).write_text(text, encoding="utf-8")
     return Written(out, _files(out), f"ollama create {model_name} -f {shlex.quote(str(out / MODELFILE))}")
 
 
-def write_merged(adapter_dir: Path, base: BaseSpec, out: Path, tokenizer: Any) -> Written:
+def write_merged(adapter_dir: Path, base: BaseSpec, out: Path | Destination, tokenizer: Any) -> Written:
     """Merge the adapter into the float32 base (peft `merge_and_unload`) and save a
     transformers folder (safetensors) with the tokenizer and its chat template.
 
@@ -110,16 +122,17 @@ def write_merged(adapter_dir: Path, base: BaseSpec, out: Path, tokenizer: Any) -
     from dlm.export.publish import staged_folder
 
     check_exportable(read_adapter(adapter_dir), "merged")
+    dest, out = _destination(out)
     model = AutoModelForCausalLM.from_pretrained(base.path, dtype=torch.float32)
     merged = PeftModel.from_pretrained(model, adapter_dir).merge_and_unload()
     merged.config.name_or_path = base.name
-    with staged_folder(out) as staging:
+    with staged_folder(dest) as staging:
         merged.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)
     return Written(out, _files(out), f"vllm serve {shlex.quote(str(out))}")
 
 
-def write_peft(adapter_dir: Path, base: BaseSpec, out: Path, *, model_name: str) -> Written:
+def write_peft(adapter_dir: Path, base: BaseSpec, out: Path | Destination, *, model_name: str) -> Written:
     """Copy the adapter as vLLM and transformers load it, with `base_model_name_or_path`
     pointing at the local base folder, and give the `vllm serve` command line.
 
@@ -130,8 +143,9 @@ def write_peft(adapter_dir: Path, base: BaseSpec, out: Path, *, model_name: str)
 
     info = read_adapter(adapter_dir)
     check_exportable(info, "peft")
+    dest, out = _destination(out)
     config = dict(info.config, base_model_name_or_path=str(base.path))
-    with staged_folder(out) as staging:
+    with staged_folder(dest) as staging:
         shutil.copyfile(adapter_dir / ADAPTER_WEIGHTS, staging / ADAPTER_WEIGHTS)
         (staging / ADAPTER_CONFIG).write_text(canonical_json(config), encoding="utf-8")
     command = (f"vllm serve {shlex.quote(str(base.path))} --enable-lora "
