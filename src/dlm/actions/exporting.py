@@ -2,12 +2,15 @@
 
 Order of work (nothing is written until every check has passed):
 1. load the document, open its store, pick the adapter version (`current` by default);
-2. resolve the base model and compare its identity with the one the store's
+2. hash the adapter folder and compare it with the `adapter_sha256` training recorded
+   (the manifest's entry for that version, and the lock's when its last run made it):
+   a damaged adapter is refused, so neither the export nor `--verify` ever reads it;
+3. resolve the base model and compare its identity with the one the store's
    `dlm.lock` records (the manifest's when there is no lock): an adapter on another
    base is refused;
-3. refuse what the format cannot express (`dlm.export.adapter`);
-4. write the format through a staging folder published by rename (`dlm.export`);
-5. with `verify`, run the check that fits the format and this machine (`dlm.export.verify`).
+4. refuse what the format cannot express (`dlm.export.adapter`);
+5. write the format through a staging folder published by rename (`dlm.export`);
+6. with `verify`, run the check that fits the format and this machine (`dlm.export.verify`).
 
 Default output folder: `<document folder>/<document stem>-<version>-<format>/`.
 """
@@ -34,6 +37,8 @@ class ExportReport:
         format: gguf, ollama, merged or peft.
         out: the published folder; `files` are relative to it, sorted.
         adapter_version: the store version exported (`v0003`); `adapter_dir` its folder.
+        adapter_sha256: the exported adapter folder's hash (`dlm.lock.adapter`), checked
+            against `adapter_checked_against` (`manifest`, `manifest+lock`, `none`) first.
         base_model, base_revision: the base as the document names it, and its identity.
         base_checked_against: `lock`, `manifest`, or `none` when the store records no base.
         command: how to run the export (llama-cli, ollama create, vllm serve).
@@ -45,6 +50,8 @@ class ExportReport:
     files: tuple[str, ...]
     adapter_version: str
     adapter_dir: str
+    adapter_sha256: str
+    adapter_checked_against: str
     base_model: str
     base_revision: str
     base_checked_against: str
@@ -104,6 +111,56 @@ def check_base(store: Store, ref: BaseModelRef) -> str:
     return source
 
 
+def recorded_hashes(store: Store, version: str) -> list[tuple[str, str]]:
+    """The `adapter_sha256` values the store records for `version`, as (where, hash):
+    the manifest's entry for it, and the lock's when its last run produced `version`.
+
+    Raises:
+        StoreError: the manifest is damaged. LockValidationError: the lock is.
+    """
+    from dlm.lock import read_lock
+
+    found: list[tuple[str, str]] = []
+    entries = [e for e in store.read_manifest().get("adapters") or [] if e.get("version") == version]
+    run_ids = {e.get("run_id") for e in entries}
+    found += [(str(store.manifest_path), str(e["adapter_sha256"])) for e in entries[-1:] if e.get("adapter_sha256")]
+    if store.lock_path.is_file():
+        lock = read_lock(store.lock_path)
+        if lock.adapter_sha256 and lock.last_run_id in run_ids:
+            found.append((str(store.lock_path), lock.adapter_sha256))
+    return found
+
+
+def check_adapter_hash(store: Store, version: str, adapter_dir: Path) -> tuple[str, str]:
+    """Hash the adapter folder and compare it with what training recorded.
+
+    Returns:
+        (`sha256:<hex>` of the folder, what it was checked against: `manifest`,
+        `manifest+lock`, or `none` for a store that recorded no hash).
+
+    Raises:
+        ExportRefused: the folder differs from a recorded hash (damaged or edited after
+            training), or it cannot be read.
+    """
+    from dlm.lock import adapter_sha256
+
+    try:
+        actual = adapter_sha256(adapter_dir)
+    except OSError as exc:
+        raise ExportRefused(f"{adapter_dir}: cannot read the adapter ({exc.strerror or exc}); "
+                            f"retrain with `dlm train`") from None
+    recorded = recorded_hashes(store, version)
+    for where, expected in recorded:
+        if expected != actual:
+            raise ExportRefused(
+                f"{adapter_dir}: the adapter's files hash to {actual}, but {where} records {expected} for "
+                f"{version}: they were damaged or edited after training; retrain with `dlm train`, or export "
+                f"another --adapter-version"
+            )
+    names = {"manifest.json": "manifest", "dlm.lock": "lock"}
+    return actual, "+".join(names[Path(w).name] for w, _ in recorded) or "none"
+
+
 def base_spec(ref: BaseModelRef) -> BaseSpec:
     """The base as the writers need it; its GGUF is the alias's shipped file, or the
     one `*.gguf` file in a local base folder."""
@@ -145,6 +202,7 @@ def export(path: DocPath, format: str = "gguf", out: str | Path | None = None,
     doc_path = Path(path)
     doc, store = open_document(doc_path)
     version, adapter_dir = resolve_adapter(store, adapter_version)
+    sha, sha_checked = check_adapter_hash(store, version, adapter_dir)
     ref = resolve_base_model(doc.frontmatter.base_model, relative_to=doc_dir(doc))
     checked = check_base(store, ref)
     base = base_spec(ref)
@@ -165,7 +223,7 @@ def export(path: DocPath, format: str = "gguf", out: str | Path | None = None,
     result = _verify(format, written.out, adapter_dir, base, tokenizer) if verify else None
     return ExportReport(
         format=format, out=str(written.out), files=written.files, adapter_version=version,
-        adapter_dir=str(adapter_dir), base_model=ref.name, base_revision=ref.revision,
+        adapter_dir=str(adapter_dir), adapter_sha256=sha, adapter_checked_against=sha_checked, base_model=ref.name, base_revision=ref.revision,
         base_checked_against=checked, command=written.command,
         verify=result.as_dict() if result else None,
     )
