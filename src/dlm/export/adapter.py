@@ -10,7 +10,7 @@ Where the rules come from:
   or such tensors): llama.cpp's converter stops on them, vLLM requires
   `modules_to_save` to be empty, and a base with tied embeddings cannot keep a
   changed head in a merged folder without untying it;
-- DoRA: neither llama.cpp nor vLLM runs it (merge it instead);
+- DoRA: neither llama.cpp nor vLLM runs it (merge it instead: `merged`, `gguf-merged`);
 - scaling: llama.cpp scales each tensor by `adapter.lora.alpha / rank` (one alpha
   per file, the rank from the tensor), so rsLoRA (`alpha / sqrt(r)`) is expressible
   as `alpha * sqrt(r)` only when every tensor has the same rank, and a per-module
@@ -30,7 +30,8 @@ from typing import Any
 
 from dlm.errors import ExportError, ExportRefused
 
-FORMATS = ("gguf", "ollama", "merged", "peft")
+FORMATS = ("gguf", "ollama", "merged", "peft", "gguf-merged")
+MERGING_FORMATS = ("merged", "gguf-merged")
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 EMBEDDING_MODULES = ("embed_tokens", "lm_head", "wte", "wpe", "embed_in", "embed_out")
@@ -138,8 +139,9 @@ def _embedding_rule(info: AdapterInfo, fmt: str) -> list[str]:
 
 
 def _dora_rule(info: AdapterInfo, fmt: str) -> list[str]:
-    if info.use_dora and fmt != "merged":
-        return ["use_dora is true: DoRA does not run in llama.cpp or vLLM; export --format merged instead"]
+    if info.use_dora and fmt not in MERGING_FORMATS:
+        return ["use_dora is true: DoRA does not run in llama.cpp or vLLM; export --format merged or "
+                "gguf-merged instead"]
     return []
 
 

@@ -13,7 +13,19 @@ Checks (each returns a `VerifyResult`):
   `gguf.GGUFReader` equals peft's under the layout rules of `dlm.export.layout`,
   the names match one to one, and `adapter.lora.alpha` is what the scale needs.
 - `merged-logits` (merged): the reloaded folder's logits against peft's on
-  `HELD_OUT_TEXT` (max abs difference relative to the max abs logit, pass <= 1e-4).
+  `HELD_OUT_TEXT` (max abs difference relative to the max abs logit, pass <= 1e-4 for
+  float32; for float16/bfloat16, top-1 agreement >= 95% and the adapter effect below).
+- `gguf-merged-llama.cpp` (gguf-merged, when `llama_cpp` is importable) or
+  `gguf-merged-weights` (otherwise: the GGUF read back and dequantized by transformers'
+  own GGUF loader, which undoes llama.cpp's rotary row order independently of the
+  converter): the merged GGUF's logits against peft's.
+
+Every check that runs a model also reports the adapter effect, which catches a runtime
+or a file that silently serves the base: `top1_agreement_with_base` and
+`adapter_effect_error = ||(E - P_0) - (P_a - P_0)|| / ||P_a - P_0||` for the export's
+logits E, the base's P_0 and peft's P_a (0: the adapter's whole change, 1: none of
+it). A check passes only with `adapter_effect_error` <= `EFFECT_ERROR` (0.25), so an
+export that behaves like the base fails whatever its other numbers.
 - `peft-files` (peft): the exported safetensors file is byte-identical to the store's.
 """
 
@@ -34,6 +46,7 @@ HELD_OUT_TEXT = (
     "letters from his sister, who lived in the city and wrote about trams, markets and the price of bread."
 )
 F32_TOP1, F32_DELTA_ERROR, QUANT_NLL_GAP, MERGED_TOLERANCE = 1.0, 0.02, 0.005, 1e-4
+HALF_TOP1, EFFECT_ERROR = 0.95, 0.25
 
 
 @dataclass(frozen=True)
@@ -137,11 +150,25 @@ def verify_llama_cpp(gguf_adapter: Path, base_gguf: Path, base_dir: Path, adapte
         passed = top1 >= F32_TOP1 and delta_err <= F32_DELTA_ERROR
     else:
         passed = abs(gain_llama - gain_peft) <= QUANT_NLL_GAP
+    passed = passed and delta_err <= EFFECT_ERROR  # the effect error, measured against llama.cpp's own base
     numbers = {"tokens": float(len(ids)), "top1_agreement": top1, "logit_delta_rel_error": delta_err,
+               "top1_agreement_with_base": float((la.argmax(-1) == l0.argmax(-1)).mean()),
                "nll_gain_llama_cpp": gain_llama, "nll_gain_peft": gain_peft,
                "nll_llama_cpp": _nll(la, np.array(ids)), "nll_peft": _nll(pa, np.array(ids))}
     detail = f"base GGUF {'float32' if f32 else 'quantized'}: {base_gguf.name}"
     return VerifyResult("llama.cpp-runtime", passed, numbers, detail)
+
+
+def adapter_effect(export: Any, base: Any, adapted: Any) -> dict[str, float]:
+    """Numbers of an export's logits `[n_tokens, vocab]` against the base's and peft's
+    (module docstring): top-1 agreement with each, and `adapter_effect_error`."""
+    import numpy as np
+
+    change = np.linalg.norm(adapted - base)
+    return {"top1_agreement": float((export.argmax(-1) == adapted.argmax(-1)).mean()),
+            "top1_agreement_with_base": float((export.argmax(-1) == base.argmax(-1)).mean()),
+            "adapter_effect_error": float(np.linalg.norm((export - base) - (adapted - base)) / change)
+            if change > 0 else float("inf")}
 
 
 def verify_merged(merged_dir: Path, base_dir: Path, adapter_dir: Path, tokenizer: Any,
@@ -152,14 +179,43 @@ def verify_merged(merged_dir: Path, base_dir: Path, adapter_dir: Path, tokenizer
     from transformers import AutoModelForCausalLM
 
     ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
-    _, pa = peft_logits(base_dir, adapter_dir, ids)
-    merged = AutoModelForCausalLM.from_pretrained(merged_dir, dtype=torch.float32).eval()
+    p0, pa = peft_logits(base_dir, adapter_dir, ids)
+    merged = AutoModelForCausalLM.from_pretrained(merged_dir).eval()
+    dtype = str(merged.dtype).removeprefix("torch.")
     with torch.no_grad():
-        ma = merged(input_ids=torch.tensor([ids])).logits[0].numpy()
+        ma = merged.float()(input_ids=torch.tensor([ids])).logits[0].numpy()
     rel = float(np.abs(ma - pa).max() / np.abs(pa).max())
-    top1 = float((ma.argmax(-1) == pa.argmax(-1)).mean())
-    return VerifyResult("merged-logits", rel <= MERGED_TOLERANCE,
-                        {"tokens": float(len(ids)), "max_rel_diff": rel, "top1_agreement": top1})
+    numbers = {"tokens": float(len(ids)), "max_rel_diff": rel, **adapter_effect(ma, p0, pa)}
+    if dtype == "float32":
+        passed = rel <= MERGED_TOLERANCE
+    else:
+        passed = numbers["top1_agreement"] >= HALF_TOP1
+    passed = passed and numbers["adapter_effect_error"] <= EFFECT_ERROR
+    return VerifyResult("merged-logits", passed, numbers, f"weights {dtype}")
+
+
+def verify_gguf_merged(out_dir: Path, base_dir: Path, adapter_dir: Path, tokenizer: Any,
+                       text: str = HELD_OUT_TEXT) -> VerifyResult:
+    """Run the merged GGUF (llama.cpp when importable, else transformers' GGUF loader)
+    against peft on `text` (module docstring). Pass: top-1 agreement >= 95% and the
+    adapter effect error within `EFFECT_ERROR`."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from dlm.export.merged_gguf import MODEL_GGUF
+
+    ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    p0, pa = peft_logits(base_dir, adapter_dir, ids)
+    if llama_cpp_available():
+        check, logits = "gguf-merged-llama.cpp", _llama_logits(out_dir / MODEL_GGUF, None, ids)
+    else:
+        check = "gguf-merged-weights"
+        model = AutoModelForCausalLM.from_pretrained(out_dir, gguf_file=MODEL_GGUF, dtype=torch.float32).eval()
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids])).logits[0].numpy()
+    numbers = {"tokens": float(len(ids)), **adapter_effect(logits, p0, pa)}
+    passed = numbers["top1_agreement"] >= HALF_TOP1 and numbers["adapter_effect_error"] <= EFFECT_ERROR
+    return VerifyResult(check, passed, numbers)
 
 
 def _sha(path: Path) -> str:
