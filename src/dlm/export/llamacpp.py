@@ -119,4 +119,6 @@ def _run(script: Path, args: list[str], cwd: Path, out_file: Path, failure: str)
              if line.strip() and not PROGRESS_LINE.search(line)]
     last = lines[-1] if lines else f"exit status {proc.returncode}"
     last = last.replace(str(Path(out_file).resolve().parent), "<export folder>")
+    if last.startswith("ModuleNotFoundError"):
+        last += " (a package the converter imports; run `make install`)"
     raise ExportError(f"{failure}: {last}")
