@@ -27,7 +27,8 @@ from dlm.actions.common import DocPath, open_document
 from dlm.doc import Frontmatter
 from dlm.doc.problems import DocProblem
 from dlm.export import FORMATS, BaseSpec, ExportError, ExportRefused, VerifyResult
-from dlm.export.publish import Destination, check_destination
+from dlm.export.formats import Written
+from dlm.export.publish import Destination, check_destination, os_error_line
 from dlm.models import BaseModelRef, load_tokenizer, resolve_base_model
 from dlm.store import Store
 
@@ -273,9 +274,6 @@ def export(path: DocPath, format: str = "gguf", out: str | Path | None = None,
             that may not be replaced, or an adapter the format cannot express.
         BaseModelError: the base cannot be resolved.
     """
-    from dlm.export import write_gguf, write_merged, write_ollama, write_peft
-    from dlm.export.merged_gguf import DEFAULT_OUTTYPE, write_gguf_merged
-
     if format not in FORMATS:
         raise ExportError(f"--format {format}: unknown; choose one of {', '.join(FORMATS)}")
     dtype = _dtype_for(format, dtype)
@@ -291,18 +289,11 @@ def export(path: DocPath, format: str = "gguf", out: str | Path | None = None,
     check_destination(target)
     name, system = _model_name(doc_path), frontmatter.system_prompt
     tokenizer = load_tokenizer(ref) if format != "gguf" or verify else None
-    if format == "gguf":
-        written = write_gguf(adapter_dir, base, target, system_prompt=system)
-    elif format == "ollama":
-        written = write_ollama(adapter_dir, base, target, tokenizer, system_prompt=system, model_name=name)
-    elif format == "merged":
-        written = write_merged(adapter_dir, base, target, tokenizer, system_prompt=system, dtype=dtype or "float32")
-    elif format == "gguf-merged":
-        written = write_gguf_merged(adapter_dir, base, target, tokenizer, system_prompt=system, model_name=name,
-                                    outtype=dtype or DEFAULT_OUTTYPE)
-    else:
-        written = write_peft(adapter_dir, base, target, model_name=name, tokenizer=tokenizer, system_prompt=system)
-    result = _verify(format, written.out, adapter_dir, base, tokenizer) if verify else None
+    try:
+        written = _write(format, adapter_dir, base, target, tokenizer, system, name, dtype)
+        result = _verify(format, written.out, adapter_dir, base, tokenizer) if verify else None
+    except OSError as exc:  # a file the writers read or write, outside the staging folder's own handling
+        raise ExportError(os_error_line(exc, folder)) from exc
     return ExportReport(
         format=format, out=str(written.out), files=written.files, adapter_version=version,
         adapter_dir=str(adapter_dir), adapter_sha256=sha, adapter_checked_against=sha_checked,
@@ -311,6 +302,24 @@ def export(path: DocPath, format: str = "gguf", out: str | Path | None = None,
         dtype=_reported_dtype(format, dtype), warnings=tuple(warnings),
         verify=result.as_dict() if result else None,
     )
+
+
+def _write(format: str, adapter_dir: Path, base: BaseSpec, target: Destination, tokenizer: Any,
+           system: str | None, name: str, dtype: str | None) -> Written:
+    from dlm.export import write_gguf, write_merged, write_ollama, write_peft
+    from dlm.export.merged_gguf import DEFAULT_OUTTYPE, write_gguf_merged
+
+    if format == "gguf":
+        return write_gguf(adapter_dir, base, target, system_prompt=system)
+    elif format == "ollama":
+        return write_ollama(adapter_dir, base, target, tokenizer, system_prompt=system, model_name=name)
+    elif format == "merged":
+        return write_merged(adapter_dir, base, target, tokenizer, system_prompt=system, dtype=dtype or "float32")
+    elif format == "gguf-merged":
+        return write_gguf_merged(adapter_dir, base, target, tokenizer, system_prompt=system, model_name=name,
+                                 outtype=dtype or DEFAULT_OUTTYPE)
+    else:
+        return write_peft(adapter_dir, base, target, model_name=name, tokenizer=tokenizer, system_prompt=system)
 
 
 def _reported_dtype(format: str, dtype: str | None) -> str | None:
