@@ -15,6 +15,8 @@ from dlm.errors import ExportError
 from dlm.export.publish import staged_folder
 
 MARKER = ".dlm-export"
+PEFT_FILES = ("adapter_config.json", "adapter_model.safetensors", "chat_template.jinja", "tokenizer.json",
+              "tokenizer_config.json")
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +65,7 @@ def test_a_folder_dlm_did_not_write_is_refused_unless_force(doc, tmp_path):
     assert (other / "thesis.tex").read_text() == "years of work"
     result = runner.invoke(app, ["export", str(doc), "--format", "peft", "--out", str(other), "--force"])
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in other.iterdir()) == [MARKER, "adapter_config.json", "adapter_model.safetensors"]
+    assert sorted(p.name for p in other.iterdir()) == [MARKER, *PEFT_FILES]
 
 
 def test_an_earlier_export_is_replaced_but_not_one_the_user_added_files_to(doc, tmp_path):
@@ -73,7 +75,7 @@ def test_an_earlier_export_is_replaced_but_not_one_the_user_added_files_to(doc, 
         result = runner.invoke(app, ["export", str(doc), "--format", "peft", "--out", str(out)])
         assert result.exit_code == 0, result.output
     marker = json.loads((out / MARKER).read_text())
-    assert marker["files"] == ["adapter_config.json", "adapter_model.safetensors"]
+    assert marker["files"] == list(PEFT_FILES)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["doc", "exp"]  # no staging or .old folder left
     (out / "README.md").write_text("my notes on this export")
     result = runner.invoke(app, ["export", str(doc), "--format", "peft", "--out", str(out)])

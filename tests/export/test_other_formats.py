@@ -73,7 +73,9 @@ def test_peft_folder_loads_in_transformers_and_prints_vllm_command(doc, adapter_
     assert report.command == (f"vllm serve {smollm2_ref.path} --enable-lora "
                               f"--lora-modules notes={out} --max-lora-rank 8 "
                               f"--chat-template {out / 'chat_template.jinja'}")
-    assert report.verify == {"check": "peft-files", "passed": True, "numbers": {"files": 1.0}, "detail": ""}
+    assert report.verify["check"] == "peft-load" and report.verify["passed"], report.verify
+    assert report.verify["numbers"]["unmatched_modules"] == 0
+    assert 0.99 <= report.verify["numbers"]["adapter_effect"] <= 1.01
     model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)  # base found through the config
     assert model.active_adapters() == ["default"]
 
@@ -111,3 +113,24 @@ def test_a_frontmatter_error_still_refuses(doc, tmp_path):
     doc.write_text(doc.read_text().replace("base_model: smollm2-135m", "base_model: [oops"))
     with pytest.raises(DocError):
         export(doc, format="peft", out=tmp_path / "p")
+
+
+def test_peft_verify_fails_an_adapter_whose_module_names_the_base_lacks(doc, adapter_dir, smollm2_ref,
+                                                                        smollm2_tokenizer, tmp_path):
+    """A runtime matching by module name would serve the base: names and effect both say so."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    from dlm.export.verify import verify_peft
+
+    renamed = tmp_path / "renamed"
+    shutil.copytree(adapter_dir, renamed)
+    weights = load_file(str(adapter_dir / "adapter_model.safetensors"))
+    save_file({k.replace(".layers.", ".blocks."): v for k, v in weights.items()},
+              str(renamed / "adapter_model.safetensors"))
+    config = json.loads((renamed / "adapter_config.json").read_text())
+    (renamed / "adapter_config.json").write_text(json.dumps({**config, "base_model_name_or_path": str(smollm2_ref.path)}))
+    result = verify_peft(renamed, smollm2_ref.path, adapter_dir, smollm2_tokenizer)
+    assert not result.passed and result.numbers["unmatched_modules"] > 0
+    assert abs(result.numbers["adapter_effect"]) < 0.05  # nothing loaded: the base

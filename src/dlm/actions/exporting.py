@@ -342,7 +342,7 @@ def _verify(fmt: str, out: Path, adapter_dir: Path, base: BaseSpec, tokenizer: A
     if fmt == "gguf-merged":
         return checks.verify_gguf_merged(out, base.path, adapter_dir, tokenizer)
     if fmt == "peft":
-        return checks.verify_peft_files(out, adapter_dir)
+        return checks.verify_peft(out, base.path, adapter_dir, tokenizer)
     if checks.llama_cpp_available() and base.gguf is not None:
         return checks.verify_llama_cpp(out / GGUF_NAME, base.gguf, base.path, adapter_dir, tokenizer)
     alpha = read_adapter(adapter_dir).gguf_alpha()

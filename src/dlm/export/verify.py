@@ -33,7 +33,11 @@ peft's P_a (`[n_tokens, vocab]`):
 A check passes only with `adapter_effect` within `EFFECT_RANGE` (0.75 to 1.25), so an
 export that behaves like the base fails whatever its other numbers. (For the
 llama.cpp runtime the base is llama.cpp's own run of the base GGUF.)
-- `peft-files` (peft): the exported safetensors file is byte-identical to the store's.
+- `peft-load` (peft): the exported safetensors file is byte-identical to the store's;
+  every adapter tensor names a linear module of the base with the shapes it needs (a
+  runtime matching adapters by module name, as vLLM does, finds them all); the folder
+  loaded as transformers loads it (`AutoModelForCausalLM.from_pretrained(OUT)`) changes
+  the base's output (the adapter effect below).
 """
 
 from __future__ import annotations
@@ -243,8 +247,44 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def verify_peft_files(out_dir: Path, adapter_dir: Path) -> VerifyResult:
-    """The exported weights are the store's, byte for byte."""
+def unmatched_modules(adapter_weights: Path, model: Any) -> list[str]:
+    """Adapter tensors (`base_model.model.<module>.lora_A/B.weight`) whose module is not
+    a linear layer of `model` with matching shapes (`lora_A` `[r, in]`, `lora_B` `[out, r]`)."""
+    from safetensors import safe_open
+
+    modules = dict(model.named_modules())
+    bad = []
+    with safe_open(str(adapter_weights), framework="numpy") as fh:
+        for key in fh.keys():
+            module, _, kind = key.removeprefix("base_model.model.").rpartition(".lora_")
+            target, shape = modules.get(module), fh.get_slice(key).get_shape()
+            weight = getattr(target, "weight", None)
+            if weight is None or weight.dim() != 2:
+                bad.append(key)
+            elif (kind.startswith("A") and shape[1] != weight.shape[1]) or \
+                    (kind.startswith("B") and shape[0] != weight.shape[0]):
+                bad.append(key)
+    return sorted(bad)
+
+
+def verify_peft(out_dir: Path, base_dir: Path, adapter_dir: Path, tokenizer: Any,
+                text: str = HELD_OUT_TEXT) -> VerifyResult:
+    """The peft folder: the store's bytes, module names the base has, and the adapter's
+    change when transformers loads the folder itself (module docstring)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
     name = "adapter_model.safetensors"
     same = _sha(out_dir / name) == _sha(adapter_dir / name)
-    return VerifyResult("peft-files", same, {"files": 1.0}, "" if same else f"{name} differs from the store's")
+    ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    p0, pa = peft_logits(base_dir, adapter_dir, ids)
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    unmatched = unmatched_modules(out_dir / name, base)
+    loaded = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = loaded(input_ids=torch.tensor([ids])).logits[0].numpy()
+    numbers = {"tokens": float(len(ids)), "unmatched_modules": float(len(unmatched)), **adapter_effect(logits, p0, pa)}
+    passed = same and not unmatched and effect_ok(numbers)
+    detail = "; ".join(([] if same else [f"{name} differs from the store's"])
+                       + ([f"modules the base lacks: {', '.join(unmatched[:3])}"] if unmatched else []))
+    return VerifyResult("peft-load", passed, numbers, detail)
