@@ -106,3 +106,14 @@ def test_a_full_disk_is_one_line_that_never_names_the_staging_folder(tmp_path):
     message = str(info.value)
     assert message.startswith(f"{out}: no space left") and "staging" not in message and "\n" not in message
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_full_disk_wrapped_by_a_library_is_the_same_line(tmp_path):
+    from safetensors import SafetensorError
+
+    out = tmp_path / "out"
+    with pytest.raises(ExportError, match="no space left on the device") as info:
+        with staged_folder(out):
+            raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, '
+                                  'message: "No space left on device" })')
+    assert str(info.value).startswith(f"{out}: ") and list(tmp_path.iterdir()) == []

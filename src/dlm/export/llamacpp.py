@@ -31,7 +31,6 @@ CONVERTER = "convert_lora_to_gguf.py"
 HF_CONVERTER = "convert_hf_to_gguf.py"
 GGUF_OUTTYPES = ("f32", "f16", "bf16", "q8_0")
 PROGRESS_LINE = re.compile(r"\d+%\||it/s\]|s/it\]")
-DISK_FULL = ("No space left on device", f"[Errno {errno.ENOSPC}]")
 ENV_DIR = "DLM_LLAMA_CPP_DIR"
 
 
@@ -112,8 +111,10 @@ def _run(script: Path, args: list[str], cwd: Path, out_file: Path, failure: str)
     proc = subprocess.run([sys.executable, str(script), *args], cwd=cwd, env=env, capture_output=True, text=True)
     if proc.returncode == 0:
         return
+    from dlm.export.publish import DISK_FULL_SIGNS
+
     output = proc.stderr + proc.stdout
-    if any(sign in output for sign in DISK_FULL):
+    if any(sign in output for sign in (*DISK_FULL_SIGNS, f"[Errno {errno.ENOSPC}]")):
         raise OSError(errno.ENOSPC, "No space left on device", str(out_file))
     lines = [line.strip() for line in output.replace("\r", "\n").splitlines()
              if line.strip() and not PROGRESS_LINE.search(line)]

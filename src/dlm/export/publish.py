@@ -147,6 +147,17 @@ def check_destination(dest: Destination) -> None:
         )
 
 
+DISK_FULL_SIGNS = ("No space left on device", "StorageFull", "Disk quota exceeded")
+
+
+def disk_full(exc: BaseException) -> bool:
+    """True for an error that says the disk is full, whatever type a library wraps it in
+    (safetensors raises `SafetensorError: ... StorageFull ...`)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return any(sign in str(exc) for sign in DISK_FULL_SIGNS)
+
+
 def os_error_line(exc: OSError, out: Path) -> str:
     """One line for a failed write of the export at `out`: what failed and the way out
     (a full disk says so; the staging folder is never named, it no longer exists)."""
@@ -179,6 +190,10 @@ def staged_folder(out: Path | str | Destination) -> Iterator[Path]:
         _swap_in(staging, target)
     except OSError as exc:
         raise ExportError(os_error_line(exc, target)) from exc
+    except Exception as exc:
+        if disk_full(exc):  # libraries that wrap the OS error in their own type (safetensors)
+            raise ExportError(os_error_line(OSError(errno.ENOSPC, "No space left on device"), target)) from exc
+        raise
     finally:
         if staging is not None and staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
