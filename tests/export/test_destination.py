@@ -117,3 +117,14 @@ def test_a_full_disk_wrapped_by_a_library_is_the_same_line(tmp_path):
             raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, '
                                   'message: "No space left on device" })')
     assert str(info.value).startswith(f"{out}: ") and list(tmp_path.iterdir()) == []
+
+
+def test_a_working_folder_or_home_at_the_root_still_lets_exports_through(tmp_path, monkeypatch):
+    from dlm.export.publish import Destination, check_destination
+    from dlm.errors import ExportRefused
+
+    monkeypatch.chdir("/")
+    monkeypatch.setenv("HOME", "/")
+    check_destination(Destination(tmp_path / "out"))
+    with pytest.raises(ExportRefused, match="must never replace"):
+        check_destination(Destination(Path("/"), force=True))

@@ -87,9 +87,11 @@ def _in_the_way(out: Path, keep: Iterable[Path]) -> Path | None:
     """A path replacing `out` would destroy: the working folder, home, a kept path
     or a parent of one; or a kept folder `out` lies inside (the store)."""
     outs = _both(out)
+    if any(o.parent == o for o in outs):
+        return out  # a file-system root holds everything
     for raw in (Path.cwd(), Path.home(), *keep):
         for kept in _both(raw):
-            if any(_contains(o, kept) for o in outs):
+            if kept.parent != kept and any(_contains(o, kept) for o in outs):  # a root working folder guards nothing
                 return kept
     for raw in keep:
         for kept in _both(raw):
