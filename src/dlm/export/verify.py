@@ -110,13 +110,17 @@ def _nll(logits: Any, ids: Any) -> float:
     return float(-logp[np.arange(len(ids) - 1), ids[1:]].mean())
 
 
-def peft_logits(base_dir: Path, adapter_dir: Path, ids: list[int]) -> tuple[Any, Any]:
-    """Float32 logits `[n_tokens, vocab]` of the base alone and with the peft adapter."""
+def peft_logits(base: Path | Any, adapter_dir: Path, ids: list[int]) -> tuple[Any, Any]:
+    """Float32 logits `[n_tokens, vocab]` of the base alone and with the peft adapter.
+
+    Args:
+        base: the base model's folder, or the float32 model itself (then wrapped by peft).
+    """
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32) if isinstance(base, Path) else base
     peft = PeftModel.from_pretrained(model, adapter_dir).eval()
     batch = torch.tensor([ids])
     with torch.no_grad():
@@ -277,9 +281,9 @@ def verify_peft(out_dir: Path, base_dir: Path, adapter_dir: Path, tokenizer: Any
     name = "adapter_model.safetensors"
     same = _sha(out_dir / name) == _sha(adapter_dir / name)
     ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
-    p0, pa = peft_logits(base_dir, adapter_dir, ids)
     base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
-    unmatched = unmatched_modules(out_dir / name, base)
+    unmatched = unmatched_modules(out_dir / name, base)  # before peft wraps the modules
+    p0, pa = peft_logits(base, adapter_dir, ids)
     loaded = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32).eval()
     with torch.no_grad():
         logits = loaded(input_ids=torch.tensor([ids])).logits[0].numpy()
