@@ -113,7 +113,7 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
         lossy_files=run.tokenized.lossy_files, examples=len(run.dataset),
         tokenization=asdict(tokenization),
         warnings=list(run.lock.decision.warnings) if run.lock else [],
-        heldout=heldout.summary(), real_token_fraction=tally.fraction,
+        heldout=heldout.summary(), real_token_fraction=tally.fraction, loss_tokens=tally.loss_tokens,
         distributed=_distributed_summary(run),
     )
 

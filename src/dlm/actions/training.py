@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 from contextlib import nullcontext
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +59,8 @@ from dlm.train.distributed import (
 )
 from dlm.train.heldout import split_rows, subset
 from dlm.train.launch import LaunchSpec
-from dlm.train.lora import LoraRun, pick_precision
+from dlm.train.lora import LoraRun, lock_hyperparameters
+from dlm.train.precision import resolve_precision
 
 __all__ = [
     "LaunchSpec", "NullSink", "TrainOptions", "TrainReport", "TrainSink", "format_skips", "resolve_lock_mode", "train",
@@ -82,6 +82,7 @@ def lora_run_for(training: TrainingConfig, options: TrainOptions) -> LoraRun:
         batch_size=training.batch_size,
         gradient_accumulation_steps=training.gradient_accumulation_steps,
         seed=training.seed,
+        precision=resolve_precision(training.precision),
     )
 
 
@@ -249,18 +250,14 @@ class _LockStep:
         from dlm.lock import LockInputs, LockMode, apply_determinism, build_lock, check_lock
 
         flags = apply_determinism(lora_run.seed)
-        hyper = asdict(lora_run)
-        hyper.update(sequence_len=doc.frontmatter.training.sequence_len,
-                     packing=doc.frontmatter.training.packing)
-        if doc.frontmatter.training.instruction_share is not None:
-            # only when set, so locks written before the setting existed keep their hash
-            hyper.update(instruction_share=doc.frontmatter.training.instruction_share)
+        training = doc.frontmatter.training
+        hyper = lock_hyperparameters(lora_run, training.sequence_len, training.packing, training.instruction_share)
         inputs = LockInputs(
             dlm_id=doc.frontmatter.dlm_id,
             dlm_sha256=doc.dlm_sha256,
             base_model_name=ref.name,
             base_model_revision=ref.revision,
-            precision=pick_precision(),
+            precision=lora_run.precision,
             seed=lora_run.seed,
             tokenizer_sha256=tok_sha,
             corpus_fingerprint=corpus_fingerprint(tokenized.keys),
