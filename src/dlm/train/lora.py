@@ -5,7 +5,9 @@ own preparation is skipped (`skip_prepare_dataset`) and `dlm.train.collator` mak
 batches: packed blocks carry per-example `position_ids` and no attention mask, which
 transformers turns into a block-diagonal mask only when no KV cache is built, so the
 run trains with `use_cache` off (`packed_attention`). Precision: `LoraRun.precision`
-(`dlm.train.precision`); bfloat16 is autocast, on CUDA and on CPU alike. Off CUDA the
+(`dlm.train.precision`); bfloat16 is autocast, on CUDA and on CPU alike. LoRA dropout
+masks are keyed by the global micro-batch (`dlm.train.dropout`), so any number of ranks
+trains the bytes of one process accumulating the same micro-batches. Off CUDA the
 loss is the model's own cross-entropy (see `native_loss_trainer`). Checkpoints are not written: the adapter is saved once, at the end,
 by the caller, so an interrupted run leaves nothing half-written behind.
 
@@ -239,6 +241,7 @@ def train_lora(
     from trl import SFTConfig
 
     from dlm.train.collator import PackedCollator
+    from dlm.train.dropout import install_keyed_dropout
 
     activations = activation_bytes(model.config, run.batch_size, sequence_len) if sequence_len else None
     config = SFTConfig(
@@ -286,6 +289,8 @@ def train_lora(
         )
     # stdout belongs to the command (`--json`); progress goes through `sink`
     trainer.remove_callback(PrinterCallback)
+    install_keyed_dropout(trainer.model, run.seed, trainer.accelerator.process_index,
+                          trainer.accelerator.num_processes)
     t0 = time.perf_counter()
     with packed_attention(trainer.model):
         output = trainer.train()
