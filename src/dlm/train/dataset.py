@@ -158,11 +158,13 @@ def pack_blocks(lengths: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndar
         `(members, block_start)`: 1-D int64 [n] example indices in block order (each
         block's longest first) and 1-D int64 [n_blocks + 1] offsets into `members`.
     """
-    order = np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
+    lengths = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(-lengths, kind="stable")
+    n_full = int((lengths >= capacity).sum())  # full windows come first and fill a block each
     open_at: list[list[int]] = [[] for _ in range(capacity + 1)]  # room -> open blocks (a stack)
     has_room = np.zeros(capacity + 1, dtype=bool)
-    contents: list[list[int]] = []
-    for e in order.tolist():
+    contents: list[list[int]] = [[e] for e in order[:n_full].tolist()]
+    for e in order[n_full:].tolist():
         need = int(lengths[e])
         fits = np.flatnonzero(has_room[need:])
         if fits.shape[0]:
