@@ -8,8 +8,9 @@ run trains with `use_cache` off (`packed_attention`). Precision: `LoraRun.precis
 (`dlm.train.precision`); bfloat16 is autocast, on CUDA and on CPU alike. LoRA dropout
 masks are keyed by the global micro-batch (`dlm.train.dropout`), so any number of ranks
 trains the bytes of one process accumulating the same micro-batches. Off CUDA the
-loss is the model's own cross-entropy (see `native_loss_trainer`). Checkpoints are not written: the adapter is saved once, at the end,
-by the caller, so an interrupted run leaves nothing half-written behind.
+loss is the model's own cross-entropy (see `native_loss_trainer`). Checkpoints are not
+written: the adapter is saved once, at the end, by the caller, so an interrupted run
+leaves nothing half-written behind.
 
 Gradient checkpointing (TRL turns it on by default) recomputes every layer's forward
 during backward to keep fewer activations: a quarter of a CPU step's compute (7.4 s
