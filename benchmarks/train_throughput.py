@@ -128,7 +128,7 @@ def dlm_run(doc: Path, env: dict[str, str], steps: int) -> dict:
     report = json.loads(got["stdout"])
     return {"loss_tokens_per_s": report["loss_tokens"] / report["train_seconds"], "wall": got["wall"],
             "rss": got["rss"], "real_fraction": report["real_token_fraction"], "train_loss": report["train_loss"],
-            "heldout_after": (report.get("heldout") or {}).get("after")}
+            "heldout_after": ((report.get("heldout") or {}).get("after") or {}).get("loss", float("nan"))}
 
 
 def bare_run(precision: str, sequence_len: int, batch: int, steps: int, env: dict[str, str]) -> dict:
@@ -181,7 +181,7 @@ def main() -> None:
                 last = dlm_side[-1]
                 print(f"| {name} | {precision} | {d['loss_tokens_per_s']:.0f} | {b:.0f} | "
                       f"{d['loss_tokens_per_s'] / b:.2f}x | {d['wall']:.1f} | {d['rss'] / 1e9:.2f} | "
-                      f"{last['real_fraction']:.3f} | {last['train_loss']:.3f} | {last['heldout_after']} |", flush=True)
+                      f"{last['real_fraction']:.3f} | {last['train_loss']:.3f} | {last['heldout_after']:.3f} |", flush=True)
     for name in args.docs.split(","):
         if (name, "fp32") in results and (name, "bf16") in results:
             ratio = results[(name, "bf16")]["loss_tokens_per_s"] / results[(name, "fp32")]["loss_tokens_per_s"]
