@@ -141,3 +141,8 @@ def test_no_token_attends_across_packed_examples_in_training_mode(smollm2):
     torch.testing.assert_close(base[0, 20:], alone[0], rtol=1e-4, atol=1e-4)
     assert not torch.allclose(cached[0, 20:], alone[0], atol=1e-2)
     assert smollm2.config.use_cache is True
+
+
+def test_collator_takes_lists_from_a_plain_dataset():
+    out = PackedCollator(pad_id=0)([{"input_ids": [5, 6], "labels": [5, 6]}, {"input_ids": [7], "labels": [7]}])
+    assert out["input_ids"].tolist() == [[5, 6], [7, 0]] and out["labels"].tolist() == [[5, 6], [7, -100]]

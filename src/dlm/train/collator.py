@@ -21,6 +21,7 @@ computes every masked score, so one long row would do `batch` times the attentio
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,8 +38,8 @@ class PackedCollator:
     def __init__(self, pad_id: int) -> None:
         self.pad_id = pad_id
 
-    def __call__(self, examples: Sequence[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
-        """Returns int64 tensors `[batch, n]`: `input_ids`, `labels`, and `position_ids` or
+    def __call__(self, examples: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        """`examples`: dicts of 1-D int arrays (or lists). Returns int64 tensors `[batch, n]`: `input_ids`, `labels`, and `position_ids` or
         `attention_mask` (see module docstring).
 
         Raises:
@@ -46,6 +47,7 @@ class PackedCollator:
         """
         if not examples:
             raise ValueError("cannot collate an empty batch")
+        examples = [{k: np.asarray(v) for k, v in e.items()} for e in examples]  # lists from a plain Dataset
         packed = {"position_ids" in e for e in examples}
         if len(packed) != 1:
             raise ValueError("a batch mixes packed blocks and plain windows")
