@@ -22,9 +22,8 @@ def test_a_bad_budget_says_what_it_takes(text: str | int) -> None:
 
 
 def test_pairs_are_each_seen_the_repeat_count_and_the_rest_once() -> None:
-    recipe = choose(n_instruction=8, n_other=6, tokens_per_example=60, examples_per_step=4, budget_tokens=None)
-    wanted = INSTRUCTION_REPEATS * 8
-    assert recipe.max_steps == -(-(wanted + 6) // 4)
+    recipe = choose(n_instruction=8, n_other=6, units_per_step=4, budget_units=None)
+    assert recipe.max_steps is None  # one pass over the dataset this share gives
     # the dataset's repeat rule r = f * n_other / ((1 - f) * n_instruction) gives back R
     f = recipe.instruction_share
     assert f is not None and round(f * 6 / ((1 - f) * 8)) == INSTRUCTION_REPEATS
@@ -32,23 +31,28 @@ def test_pairs_are_each_seen_the_repeat_count_and_the_rest_once() -> None:
 
 
 def test_a_budget_too_small_for_the_pairs_caps_the_share_and_warns() -> None:
-    recipe = choose(n_instruction=50, n_other=70_000, tokens_per_example=120, examples_per_step=4,
-                    budget_tokens=20 * 4 * 120)
+    recipe = choose(n_instruction=50, n_other=70_000, units_per_step=4, budget_units=20 * 4)
     assert recipe.max_steps == 20
     assert recipe.instruction_share == MAX_SHARE
     assert recipe.warning is not None and "raise training.budget" in recipe.warning
 
 
 def test_a_budget_large_enough_keeps_the_repeats_among_many_source_windows() -> None:
-    recipe = choose(n_instruction=6, n_other=70_000, tokens_per_example=120, examples_per_step=4,
-                    budget_tokens=40 * 4 * 120)
+    recipe = choose(n_instruction=6, n_other=70_000, units_per_step=4, budget_units=40 * 4)
     assert recipe.max_steps == 40
     seen = recipe.instruction_share * 40 * 4 / 6
     assert seen == pytest.approx(INSTRUCTION_REPEATS, rel=0.01)
     assert recipe.warning is None
 
 
+def test_in_tokens_when_packing() -> None:
+    # 8 pairs of 60 tokens, 900 tokens of source: one pass holds each pair 20 times
+    recipe = choose(n_instruction=480, n_other=900, units_per_step=4 * 256, budget_units=None)
+    f = recipe.instruction_share
+    assert round(f * 900 / ((1 - f) * 480)) == INSTRUCTION_REPEATS
+
+
 def test_without_pairs_one_epoch_cut_to_the_budget() -> None:
-    assert choose(0, 10, 50, 4, None).max_steps == 3
-    assert choose(0, 1000, 50, 4, 50 * 4 * 7).max_steps == 7
-    assert choose(0, 10, 50, 4, None).instruction_share is None
+    assert choose(0, 10, 4, None).max_steps is None
+    assert choose(0, 1000, 4, 28).max_steps == 7
+    assert choose(0, 10, 4, None).instruction_share is None

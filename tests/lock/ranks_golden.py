@@ -4,15 +4,15 @@ Repository tooling beside `golden_tool` (same tuple, same fresh-process runs):
 `tests/lock/test_ranks_golden.py` and `scripts/regen-ranks-golden.py` import it.
 
     tests/golden/determinism/ranks2.dlm            the document: golden.dlm's corpus and
-                                                   settings, LoRA dropout 0, its own dlm_id
+                                                   settings (default LoRA dropout), its own dlm_id
     tests/golden/determinism/ranks2-<16 hex>.json  one tuple: {"format", "tuple_hash", "tuple",
                                                    "world_size", "document", "document_sha256",
                                                    "adapter_sha256"}
 
 Its twin is the same document trained in one process with `gradient_accumulation_steps: 2`
-(`twin_text`): the same micro-batches averaged per step, so the same adapter bytes.
-LoRA dropout is 0 because each rank draws its own dropout masks from the same seed,
-which one process accumulating two micro-batches never does.
+(`twin_text`): the same micro-batches averaged per step, so the same adapter bytes,
+dropout included: LoRA dropout masks are keyed by the global micro-batch index, not by
+the process that draws them (`dlm.train.dropout`).
 """
 
 from __future__ import annotations

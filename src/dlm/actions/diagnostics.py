@@ -48,6 +48,8 @@ class DoctorView:
         source: where the machine's facts came from: `probe` (read without importing
             torch, `dlm.lock.probe`), `torch` (asked torch) or `given` (the caller's).
         plan: with `nproc`, the multi-process plan (`plan_view`), else None.
+        precision: bfloat16 support and what `training.precision: auto` trains in here
+            (`precision_view`).
     """
 
     dlm_version: str
@@ -67,6 +69,7 @@ class DoctorView:
     versions: dict[str, str]
     source: str = "probe"
     plan: dict[str, object] | None = None
+    precision: dict[str, object] | None = None
 
 
 def doctor(
@@ -115,7 +118,26 @@ def doctor(
         versions=dict(env.versions),
         source=source,
         plan=plan_view(nproc, env, batch_size, gradient_accumulation_steps) if nproc else None,
+        precision=precision_view(env.hardware_tier),
     )
+
+
+def precision_view(hardware_tier: str, cpu_flags: frozenset[str] | None = None) -> dict[str, object]:
+    """bfloat16 support on this machine (`dlm.train.precision`): `cpu_bf16` lists the
+    CPU's AVX512-BF16 / AMX flags, `cuda_bf16` whether the GPU supports bfloat16 (None
+    without a CUDA GPU; asking imports torch), `auto` the dtype `precision: auto` picks."""
+    from dlm.isa import read_cpu_flags
+    from dlm.train.precision import CPU_BF16_FLAGS, auto_dtype
+
+    flags = read_cpu_flags() if cpu_flags is None else cpu_flags
+    cpu_bf16 = tuple(f for f in CPU_BF16_FLAGS if f in flags)
+    cuda_bf16 = None
+    if hardware_tier == "cuda":
+        import torch
+
+        cuda_bf16 = bool(torch.cuda.is_bf16_supported())
+    return {"cpu_bf16": list(cpu_bf16), "cuda_bf16": cuda_bf16,
+            "auto": auto_dtype(hardware_tier, bool(cuda_bf16), cpu_bf16)}
 
 
 def plan_view(nproc: int, env: Environment, batch_size: int | None = None,

@@ -8,8 +8,8 @@ and whether a window or packed block starts at it. Rules, as `dlm.train.dataset`
 
 - a token carries loss when it is past the row's prompt (instruction rows mask the
   question) and something before it in the same example predicts it: with windows
-  that is every token but the row's first (windows overlap by one token); with packing,
-  every token but the first of each block;
+  that is every token but the row's first (windows overlap by one token); packing puts
+  whole windows into blocks, each attending only to itself, so the rule is the same;
 - a held-out row does not train: its tokens carry loss only in the held-out window it
   is scored on (`dlm.train.evaluate.build_eval_set`).
 
@@ -138,7 +138,7 @@ def row_tokens(path: DocPath, selector: str, limit: int = DEFAULT_LIMIT, use_cac
     split = split_rows(tokenized, training.eval.fraction, training.eval.max_rows)
     ids = tokenized.read(index)
     n_prompt = int(tokenized.n_prompt[index])
-    layout = "packed" if training.packing else "windows"
+    layout = "windows"  # packing places whole windows in blocks: the cuts and loss are the windows'
     heldout = bool((split.heldout == index).any())
     loss, cuts = _loss_and_cuts(tokenized, split, index, heldout, layout, training.sequence_len)
     shown = ids[:limit].tolist()

@@ -46,6 +46,11 @@ def doctor(
         ("switches", ", ".join(f"{k}={v}" for k, v in sorted(view.determinism_flags.items()))),
         ("source", SOURCES.get(view.source, view.source)),
     ]
+    if view.precision is not None:
+        pr = view.precision
+        cpu = ", ".join(pr["cpu_bf16"]) or "no AVX512-BF16/AMX"  # type: ignore[arg-type]
+        gpu = "" if pr["cuda_bf16"] is None else f", GPU bf16 {'yes' if pr['cuda_bf16'] else 'no'}"
+        rows.append(("bf16", f"CPU {cpu}{gpu}; precision: auto trains in {pr['auto']}"))
     if view.plan is not None:
         p = view.plan
         rows.append(("--nproc plan", (

@@ -143,7 +143,8 @@ class TrainingConfig(_Strict):
     nproc: int | None = Field(default=None, gt=0)  # ranks on this machine (dlm.train.distributed)
     sequence_len: int = Field(default=2048, ge=16)
     seed: int = Field(default=42, ge=0, lt=2**32)  # numpy's seed range (set_seed seeds numpy)
-    packing: bool = False
+    packing: bool = True  # whole examples packed into blocks, no attention across them (dlm.train.dataset)
+    precision: Literal["fp32", "bf16", "auto"] = "auto"  # bf16 where the hardware has it (dlm.train.precision)
     instruction_share: YamlFloat | None = Field(default=None, gt=0, lt=1)
     budget: str | int | None = None
     recast: bool = True

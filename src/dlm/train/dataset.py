@@ -1,18 +1,27 @@
 """Training examples cut from tokenized rows, read lazily.
 
-Two layouts, both computed with NumPy over row lengths (no per-row Python loop):
+Both layouts start from the same examples, computed with NumPy over row lengths (no
+per-row Python loop): a row of `L` tokens becomes windows of at most `sequence_len`
+tokens that overlap by one token (stride `sequence_len - 1`). A causal LM predicts every
+position of a window but the first from what precedes it, so the overlap makes every
+token of a row after its first a prediction target exactly once: a long file keeps its
+tail, and no token is lost at a window boundary. Then:
 
-- windows (default): a row of `L` tokens becomes windows of at most `sequence_len`
-  tokens that overlap by one token (stride `sequence_len - 1`). A causal LM predicts
-  every position of a window but the first from what precedes it, so the overlap makes
-  every token of a row after its first a prediction target exactly once: a long file
-  keeps its tail, and no token is lost at a window boundary;
-- packing (`training.packing: true`): all rows are concatenated (each already ends
-  with EOS) and cut into fixed `sequence_len` blocks; the last partial block is kept.
+- packing (`training.packing: true`, the default): the examples are packed into blocks
+  of at most `sequence_len` tokens by best-fit decreasing (`pack_blocks`), each block
+  carrying `position_ids` that restart at 0 where an example starts. transformers reads
+  those restarts as separate sequences when no `attention_mask` is given
+  (`masking_utils.find_packed_sequence_indices`) and builds a block-diagonal causal mask,
+  so no token attends across examples, and each example is scored exactly as it would
+  be alone: the first token of each example carries no loss (nothing of its own
+  precedes it). Short rows and Q/A pairs fill blocks instead of padding a batch to its
+  longest example; a full-length window is a block of its own.
+- windows (`packing: false`): one example per window; a batch is padded to its longest.
 
-An example is `{"input_ids": 1-D int64 [n], "labels": 1-D int64 [n]}`: `labels` equals
-`input_ids` except on an instruction row's prompt tokens, where it is -100 (no loss),
-the convention of Hugging Face causal-LM models and TRL's collator.
+An example is `{"input_ids": 1-D int64 [n], "labels": 1-D int64 [n]}`, packed blocks add
+`"position_ids": 1-D int64 [n]`. `labels` equals `input_ids` except on an instruction
+row's prompt tokens and an example's first token, where it is -100 (no loss), the
+convention of Hugging Face causal-LM models and TRL's collator.
 Ids are widened from the stored uint16/uint32 to int64 here, one example at a time.
 Examples with no predicted loss token (a window wholly inside a prompt) are dropped.
 
@@ -21,8 +30,11 @@ Q/A pairs next to a large source tree would otherwise see them about once per ep
 among tens of thousands of windows. With a share set, every instruction example is
 repeated `r` times, `r = max(1, round(f * n_other / ((1 - f) * n_instruction)))`, so
 instruction examples make up about `f` of the examples drawn (of the tokens, with
-packing). The repeats sit in the index arrays only; no ids are copied, and the order is
-a pure function of the rows, so runs stay deterministic.
+packing). With packing, instruction examples are packed into blocks of their own and
+those blocks are repeated, so the `r` copies of one pair land in `r` different blocks
+that the trainer's shuffle spreads over the run, never `r` times in one micro-batch.
+The repeats sit in the index arrays only; no ids are copied, and the order is a pure
+function of the rows, so runs stay deterministic.
 """
 
 from __future__ import annotations
@@ -80,47 +92,96 @@ class WindowDataset:
 
 
 class PackedDataset:
-    """Map-style dataset of fixed-size blocks over the concatenation of all rows."""
+    """Map-style dataset of blocks of whole windows (see module docstring).
+
+    Attributes:
+        windows: the `WindowDataset` the blocks are made of (no repeats).
+        block_start: 1-D int64 [n_blocks + 1]; block `i` holds windows
+            `members[block_start[i]:block_start[i + 1]]`.
+        members: 1-D int64, window indices in block order.
+        order: 1-D int64 [n_examples], the block behind each example (blocks of
+            instruction windows repeat under a share).
+    """
 
     def __init__(self, rows: TokenizedRows, sequence_len: int, instruction_share: float | None = None) -> None:
-        self.rows = rows
         self.sequence_len = sequence_len
-        lengths = rows.lengths.astype(np.int64)
-        is_instruction = _instruction_rows(rows)
+        self.windows = WindowDataset(rows, sequence_len)
+        lengths = self.windows.stop - self.windows.start
+        is_instruction = _instruction_rows(rows)[self.windows.row]
+        groups = [np.flatnonzero(~is_instruction), np.flatnonzero(is_instruction)]
+        blocks = [pack_blocks(lengths[g], sequence_len) for g in groups]
+        self.members = np.concatenate([g[m] for g, (m, _) in zip(groups, blocks)])
+        sizes = [np.diff(b) for _, b in blocks]
+        self.block_start = np.concatenate(([0], np.cumsum(np.concatenate(sizes)))).astype(np.int64)
+        n_other = len(sizes[0])
+        block_tokens = np.add.reduceat(lengths[self.members], self.block_start[:-1]) if len(self.members) \
+            else np.zeros(0, np.int64)
         self.instruction_repeats = instruction_repeats(
             int(lengths[is_instruction].sum()), int(lengths[~is_instruction].sum()), instruction_share)
-        #: order[j] is the row at position j of the concatenation (rows repeat under a share)
-        self.order = np.repeat(np.arange(len(lengths), dtype=np.int64),
-                               np.where(is_instruction, self.instruction_repeats, 1))
-        self.offsets = np.concatenate(([0], np.cumsum(lengths[self.order])))
-        total = int(self.offsets[-1])
-        n_blocks = -(-total // sequence_len)
-        # trailing block too short to train on is dropped
-        if n_blocks and total - (n_blocks - 1) * sequence_len < MIN_LOSS_TOKENS + 1:
-            n_blocks -= 1
-        self.n_blocks = n_blocks
-        self.total = total
-        self.n_prompt = rows.n_prompt.astype(np.int64)[self.order]
+        repeats = np.where(np.arange(len(block_tokens)) < n_other, 1, self.instruction_repeats)
+        self.order = np.repeat(np.arange(len(block_tokens), dtype=np.int64), repeats)
+        self.block_tokens = block_tokens.astype(np.int64)
 
     def __len__(self) -> int:
-        return self.n_blocks
+        return int(self.order.shape[0])
 
     @property
     def total_tokens(self) -> int:
-        return min(self.total, self.n_blocks * self.sequence_len)
+        return int(self.block_tokens[self.order].sum())
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
-        a = i * self.sequence_len
-        b = min(a + self.sequence_len, self.total)
-        first = int(np.searchsorted(self.offsets, a, side="right")) - 1
-        last = int(np.searchsorted(self.offsets, b, side="left")) - 1
-        ids, mask = [], []
-        for r in range(first, last + 1):
-            lo = max(a, int(self.offsets[r])) - int(self.offsets[r])
-            hi = min(b, int(self.offsets[r + 1])) - int(self.offsets[r])
-            ids.append(self.rows.read(int(self.order[r]))[lo:hi])
-            mask.append(np.arange(lo, hi) >= self.n_prompt[r])
-        return _example(np.concatenate(ids).astype(np.int64), np.concatenate(mask))
+        b = int(self.order[i])
+        parts = [self.windows[int(w)] for w in self.members[self.block_start[b]:self.block_start[b + 1]]]
+        for part in parts:
+            part["labels"][0] = -100  # nothing of its own example precedes the first token
+        return {
+            "input_ids": np.concatenate([p["input_ids"] for p in parts]),
+            "labels": np.concatenate([p["labels"] for p in parts]),
+            "position_ids": np.concatenate([np.arange(p["input_ids"].shape[0], dtype=np.int64) for p in parts]),
+        }
+
+
+def pack_blocks(lengths: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    """Best-fit decreasing bin packing of examples into blocks of at most `capacity` tokens.
+
+    Examples are taken longest first (ties by index, a stable sort); each goes into the
+    open block with the least room that still fits it, else a new block. Open blocks
+    are kept by remaining room (`capacity + 1` stacks), so finding the best fit is one
+    NumPy scan of at most `capacity + 1` flags per example. Deterministic: a pure
+    function of `lengths`.
+
+    Args:
+        lengths: 1-D int [n], each in `1..capacity` (tokens).
+        capacity: block size in tokens (`sequence_len`).
+
+    Returns:
+        `(members, block_start)`: 1-D int64 [n] example indices in block order (each
+        block's longest first) and 1-D int64 [n_blocks + 1] offsets into `members`.
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(-lengths, kind="stable")
+    n_full = int((lengths >= capacity).sum())  # full windows come first and fill a block each
+    open_at: list[list[int]] = [[] for _ in range(capacity + 1)]  # room -> open blocks (a stack)
+    has_room = np.zeros(capacity + 1, dtype=bool)
+    contents: list[list[int]] = [[e] for e in order[:n_full].tolist()]
+    for e in order[n_full:].tolist():
+        need = int(lengths[e])
+        fits = np.flatnonzero(has_room[need:])
+        if fits.shape[0]:
+            r = need + int(fits[0])
+            blk = open_at[r].pop()
+            has_room[r] = bool(open_at[r])
+        else:
+            blk, r = len(contents), capacity
+            contents.append([])
+        contents[blk].append(e)
+        left = r - need
+        if left > 0:
+            open_at[left].append(blk)
+            has_room[left] = True
+    members = np.fromiter((e for c in contents for e in c), dtype=np.int64, count=len(order))
+    block_start = np.concatenate(([0], np.cumsum([len(c) for c in contents], dtype=np.int64)))
+    return members, block_start.astype(np.int64)
 
 
 def _example(ids: np.ndarray, loss_mask: np.ndarray) -> dict[str, np.ndarray]:
@@ -164,7 +225,7 @@ def as_hf_dataset(examples: WindowDataset | PackedDataset, on_batch: Callable[[l
         got = [examples[int(i)] for i in batch["example_index"]]
         if on_batch is not None:
             on_batch(got)
-        return {"input_ids": [g["input_ids"] for g in got], "labels": [g["labels"] for g in got]}
+        return {key: [g[key] for g in got] for key in got[0]} if got else {"input_ids": [], "labels": []}
 
     table = Dataset.from_dict({"example_index": np.arange(len(examples), dtype=np.int64)})
     return table.with_transform(fetch)

@@ -1,11 +1,16 @@
 """Run TRL's SFTTrainer with a peft LoRA adapter over prepared examples.
 
-The dataset is already tokenized and windowed (`dlm.train.dataset`), so TRL's own
-preparation is skipped (`skip_prepare_dataset`) and its collator pads batches with
-the tokenizer's pad token. Precision: float32 on CPU and MPS, bfloat16 on a CUDA GPU
-that supports it. Off CUDA the loss is the model's own cross-entropy (see
-`native_loss_trainer`). Checkpoints are not written: the adapter is saved once, at the end,
-by the caller, so an interrupted run leaves nothing half-written behind.
+The dataset is already tokenized, windowed and packed (`dlm.train.dataset`), so TRL's
+own preparation is skipped (`skip_prepare_dataset`) and `dlm.train.collator` makes the
+batches: packed blocks carry per-example `position_ids` and no attention mask, which
+transformers turns into a block-diagonal mask only when no KV cache is built, so the
+run trains with `use_cache` off (`packed_attention`). Precision: `LoraRun.precision`
+(`dlm.train.precision`); bfloat16 is autocast, on CUDA and on CPU alike. LoRA dropout
+masks are keyed by the global micro-batch (`dlm.train.dropout`), so any number of ranks
+trains the bytes of one process accumulating the same micro-batches. Off CUDA the
+loss is the model's own cross-entropy (see `native_loss_trainer`). Checkpoints are not
+written: the adapter is saved once, at the end, by the caller, so an interrupted run
+leaves nothing half-written behind.
 
 Gradient checkpointing (TRL turns it on by default) recomputes every layer's forward
 during backward to keep fewer activations: a quarter of a CPU step's compute (7.4 s
@@ -21,7 +26,9 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -50,6 +57,7 @@ class LoraRun:
     batch_size: int
     gradient_accumulation_steps: int
     seed: int
+    precision: str = "float32"  # the resolved dtype name (`dlm.train.precision`)
 
 
 @dataclass(frozen=True)
@@ -93,11 +101,41 @@ def trainer_class(device: str) -> Any:
     return SFTTrainer if device == "cuda" else native_loss_trainer()
 
 
-def pick_precision() -> str:
-    """`bfloat16` on a CUDA GPU that supports it, else `float32` (see module docstring)."""
-    if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
-        return "bfloat16"
-    return "float32"
+@contextmanager
+def packed_attention(model: Any) -> Iterator[None]:
+    """Turn the model's KV cache off for the block (restored after).
+
+    transformers builds a `DynamicCache` on every forward while `config.use_cache` is
+    on, training mode included, and with a cache it never looks at `position_ids` for
+    packed sequences, so packed examples would attend to each other.
+    """
+    config = model.config
+    before = config.use_cache
+    config.use_cache = False
+    try:
+        yield
+    finally:
+        config.use_cache = before
+
+
+PACKING_MODE = "padding_free"
+
+
+def lock_hyperparameters(run: LoraRun, sequence_len: int, packing: bool,
+                         instruction_share: float | None) -> dict[str, Any]:
+    """The training settings the determinism lock hashes (`dlm.lock.record`).
+
+    `precision` is left out (the lock records it as a field of its own, the dtype the
+    run trained in); `packing` is the packing mode (`PACKING_MODE`) or False, so a lock
+    written when packing concatenated rows differs from one of padding-free blocks;
+    `instruction_share` only when set, so locks written before it existed keep their hash.
+    """
+    hyper = asdict(run)
+    hyper.pop("precision")
+    hyper.update(sequence_len=sequence_len, packing=PACKING_MODE if packing else False)
+    if instruction_share is not None:
+        hyper.update(instruction_share=instruction_share)
+    return hyper
 
 
 ACTIVATION_SHARE = 0.25
@@ -138,6 +176,11 @@ def gradient_checkpointing(device: str, activations: int | None, memory: int | N
     if device != "cpu" or activations is None or memory is None:
         return True
     return activations > ACTIVATION_SHARE * memory
+
+
+def _pad_id(tokenizer: Any) -> int:
+    pad = getattr(tokenizer, "pad_token_id", None)
+    return int(pad) if pad is not None else int(tokenizer.eos_token_id)
 
 
 def _device() -> str:
@@ -198,7 +241,9 @@ def train_lora(
     from transformers import PrinterCallback
     from trl import SFTConfig
 
-    precision = pick_precision()
+    from dlm.train.collator import PackedCollator
+    from dlm.train.dropout import install_keyed_dropout
+
     activations = activation_bytes(model.config, run.batch_size, sequence_len) if sequence_len else None
     config = SFTConfig(
         output_dir=str(work_dir),
@@ -215,7 +260,7 @@ def train_lora(
         disable_tqdm=True,
         dataloader_num_workers=0,
         use_cpu=not torch.cuda.is_available(),
-        bf16=precision == "bfloat16",
+        bf16=run.precision == "bfloat16",
         max_length=None,
         remove_unused_columns=False,
         dataset_kwargs={"skip_prepare_dataset": True},
@@ -240,12 +285,16 @@ def train_lora(
             train_dataset=dataset,
             processing_class=tokenizer,
             peft_config=peft_config,
+            data_collator=PackedCollator(_pad_id(tokenizer)),
             callbacks=[_callback(sink), *(callbacks or [])],
         )
     # stdout belongs to the command (`--json`); progress goes through `sink`
     trainer.remove_callback(PrinterCallback)
+    install_keyed_dropout(trainer.model, run.seed, trainer.accelerator.process_index,
+                          trainer.accelerator.num_processes)
     t0 = time.perf_counter()
-    output = trainer.train()
+    with packed_attention(trainer.model):
+        output = trainer.train()
     seconds = time.perf_counter() - t0
     return LoraResult(
         model=trainer.model,

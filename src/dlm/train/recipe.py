@@ -35,45 +35,40 @@ DEFAULT_TOKENS_PER_SECOND = 250.0
 
 @dataclass(frozen=True)
 class Recipe:
-    """What the recipe chose: `max_steps`, `instruction_share` (None: none set), and a
-    line saying why (`dlm train` prints it)."""
+    """What the recipe chose: `instruction_share` (None: none), `max_steps` (None: one
+    pass over the dataset that share gives), a line saying why (`dlm train` prints it)
+    and a warning when the budget is too small for the pairs."""
 
-    max_steps: int
     instruction_share: float | None
+    max_steps: int | None
     reason: str
     warning: str | None = None
 
 
-def choose(n_instruction: int, n_other: int, tokens_per_example: float, examples_per_step: int,
-           budget_tokens: int | None) -> Recipe:
-    """The recipe for a dataset (module docstring).
+def choose(n_instruction: float, n_other: float, units_per_step: float, budget_units: float | None) -> Recipe:
+    """The recipe for a dataset (module docstring), in units: examples for windows, tokens
+    for packed blocks (what `instruction_share` balances in each layout).
 
     Args:
-        n_instruction, n_other: training examples of instruction rows and of the rest,
-            each counted once.
-        tokens_per_example: mean tokens of an example (padding excluded).
-        examples_per_step: micro-batch x accumulation x ranks.
-        budget_tokens: the most tokens to process; None: no cap.
+        n_instruction, n_other: units of instruction rows and of the rest, each counted once.
+        units_per_step: units one optimizer step takes (micro-batch x accumulation x ranks).
+        budget_units: the most units the run may take; None: no cap.
     """
-    tokens_per_step = max(tokens_per_example * examples_per_step, 1.0)
-    budget_steps = max(1, int(budget_tokens // tokens_per_step)) if budget_tokens else None
     if n_instruction == 0:
-        steps = max(1, math.ceil(n_other / examples_per_step))
-        if budget_steps is not None and budget_steps < steps:
-            return Recipe(budget_steps, None, f"{budget_steps} steps: the budget, {budget_steps * examples_per_step} "
-                                              f"of {n_other} examples")
-        return Recipe(steps, None, f"{steps} steps: one epoch of {n_other} examples")
+        if budget_units is not None and budget_units < n_other:
+            steps = max(1, int(budget_units // units_per_step))
+            return Recipe(None, steps, f"{steps} steps: the budget, part of one epoch")
+        return Recipe(None, None, "one epoch")
     wanted = INSTRUCTION_REPEATS * n_instruction
-    steps = max(1, math.ceil((wanted + n_other) / examples_per_step))
-    if budget_steps is None or steps <= budget_steps:
+    if budget_units is None or wanted + n_other <= budget_units:
         share = round(wanted / (wanted + n_other), 4) if n_other else None
-        return Recipe(steps, share, f"{steps} steps: each of {n_instruction} instruction examples "
-                                    f"{INSTRUCTION_REPEATS} times, the other {n_other} examples once")
-    share = min(MAX_SHARE, wanted / (budget_steps * examples_per_step))
-    seen = share * budget_steps * examples_per_step / n_instruction
+        return Recipe(share, None, f"each instruction example {INSTRUCTION_REPEATS} times, the rest once")
+    steps = max(1, int(budget_units // units_per_step))
+    share = min(MAX_SHARE, wanted / (steps * units_per_step))
+    seen = share * steps * units_per_step / n_instruction
     warning = None
     if seen < INSTRUCTION_REPEATS - 0.5:
-        warning = (f"training.budget allows {budget_steps} steps: each instruction pair is seen about {seen:.0f} "
+        warning = (f"training.budget allows {steps} steps: each instruction pair is seen about {seen:.0f} "
                    f"times, fewer than the {INSTRUCTION_REPEATS} that make pairs stick; raise training.budget")
-    return Recipe(budget_steps, round(share, 4), f"{budget_steps} steps: the budget, with instruction pairs "
-                                                  f"{share:.0%} of the examples (each about {seen:.0f} times)", warning)
+    return Recipe(round(share, 4), steps, f"the budget, with instruction pairs {share:.0%} of what is drawn "
+                                          f"(each about {seen:.0f} times)", warning)

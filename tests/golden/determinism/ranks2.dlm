@@ -5,12 +5,12 @@ base_model: smollm2-135m
 training:
   lora_r: 4
   lora_alpha: 8
-  lora_dropout: 0.0
   learning_rate: 0.001
   max_steps: 4
   batch_size: 2
   sequence_len: 64
   seed: 1234
+  precision: fp32  # bf16 would make the bytes depend on the CPU's AVX512-BF16, which the tuple does not name
   eval:
     judge: false  # the golden pins the adapter bytes; the probe report has its own tests
 ---

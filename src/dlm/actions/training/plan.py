@@ -15,7 +15,7 @@ Order (each step can fail cleanly before the next):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,8 @@ from dlm.tokenize.seam import RowTokenizer, TokenizedRows
 from dlm.train.dataset import PackedDataset, WindowDataset, build_dataset
 from dlm.train.distributed import DistPlan, RankGroup, RankInfo
 from dlm.train.heldout import Split, split_rows, subset
-from dlm.train.lora import LoraRun, pick_precision
+from dlm.train.lora import LoraRun, lock_hyperparameters
+from dlm.train.precision import resolve_precision
 from dlm.train.recipe import DEFAULT_TOKENS_PER_SECOND, Recipe, choose
 
 
@@ -107,6 +108,7 @@ def hyperparameters(training: TrainingConfig, options: TrainOptions) -> LoraRun:
         batch_size=training.batch_size,
         gradient_accumulation_steps=training.gradient_accumulation_steps,
         seed=training.seed,
+        precision=resolve_precision(training.precision),
     )
 
 
@@ -172,14 +174,18 @@ def prepare(doc: Document, store: Store, options: TrainOptions, sink: TrainSink,
     train_rows = subset(tokenized, split.train)
     hyper = hyperparameters(training, options)
     share = training.instruction_share
+    recipe = None
     if hyper.max_steps is None and training.num_epochs is None and len(train_rows):
         recipe = choose_recipe(train_rows, training, plan, _tokens_per_second(store))
-        hyper = replace(hyper, max_steps=recipe.max_steps)
         share = share if share is not None else recipe.instruction_share
-        sink.on_note(f"recipe: {recipe.reason}")
+    dataset = build_dataset(train_rows, training.sequence_len, training.packing, share)
+    if recipe is not None and len(dataset):
+        per_step = training.batch_size * training.gradient_accumulation_steps * plan.world_size
+        steps = recipe.max_steps or max(1, -(-len(dataset) // per_step))
+        hyper = replace(hyper, max_steps=steps)
+        sink.on_note(f"recipe: {steps} steps ({recipe.reason}; {len(dataset)} examples)")
         if recipe.warning:
             sink.on_message(recipe.warning)
-    dataset = build_dataset(train_rows, training.sequence_len, training.packing, share)
     if len(dataset) == 0:
         raise TrainingError(
             f"{doc.path or '<doc>'}: no usable training rows ({tokenized.files_taken} source files "
@@ -207,30 +213,24 @@ def _seed(seed: int) -> DeterminismFlags:
     return apply_determinism(seed)
 
 
-def lock_hyperparameters(training: TrainingConfig, hyper: LoraRun, share: float | None) -> dict[str, Any]:
-    """The hyperparameters the lock pins: the LoRA run (steps as the recipe chose them)
-    plus the example layout and the instruction share in effect."""
-    pinned: dict[str, Any] = asdict(hyper)
-    pinned.update(sequence_len=training.sequence_len, packing=training.packing)
-    if share is not None:
-        # only when one is in effect, so locks written before the setting existed keep their hash
-        pinned.update(instruction_share=share)
-    return pinned
-
-
 def choose_recipe(train_rows: TokenizedRows, training: TrainingConfig, plan: DistPlan,
                   tokens_per_second: float) -> Recipe:
-    """The default recipe's steps and share for these rows (`dlm.train.recipe`)."""
+    """The default recipe for these rows (`dlm.train.recipe`), counted in the unit the
+    example layout balances: windows, or tokens when packing."""
     counting = WindowDataset(train_rows, training.sequence_len)
     kinds = np.fromiter((k == "instruction" for k in train_rows.kinds), dtype=bool, count=len(train_rows))
     is_instruction = kinds[counting.row]
-    per_example = counting.total_tokens / max(len(counting), 1)
-    examples_per_step = training.batch_size * training.gradient_accumulation_steps * plan.world_size
-    if training.packing:  # a micro-batch row holds a whole block of examples
-        examples_per_step = max(1, int(examples_per_step * training.sequence_len // max(per_example, 1.0)))
+    sizes = (counting.stop - counting.start) if training.packing else np.ones(len(counting), dtype=np.int64)
+    per_step = training.batch_size * training.gradient_accumulation_steps * plan.world_size
+    units_per_step = per_step * (training.sequence_len if training.packing else 1)
     budget = training.parsed_budget
-    return choose(int(is_instruction.sum()), int((~is_instruction).sum()), per_example, examples_per_step,
-                  budget.as_tokens(tokens_per_second) if budget else None)
+    budget_units = None
+    if budget is not None:
+        tokens = budget.as_tokens(tokens_per_second)
+        per_unit = 1.0 if training.packing else counting.total_tokens / max(len(counting), 1)
+        budget_units = tokens / per_unit
+    return choose(float(sizes[is_instruction].sum()), float(sizes[~is_instruction].sum()), units_per_step,
+                  budget_units)
 
 
 def _tokens_per_second(store: Store) -> float:
@@ -256,11 +256,12 @@ def _check_lock(doc: Document, store: Store, ref: BaseModelRef, tokenizer_sha256
         dlm_sha256=doc.dlm_sha256,
         base_model_name=ref.name,
         base_model_revision=ref.revision,
-        precision=pick_precision(),
+        precision=hyper.precision,
         seed=hyper.seed,
         tokenizer_sha256=tokenizer_sha256,
         corpus_fingerprint=corpus,
-        hyperparameters=lock_hyperparameters(doc.frontmatter.training, hyper, share),
+        hyperparameters=lock_hyperparameters(hyper, doc.frontmatter.training.sequence_len,
+                                             doc.frontmatter.training.packing, share),
         world_size=plan.world_size,
         per_device_batch_size=plan.per_device_batch_size,
         gradient_accumulation_steps=plan.gradient_accumulation_steps,

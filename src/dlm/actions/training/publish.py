@@ -89,7 +89,7 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
         warnings += evaluation["warnings"]
     return build_report(run, result, version=version, adapter_dir=str(adapter_dir), sha=sha,
                         warnings=warnings, heldout=heldout.summary(), real_token_fraction=tally.fraction,
-                        evaluation=evaluation)
+                        evaluation=evaluation, loss_tokens=tally.loss_tokens)
 
 
 def _judge(run: PreparedRun, model: Any, version: str, sink: TrainSink) -> dict[str, Any] | None:
@@ -122,7 +122,8 @@ def train_as_peer(run: PreparedRun) -> TrainReport:
 
 def build_report(run: PreparedRun, result: LoraResult, *, version: str = "", adapter_dir: str = "",
                  sha: str = "", warnings: list[str] | None = None, heldout: dict[str, Any] | None = None,
-                 real_token_fraction: float | None = None, evaluation: dict[str, Any] | None = None) -> TrainReport:
+                 real_token_fraction: float | None = None, evaluation: dict[str, Any] | None = None,
+                 loss_tokens: int | None = None) -> TrainReport:
     """The one `TrainReport` of a run: rank 0's names the adapter, a peer's leaves it empty."""
     return TrainReport(
         run_id=run.run_id, dlm_id=run.doc.frontmatter.dlm_id, adapter_version=version,
@@ -134,7 +135,7 @@ def build_report(run: PreparedRun, result: LoraResult, *, version: str = "", ada
         lossy_files=run.tokenized.lossy_files, examples=len(run.dataset),
         tokenization=asdict(_tokenization(run.tokenized)), warnings=warnings or [],
         heldout=heldout, real_token_fraction=real_token_fraction,
-        distributed=_distributed_summary(run), rank=run.rank, evaluation=evaluation,
+        distributed=_distributed_summary(run), rank=run.rank, evaluation=evaluation, loss_tokens=loss_tokens,
     )
 
 

@@ -110,6 +110,7 @@ class TrainReport:
     warnings: list[str] = field(default_factory=list)
     heldout: dict[str, Any] | None = None
     real_token_fraction: float | None = None
+    loss_tokens: int | None = None  # tokens whose label was predicted (rank 0's micro-batches)
     distributed: dict[str, Any] | None = None
     rank: int = 0  # the rank that returned this report; only rank 0's names an adapter
     evaluation: dict[str, Any] | None = None  # the probe report (`dlm.judge.report.EvalReport`)

@@ -1,0 +1,197 @@
+"""Loss-carrying tokens per second of `dlm train` next to a bare peft LoRA loop.
+
+Each measurement runs in a fresh process under a wrapper that reports its peak RSS:
+
+- `dlm train DOC --json --max-steps N` on a copy of the document with
+  `training.precision` set, in a `DLM_HOME` whose model and tokenized-section cache
+  were warmed by one untimed run first. Loss tokens per second are the report's
+  `loss_tokens / train_seconds` (tokens whose label is predicted); wall is the
+  whole command (start, tokenization from the warm cache, held-out scoring, save);
+- the bare loop: SmolLM2-135M with the same LoRA (r 8, alpha 16, dropout 0.05 on q, k,
+  v, o), AdamW, forward + backward + step on full `batch x sequence_len` blocks of
+  real text (every token but each block's first carries loss), under the same ISA pin;
+  bf16 is torch's CPU (or CUDA) autocast, as the Trainer applies it.
+
+Pairs run interleaved (dlm, bare, bare, dlm, ...) so drift on a shared machine hits
+both sides. Documents: the demo (examples/stdlib.dlm, `sequence_len` 128) and a
+long-row document (the `json` and `email` packages of the standard library as
+sources, `sequence_len` 512, batch 4).
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/train_throughput.py [--steps 10] [--rounds 1]
+        [--precisions fp32,bf16] [--docs demo,long]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LONG_DOC = """---
+dlm_id: 01JDBENCH0000000000000LONG
+dlm_version: 1
+base_model: smollm2-135m
+training:
+  sequence_len: 512
+  batch_size: 4
+  seed: 42
+  sources:
+    - path: {stdlib}/json
+      include: ["**/*.py"]
+    - path: {stdlib}/email
+      include: ["**/*.py"]
+---
+
+# json and email
+
+The standard library's json and email packages.
+"""
+
+
+def with_precision(text: str, precision: str) -> str:
+    """The document with `training.precision` set (inserted first under `training:`)."""
+    return text.replace("\ntraining:\n", f"\ntraining:\n  precision: {precision}\n", 1)
+
+
+def measured(cmd: list[str], env: dict[str, str]) -> dict:
+    """Run `cmd` under `--measure` (a child that reports the peak RSS of its own child)."""
+    proc = subprocess.run([sys.executable, __file__, "--measure", "--", *cmd], env=env, capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def measure_child(cmd: list[str]) -> None:
+    """Run `cmd` (its only child, so RUSAGE_CHILDREN is its peak) and print one JSON line."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    import resource
+
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    if proc.returncode:
+        sys.stderr.write(err[-4000:])
+        raise SystemExit(proc.returncode)
+    print(json.dumps({"stdout": out, "wall": wall, "rss": rss}))
+
+
+def bare_loop(precision: str, sequence_len: int, batch: int, steps: int) -> None:
+    """The bare peft LoRA loop (module docstring); prints one JSON line."""
+    import numpy as np
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from dlm.models import load_model, load_tokenizer, resolve_base_model
+
+    ref = resolve_base_model("smollm2-135m")
+    tokenizer = load_tokenizer(ref)
+    text = "".join(p.read_text(errors="replace") for p in sorted(Path(sysconfig.get_paths()["stdlib"], "json").glob("*.py")))
+    ids = np.asarray(tokenizer(text)["input_ids"], dtype=np.int64)
+    need = (steps + 1) * batch * sequence_len
+    ids = np.resize(ids, need).reshape(steps + 1, batch, sequence_len)
+    torch.manual_seed(42)
+    model = get_peft_model(load_model(ref), LoraConfig(r=8, lora_alpha=16, lora_dropout=0.05, task_type="CAUSAL_LM",
+                                                       target_modules=["k_proj", "o_proj", "q_proj", "v_proj"]))
+    model.config.use_cache = False
+    model.train()
+    optim = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=2e-4)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model.to(device)
+    times = []
+    for step in range(steps + 1):  # step 0 warms up and is not timed
+        batch_ids = torch.from_numpy(ids[step]).to(device)
+        t0 = time.perf_counter()
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = model(input_ids=batch_ids, labels=batch_ids).loss
+        loss.backward()
+        optim.step()
+        optim.zero_grad(set_to_none=True)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    seconds = sum(times[1:])
+    print(json.dumps({"loss_tokens_per_s": steps * batch * (sequence_len - 1) / seconds,
+                      "loss": float(loss), "seconds": seconds}))
+
+
+def dlm_run(doc: Path, env: dict[str, str], steps: int) -> dict:
+    got = measured([sys.executable, "-m", "dlm", "train", str(doc), "--json", "--max-steps", str(steps)], env)
+    report = json.loads(got["stdout"])
+    return {"loss_tokens_per_s": report["loss_tokens"] / report["train_seconds"], "wall": got["wall"],
+            "rss": got["rss"], "real_fraction": report["real_token_fraction"], "train_loss": report["train_loss"],
+            "heldout_after": ((report.get("heldout") or {}).get("after") or {}).get("loss", float("nan"))}
+
+
+def bare_run(precision: str, sequence_len: int, batch: int, steps: int, env: dict[str, str]) -> dict:
+    got = measured([sys.executable, __file__, "--bare", precision, str(sequence_len), str(batch), str(steps)], env)
+    out = json.loads(got["stdout"].strip().splitlines()[-1])
+    return {**out, "wall": got["wall"], "rss": got["rss"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--precisions", default="fp32,bf16")
+    parser.add_argument("--docs", default="demo,long")
+    parser.add_argument("--homes", type=Path, default=None,
+                        help="keep each document's DLM_HOME under this folder; a warm one is reused")
+    args = parser.parse_args()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
+    stdlib = sysconfig.get_paths()["stdlib"]
+    docs = {"demo": ((REPO / "examples/stdlib.dlm").read_text(), 128, 4),
+            "long": (LONG_DOC.format(stdlib=stdlib), 512, 4)}
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print("| document | precision | dlm loss tok/s | bare tok/s | dlm / bare | dlm wall s | dlm peak RSS GB "
+          "| real-token fraction | train loss | held-out after |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    results: dict[tuple[str, str], dict] = {}
+    with tempfile.TemporaryDirectory(prefix="dlm-bench-") as tmp:
+        for name in args.docs.split(","):
+            text, sequence_len, batch = docs[name]
+            home = Path(args.homes or tmp, f"home-{name}")
+            warmed = home.exists()
+            run_env = {**env, "DLM_HOME": str(home)}
+            for precision in args.precisions.split(","):
+                doc = Path(tmp, f"{name}-{precision}.dlm")
+                doc.write_text(with_precision(text, precision))
+            warm = Path(tmp, f"{name}-{args.precisions.split(',')[0]}.dlm")
+            if not warmed:
+                dlm_run(warm, run_env, 1)  # model on disk, cache warm: not timed
+            for precision in args.precisions.split(","):
+                doc = Path(tmp, f"{name}-{precision}.dlm")
+                dlm_side, bare_side = [], []
+                for r in range(args.rounds):
+                    pair = [lambda: dlm_side.append(dlm_run(doc, run_env, args.steps)),
+                            lambda: bare_side.append(bare_run(precision, sequence_len, batch, args.steps, env))]
+                    for step in pair if r % 2 == 0 else reversed(pair):
+                        step()
+                d = {k: statistics.median(x[k] for x in dlm_side) for k in ("loss_tokens_per_s", "wall", "rss")}
+                b = statistics.median(x["loss_tokens_per_s"] for x in bare_side)
+                results[(name, precision)] = d
+                last = dlm_side[-1]
+                print(f"| {name} | {precision} | {d['loss_tokens_per_s']:.0f} | {b:.0f} | "
+                      f"{d['loss_tokens_per_s'] / b:.2f}x | {d['wall']:.1f} | {d['rss'] / 1e9:.2f} | "
+                      f"{last['real_fraction']:.3f} | {last['train_loss']:.3f} | {last['heldout_after']:.3f} |", flush=True)
+    for name in args.docs.split(","):
+        if (name, "fp32") in results and (name, "bf16") in results:
+            ratio = results[(name, "bf16")]["loss_tokens_per_s"] / results[(name, "fp32")]["loss_tokens_per_s"]
+            print(f"{name}: bf16 / fp32 loss tokens per second {ratio:.2f}x")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--measure"]:
+        measure_child(sys.argv[3:])
+    elif sys.argv[1:2] == ["--bare"]:
+        bare_loop(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+    else:
+        main()

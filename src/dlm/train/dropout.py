@@ -1,0 +1,107 @@
+"""LoRA dropout whose masks depend on the global micro-batch, not on the process.
+
+peft draws LoRA dropout masks from torch's global generator, so each rank of a
+multi-process run, seeded alike, draws the same masks for different micro-batches, and
+the masks one process draws while accumulating micro-batches differ from either: `--nproc
+2` and one process with 2 accumulation steps then write different adapter bytes.
+`install_keyed_dropout` replaces each `nn.Dropout` of a peft model's `lora_dropout`
+with `KeyedDropout`, whose mask for a forward pass is drawn from a fresh generator seeded
+with a key of three integers:
+
+    key = blake2b-64(seed, global micro-batch index, dropout module index)
+
+- seed: the run's `training.seed`;
+- global micro-batch index: the data loader hands rank `r` of `W` the micro-batches
+  `r, r + W, r + 2W, ...` of the one shuffled order (accelerate's batch-sampler shards),
+  so the `j`-th training forward of rank `r` is micro-batch `j * W + r`; with one
+  process (`W = 1`) it is simply `j`, the same index for the same examples;
+- dropout module index: the module's place in the model's sorted module names.
+
+The index is counted by a forward pre-hook on the model in training mode (evaluation
+forwards do not count), so recomputed forwards under gradient checkpointing, which run
+inside backward, replay the mask of their own micro-batch. Masks keep nn.Dropout's
+semantics: an element is zeroed with probability `p` and the rest are scaled by
+`1 / (1 - p)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from typing import Any
+
+import torch
+from torch import nn
+
+
+class MicroBatchClock:
+    """The global index of the micro-batch being trained (module docstring)."""
+
+    def __init__(self, rank: int = 0, world_size: int = 1) -> None:
+        self.rank, self.world_size = rank, world_size
+        self.forwards = 0  # training forwards begun on this process
+        self.index = -1
+
+    def tick(self) -> None:
+        self.index = self.forwards * self.world_size + self.rank
+        self.forwards += 1
+
+
+class KeyedDropout(nn.Module):
+    """nn.Dropout with a mask keyed by (seed, global micro-batch, module index)."""
+
+    def __init__(self, p: float, seed: int, module_index: int, clock: MicroBatchClock) -> None:
+        super().__init__()
+        self.p, self.seed, self.module_index, self.clock = p, seed, module_index, clock
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """`x` (any shape and float dtype) with elements zeroed at probability `p`, the
+        rest scaled by `1 / (1 - p)`; unchanged in eval mode."""
+        if not self.training or self.p == 0:
+            return x
+        generator = torch.Generator(device=x.device)
+        generator.manual_seed(mask_key(self.seed, self.clock.index, self.module_index))
+        keep = torch.rand(x.shape, generator=generator, device=x.device) >= self.p
+        return x * keep.to(x.dtype) / (1.0 - self.p)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, module_index={self.module_index}"
+
+
+def mask_key(seed: int, micro_batch: int, module_index: int) -> int:
+    """A 63-bit generator seed from three integers (blake2b, 8 bytes, little-endian)."""
+    digest = hashlib.blake2b(struct.pack("<qqq", seed, micro_batch, module_index), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & (2**63 - 1)
+
+
+def install_keyed_dropout(model: nn.Module, seed: int, rank: int = 0, world_size: int = 1) -> int:
+    """Swap every `nn.Dropout` inside a peft model's `lora_dropout` dicts for a
+    `KeyedDropout` of the same `p` and count training forwards on `model`.
+
+    Consumes no random numbers, so the adapter's initialization is untouched.
+
+    Returns:
+        The number of dropout modules replaced (0 when `lora_dropout` is 0: peft then
+        uses `nn.Identity` and nothing needs keying).
+    """
+    clock = MicroBatchClock(rank, world_size)
+    replaced = 0
+    for name, module in sorted(model.named_modules(), key=lambda item: item[0]):
+        if not name.endswith("lora_dropout") or not isinstance(module, nn.ModuleDict):
+            continue
+        for adapter, dropout in list(module.items()):
+            if isinstance(dropout, nn.Dropout):
+                module[adapter] = KeyedDropout(dropout.p, seed, replaced, clock)
+                module[adapter].train(dropout.training)
+                replaced += 1
+    if replaced:
+        model.register_forward_pre_hook(_ticker(clock))
+    return replaced
+
+
+def _ticker(clock: MicroBatchClock) -> Any:
+    def hook(module: nn.Module, args: Any) -> None:
+        if module.training:
+            clock.tick()
+
+    return hook

@@ -1,0 +1,33 @@
+"""What the lock hashes of a run's settings: precision apart, packing as a mode."""
+
+from dataclasses import asdict
+
+from dlm.lock.record import hyperparameters_sha256
+from dlm.train.lora import PACKING_MODE, LoraRun, lock_hyperparameters
+
+RUN = LoraRun(lora_r=8, lora_alpha=16, lora_dropout=0.05, target_modules=("k_proj", "q_proj"), learning_rate=2e-4,
+              max_steps=20, num_epochs=1.0, batch_size=4, gradient_accumulation_steps=1, seed=42)
+
+
+def test_a_windows_run_hashes_as_locks_written_before_precision_and_packing_modes():
+    before = {**{k: v for k, v in asdict(RUN).items() if k != "precision"}, "sequence_len": 128, "packing": False}
+    hyper = lock_hyperparameters(RUN, 128, False, None)
+    assert hyper == before
+    assert hyperparameters_sha256(hyper) == hyperparameters_sha256(before)
+
+
+def test_precision_is_not_hashed_it_is_the_locks_own_field():
+    bf16 = LoraRun(**{**asdict(RUN), "precision": "bfloat16"})
+    assert lock_hyperparameters(bf16, 128, True, None) == lock_hyperparameters(RUN, 128, True, None)
+
+
+def test_padding_free_packing_hashes_apart_from_the_old_concatenation():
+    old_packed = {**lock_hyperparameters(RUN, 128, False, None), "packing": True}
+    new_packed = lock_hyperparameters(RUN, 128, True, None)
+    assert new_packed["packing"] == PACKING_MODE
+    assert hyperparameters_sha256(new_packed) != hyperparameters_sha256(old_packed)
+
+
+def test_instruction_share_is_hashed_only_when_set():
+    assert "instruction_share" not in lock_hyperparameters(RUN, 128, True, None)
+    assert lock_hyperparameters(RUN, 128, True, 0.5)["instruction_share"] == 0.5

@@ -1,0 +1,77 @@
+"""Keyed LoRA dropout: masks follow the global micro-batch, whatever process draws them."""
+
+import torch
+from torch import nn
+
+from dlm.train.dropout import KeyedDropout, MicroBatchClock, install_keyed_dropout, mask_key
+
+
+class Tiny(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q_proj = nn.Linear(64, 64)
+        self.v_proj = nn.Linear(64, 64)
+
+    def forward(self, x):
+        return self.v_proj(self.q_proj(x))
+
+
+def lora_tiny(dropout=0.25):
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(0)
+    model = get_peft_model(Tiny(), LoraConfig(r=4, lora_alpha=8, lora_dropout=dropout, target_modules=["q_proj", "v_proj"]))
+    for name, param in model.named_parameters():
+        if "lora_B" in name:  # peft starts B at zero, which would hide every mask
+            nn.init.normal_(param)
+    return model
+
+
+def test_mask_depends_on_seed_micro_batch_and_module_only():
+    clock = MicroBatchClock()
+    clock.tick()
+    x = torch.ones(8, 256)
+    a, b = KeyedDropout(0.25, 7, 0, clock), KeyedDropout(0.25, 7, 0, clock)
+    torch.manual_seed(1)
+    first = a(x)
+    torch.manual_seed(2)  # the global generator plays no part
+    assert torch.equal(first, b(x))
+    assert not torch.equal(first, KeyedDropout(0.25, 7, 1, clock)(x))
+    assert not torch.equal(first, KeyedDropout(0.25, 8, 0, clock)(x))
+    clock.tick()
+    assert not torch.equal(first, a(x))
+    assert torch.equal(first.unique(), torch.tensor([0.0, 1 / 0.75]))
+    assert abs(float((first == 0).float().mean()) - 0.25) < 0.03
+    assert torch.equal(a.eval()(x), x)
+
+
+def test_rank_r_of_w_counts_micro_batches_r_plus_jw():
+    clock = MicroBatchClock(rank=1, world_size=2)
+    seen = []
+    for _ in range(3):
+        clock.tick()
+        seen.append(clock.index)
+    assert seen == [1, 3, 5]
+    assert mask_key(1, 3, 0) != mask_key(1, 3, 1) != mask_key(1, 4, 0)
+
+
+def test_second_rank_draws_the_masks_of_the_single_process_second_micro_batch():
+    single, rank1 = lora_tiny(), lora_tiny()
+    assert install_keyed_dropout(single, seed=5) == 2
+    assert install_keyed_dropout(rank1, seed=5, rank=1, world_size=2) == 2
+    single.train(), rank1.train()
+    x = torch.randn(3, 64)
+    with torch.no_grad():
+        single(x)  # micro-batch 0
+        out_single = single(x)  # micro-batch 1
+        out_rank1 = rank1(x)  # rank 1 of 2: micro-batch 1
+        single.eval()
+        single(x)  # evaluation forwards do not advance the count
+        single.train()
+        out_next = single(x)  # micro-batch 2
+    assert torch.equal(out_single, out_rank1)
+    assert not torch.equal(out_single, out_next)
+
+
+def test_zero_dropout_leaves_peft_identity_alone():
+    assert install_keyed_dropout(lora_tiny(dropout=0.0), seed=5) == 0
