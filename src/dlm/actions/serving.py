@@ -35,15 +35,37 @@ from dlm.serve.warm import warm_start
 _CONFIG_KEYS = frozenset({"tokenizer_cache"})
 __all__ = [
     "BuiltServer",
+    "Listener",
     "ServeOptions",
-    "bind_socket",
-    "bind_warning",
     "build_app",
+    "listen",
     "read_config_file",
     "resolve_cache_config",
     "run_server",
-    "socket_url",
 ]
+
+
+@dataclass(frozen=True)
+class Listener:
+    """The server's bound socket (not yet listening: uvicorn listens on it), and a
+    warning when the host is not a loopback address."""
+
+    sock: socket.socket
+    warning: str | None
+
+    @property
+    def url(self) -> str:
+        """`http://HOST:PORT` with the real port (`--port 0`), IPv6 in brackets."""
+        return socket_url(self.sock)
+
+
+def listen(host: str, port: int) -> Listener:
+    """Bind the server's address before any model loads, so a busy port is one line at once.
+
+    Raises:
+        ServeError: the address cannot be bound (in use, not an address of this machine).
+    """
+    return Listener(bind_socket(host, port), bind_warning(host))
 
 
 @dataclass(frozen=True)

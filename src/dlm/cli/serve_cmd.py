@@ -106,7 +106,7 @@ def serve(
     ] = DEFAULT_RELOAD_INTERVAL,
 ) -> None:
     """Serve documents' adapters over one base model (OpenAI-compatible API; `model` picks the document)."""
-    from dlm.actions.serving import ServeOptions, bind_socket, bind_warning, build_app, run_server, socket_url
+    from dlm.actions.serving import ServeOptions, build_app, listen, run_server
 
     flags = {
         "enable_l0": enable_l0,
@@ -127,14 +127,13 @@ def serve(
         shutdown_timeout=shutdown_timeout,
         reload_interval=reload_interval,
     )
-    warning = bind_warning(host)
-    if warning:
-        warn_line(warning)
-    sock = bind_socket(host, port)  # a busy port fails here, before the model loads
-    with sock:
+    listener = listen(host, port)  # a busy port fails here, before the model loads
+    if listener.warning:
+        warn_line(listener.warning)
+    with listener.sock as sock:
         built = build_app(options)
         for line in built.warnings:
             warn_line(line)
         names = ", ".join(m.id for m in built.served.state.catalog.models())
-        console.print(f"serving [bold]{escape(names)}[/] on {escape(socket_url(sock))}/v1 (Ctrl-C to stop)")
+        console.print(f"serving [bold]{escape(names)}[/] on {escape(listener.url)}/v1 (Ctrl-C to stop)")
         run_server(built, sock, options)

@@ -25,7 +25,6 @@ budget depends on the measured rate. Every choice is a pure function of its inpu
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 INSTRUCTION_REPEATS = 20
