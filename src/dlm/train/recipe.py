@@ -17,6 +17,11 @@ once: +1%). So, when neither `max_steps` nor `num_epochs` is set:
   (at most `MAX_SHARE`, with a warning when even that is too few);
 - without: one epoch, cut to the budget.
 
+With packing (the default layout), a small document fits in a few blocks, so one pass
+is a handful of optimizer steps, too few updates for the pairs to stick; when a pass
+would be fewer than `MIN_UPDATES` steps, the run uses one example per batch row instead
+(`dlm train` says so, and the lock records the layout used).
+
 The budget (`training.budget`) is in tokens processed, or in minutes converted at
 `tokens_per_second` (the rate of this store's last completed run on this machine, else
 `DEFAULT_TOKENS_PER_SECOND`). A token budget keeps runs byte-reproducible; a minute
@@ -28,6 +33,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 INSTRUCTION_REPEATS = 20
+# optimizer steps a run needs at least for pairs to stick at 1e-3 (the sweep's recipe made
+# 42 updates of ~4 examples each); a small document packed into 2048-token blocks makes a
+# handful, so below this the recipe trains one example per batch row instead
+MIN_UPDATES = 40
 MAX_SHARE = 0.9
 DEFAULT_TOKENS_PER_SECOND = 250.0
 

@@ -40,7 +40,7 @@ from dlm.train.distributed import DistPlan, RankGroup, RankInfo
 from dlm.train.heldout import Split, split_rows, subset
 from dlm.train.lora import LoraRun, lock_hyperparameters
 from dlm.train.precision import resolve_precision
-from dlm.train.recipe import DEFAULT_TOKENS_PER_SECOND, Recipe, choose
+from dlm.train.recipe import DEFAULT_TOKENS_PER_SECOND, MIN_UPDATES, Recipe, choose
 
 
 @dataclass(frozen=True)
@@ -174,16 +174,24 @@ def prepare(doc: Document, store: Store, options: TrainOptions, sink: TrainSink,
     train_rows = subset(tokenized, split.train)
     hyper = hyperparameters(training, options)
     share = training.instruction_share
-    recipe = None
+    recipe, packing = None, training.packing
     if hyper.max_steps is None and training.num_epochs is None and len(train_rows):
-        recipe = choose_recipe(train_rows, training, plan, _tokens_per_second(store))
+        recipe = choose_recipe(train_rows, training, plan, _tokens_per_second(store), packing)
         share = share if share is not None else recipe.instruction_share
-    dataset = build_dataset(train_rows, training.sequence_len, training.packing, share)
+    dataset = build_dataset(train_rows, training.sequence_len, packing, share)
     if recipe is not None and len(dataset):
         per_step = training.batch_size * training.gradient_accumulation_steps * plan.world_size
         steps = recipe.max_steps or max(1, -(-len(dataset) // per_step))
+        if packing and recipe.max_steps is None and steps < MIN_UPDATES:
+            # a small document packs into a handful of blocks: too few optimizer steps to learn it
+            packing = False
+            recipe = choose_recipe(train_rows, training, plan, _tokens_per_second(store), packing)
+            share = training.instruction_share if training.instruction_share is not None else recipe.instruction_share
+            dataset = build_dataset(train_rows, training.sequence_len, packing, share)
+            steps = recipe.max_steps or max(1, -(-len(dataset) // per_step))
         hyper = replace(hyper, max_steps=steps)
-        sink.on_note(f"recipe: {steps} steps ({recipe.reason}; {len(dataset)} examples)")
+        layout = "packed blocks" if packing else "one example per row"
+        sink.on_note(f"recipe: {steps} steps ({recipe.reason}; {len(dataset)} examples, {layout})")
         if recipe.warning:
             sink.on_message(recipe.warning)
     if len(dataset) == 0:
@@ -197,7 +205,7 @@ def prepare(doc: Document, store: Store, options: TrainOptions, sink: TrainSink,
                   "corpus": corpus})
     ranks = group.gather(rank_entry(tokenized.stats, waited, ready))
     flags = _seed(hyper.seed)
-    lock = _check_lock(doc, store, ref, tokenizer_sha256, corpus, hyper, share, flags, options, sink,
+    lock = _check_lock(doc, store, ref, tokenizer_sha256, corpus, hyper, share, packing, flags, options, sink,
                        plan) if info.is_main else None
     return PreparedRun(doc=doc, store=store, ref=ref, tokenizer=tokenizer, tokenized=tokenized, split=split,
                        dataset=dataset, hyper=hyper, run_id=run_id, files_skipped=files_skipped, plan=plan,
@@ -214,20 +222,20 @@ def _seed(seed: int) -> DeterminismFlags:
 
 
 def choose_recipe(train_rows: TokenizedRows, training: TrainingConfig, plan: DistPlan,
-                  tokens_per_second: float) -> Recipe:
+                  tokens_per_second: float, packing: bool) -> Recipe:
     """The default recipe for these rows (`dlm.train.recipe`), counted in the unit the
     example layout balances: windows, or tokens when packing."""
     counting = WindowDataset(train_rows, training.sequence_len)
     kinds = np.fromiter((k == "instruction" for k in train_rows.kinds), dtype=bool, count=len(train_rows))
     is_instruction = kinds[counting.row]
-    sizes = (counting.stop - counting.start) if training.packing else np.ones(len(counting), dtype=np.int64)
+    sizes = (counting.stop - counting.start) if packing else np.ones(len(counting), dtype=np.int64)
     per_step = training.batch_size * training.gradient_accumulation_steps * plan.world_size
-    units_per_step = per_step * (training.sequence_len if training.packing else 1)
+    units_per_step = per_step * (training.sequence_len if packing else 1)
     budget = training.parsed_budget
     budget_units = None
     if budget is not None:
         tokens = budget.as_tokens(tokens_per_second)
-        per_unit = 1.0 if training.packing else counting.total_tokens / max(len(counting), 1)
+        per_unit = 1.0 if packing else counting.total_tokens / max(len(counting), 1)
         budget_units = tokens / per_unit
     return choose(float(sizes[is_instruction].sum()), float(sizes[~is_instruction].sum()), units_per_step,
                   budget_units)
@@ -247,7 +255,7 @@ def _tokens_per_second(store: Store) -> float:
 
 
 def _check_lock(doc: Document, store: Store, ref: BaseModelRef, tokenizer_sha256: str, corpus: str,
-                hyper: LoraRun, share: float | None, flags: DeterminismFlags, options: TrainOptions,
+                hyper: LoraRun, share: float | None, packing: bool, flags: DeterminismFlags, options: TrainOptions,
                 sink: TrainSink, plan: DistPlan) -> LockStep:
     from dlm.lock import LockInputs, build_lock, check_lock
 
@@ -260,8 +268,7 @@ def _check_lock(doc: Document, store: Store, ref: BaseModelRef, tokenizer_sha256
         seed=hyper.seed,
         tokenizer_sha256=tokenizer_sha256,
         corpus_fingerprint=corpus,
-        hyperparameters=lock_hyperparameters(hyper, doc.frontmatter.training.sequence_len,
-                                             doc.frontmatter.training.packing, share),
+        hyperparameters=lock_hyperparameters(hyper, doc.frontmatter.training.sequence_len, packing, share),
         world_size=plan.world_size,
         per_device_batch_size=plan.per_device_batch_size,
         gradient_accumulation_steps=plan.gradient_accumulation_steps,
