@@ -157,16 +157,40 @@ def train(
 @reported
 def prompt(
     path: DocArg,
-    question: Annotated[str, typer.Argument(help="The user message.")],
+    question: Annotated[Optional[str], typer.Argument(help="The user message (or --file).", show_default=False)] = None,
+    file: Annotated[Optional[Path], typer.Option("--file", metavar="QUESTIONS.txt", help="Answer every line of this file (one question a line) with one model load.")] = None,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1)] = 128,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="0 is greedy.")] = 0.0,
     no_adapter: Annotated[bool, typer.Option("--no-adapter", help="Use the base model alone, to compare.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
-    """Answer a question with the base model plus the current adapter, streamed."""
+    """Answer a question with the base model plus the current adapter, streamed; or each line of --file, in order."""
+    from dlm.errors import UsageError
+
+    if (question is None) == (file is None):
+        raise UsageError("give a QUESTION or --file QUESTIONS.txt, not both or neither")
+    if file is not None:
+        from rich.markup import escape
+
+        from dlm.actions.prompting import prompt_many, read_questions
+
+        def show(q: str, a: str) -> None:
+            console.print(f"[bold]Q:[/] {escape(q)}", highlight=False)
+            console.print(f"A: {a}\n", highlight=False, markup=False)
+
+        answers = prompt_many(path, read_questions(file), max_new_tokens=max_new_tokens, temperature=temperature,
+                              use_adapter=not no_adapter, on_answer=None if json_out else show)
+        if json_out:
+            print_json(answers)
+        return
     from dlm.actions.prompting import prompt as prompt_action
 
-    for piece in prompt_action(path, question, max_new_tokens=max_new_tokens, temperature=temperature,
-                               use_adapter=not no_adapter):
+    pieces = prompt_action(path, question or "", max_new_tokens=max_new_tokens, temperature=temperature,
+                           use_adapter=not no_adapter)
+    if json_out:
+        print_json({"question": question, "answer": "".join(pieces)})
+        return
+    for piece in pieces:
         sys.stdout.write(piece)
         sys.stdout.flush()
     sys.stdout.write("\n")
