@@ -22,6 +22,7 @@ module (TRL's fused loss on CUDA), no per-kind loss is recorded.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,7 @@ class KindLoss:
         row_kinds: the kind of each row of the dataset's `rows` (`TokenizedRows.kinds`).
     """
 
-    def __init__(self, dataset: Any, row_kinds: list[str] | tuple[str, ...]) -> None:
+    def __init__(self, dataset: Any, row_kinds: Sequence[str]) -> None:
         self.dataset = dataset
         self.row_kind = np.fromiter((KINDS.index(k) for k in row_kinds), dtype=np.int64, count=len(row_kinds))
         self.pending: deque[tuple[np.ndarray, np.ndarray, np.ndarray]] = deque(maxlen=MAX_PENDING)
