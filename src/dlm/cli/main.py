@@ -104,7 +104,7 @@ def train(
     if dry_run:
         from dlm.actions.training import TrainOptions
         from dlm.actions.training.dryrun import dry_run as dry_run_action
-        from dlm.cli.progress import format_eta
+        from dlm.cli.progress import dry_run_lines
 
         sink = make_train_sink(json_out)
         try:
@@ -114,12 +114,8 @@ def train(
             sink.close()
         if json_out:
             return print_json(plan)
-        rate = f", {plan.tokens_per_second:,.0f} tokens/s" if plan.tokens_per_second else ""
-        console.print(f"steps: {plan.steps} ({plan.steps_reason})")
-        console.print(f"tokens: {plan.planned_tokens:,} in {plan.examples} examples (padding excluded)")
-        console.print(f"ETA: {format_eta(plan.eta_seconds)} for training, measured: {plan.measured_steps} real steps "
-                      f"on this machine ({plan.device}), {plan.seconds_per_step:.2f} s/step{rate}; held-out "
-                      "scoring and the probe report not included")
+        for line in dry_run_lines(plan):
+            console.print(line)
         return
     if watch:
         from dlm.cli.watch_cmd import run_watch

@@ -53,6 +53,18 @@ def format_eval_line(before: dict[str, Any] | None, after: dict[str, Any] | None
             f"{rows} rows, {_short(tokens)} tokens)")
 
 
+def dry_run_lines(plan: Any) -> list[str]:
+    """What `dlm train --dry-run` prints for a `DryRunReport`."""
+    rate = f", {plan.tokens_per_second:,.0f} tokens/s" if plan.tokens_per_second else ""
+    return [
+        f"steps: {plan.steps} ({plan.steps_reason})",
+        f"tokens: {plan.planned_tokens:,} in {plan.examples} examples (padding excluded)",
+        f"ETA: {format_eta(plan.eta_seconds)} for training, measured: {plan.measured_steps} real steps on this "
+        f"machine ({plan.device}), {plan.seconds_per_step:.2f} s/step{rate}; held-out scoring and the probe "
+        "report not included",
+    ]
+
+
 def format_kind_losses(losses: dict[str, float] | None) -> str:
     """`instruction 0.41  prose 2.10  source 1.83` (kinds in a fixed order; "" for none)."""
     if not losses:

@@ -47,6 +47,7 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
     tokenization = _tokenization(run.tokenized)
     every = run.training.parsed_checkpoint_every
     with MetricsDB(run.store.metrics_path) as metrics:
+        before = _tokens_before(run.resume_from)
         if run.resume_from is not None:
             metrics.resume_run(run.run_id)
             staging = run.store.resume_staging_dir(run.run_id)
@@ -101,9 +102,9 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
             metrics.finish_run(run.run_id, RunRecord(status, recorder.last_step, None, None, None))
             metrics.set_checkpoint(run.run_id, str(kept) if kept else None)
             raise
+        rate = _rate(result, before)
         metrics.finish_run(run.run_id, RunRecord(
-            "completed", result.steps, result.train_loss, result.tokens_per_second, version,
-            result.tokens_seen, tally.fraction))
+            "completed", result.steps, result.train_loss, rate, version, result.tokens_seen, tally.fraction))
         metrics.set_checkpoint(run.run_id, None)
     run.store.record_adapter(version=version, run_id=run.run_id, adapter_sha256=sha, base_model=run.ref.name,
                              base_model_revision=run.ref.revision, document_path=run.doc.path)
@@ -117,8 +118,25 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
                           warnings=warnings, heldout=heldout.summary(), real_token_fraction=tally.fraction,
                           evaluation=evaluation)
     report.resumed_from = str(run.resume_from) if run.resume_from is not None else None
+    report.tokens_per_second = rate
     report.kind_losses = recorder.last_kinds
     return report
+
+
+def _tokens_before(resumed_from: Path | None) -> int:
+    """Tokens the run had seen at the checkpoint it resumes from (0 for a fresh run)."""
+    import json
+
+    if resumed_from is None:
+        return 0
+    state = json.loads((resumed_from / "trainer_state.json").read_text())
+    return int(state.get("num_input_tokens_seen") or 0)
+
+
+def _rate(result: LoraResult, before: int) -> float | None:
+    """Tokens per second of the training done in this process: a resumed Trainer counts
+    the tokens seen before its checkpoint too (`before`), but its clock starts at the resume."""
+    return (result.tokens_seen - before) / result.seconds if result.seconds > 0 else None
 
 
 def _keep_checkpoint(staging: Path, checkpoints: Path) -> Path | None:
