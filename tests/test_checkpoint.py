@@ -74,6 +74,6 @@ def test_resume_refuses_a_changed_run_and_allows_a_changed_environment(tmp_path:
     write_run_file(tmp_path, "R1", json.loads(saved.model_dump_json()))
     assert resume_refusal(tmp_path, "R1", lock(torch_threads=8, created_at="later")) is None
     assert resume_refusal(tmp_path, "R1", lock(hyperparameters_sha256="x" * 64, dlm_sha256="y" * 64)) == (
-        "cannot resume run R1: the document, the hyperparameters changed since it was interrupted "
+        "cannot resume run R1: the document and the hyperparameters changed since it was interrupted "
         "(dlm_sha256, hyperparameters_sha256); run `dlm train` without --resume to start afresh")
     assert "the training rows" in resume_refusal(tmp_path, "R1", lock(corpus_fingerprint="z" * 64))

@@ -90,7 +90,7 @@ def test_resume_is_refused_when_the_document_changed(tmp_path: Path, smollm2_ref
     with pytest.raises(KeyboardInterrupt):
         train_document(load_document(path), TrainOptions(use_cache=False), InterruptAt(3))
     path.write_text(DOC.replace("forty passengers", "fifty passengers"))
-    with pytest.raises(TrainingError, match=r"^cannot resume run \w+: the document, the training rows changed "):
+    with pytest.raises(TrainingError, match=r"^cannot resume run \w+: the document and the training rows changed "):
         train_document(load_document(path), TrainOptions(use_cache=False, resume=True))
 
 

@@ -109,7 +109,8 @@ def resume_refusal(folder: Path, run_id: str, current: Any) -> str | None:
     if not changed:
         return None
     what = sorted({RESUME_FIELDS[m.field] for m in changed})
-    return (f"cannot resume run {run_id}: {', '.join(what)} changed since it was interrupted "
+    said = what[0] if len(what) == 1 else f"{', '.join(what[:-1])} and {what[-1]}"
+    return (f"cannot resume run {run_id}: {said} changed since it was interrupted "
             f"({', '.join(m.field for m in changed)}); run `dlm train` without --resume to start afresh")
 
 
