@@ -1,7 +1,12 @@
-"""The package's floors: every import (module level or inside a function) runs down or
-sideways, never up, and the packages form no circle. docs/architecture.md draws them."""
+"""The package's floors: every import (module level or inside a function, absolute or
+relative) runs down or sideways, never up; the packages form no circle, and neither do
+the modules inside a package; the CLI imports only the action layer and the ground, and
+from the action layer only what it defines (its types aside), never an engine helper
+passed through. docs/architecture.md draws the floors."""
 
 import ast
+import importlib
+import inspect
 from collections import defaultdict
 from pathlib import Path
 
@@ -28,25 +33,72 @@ def unit_of(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def imports() -> list[tuple[str, str, str]]:
-    """(importing unit, imported unit, where) for every `dlm` import in the package."""
+def module_name(path: Path) -> str:
+    rel = path.relative_to(SRC).with_suffix("")
+    parts = ["dlm", *rel.parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_module(name: str) -> bool:
+    """True when `name` (dotted, under dlm) is a module or package file in SRC."""
+    rel = Path(*name.split(".")[1:]) if "." in name else Path()
+    return (SRC / rel).with_suffix(".py").is_file() or (SRC / rel / "__init__.py").is_file()
+
+
+def resolve(path: Path, node: ast.ImportFrom) -> str:
+    """The absolute module an ImportFrom names (relative imports resolved)."""
+    if node.level == 0:
+        return node.module or ""
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def module_imports() -> list[tuple[str, str, str, list[str]]]:
+    """(importing module, imported module, where, names) for every `dlm` import; `from
+    pkg import sub` names the submodule when `sub` is one."""
     found = []
     for path in SRC.rglob("*.py"):
-        rel = path.relative_to(SRC)
-        unit = rel.parts[0].removesuffix(".py")
+        me = module_name(path)
         for node in ast.walk(ast.parse(path.read_text())):
-            names = []
-            if isinstance(node, ast.ImportFrom) and node.module == "dlm" and node.level == 0:
-                # `from dlm import x`: the submodule x, or a name of the package itself
-                names = [f"dlm.{a.name}" if a.name in FLOORS else "dlm" for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
+            targets: list[tuple[str, list[str]]] = []
+            if isinstance(node, ast.ImportFrom):
+                base = resolve(path, node)
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    targets.append((sub, []) if is_module(sub) else (base, [alias.name]))
             elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            for name in names:
-                if name.split(".")[0] == "dlm":
-                    found.append((unit, unit_of(name), f"{rel}:{node.lineno}"))
+                targets = [(a.name, []) for a in node.names]
+            for target, names in targets:
+                if target.split(".")[0] == "dlm":
+                    found.append((me, target, f"{path.relative_to(SRC)}:{node.lineno}", names))
     return found
+
+
+def imports() -> list[tuple[str, str, str]]:
+    """(importing unit, imported unit, where) for every `dlm` import in the package."""
+    return [(unit_of(src), unit_of(dst), where) for src, dst, where, _ in module_imports()]
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path + [node, nxt]
+            if nxt not in state and (cycle := visit(nxt, path + [node])):
+                return cycle
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node, [])):
+            return cycle
+    return None
 
 
 def test_every_unit_has_a_floor():
@@ -66,26 +118,38 @@ def test_the_cli_imports_only_actions_and_the_ground():
     assert stray == []
 
 
+def passed_through(module: str, name: str) -> bool:
+    """True when `module` holds `name` only because it imported it (a function from an
+    engine), not because it defines it; classes (the values an action takes and gives)
+    may be passed through."""
+    value = getattr(importlib.import_module(module), name)
+    if inspect.isclass(value) or inspect.ismodule(value):
+        return False
+    return getattr(value, "__module__", module) != module and not (
+        getattr(value, "__module__", "").startswith("dlm.actions"))
+
+
+def test_the_cli_takes_no_engine_helper_through_the_action_layer():
+    stray = [f"{where}: {dst}.{name} is {getattr(importlib.import_module(dst), name).__module__}'s"
+             for src, dst, where, names in module_imports()
+             if unit_of(src) == "cli" and unit_of(dst) == "actions" for name in names if passed_through(dst, name)]
+    assert stray == []
+
+
 def test_packages_form_no_circle():
     graph: dict[str, set[str]] = defaultdict(set)
     for src, dst, _ in imports():
         if src != dst:
             graph[src].add(dst)
-    state: dict[str, int] = {}
+    assert find_cycle(graph) is None
 
-    def visit(node: str, path: list[str]) -> list[str] | None:
-        state[node] = 1
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == 1:
-                return path + [node, nxt]
-            if nxt not in state and (cycle := visit(nxt, path + [node])):
-                return cycle
-        state[node] = 2
-        return None
 
-    for unit in sorted(graph):
-        if unit not in state:
-            assert visit(unit, []) is None
+def test_modules_inside_a_package_form_no_circle():
+    graph: dict[str, set[str]] = defaultdict(set)
+    for src, dst, _, _ in module_imports():
+        if src != dst and unit_of(src) == unit_of(dst) and not src.startswith(dst + "."):
+            graph[src].add(dst)  # a module importing its own package's __init__ is its parent, not a peer
+    assert find_cycle(graph) is None
 
 
 def test_the_checker_sees_a_planted_upward_import(tmp_path, monkeypatch):
@@ -95,3 +159,26 @@ def test_the_checker_sees_a_planted_upward_import(tmp_path, monkeypatch):
     (planted / "rows" / "bad.py").write_text("def f():\n    from dlm.actions import train\n")
     monkeypatch.setattr(__import__(__name__), "SRC", planted)
     assert [(s, d) for s, d, _ in imports()] == [("rows", "actions")]
+
+
+def test_the_checker_follows_relative_imports_and_sees_a_module_circle(tmp_path, monkeypatch):
+    planted = tmp_path / "dlm"
+    (planted / "train").mkdir(parents=True)
+    (planted / "train" / "__init__.py").write_text("")
+    (planted / "train" / "a.py").write_text("from .b import x\n")
+    (planted / "train" / "b.py").write_text("def f():\n    from . import a\n")
+    (planted / "rows").mkdir()
+    (planted / "rows" / "c.py").write_text("from ..actions import train\n")
+    monkeypatch.setattr(__import__(__name__), "SRC", planted)
+    assert ("rows", "actions") in [(s, d) for s, d, _ in imports()]
+    graph: dict[str, set[str]] = defaultdict(set)
+    for src, dst, _, _ in module_imports():
+        if src != dst and unit_of(src) == unit_of(dst) and not src.startswith(dst + "."):
+            graph[src].add(dst)
+    assert find_cycle(graph) == ["dlm.train.a", "dlm.train.b", "dlm.train.a"]
+
+
+def test_the_checker_sees_an_engine_helper_passed_through_actions():
+    assert passed_through("dlm.actions.training.plan", "build_rows")  # an engine function imported there
+    assert not passed_through("dlm.actions.training", "TrainOptions")  # a type the action takes
+    assert not passed_through("dlm.actions.training", "train")  # the action itself

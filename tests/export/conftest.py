@@ -25,6 +25,8 @@ training:
   sequence_len: 48
   max_steps: 3
   target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj]
+  eval:
+    judge: false
 ---
 
 ::instruction::

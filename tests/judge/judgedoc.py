@@ -30,7 +30,9 @@ training:
   batch_size: 2
   sequence_len: 64
   max_steps: {max_steps}
+  recast: false
   eval:
+    judge: false
     fraction: {fraction}
     max_rows: 8{every}{sources}
 ---

@@ -19,6 +19,8 @@ training:
   batch_size: 1
   sequence_len: 32
   max_steps: 1
+  eval:
+    judge: false  # the probe report has its own tests (tests/judge/test_eval_cli.py)
 ---
 
 ::instruction::

@@ -16,7 +16,6 @@ from dlm.lock import (
     check_lock,
     lock_path,
     read_lock,
-    resolve_lock_mode,
     write_lock,
 )
 
@@ -119,7 +118,9 @@ def test_allowed_drift_is_reported_without_warning(tmp_path: Path) -> None:
     ],
 )
 def test_resolve_lock_mode(flags: dict, mode: LockMode) -> None:
-    assert resolve_lock_mode(**flags) is mode
+    from dlm.cli.common import lock_mode_from_flags
+
+    assert lock_mode_from_flags(**flags) is mode
 
 
 @pytest.mark.parametrize(
@@ -128,8 +129,10 @@ def test_resolve_lock_mode(flags: dict, mode: LockMode) -> None:
      {"update": True, "ignore": True}, {"strict": True, "update": True, "ignore": True}],
 )
 def test_lock_flags_are_mutually_exclusive(flags: dict) -> None:
+    from dlm.cli.common import lock_mode_from_flags
+
     with pytest.raises(UsageError) as info:
-        resolve_lock_mode(**flags)
+        lock_mode_from_flags(**flags)
     assert info.value.exit_code == 2
     assert "cannot be combined" in str(info.value)
 

@@ -35,7 +35,8 @@ AllOpt = Annotated[bool, typer.Option(
 @reported
 def show(path: DocArg, json_out: JsonOpt = False) -> None:
     """Show the cache's path, entries, size, token dtype, tokenizer and last-run hit rate."""
-    from dlm.actions.cache import cache_show, format_hit_rate
+    from dlm.actions.cache import cache_show
+    from dlm.cli.common import hit_rate_text
 
     summary = cache_show(path)
     if json_out:
@@ -53,7 +54,7 @@ def show(path: DocArg, json_out: JsonOpt = False) -> None:
         ("size", f"{summary['bytes']:,} bytes on disk ({summary['entry_bytes']:,} in live entries)"),
         ("token dtype", summary["token_dtype"] or "-"),
         ("tokenizer", summary["tokenizer_sha256"] or "-"),
-        ("last run", f"{summary['last_run_id'] or '-'}: hit rate {format_hit_rate(summary)}"),
+        ("last run", f"{summary['last_run_id'] or '-'}: hit rate {hit_rate_text(summary)}"),
     ])
 
 
@@ -70,7 +71,7 @@ def build(
     """Tokenize every row of the document into the cache, without training."""
     from dlm.actions.cache import cache_build
     from dlm.cli.progress import RichTrainSink
-    from dlm.actions.cache import format_skips
+    from dlm.cli.common import skips_text
 
     sink = RichTrainSink(quiet=json_out)
     try:
@@ -84,7 +85,7 @@ def build(
         return
     print_table([
         ("rows", f"{result.rows:,} ({result.files_taken:,} source files)"),
-        ("skipped", format_skips(result.files_skipped)),
+        ("skipped", skips_text(result.files_skipped)),
         ("hits", f"{result.hits:,}"),
         ("misses", f"{result.misses:,}"),
         ("seconds", f"{result.seconds:.2f}"),

@@ -36,3 +36,33 @@ def print_table(rows: Sequence[tuple[str, object]]) -> None:
     for key, value in rows:
         table.add_row(f"[bold]{key}[/]", str(value))
     console.print(table)
+
+
+def skips_text(counts: dict[str, int]) -> str:
+    """`"2 binary, 11 too-large"` (reasons sorted), or `"none"`: how lines name skipped files."""
+    return ", ".join(f"{n} {why}" for why, n in sorted(counts.items())) or "none"
+
+
+def hit_rate_text(summary: dict[str, Any]) -> str:
+    """A cache summary's last-run hit rate: `98.4% (1228/1247)`, or `n/a` before the first run."""
+    total = summary.get("last_run_total")
+    if not total:
+        return "n/a"
+    hits = summary["last_run_hits"]
+    return f"{100 * hits / total:.1f}% ({hits}/{total})"
+
+
+def lock_mode_from_flags(*, strict: bool = False, update: bool = False, ignore: bool = False) -> Any:
+    """The `dlm.lock.LockMode` of `dlm train`'s three lock flags.
+
+    Raises:
+        UsageError: more than one flag is set (exit 2).
+    """
+    from dlm.actions.training import LockMode
+    from dlm.errors import UsageError
+
+    chosen = [name for name, on in (("--strict-lock", strict), ("--update-lock", update),
+                                    ("--ignore-lock", ignore)) if on]
+    if len(chosen) > 1:
+        raise UsageError(f"{' and '.join(chosen)} cannot be combined; pick one")
+    return LockMode.STRICT if strict else LockMode.UPDATE if update else LockMode.IGNORE if ignore else LockMode.DEFAULT

@@ -95,12 +95,13 @@ def train(
     json_out: JsonOpt = False,
 ) -> None:
     """Train a new adapter version from the document (rows, tokenize, LoRA, save)."""
-    from dlm.actions.training import LaunchSpec, format_skips, resolve_lock_mode
+    from dlm.actions.training import LaunchSpec
     from dlm.actions.training import train as train_action
+    from dlm.cli.common import lock_mode_from_flags, skips_text
     from dlm.cli.judge_render import print_heldout
     from dlm.cli.progress import format_kind_losses, make_train_sink
 
-    mode = resolve_lock_mode(strict=strict_lock, update=update_lock, ignore=ignore_lock)
+    mode = lock_mode_from_flags(strict=strict_lock, update=update_lock, ignore=ignore_lock)
     if dry_run:
         from dlm.actions.training import TrainOptions
         from dlm.actions.training.dryrun import dry_run as dry_run_action
@@ -147,7 +148,7 @@ def train(
     tok = report.tokenization
     console.print(
         f"rows: {report.rows['prose']} prose, {report.rows['instruction']} instruction, "
-        f"{report.rows['source']} source files (skipped: {format_skips(report.files_skipped)})"
+        f"{report.rows['source']} source files (skipped: {skips_text(report.files_skipped)})"
     )
     if report.lossy_files:
         console.print(f"{report.lossy_files} source files had bytes that are not UTF-8: kept, with U+FFFD in their place")

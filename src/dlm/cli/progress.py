@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from dlm.cli.reporter import err_console, warn_line
+from dlm.cli.reporter import err_console, note_line, warn_line
 
 PLAIN_INTERVAL_S = 10.0
 
@@ -142,6 +142,10 @@ class RichTrainSink:
         if not self.quiet:
             warn_line(text)
 
+    def on_note(self, text: str) -> None:
+        if not self.quiet:
+            note_line(text)
+
 
 class PlainTrainSink:
     """A `TrainSink` writing plain lines to `stream`, a training line at most every
@@ -201,6 +205,9 @@ class PlainTrainSink:
 
     def on_message(self, text: str) -> None:
         warn_line(text)
+
+    def on_note(self, text: str) -> None:
+        note_line(text)
 
 
 def make_train_sink(json_out: bool) -> RichTrainSink | PlainTrainSink:

@@ -38,6 +38,11 @@ def warn_line(message: str) -> None:
     err_console.print(f"[yellow]warning:[/] {escape(message)}")
 
 
+def note_line(message: str) -> None:
+    """What a command decided or is doing, on stderr, dimmed (not a warning)."""
+    err_console.print(f"[dim]{escape(message)}[/]")
+
+
 def reported(fn: F) -> F:
     """Wrap a command with the error boundary (see module docstring)."""
 

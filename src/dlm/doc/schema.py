@@ -89,6 +89,8 @@ class EvalConfig(_Strict):
     judge: bool = True
     max_new_tokens: int = Field(default=48, gt=0, le=1024)
     general_max_increase: YamlFloat = Field(default=5.0, ge=0)
+    keep_best: bool = True
+    patience: int | None = Field(default=4, gt=0)
 
 
 SynthKind = Literal["where", "purpose", "signature", "value"]
@@ -134,9 +136,6 @@ class TrainingConfig(_Strict):
         default_factory=lambda: list(ALL_LINEAR), min_length=1
     )
     learning_rate: YamlFloat = Field(default=1e-3, gt=0)
-    budget: str | int | None = None
-    recast: bool = True
-    checkpoint_every: str | int | None = "5m"
     max_steps: int | None = Field(default=None, gt=0)
     num_epochs: YamlFloat | None = Field(default=None, gt=0)
     batch_size: int = Field(default=4, gt=0)
@@ -146,6 +145,9 @@ class TrainingConfig(_Strict):
     seed: int = Field(default=42, ge=0, lt=2**32)  # numpy's seed range (set_seed seeds numpy)
     packing: bool = False
     instruction_share: YamlFloat | None = Field(default=None, gt=0, lt=1)
+    budget: str | int | None = None
+    recast: bool = True
+    checkpoint_every: str | int | None = "5m"
     sources: list[SourceDirective] = Field(default_factory=list)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)

@@ -11,7 +11,7 @@
 
 Typical use in `dlm train`:
 
-    mode = resolve_lock_mode(strict=..., update=..., ignore=...)
+    mode = LockMode.DEFAULT  # or STRICT, UPDATE, IGNORE (dlm train --strict-lock, ...)
     flags = apply_determinism(seed)
     current = build_lock(LockInputs(...), flags)
     decision = check_lock(store_dir, current, mode)     # before training; may raise
@@ -34,7 +34,6 @@ from dlm.lock.validator import (
     Mismatch,
     check_lock,
     diff_locks,
-    resolve_lock_mode,
 )
 
 __all__ = [
@@ -64,6 +63,5 @@ __all__ = [
     "pinned_versions",
     "planned_flags",
     "read_lock",
-    "resolve_lock_mode",
     "write_lock",
 ]

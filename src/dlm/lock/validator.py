@@ -21,7 +21,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from dlm.errors import LockValidationError, UsageError
+from dlm.errors import LockValidationError
 from dlm.lock.policy import NOT_COMPARED, Severity, judge
 from dlm.lock.schema import DlmLock, lock_path, lock_to_json, read_lock
 
@@ -35,25 +35,6 @@ class LockMode(str, Enum):
     STRICT = "strict"
     UPDATE = "update"
     IGNORE = "ignore"
-
-
-def resolve_lock_mode(*, strict: bool = False, update: bool = False, ignore: bool = False) -> LockMode:
-    """Turn the three `dlm train` flags into one mode.
-
-    Raises:
-        UsageError: more than one flag is set (exit 2).
-    """
-    chosen = [name for name, on in (("--strict-lock", strict), ("--update-lock", update),
-                                    ("--ignore-lock", ignore)) if on]
-    if len(chosen) > 1:
-        raise UsageError(f"{' and '.join(chosen)} cannot be combined; pick one")
-    if strict:
-        return LockMode.STRICT
-    if update:
-        return LockMode.UPDATE
-    if ignore:
-        return LockMode.IGNORE
-    return LockMode.DEFAULT
 
 
 class Mismatch(NamedTuple):

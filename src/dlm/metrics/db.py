@@ -189,6 +189,13 @@ class MetricsDB:
                         (run["run_id"],),
                     )
                 ]
+                run["probe_scores"] = [
+                    {"step": r[0], "answer_logprob": json.loads(r[1]).get("answer_logprob")}
+                    for r in self.db.execute(
+                        "SELECT step, summary FROM judgements WHERE run_id=? AND phase='step' ORDER BY step",
+                        (run["run_id"],),
+                    )
+                ]
                 run["kind_losses"] = [
                     {k: r[k] for k in ("step", "kind", "loss", "tokens")}
                     for r in self.db.execute(

@@ -2,9 +2,9 @@
 
 Left panel: train loss per optimizer step (raw, faint; smoothed with an exponential
 moving average, solid), the train loss of each row kind (smoothed; dotted for prose,
-dash-dot for instruction, dashed for source, in the run's colour) and the held-out loss
-measurements (markers at the step they
-were taken: before the first step, every `every_steps`, after the last). Right panel:
+dash-dot for instruction, dashed for source, in the run's colour), the held-out loss measurements (markers at the step they
+were taken: before the first step, every `every_steps`, after the last) and, on a
+second axis, the probes' answer log-probability per token during training (triangles). Right panel:
 held-out loss before and after each run, run by run, so runs compare at a glance.
 Losses are mean cross-entropy in nats per loss-carrying token.
 
@@ -64,6 +64,14 @@ def render_loss_plot(runs: list[dict[str, Any]], path: Path, title: str = "") ->
         if evals:
             left.plot([e["step"] for e in evals], [e["loss"] for e in evals], color=color,
                       marker="o", linestyle="--", label=f"{label} held-out")
+    scored = [(run, color) for run, color in zip(runs, colors) if run.get("probe_scores")]
+    if scored:
+        probe_axis = left.twinx()
+        for run, color in scored:
+            points = run["probe_scores"]
+            probe_axis.plot([p["step"] for p in points], [p["answer_logprob"] for p in points], color=color,
+                            marker="^", linestyle=":", label="probe answers")
+        probe_axis.set_ylabel("probe answer log-prob per token (higher is better)")
     left.set_xlabel("optimizer step")
     left.set_ylabel("loss (nats per token)")
     left.set_title("train and held-out loss")

@@ -36,8 +36,7 @@ from dlm.actions.training.ranks import check_agreement, launch_train, rank_entry
 from dlm.actions.training.types import NullSink, TrainOptions, TrainReport, TrainSink
 from dlm.doc import Document
 from dlm.errors import DlmError, TrainingError
-from dlm.lock import LockMode, resolve_lock_mode
-from dlm.rows.walk import format_skips
+from dlm.lock import LockMode
 from dlm.store import Store, open_store
 from dlm.train.distributed import (
     REPORT_ENV,
@@ -52,10 +51,7 @@ from dlm.train.distributed import (
 from dlm.train.checkpoint import find_resumable
 from dlm.train.launch import LaunchSpec
 
-__all__ = [
-    "LaunchSpec", "NullSink", "TrainOptions", "TrainReport", "TrainSink", "format_skips", "resolve_lock_mode", "train",
-    "train_document",
-]
+__all__ = ["LaunchSpec", "LockMode", "NullSink", "TrainOptions", "TrainReport", "TrainSink", "train", "train_document"]
 
 
 def train(

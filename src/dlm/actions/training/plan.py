@@ -182,7 +182,7 @@ def prepare(doc: Document, store: Store, options: TrainOptions, sink: TrainSink,
         hyper = replace(hyper, max_steps=recipe.max_steps)
         share = share if share is not None else recipe.instruction_share
         steps_reason = f"recipe: {recipe.reason}"
-        sink.on_message(steps_reason)
+        sink.on_note(steps_reason)
         if recipe.warning:
             sink.on_message(recipe.warning)
     dataset = build_dataset(train_rows, training.sequence_len, training.packing, share)

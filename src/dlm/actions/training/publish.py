@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dlm.actions.training.plan import PreparedRun
 from dlm.actions.training.types import NullSink, TrainReport, TrainSink
@@ -32,6 +32,9 @@ from dlm.train.heldout import subset
 from dlm.train.kind_loss import KindLoss
 from dlm.train.lora import LoraResult, train_lora
 from dlm.train.tracking import HeldOutTracker, TokenTally, planned_tokens
+
+if TYPE_CHECKING:
+    from dlm.judge.track import ProbeTracker
 
 
 def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
@@ -76,15 +79,19 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
             model = load_model(run.ref)
             heldout = _heldout_tracker(run, metrics, sink, model)
             heldout.measure(model, "before", 0)
+            probes = _probe_tracker(run, metrics)
             hooks = kinds.attach(model)
             try:
                 result = train_lora(model, run.tokenizer, as_hf_dataset(kinds.wrap(run.dataset), tally.on_batch),
                                     run.hyper, staging / "trainer", recorder,
-                                    callbacks=[*callbacks, *heldout.callbacks()],
+                                    callbacks=[*callbacks, *heldout.callbacks(), *([probes.callback()] if probes else [])],
                                     sequence_len=run.training.sequence_len, resume_from=run.resume_from)
             finally:
                 for hook in hooks:
                     hook.remove()
+            if probes is not None and probes.restore_best(result.model, result.steps):
+                sink.on_note(f"kept the adapter of step {probes.best_step}: its answers scored best "
+                             f"({probes.best_score:.3f} against {probes.scores[-1][1]:.3f} at step {result.steps})")
             heldout.measure(result.model, "after", result.steps)
             shutil.rmtree(staging / "trainer", ignore_errors=True)
             shutil.rmtree(checkpoints, ignore_errors=True)
@@ -173,7 +180,7 @@ def _judge(run: PreparedRun, model: Any, version: str, sink: TrainSink) -> dict[
     items = eval_items(run.doc, run.tokenizer, run.probes)
     if not items:
         return None
-    sink.on_message(f"evaluating {len(items)} questions on the base model, the adapter and a null adapter")
+    sink.on_note(f"evaluating {len(items)} questions on the base model, the adapter and a null adapter")
     report = judge_trained(run.doc, model, run.tokenizer, run.probes, version)
     with MetricsDB(run.store.metrics_path) as metrics:
         metrics.log_judgement(run_id=run.run_id, adapter_version=version, phase="final", step=None,
@@ -243,6 +250,28 @@ def _heldout_tracker(run: PreparedRun, metrics: MetricsDB, sink: TrainSink, mode
                         eval_set_sha256(eval_set, pad_id), scoring_environment())
         memo = BaseScoreMemo(run.store.heldout_base_path, key)
     return HeldOutTracker(eval_set, metrics, run.run_id, sink, training.eval.every_steps, pad_id, memo)
+
+
+def _probe_tracker(run: PreparedRun, metrics: MetricsDB) -> ProbeTracker | None:
+    """The probes' score during training (`dlm.judge.track`), on one process with
+    `training.eval.keep_best` and at least one probe: the probes and the instruction pairs
+    (transfer and recall), every `every_steps` steps (default: eight times a run)."""
+    from dlm.actions.evaluating import eval_items
+    from dlm.judge.score import reference_examples
+    from dlm.judge.track import ProbeTracker
+
+    settings = run.training.eval
+    if not settings.keep_best or run.plan.world_size > 1 or not run.probes or not run.hyper.max_steps:
+        return None
+    items = eval_items(run.doc, run.tokenizer, run.probes)
+    every = settings.every_steps or max(1, run.hyper.max_steps // 8)
+    pad_id = run.tokenizer.pad_token_id if run.tokenizer.pad_token_id is not None else 0
+
+    def record(step: int, value: float) -> None:
+        metrics.log_judgement(run_id=run.run_id, adapter_version=None, phase="step", step=step,
+                              summary={"answer_logprob": round(value, 4)})
+
+    return ProbeTracker(reference_examples(run.tokenizer, items), every, pad_id, settings.patience, record)
 
 
 class _StepRecorder:

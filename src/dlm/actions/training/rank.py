@@ -33,6 +33,9 @@ class _LogSink:
     def on_message(self, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
+    def on_note(self, text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
     def on_plan(self, total_tokens: int) -> None:
         pass
 

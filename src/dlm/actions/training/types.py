@@ -47,7 +47,11 @@ class TrainSink(StepSink, Progress, Protocol):
     """Everything `train_document` reports while it runs (a structural type: any object
     with these methods is one)."""
 
-    def on_message(self, text: str) -> None: ...
+    def on_message(self, text: str) -> None:
+        """A warning the user should read (lock drift, a skipped file, a cache fallback)."""
+
+    def on_note(self, text: str) -> None:
+        """What the run decided or is doing (the recipe's steps, the evaluation); not a warning."""
 
     def on_plan(self, total_tokens: int) -> None:
         """Tokens the run will process (non-padding), known before step 1."""
@@ -70,6 +74,9 @@ class NullSink(NullProgress):
         pass
 
     def on_message(self, text: str) -> None:
+        pass
+
+    def on_note(self, text: str) -> None:
         pass
 
     def on_plan(self, total_tokens: int) -> None:

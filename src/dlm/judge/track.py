@@ -1,0 +1,96 @@
+"""The probes during training: their score every N steps, the best adapter kept, and an
+early stop when it stops improving.
+
+The score is the mean log-probability per token of the probes' reference answers
+(`dlm.judge.score`: no generation, one batched forward pass), so measuring it every few
+steps costs a fraction of a step. The tracker keeps a copy of the LoRA weights (only the
+trainable tensors, a few MB) whenever the score beats the best so far; when training ends
+below that best, `restore_best` puts the best weights back, so the published adapter is
+the one the probes liked most. With `patience` measurements in a row without a gain of
+at least `MIN_GAIN` nats, it asks the trainer to stop.
+
+Scoring runs in eval mode under `torch.no_grad()` and draws from no random generator,
+so a run with the tracker trains the same steps as one without, up to the stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dlm.train.evaluate import EvalExample, example_nll
+
+MIN_GAIN = 0.01
+
+
+@dataclass
+class ProbeTracker:
+    """Scores `examples` (the probes' reference answers) every `every_steps` steps.
+
+    Attributes:
+        scores: (step, mean log-prob per token) of every measurement, in order.
+        best_step: the step of the best score (0 before any).
+    """
+
+    examples: list[EvalExample]
+    every_steps: int
+    pad_id: int
+    patience: int | None = None
+    on_score: Callable[[int, float], None] | None = None
+    scores: list[tuple[int, float]] = field(default_factory=list)
+    best_step: int = 0
+    best_score: float = float("-inf")
+    stopped_early: bool = False
+    _best_state: dict[str, Any] | None = None
+    _since_best: int = 0
+
+    def score(self, model: Any) -> float:
+        """Mean log-probability per token of the reference answers (nats, <= 0)."""
+        sums, counts = example_nll(model, self.examples, self.pad_id)
+        return -sum(sums) / max(sum(counts), 1)
+
+    def measure(self, model: Any, step: int) -> bool:
+        """Score `model` at `step`; keep its LoRA weights when best. Returns True when
+        training should stop (patience exhausted)."""
+        value = self.score(model)
+        self.scores.append((step, round(value, 4)))
+        if self.on_score is not None:
+            self.on_score(step, value)
+        if value > self.best_score + MIN_GAIN or self._best_state is None:
+            self.best_score, self.best_step, self._since_best = value, step, 0
+            self._best_state = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+            return False
+        self._since_best += 1
+        self.stopped_early = self.patience is not None and self._since_best >= self.patience
+        return self.stopped_early
+
+    def restore_best(self, model: Any, final_step: int) -> bool:
+        """Measure the finished model; put the best weights back when it scores lower.
+        Returns True when the weights were restored."""
+        if not self.scores or self.scores[-1][0] != final_step:
+            self.measure(model, final_step)
+        if self._best_state is None or self.best_step == final_step:
+            return False
+        import torch
+
+        params = dict(model.named_parameters())
+        with torch.no_grad():
+            for name, value in self._best_state.items():
+                params[name].copy_(value)
+        return True
+
+    def callback(self) -> Any:
+        """A transformers `TrainerCallback` that measures every `every_steps` steps."""
+        from transformers import TrainerCallback
+
+        tracker = self
+
+        class _Probes(TrainerCallback):
+            def on_step_end(self, args, state, control, model=None, **kwargs):  # noqa: ANN001
+                step = state.global_step
+                if model is not None and step % tracker.every_steps == 0 and step < state.max_steps:
+                    if tracker.measure(model, step):
+                        control.should_training_stop = True
+
+        return _Probes()
