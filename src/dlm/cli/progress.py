@@ -55,7 +55,8 @@ def format_eval_line(before: dict[str, Any] | None, after: dict[str, Any] | None
 
 def dry_run_lines(plan: Any) -> list[str]:
     """What `dlm train --dry-run` prints for a `DryRunReport`."""
-    rate = f", {plan.tokens_per_second:,.0f} tokens/s" if plan.tokens_per_second else ""
+    tps = plan.tokens_per_second
+    rate = f", {tps:,.0f} tokens/s" if tps and tps >= 100 else f", {tps:.1f} tokens/s" if tps else ""
     return [
         f"steps: {plan.steps} ({plan.steps_reason})",
         f"tokens: {plan.planned_tokens:,} in {plan.examples} examples (padding excluded)",

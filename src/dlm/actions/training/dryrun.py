@@ -92,7 +92,7 @@ def dry_run(path: DocPath, options: TrainOptions = TrainOptions(), sink: TrainSi
         steps = max(1, int(-(-len(run.dataset) * run.hyper.num_epochs // per_step)))
     planned = planned_tokens(run.dataset, run.hyper.max_steps, per_step, run.hyper.num_epochs)
     times = _StepTimes()
-    sink.on_message(f"measuring {MEASURED_STEPS} real steps on this machine")
+    sink.on_note(f"measuring {MEASURED_STEPS} real steps on this machine")
     with tempfile.TemporaryDirectory(prefix="dlm-dry-run-") as scratch:
         train_lora(load_model(run.ref), run.tokenizer, as_hf_dataset(run.dataset),
                    replace(run.hyper, max_steps=MEASURED_STEPS), Path(scratch), times,
