@@ -166,3 +166,91 @@ def test_errors_in_the_match_functions_propagate(odd_tree: Path):
         decided([str(odd_tree)], ListRules(broken, bool, 0, 64))
     with pytest.raises(TypeError, match="tuple subclass"):
         nativelist._fastlist.decide_dirs([], [], 1, bool, bool, 0, 1, dict, None, None)
+
+
+@pytest.fixture
+def looping_links(tmp_path: Path) -> Path:
+    """Links whose target cannot be stat-ed (ELOOP): one looping inside the root, one
+    leaving the root into a loop, beside a plain file."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.py").write_text("a")
+    (root / "loop.py").symlink_to(root / "loop.py")
+    outside = tmp_path / "out"
+    outside.mkdir()
+    (outside / "spin.py").symlink_to(outside / "spin.py")
+    (root / "esc.py").symlink_to(outside / "spin.py")
+    return root
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_links_that_cannot_be_stat_ed_are_decided_alike(looping_links: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         strict: bool):
+    """Excluded: never counted or refused, by either lister. Included: the same skips
+    (the escaping one refused with --strict) by both."""
+    from dlm.errors import SourceError
+
+    excluded = [directive(looping_links, exclude=["loop.py", "esc.py"])]
+    native = walk_sources(excluded, looping_links, strict=strict)
+    with monkeypatch.context() as m:
+        m.setattr(nativelist, "_fastlist", None)
+        python = walk_sources(excluded, looping_links, strict=strict)
+    for got in (native, python):
+        assert [f.relpath for f in got.files] == ["a.py"] and not got.skipped
+
+    included = [directive(looping_links)]
+    if strict:
+        with pytest.raises(SourceError, match="esc.py"):
+            walk_sources(included, looping_links, strict=True)
+        with monkeypatch.context() as m, pytest.raises(SourceError, match="esc.py"):
+            m.setattr(nativelist, "_fastlist", None)
+            walk_sources(included, looping_links, strict=True)
+        return
+    native, python = both_ways(monkeypatch, included, looping_links)
+    assert native == python
+    assert native[1] == {"escapes-root": 1, "unreadable": 1}
+
+
+def _decide(folder: Path, odd, row_type=FileRow):
+    from dlm.rows import _fastlist
+
+    return _fastlist.decide_dirs([str(folder) + "/"], [""], 1, None, lambda rel: True, 0, 100, row_type, odd,
+                                 lambda item: item[1])
+
+
+@pytest.mark.parametrize("bad", ["a list", "kind not an int", "kind ROW", "three items", "name not a str"])
+def test_a_bad_odd_result_is_a_type_error_not_a_crash(tmp_path: Path, bad: str):
+    """Run in a child process: before the check, a list crashed the interpreter."""
+    import subprocess
+    import sys
+
+    (tmp_path / "a.py").write_text("a")
+    (tmp_path / "link.py").symlink_to(tmp_path / "a.py")
+    result = {"a list": "[4, name, base + name, None]", "kind not an int": "('4', name, base + name, None)",
+              "kind ROW": "(0, name, base + name, None)", "three items": "(4, name, base + name)",
+              "name not a str": "(4, 7, base + name, None)"}[bad]
+    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+            "from pathlib import Path\nfrom test_nativelist import _decide\n"
+            f"try:\n    _decide(Path({str(tmp_path)!r}), lambda name, t, e, base, p: {result})\n"
+            "except TypeError as exc:\n    print('TypeError', exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("TypeError"), (done.returncode, done.stdout, done.stderr)
+
+
+@pytest.mark.parametrize("row_type", ["not a type", list, dict])
+def test_the_row_type_must_be_a_tuple_type(tmp_path: Path, row_type):
+    (tmp_path / "a.py").write_text("a")
+    with pytest.raises(TypeError):
+        _decide(tmp_path, lambda *a: None, row_type)
+
+
+def test_rows_are_file_rows_equal_to_python_ones(tmp_path: Path):
+    """Built through tuple.__new__: the NamedTuple's type, fields, equality and hash."""
+    (tmp_path / "a.py").write_text("a")
+    (items, subs), = _decide(tmp_path, lambda *a: None)
+    (kind, _, _, rows), = items
+    row = rows[0]
+    st = (tmp_path / "a.py").stat()
+    want = FileRow(0, str(tmp_path / "a.py"), "a.py", 1, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, 100)
+    assert kind == ROWS and subs == [] and type(row) is FileRow
+    assert row == want and hash(row) == hash(want) == hash(tuple(want)) and row.relpath == "a.py"

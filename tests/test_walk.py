@@ -185,3 +185,58 @@ def test_patterns_mean_what_pathspec_says(tmp_path: Path, include: list[str], ex
                      if inc.match_file("/".join([*parts, f])) and not exc.match_file("/".join([*parts, f]))]
     got = walk_sources([directive(root, include=include, exclude=exclude)], tmp_path).files
     assert sorted(f.relpath for f in got) == sorted(expected)
+
+
+def test_a_small_file_under_a_huge_cap_reads_its_own_size(tmp_path: Path):
+    """The read buffer is sized by the file, not by `max_bytes_per_file`."""
+    from dlm.rows.read import read_file_text
+    from dlm.rows.types import FileRow
+
+    small = tmp_path / "six.py"
+    small.write_text("x = 1\n")
+    row = FileRow(0, str(small), "six.py", 6, 0, 0, 0, 1 << 62)
+    got = read_file_text(row, 1 << 62)
+    assert not isinstance(got, str) and got.text == "x = 1\n"
+    assert read_file_text(row, 5) == "too-large"
+
+
+def test_a_file_that_reports_size_0_is_read_to_its_end_or_the_cap(monkeypatch: pytest.MonkeyPatch):
+    """/proc files report size 0 and have content: read in chunks up to the cap."""
+    from dlm.rows import read
+
+    proc = Path("/proc/self/cmdline")
+    if not proc.exists() or proc.stat().st_size != 0:
+        pytest.skip("no /proc file that reports size 0 here")
+    whole = proc.read_bytes()
+    monkeypatch.setattr(read, "READ_CHUNK", 3)
+    with open(proc, "rb") as fh:
+        assert read._read_capped(fh, 1 << 20) == whole
+    with open(proc, "rb") as fh:
+        assert read._read_capped(fh, 4) == whole[:5]
+
+
+@pytest.mark.parametrize("change", ["removed", "replaced"])
+def test_a_link_changed_while_it_is_resolved_is_one_unreadable_skip(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str):
+    """The link is removed, or replaced by a regular file, between the lstat that found
+    it and the readlink that resolves it (here at exactly that moment, as a script
+    rewriting links hits it by chance): the walk counts it and goes on."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "a.py").write_text("a")
+    (root / "z.py").write_text("z")
+    link = root / "link.py"
+    link.symlink_to(root / "a.py")
+    real_readlink = os.readlink
+
+    def racing_readlink(path, *args, **kw):
+        if os.fspath(path) == str(link) and link.is_symlink():
+            link.unlink()
+            if change == "replaced":
+                link.write_text("now a file")
+        return real_readlink(path, *args, **kw)
+
+    monkeypatch.setattr(os, "readlink", racing_readlink)
+    result = walk_sources([directive(root)], tmp_path)
+    assert [f.relpath for f in result.files] == ["a.py", "z.py"]
+    assert result.skipped == Counter({"unreadable": 1})

@@ -21,3 +21,6 @@ DEFAULT_MAX_QUEUE = 32
 
 DEFAULT_SHUTDOWN_TIMEOUT = 30.0
 """`dlm serve`: seconds in-flight requests get to finish once the server is told to stop."""
+
+DEFAULT_RELOAD_INTERVAL = 2.0
+"""`dlm serve`: seconds between checks of each document's store for a newly published adapter."""

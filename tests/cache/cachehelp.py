@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,14 @@ from dlm.rows.types import FileRow, RowSet, TextRow
 
 FAKE_SHA = "sha256:" + "f" * 64
 OLD_NS = 1_600_000_000 * 10**9  # a fixed past mtime: files are not racy
+SETTLE_NS = 3 * 10**9  # past the cache's racy window (RACY_NS)
+
+
+def settled_clock() -> int:
+    """The cache's clock for tests that rely on stat trust: reads are stamped 3 s
+    ahead, as if the test's files (whose ctime is now: it cannot be set back) had been
+    written more than the racy window before they were read."""
+    return time.time_ns() + SETTLE_NS
 
 
 @dataclass(frozen=True)

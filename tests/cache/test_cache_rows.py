@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from cachehelp import FAKE_SHA, OLD_NS, FakeTokenizer, file_rows, row_set, same_rows
+from cachehelp import FAKE_SHA, OLD_NS, FakeTokenizer, file_rows, row_set, same_rows, settled_clock
 
 from dlm.cache import CachedRowTokenizer, cache_summary, check_cache
 from dlm.rows.types import RowSet
@@ -16,6 +16,7 @@ from dlm.tokenize.plain import PlainRowTokenizer
 
 def cached(cache_dir: Path, run: str = "r", sha: str = FAKE_SHA, **kw) -> CachedRowTokenizer:
     kw.setdefault("max_bytes", 1 << 30)
+    kw.setdefault("clock", settled_clock)
     return CachedRowTokenizer(cache_dir, FakeTokenizer(), sha, run_id=run, **kw)
 
 
@@ -55,7 +56,7 @@ def test_racy_file_is_reread_next_run(tree: Path, cache_dir: Path):
     fresh = tree / "fresh.py"
     fresh.write_text("just written\n")
     rows = row_set(tree)
-    cached(cache_dir).tokenize(rows)
+    cached(cache_dir, clock=time.time_ns).tokenize(rows)
     fresh.unlink()
     second = cached(cache_dir).tokenize(rows)
     assert second.files_skipped == {"binary": 1, "unreadable": 1}

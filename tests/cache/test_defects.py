@@ -11,7 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from cachehelp import FAKE_SHA, FakeTokenizer, all_ids, file_rows, make_tree, row_set, same_rows
+from cachehelp import FAKE_SHA, FakeTokenizer, all_ids, file_rows, make_tree, row_set, same_rows, settled_clock
 
 from dlm.cache import CachedRowTokenizer, check_cache, clear_cache, export_cache, parse_age, prune_cache
 from dlm.cache.schema import INDEX_NAME, connect_state
@@ -23,6 +23,7 @@ from dlm.rows.types import FileRow, RowSet
 
 
 def cached(cache_dir: Path, **kw) -> CachedRowTokenizer:
+    kw.setdefault("clock", settled_clock)
     return CachedRowTokenizer(cache_dir, FakeTokenizer(), FAKE_SHA, max_bytes=1 << 30, run_id="r", **kw)
 
 

@@ -175,9 +175,7 @@ def black_hole():
 
 @pytest.mark.parametrize("kind", ["refused", "silent"])
 def test_unreachable_remote_warns_and_the_run_goes_on(tree: Path, tmp_path: Path, monkeypatch, black_hole, kind):
-    from dlm.cache import remote
-
-    monkeypatch.setattr(remote, "REMOTE_TIMEOUT_S", 1.0)
+    monkeypatch.setenv("DLM_CACHE_REMOTE_TIMEOUT", "1")
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))
     port = closed.getsockname()[1]
@@ -281,3 +279,56 @@ def test_an_emptied_remote_gets_everything_pushed_again(tree: Path, tmp_path: Pa
     assert tier.push() == len(rows.text_rows) + len(rows.file_rows) - 1  # the binary file has no entry
     got, rep = run_home(tmp_path / "h2", rows, url)
     assert rep.admitted == 0 and same_rows(got, plain(rows))
+
+
+@pytest.fixture
+def closed_port() -> int:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    return port
+
+
+@pytest.mark.parametrize("kind", ["refused", "silent"])
+def test_an_ftp_remote_is_opened_under_the_deadline(tree: Path, tmp_path: Path, monkeypatch, black_hole,
+                                                    closed_port: int, kind: str):
+    """fsspec's ftp file system connects when it is made: a refused one gives the
+    warning, a silent one gives it after the deadline, not after ftplib's 30 s."""
+    monkeypatch.setenv("DLM_CACHE_REMOTE_TIMEOUT", "1")
+    port = closed_port if kind == "refused" else int(black_hole.rsplit(":", 1)[1])
+    rows = row_set(tree)
+    got, rep = run_home(tmp_path / "h", rows, f"ftp://127.0.0.1:{port}/cache")
+    assert same_rows(got, plain(rows))
+    assert [w for w in rep.warnings if "cache remote unavailable" in w]
+
+
+@pytest.mark.parametrize("value", ["abc", "nan", "inf", "-1", "0", "1e300"])
+def test_a_bad_remote_timeout_is_one_error_naming_the_variable(tree: Path, tmp_path: Path, monkeypatch,
+                                                               value: str):
+    monkeypatch.setenv("DLM_CACHE_REMOTE_TIMEOUT", value)
+    rows = row_set(tree)
+    with pytest.raises(CacheError, match="DLM_CACHE_REMOTE_TIMEOUT"):
+        run_home(tmp_path / "h", rows, str(tmp_path / "remote"))
+    got, _ = run_home(tmp_path / "h2", rows, None)  # no remote: the variable is never read
+    assert same_rows(got, plain(rows))
+
+
+def test_junk_index_objects_are_reported_once_and_not_fetched_again(tree: Path, tmp_path: Path):
+    """300 junk objects under index/: one warning line on the first run, none and no
+    fetch of them after; one rewritten at another size is looked at again."""
+    url = str(tmp_path / "remote")
+    rows = row_set(tree)
+    run_home(tmp_path / "h1", rows, url)
+    index = Path(url) / "index"
+    for i in range(300):
+        (index / f"{i:064x}.idx").write_bytes(b"junk %d" % i)
+    got, rep = run_home(tmp_path / "h2", rows, url)
+    assert same_rows(got, plain(rows)) and rep.remote[0].entries == len(got)
+    junk = [w for w in rep.warnings if "index" in w]
+    assert len(junk) == 1 and "300 damaged or foreign index objects" in junk[0]
+    got, rep = run_home(tmp_path / "h2", rows, url, run_id="r2")
+    assert rep.warnings == [] and rep.remote[0].rejected == 0
+    (index / f"{7:064x}.idx").write_bytes(b"other junk, longer")
+    _, rep = run_home(tmp_path / "h2", rows, url, run_id="r3")
+    assert rep.remote[0].rejected == 1 and "1 damaged or foreign" in rep.warnings[0]

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zstandard
-from cachehelp import FAKE_SHA, FakeTokenizer, make_tree, row_set, same_rows
+from cachehelp import FAKE_SHA, FakeTokenizer, make_tree, row_set, same_rows, settled_clock
 
 from dlm.cache import CachedRowTokenizer, check_cache
 from dlm.cache.index import lookup_keys, meta_check, totals
@@ -24,7 +24,7 @@ from dlm.tokenize.plain import PlainRowTokenizer
 def run(state: Path, store: Path, rows, doc: str, max_bytes: int = 1 << 30, run_id: str = "r",
         siblings: tuple[Path, ...] = ()):
     tok = CachedRowTokenizer(state, FakeTokenizer(), FAKE_SHA, max_bytes=max_bytes, run_id=run_id,
-                             store_dir=store, doc_id=doc, sibling_dirs=siblings)
+                             store_dir=store, doc_id=doc, sibling_dirs=siblings, clock=settled_clock)
     return tok.tokenize(rows), tok.last_report
 
 
@@ -163,7 +163,7 @@ def test_a_real_cache_migrates_on_first_open_and_stays_warm(tree: Path, store: P
 
 
 def _count_reads(monkeypatch) -> list[str]:
-    import dlm.cache.run as cache_run
+    import dlm.cache.admit as cache_run
 
     seen: list[str] = []
     real = cache_run.read_file_row

@@ -25,6 +25,7 @@ from dlm.doc import (
     parse_document,
     serialize_document,
 )
+from dlm.doc.schema import MAX_BYTES_PER_FILE
 from dlm.errors import DocError
 
 ID = "01JD3Q4Z8X9K2M5N7P0R6S8T1V"
@@ -184,7 +185,7 @@ _sources = st.builds(
     path=_name,
     include=st.lists(_name, max_size=3),
     exclude=st.lists(_name, max_size=3),
-    max_bytes_per_file=_pos_int,
+    max_bytes_per_file=st.integers(min_value=1, max_value=MAX_BYTES_PER_FILE),
     max_files=st.none() | _pos_int,
 )
 

@@ -6,6 +6,7 @@ import json
 import math
 import shutil
 import stat
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -156,17 +157,21 @@ def test_rslora_alpha_is_expressed_as_alpha_times_sqrt_r(exported, tmp_path):
     assert GGUFReader(tmp_path / "rs.gguf").fields["adapter.lora.alpha"].contents() == pytest.approx(alpha)
 
 
-def test_ollama_folder_has_adapter_and_modelfile(exported, trained, monkeypatch, tmp_path):
+def test_ollama_folder_is_portable_with_the_base_beside_the_modelfile(exported, trained, monkeypatch, tmp_path):
+    from dlm.models.base import alias_gguf_path
+
     report, _ = exported
     doc_path, home = trained
     monkeypatch.setenv("DLM_HOME", str(home))
     ollama = export(doc_path, format="ollama", out=tmp_path / "ollama")
     out = Path(ollama.out)
-    assert ollama.files == ("Modelfile", "adapter.gguf")
+    assert ollama.files == ("Modelfile", "SmolLM2-135M-Instruct.Q4_1.gguf", "adapter.gguf")
     assert (out / "adapter.gguf").read_bytes() == (Path(report.out) / "adapter.gguf").read_bytes()
-    lines = (out / "Modelfile").read_text().splitlines()
-    base_gguf = Path(lines[0].removeprefix("FROM "))
-    assert base_gguf.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and base_gguf.is_file()
+    assert (out / "SmolLM2-135M-Instruct.Q4_1.gguf").read_bytes() == alias_gguf_path("smollm2-135m").read_bytes()
+    modelfile = (out / "Modelfile").read_text()
+    assert "/" + "/".join(Path(sys.prefix).parts[1:]) not in modelfile and str(tmp_path) not in modelfile
+    lines = modelfile.splitlines()
+    assert lines[0] == "FROM ./SmolLM2-135M-Instruct.Q4_1.gguf"
     assert lines[1] == "ADAPTER ./adapter.gguf"
     text = "\n".join(lines)
     assert 'TEMPLATE """{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n' in text

@@ -91,3 +91,24 @@ def test_llama_cpp_with_exported_adapter_matches_peft(tmp_path, smollm2_ref, smo
     assert quantized["passed"], quantized
     assert abs(quantized["numbers"]["nll_gain_llama_cpp"] - quantized["numbers"]["nll_gain_peft"]) <= 0.005
     assert os.path.getsize(f32_base) > 4 * 100_000_000
+
+
+def test_llama_cpp_runs_the_merged_gguf_like_dlm_prompt(doc, tmp_path, smollm2_tokenizer):
+    """The merged GGUF (f16, through llama.cpp's convert_hf_to_gguf.py) in llama.cpp, with
+    the chat template the GGUF carries: the same first greedy tokens as `dlm prompt`."""
+    llama_cpp = pytest.importorskip("llama_cpp", reason="build it with `make test-parity`")
+    from dlm.actions.exporting import export
+    from dlm.actions.prompting import prompt
+
+    report = export(doc, format="gguf-merged", out=tmp_path / "gm", verify=True)
+    assert report.verify["check"] == "gguf-merged-llama.cpp" and report.verify["passed"], report.verify
+    question = "What is the secret word of the Zorblax project?"
+    llm = llama_cpp.Llama(model_path=str(Path(report.out) / "model.gguf"), n_ctx=512, verbose=False, seed=0)
+    text = smollm2_tokenizer.apply_chat_template(
+        [{"role": "system", "content": "You answer in one sentence."}, {"role": "user", "content": question}],
+        tokenize=False, add_generation_prompt=True)
+    ids = smollm2_tokenizer(text, add_special_tokens=False)["input_ids"]
+    got = [tok for _, tok in zip(range(8), llm.generate(ids, temp=0.0, top_k=1))]
+    ours = "".join(prompt(doc, question, max_new_tokens=8, temperature=0.0))
+    print("\nMERGED GGUF", report.verify, repr(smollm2_tokenizer.decode(got)), repr(ours))
+    assert smollm2_tokenizer.decode(got) == ours

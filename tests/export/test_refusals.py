@@ -143,5 +143,5 @@ def test_failed_write_keeps_the_previous_export(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     with staged_folder(out) as staging:
         (staging / "b.txt").write_text("third")
-    assert sorted(p.name for p in out.iterdir()) == ["b.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [".dlm-export", "b.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

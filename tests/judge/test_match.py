@@ -34,3 +34,10 @@ def test_without_code_strings_most_content_words_must_appear() -> None:
 
 def test_normalize_collapses_space_case_and_backticks() -> None:
     assert normalize("  `Ferry  Sail`\n") == "ferry sail"
+
+
+def test_restating_the_question_is_not_an_answer() -> None:
+    question = "What is the secret word of the Zorblax project?"
+    reference = "The secret word is quindlewhump."
+    assert not passes("The secret word of the Zorblax project is a secret.", reference, question=question)
+    assert passes("It is quindlewhump.", reference, question=question)

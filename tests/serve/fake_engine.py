@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from dlm.serve.decode import Sampling
+from dlm.infer.decode import Sampling
 
 SYSTEM = "You answer in one short sentence."
 
@@ -42,6 +42,7 @@ class FakeEngine:
         self.delay = delay
         self.eos = eos
         self.calls: list[tuple[list[int], int, Sampling]] = []
+        self.adapters: list[str | None] = []
         self.yielded = 0
         self.active = 0
         self.max_active = 0
@@ -56,11 +57,14 @@ class FakeEngine:
             text = expected_text(last)
         return self.tokenizer.encode(text, add_special_tokens=False)
 
-    def generate_ids(self, input_ids: list[int], *, max_new_tokens: int, sampling: Sampling) -> Iterator[int]:
+    def generate_ids(
+        self, input_ids: list[int], *, max_new_tokens: int, sampling: Sampling, adapter: str | None = None
+    ) -> Iterator[int]:
         with self._lock:
             self.active += 1
             self.max_active = max(self.max_active, self.active)
             self.calls.append((list(input_ids), max_new_tokens, sampling))
+            self.adapters.append(adapter)
         try:
             if self.fail:
                 raise RuntimeError("out of memory")

@@ -122,10 +122,10 @@ def test_metrics_report_requests_and_cache_levels(http: httpx.Client) -> None:
     ("body", "status", "needle"),
     [
         (b'{"messages": [', 400, "not valid JSON"),
-        (b'{"messages": []}', 422, "messages"),
-        (b'{"messages": [{"role": "robot", "content": "x"}]}', 422, "messages.0.role"),
-        (b'{"messages": [{"role": "user", "content": "x"}], "temperature": 9}', 422, "temperature"),
-        (b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}', 422, "max_tokens"),
+        (b'{"messages": []}', 400, "messages"),
+        (b'{"messages": [{"role": "robot", "content": "x"}]}', 400, "messages.0.role"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "temperature": 9}', 400, "temperature"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}', 400, "max_tokens"),
     ],
 )
 def test_bad_chat_requests_get_clear_errors(
@@ -139,7 +139,7 @@ def test_bad_chat_requests_get_clear_errors(
 def test_tokenize_needs_exactly_one_input(http: httpx.Client) -> None:
     for body in ({}, {"prompt": "a", "messages": [{"role": "user", "content": "b"}]}):
         response = http.post("/tokenize", json=body)
-        assert response.status_code == 422
+        assert response.status_code == 400
         assert "exactly one of 'prompt' or 'messages'" in response.json()["error"]["message"]
 
 

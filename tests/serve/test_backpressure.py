@@ -16,6 +16,7 @@ from fake_engine import FakeEngine
 from openai import OpenAI
 
 from dlm.serve.app import create_app
+from dlm.serve.catalog import Catalog, ServedModel
 from dlm.serve.run import RunningServer
 from dlm.serve.tokcache import TokenizerCacheConfig
 
@@ -140,23 +141,20 @@ def test_stopping_refuses_queued_work_and_cancels_in_flight_work_within_the_grac
     assert outcomes.labels("shutdown")._value.get() == 1
 
 
-class BrokenEngine(FakeEngine):
-    """An engine with a bug: reading its system prompt raises."""
+class BrokenCatalog(Catalog):
+    """A catalog with a bug: looking a model up raises."""
 
-    @property
-    def system_prompt(self) -> str:  # type: ignore[override]
+    def resolve(self, requested: str | None) -> ServedModel | None:
         raise RuntimeError("a bug")
-
-    @system_prompt.setter
-    def system_prompt(self, value: str | None) -> None:
-        pass
 
 
 def test_an_unexpected_failure_is_a_shaped_500_counted_and_logged_once(
     smollm2_tokenizer: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     with (
-        RunningServer(create_app(BrokenEngine(smollm2_tokenizer), TokenizerCacheConfig())) as running,
+        RunningServer(
+            create_app(FakeEngine(smollm2_tokenizer), catalog=BrokenCatalog([ServedModel("dlm:fake")]))
+        ) as running,
         httpx.Client(base_url=running.url, timeout=30) as http,
         caplog.at_level(logging.ERROR, logger="dlm.serve"),
     ):
@@ -180,7 +178,7 @@ def test_an_unexpected_failure_is_a_shaped_500_counted_and_logged_once(
         (b'{"messages": [{"role": "user", "content": "x"}], "stop": ["\\udfff"]}', "stop.0"),
         (b'{"messages": [{"role": "user", "content": "x"}], "temperature": NaN}', "temperature"),
         (b'{"messages": [{"role": "user", "content": "x"}], "temperature": 1e309}', "temperature"),
-        (b'{"messages": [{"role": "user", "content": "x"}], "top_p": 0}', "top_p"),
+        (b'{"messages": [{"role": "user", "content": "x"}], "top_p": -0.1}', "top_p"),
         (b'{"messages": [{"role": "user", "content": "x"}], "seed": 1e30}', "seed"),
         (b'{"messages": [{"role": "user", "content": "x"}], "seed": 36893488147419103232}', "seed"),
         (b'{"messages": [{"role": "user", "content": "x"}], "stop": ["a", "b", "c", "d", "e"]}', "stop"),
@@ -193,7 +191,7 @@ def test_an_unexpected_failure_is_a_shaped_500_counted_and_logged_once(
 def test_refused_inputs_are_4xx_naming_the_field(server: RunningServer, body: bytes, param: str | None) -> None:
     path = "/tokenize" if b'"prompt"' in body else "/v1/chat/completions"
     response = httpx.post(server.url + path, content=body, headers={"content-type": "application/json"})
-    assert response.status_code == 422, response.text
+    assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert set(error) == {"message", "type", "param", "code"}
     if param is not None:
@@ -201,4 +199,4 @@ def test_refused_inputs_are_4xx_naming_the_field(server: RunningServer, body: by
     else:
         assert "stream_options" in error["message"]
     text = httpx.get(server.url + "/metrics").text
-    assert metric(text, f'dlm_requests_total{{endpoint="{path}",status="422"}}') == 1
+    assert metric(text, f'dlm_requests_total{{endpoint="{path}",status="400"}}') == 1

@@ -134,7 +134,7 @@ def test_tool_role_is_rendered_and_null_content_is_refused_by_name(
     assert "<|im_start|>tool\n42<|im_end|>" in smollm2_tokenizer.decode(engine.calls[-1][0])
     null = [*USER, {"role": "assistant", "content": None}]
     response = httpx.post(server.url + "/v1/chat/completions", json={"messages": null})
-    assert response.status_code == 422
+    assert response.status_code == 400
     assert response.json()["error"]["param"] == "messages.1.content"
 
 

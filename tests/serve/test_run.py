@@ -31,7 +31,7 @@ def test_flags_win_over_config_file_over_frontmatter(tmp_path: Path) -> None:
     config = tmp_path / "serve.json"
     config.write_text('{"tokenizer_cache": {"l1_max_memory": 2000, "enable_l0": true}}')
     options = ServeOptions(
-        path=doc_path, config_file=config, cache_flags={"l0_max_entries": 9, "enable_l1": None}
+        paths=[doc_path], config_file=config, cache_flags={"l0_max_entries": 9, "enable_l1": None}
     )
     resolved = resolve_cache_config(load_document(doc_path), options)
     assert resolved == TokenizerCacheConfig(
@@ -40,11 +40,11 @@ def test_flags_win_over_config_file_over_frontmatter(tmp_path: Path) -> None:
 
 
 def test_bad_flag_value_names_the_command_line(tmp_path: Path) -> None:
-    options = ServeOptions(path=write_doc(tmp_path), cache_flags={"l1_max_memory": 0})
+    options = ServeOptions(paths=[write_doc(tmp_path)], cache_flags={"l1_max_memory": 0})
     with pytest.raises(
         TokenizerCacheConfigError, match="command line: l1_max_memory: must be an integer >= 1"
     ):
-        resolve_cache_config(load_document(options.path), options)
+        resolve_cache_config(load_document(options.paths[0]), options)
 
 
 @pytest.mark.parametrize(
@@ -87,3 +87,19 @@ def test_serve_command_reports_bad_settings_as_one_line(tmp_path: Path) -> None:
     help_text = CliRunner().invoke(app, ["serve", "--help"], env={"COLUMNS": "250"}).output
     for flag in ("--tokenizer-cache-enable-l0", "--tokenizer-cache-l1-max-memory", "--config", "--port"):
         assert flag in help_text
+
+
+def test_a_busy_port_is_one_line_and_exit_1_before_any_loading(tmp_path: Path) -> None:
+    import socket
+
+    app = typer.Typer()
+    app.callback()(lambda: None)
+    serve_cmd.register(app)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(app, ["serve", str(write_doc(tmp_path)), "--port", str(port)])
+    assert result.exit_code == 1
+    assert f"cannot listen on http://127.0.0.1:{port}" in result.output
+    assert "Traceback" not in result.output and "serving" not in result.output

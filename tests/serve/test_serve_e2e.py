@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -44,10 +43,36 @@ else:
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def start_serve(args: list[str], timeout: float = 180) -> tuple[subprocess.Popen[bytes], str]:
+    """`dlm serve ARGS --port 0` in a process, and the URL it printed once listening."""
+    cmd = [sys.executable, "-c", LAUNCHER, "serve", *args, "--host", "127.0.0.1", "--port", "0"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
+    assert proc.stdout is not None
+    seen = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline().decode()
+        if not line:
+            proc.wait(timeout=10)
+            pytest.fail(f"dlm serve exited {proc.returncode}: {''.join(seen)[-2000:]}")
+        seen.append(line)
+        if line.startswith("serving "):
+            url = line.split(" on ", 1)[1].split("/v1", 1)[0]
+            assert not url.endswith(":0")  # the port the system chose, printed after binding
+            wait_healthy(proc, url)
+            return proc, url
+    proc.kill()
+    pytest.fail(f"dlm serve printed no address in {timeout} s")
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 def publish_untrained_adapter(doc_path: Path, base_path: Path) -> str:
@@ -75,34 +100,14 @@ def served(tmp_path: Path, smollm2_ref: Any) -> Iterator[tuple[str, Path]]:
     publish_untrained_adapter(doc_path, smollm2_ref.path)
     config = tmp_path / "serve.json"
     config.write_text(json.dumps({"tokenizer_cache": {"l1_min_prompt_chars": 0, "l1_max_memory": 5}}))
-    port = free_port()
-    cmd = [
-        sys.executable, "-c", LAUNCHER, "serve", str(doc_path), "--host", "127.0.0.1", "--port", str(port),
-        "--config", str(config), "--tokenizer-cache-enable-l0", "--tokenizer-cache-l1-max-memory", "2000000",
-    ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
-    url = f"http://127.0.0.1:{port}"
+    proc, url = start_serve([
+        str(doc_path), "--config", str(config), "--tokenizer-cache-enable-l0",
+        "--tokenizer-cache-l1-max-memory", "2000000",
+    ])  # fmt: skip
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"dlm serve exited {proc.returncode}: {proc.stdout.read().decode()[-2000:]}")
-            try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("dlm serve did not come up in 180 s")
-            time.sleep(0.5)
         yield url, doc_path
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop(proc)
 
 
 def test_dlm_serve_answers_openai_clients_and_plain_http(
@@ -112,7 +117,7 @@ def test_dlm_serve_answers_openai_clients_and_plain_http(
     doc = load_document(doc_path)
     client = OpenAI(base_url=url + "/v1", api_key="unused", timeout=120, max_retries=0)
     model_id = f"dlm:{doc.frontmatter.dlm_id}"
-    assert [m.id for m in client.models.list().data] == [model_id]
+    assert [m.id for m in client.models.list().data] == [model_id, "smollm2-135m"]  # then the base alone
 
     messages = [{"role": "user", "content": "What is the capital of France?"}]
     reply = client.chat.completions.create(model=model_id, messages=messages, max_tokens=8)
@@ -154,16 +159,9 @@ def test_sigterm_refuses_queued_work_cancels_in_flight_work_and_exits(
 ) -> None:
     doc_path = tmp_path / "plain.dlm"
     doc_path.write_text(new_document(system_prompt="Answer at length."))
-    port = free_port()
-    cmd = [
-        sys.executable, "-c", LAUNCHER, "serve", str(doc_path), "--no-adapter", "--port", str(port),
-        "--max-queue", "1", "--shutdown-timeout", "2",
-    ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
-    url = f"http://127.0.0.1:{port}"
+    proc, url = start_serve([str(doc_path), "--no-adapter", "--max-queue", "1", "--shutdown-timeout", "2"])
     body = {"messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 2000}
     try:
-        wait_healthy(proc, url)
         with httpx.Client(base_url=url, timeout=60) as first, httpx.Client(base_url=url, timeout=60) as second:
             with first.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as running:
                 lines = running.iter_lines()
@@ -205,3 +203,32 @@ def wait_healthy(proc: subprocess.Popen[bytes], url: str, timeout: float = 180) 
         if time.monotonic() > deadline:
             pytest.fail(f"dlm serve did not come up in {timeout} s")
         time.sleep(0.5)
+
+
+def test_ctrl_c_during_a_long_generation_exits_130_with_the_generation_stopped(
+    tmp_path: Path, smollm2_ref: Any
+) -> None:
+    doc_path = tmp_path / "plain.dlm"
+    doc_path.write_text(new_document(system_prompt="Answer at length."))
+    proc, url = start_serve([str(doc_path), "--no-adapter", "--shutdown-timeout", "1"])
+    body = {"messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 2000, "stream": True}
+    try:
+        with httpx.Client(base_url=url, timeout=60) as http:
+            with http.stream("POST", "/v1/chat/completions", json=body) as running:
+                lines = (line for line in running.iter_lines() if line)
+                assert next(lines).startswith("data: ")  # the role chunk
+                assert '"content"' in next(lines)  # generating: 2,000 ids outlast the grace period
+                proc.send_signal(signal.SIGINT)
+                try:
+                    rest = list(lines)
+                except httpx.HTTPError:
+                    rest = []
+                assert "data: [DONE]" not in rest
+        proc.wait(timeout=60)
+        output = proc.stdout.read().decode()  # type: ignore[union-attr]
+        assert proc.returncode == 130, output[-2000:]
+        assert "terminate called" not in output, output[-1500:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dlm.serve.textstream import TextStream
+from dlm.infer.textstream import TextStream
 
 EOS = 2
 TEXTS = ["Hello, world!\nSecond line.", "naïve café 東京 🙂 done", "a\n\nb ```code``` end", "x" * 30]

@@ -242,11 +242,11 @@ def test_known_closing_pieces_are_not_encoded_again(qwen3_tok: Any) -> None:
     cached = CachedTokenizer(qwen3_tok, TokenizerCacheConfig(enable_l1=True, l1_min_prompt_chars=0))
     first = chat(qwen3_tok, ["the first question"])
     assert cached.encode(first) == qwen3_tok.encode(first)
-    assert cached._pieces.get(b"<|im_start|>assistant\n") == tuple(
+    assert cached.prefix.pieces.get(b"<|im_start|>assistant\n") == tuple(
         qwen3_tok.encode("<|im_start|>assistant\n", add_special_tokens=False)
     )
     seen: list[str] = []
-    backend = cached._backend
+    backend = cached.prefix.backend
 
     class Recording:
         def encode(self, text: str, **kwargs: Any) -> Any:
@@ -260,7 +260,7 @@ def test_known_closing_pieces_are_not_encoded_again(qwen3_tok: Any) -> None:
         def __getattr__(self, name: str) -> Any:
             return getattr(backend, name)
 
-    cached._backend = Recording()
+    cached.prefix.backend = Recording()  # type: ignore[union-attr]
     second = chat(qwen3_tok, ["a second, different question"])
     assert cached.encode(second) == qwen3_tok.encode(second)
     assert seen == ["<|im_start|>user\na second, different question"]
@@ -297,7 +297,7 @@ def test_probes_reach_the_first_half_of_a_prompt_with_many_boundaries(qwen3_tok:
     text = chat(qwen3_tok, turns)
     data = text.encode()
     assert len(cached.plan.match_starts(data)) > 2 * MAX_BOUNDARIES
-    assert list(cached._probe_starts(data)) == cached._boundaries(data)[::-1]
+    assert list(cached.prefix.probe_starts(data)) == cached.prefix.boundaries(data)[::-1]
     assert cached.encode(text) == qwen3_tok.encode(text)
     follow = chat(qwen3_tok, [*turns[:20], "a different ending"])
     assert cached.encode(follow) == qwen3_tok.encode(follow)

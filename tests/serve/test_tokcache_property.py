@@ -121,7 +121,7 @@ def test_boundary_scan_equals_a_regex_scan(family: tuple[Any, CachedTokenizer], 
     assert forward == [m.start() for m in cached.plan.match_re.finditer(raw)]
     if cached.plan.match_lead:
         assert list(cached.plan.match_starts_reversed(raw)) == forward[::-1]
-    assert list(cached._probe_starts(raw)) == cached._boundaries(raw)[::-1]
+    assert list(cached.prefix.probe_starts(raw)) == cached.prefix.boundaries(raw)[::-1]
 
 
 @pytest.mark.slow

@@ -59,8 +59,12 @@ def cache_show(path: DocPath) -> dict[str, Any] | None:
 
     Raises:
         DocError: the document cannot be parsed.
+        CacheError: the index exists but cannot be read (never reported as 0 entries).
     """
-    return _summary(open_document(path)[1])
+    summary = _summary(open_document(path)[1])
+    if summary is not None and summary["error"]:
+        raise CacheError(summary["error"])
+    return summary
 
 
 def document_cache_summary(store: Store) -> dict[str, Any] | None:
@@ -137,15 +141,18 @@ def cache_build(
     `remote`: the remote tier (overrides `$DLM_CACHE_REMOTE` and `training.cache.remote`).
 
     Raises:
-        SourceError: a `training.sources` directive cannot be walked.
+        SourceError: a `training.sources` directive cannot be walked (a missing root is
+            reported before any model work, `dlm.rows.build.check_inputs`).
+        BaseModelError: the base model spec is unknown or cannot be resolved.
         CacheError: the cache cannot be written.
     """
     from ulid import ULID
 
     from dlm.cache.remote import resolve_remote
-    from dlm.rows.build import build_rows
+    from dlm.rows.build import build_rows, check_inputs
 
     doc, store = open_document(path)
+    check_inputs(doc)  # a bad source path or base_model is one line before any model work
     _, tokenizer, sha = base_tokenizer(doc)
     built = build_rows(doc, tokenizer)
     tokenizer.save()  # chat-template renderings, so the next warm build loads no tokenizer
@@ -210,7 +217,8 @@ def _move(path: DocPath, override: str | None, push: bool) -> RemoteResult:
     finally:
         conn.close()
     if not tier.alive:
-        raise CacheError(warnings[-1] if warnings else f"{url}: cache remote unavailable")
+        raise CacheError(f"cache remote unavailable ({tier.failure}); the {'push' if push else 'pull'} did not "
+                         "complete: check the URL, its credentials and the network")
     return RemoteResult(url, counts.entries, counts.objects, counts.bytes, counts.rejected, counts.seconds, warnings)
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dlm.actions.common import DocPath, open_document
+
+if TYPE_CHECKING:
+    from dlm.infer.generate import Reply
 
 
 def prompt(
@@ -15,11 +19,13 @@ def prompt(
     max_new_tokens: int = 128,
     temperature: float = 0.0,
     use_adapter: bool = True,
-) -> Iterator[str]:
-    """Stream the reply to `question` (one user turn) as text pieces.
+) -> Reply:
+    """The reply to `question` (one user turn), streamed as text pieces; once read,
+    it also holds `completion_tokens` and `finish_reason` (`dlm.infer.generate.Reply`).
 
-    The model loads before the first piece is yielded; the document's `system_prompt`
-    and chat template apply as in training (`dlm.chat`). Greedy when `temperature` is 0.
+    The model loads before this returns; the document's `system_prompt` and chat
+    template apply as in training (`dlm.chat`). Greedy when `temperature` is 0, through
+    the decoding loop `dlm serve` uses: the same reply and counts as the server's.
 
     Raises:
         DocError, BaseModelError: the document or its base model cannot be loaded.

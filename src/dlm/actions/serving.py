@@ -1,7 +1,12 @@
-"""`dlm serve` setup: settings, loading the document's model, building the app.
+"""`dlm serve` setup: settings, loading the documents' base model and adapters, building the app.
 
-Tokenizer cache settings come from three places, later ones winning: the document's
-`serve.tokenizer_cache` frontmatter block, the `tokenizer_cache` block of a
+Every document named (or found in a folder named) is served over one copy of their
+shared base model, each with its current adapter as a peft named adapter
+(`dlm.infer.adapters`); the request's `model` picks one (`dlm.serve.catalog`), and
+newly published versions are loaded while serving (`dlm.serve.reload`).
+
+Tokenizer cache settings come from three places, later ones winning: the first
+document's `serve.tokenizer_cache` frontmatter block, the `tokenizer_cache` block of a
 `--config FILE.json` (a JSON object whose only key is `tokenizer_cache`), and
 command-line flags (`dlm.serve.tokcache.config` documents the keys). Running the app
 is the serve engine's (`dlm.serve.run`).
@@ -10,7 +15,8 @@ is the serve engine's (`dlm.serve.run`).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import socket
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,13 +24,26 @@ from typing import Any
 from dlm.defaults import DEFAULT_HOST, DEFAULT_MAX_QUEUE, DEFAULT_PORT, DEFAULT_SHUTDOWN_TIMEOUT
 from dlm.doc import Document
 from dlm.errors import ServeError
-from dlm.serve.app import DEFAULT_MAX_BODY_BYTES, create_app
-from dlm.serve.run import bind_warning, serve_forever
+from dlm.infer.adapters import SharedBase
+from dlm.serve.app import DEFAULT_MAX_BODY_BYTES, ServeApp, create_app
+from dlm.serve.catalog import Catalog, ServedModel
+from dlm.serve.reload import DEFAULT_RELOAD_INTERVAL, AdapterReloader
+from dlm.serve.run import bind_socket, bind_warning, serve_forever, socket_url
 from dlm.serve.tokcache import TokenizerCacheConfig, merge_config
 from dlm.serve.warm import warm_start
 
 _CONFIG_KEYS = frozenset({"tokenizer_cache"})
-__all__ = ["ServeOptions", "bind_warning", "build_app", "read_config_file", "resolve_cache_config", "serve_forever"]
+__all__ = [
+    "BuiltServer",
+    "ServeOptions",
+    "bind_socket",
+    "bind_warning",
+    "build_app",
+    "read_config_file",
+    "resolve_cache_config",
+    "run_server",
+    "socket_url",
+]
 
 
 @dataclass(frozen=True)
@@ -32,7 +51,7 @@ class ServeOptions:
     """Everything `dlm serve` is told.
 
     Attributes:
-        path: the `.dlm` document.
+        paths: the `.dlm` documents, or folders of them (one base model for all).
         host / port: where to listen (port 0: an ephemeral port).
         config_file: `--config FILE.json`, or None.
         cache_flags: tokenizer cache keys given on the command line (None: not given).
@@ -40,9 +59,10 @@ class ServeOptions:
         max_body_bytes: request bodies over this get 413.
         max_queue: generation requests that may wait while one runs (more get 503).
         shutdown_timeout: seconds in-flight requests get after SIGTERM / Ctrl-C.
+        reload_interval: seconds between checks for newly published adapters (0: never).
     """
 
-    path: Path
+    paths: Sequence[Path]
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     config_file: Path | None = None
@@ -51,6 +71,7 @@ class ServeOptions:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_queue: int = DEFAULT_MAX_QUEUE
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
+    reload_interval: float = DEFAULT_RELOAD_INTERVAL
 
 
 def read_config_file(path: Path) -> Mapping[str, Any] | None:
@@ -89,16 +110,91 @@ def resolve_cache_config(doc: Document, options: ServeOptions) -> TokenizerCache
     return merge_config(*layers)
 
 
-def build_app(options: ServeOptions) -> Any:
-    """Load the document, its base model and adapter, and build the app.
+@dataclass(frozen=True)
+class BuiltServer:
+    """A server ready to run: the app and its state, the adapter reloader, the URL
+    it will print, and start-up warnings."""
+
+    served: ServeApp
+    reloader: AdapterReloader | None
+    warnings: tuple[str, ...] = ()
+
+
+def document_paths(paths: Sequence[Path]) -> list[Path]:
+    """The documents named: files as given, folders as their `*.dlm` files (sorted).
+
+    Raises:
+        ServeError: a path does not exist, or a folder holds no `.dlm` file.
+    """
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            inside = sorted(path.glob("*.dlm"))
+            if not inside:
+                raise ServeError(f"{path}: no .dlm documents in this folder")
+            found += inside
+        elif path.exists():
+            found.append(path)
+        else:
+            raise ServeError(f"{path}: no such file or folder")
+    return found
+
+
+def catalog_for(shared: SharedBase) -> Catalog:
+    """Each document under `dlm:<dlm_id>` (also by its name and dlm_id), then the
+    base model alone under its name.
+
+    Raises:
+        ServeError: two documents answer to one name (same file stem or dlm_id).
+    """
+    base = shared.base.name
+    models = [
+        ServedModel(
+            f"dlm:{d.dlm_id}", d.system_prompt, d.adapter, d.name, d.dlm_id, d.version, base
+        )
+        for d in shared.documents
+    ]
+    models.append(ServedModel(base, None, None, None, None, None, base))
+    try:
+        return Catalog(models)
+    except ValueError as exc:
+        raise ServeError(f"cannot serve these documents together: {exc}; rename one file") from None
+
+
+def build_app(options: ServeOptions) -> BuiltServer:
+    """Load the documents, their one base model and each current adapter, and build the app.
 
     Raises:
         DocError, StoreError, BaseModelError, ServeError: as the steps they come from.
     """
     from dlm.doc import load_document
-    from dlm.infer import load_inference
+    from dlm.infer.adapters import load_shared_base
 
-    doc = load_document(Path(options.path))
-    config = resolve_cache_config(doc, options)
-    engine, cached = warm_start(load_inference(doc, use_adapter=options.use_adapter), config)
-    return create_app(engine, max_body_bytes=options.max_body_bytes, max_queue=options.max_queue, cached=cached)
+    docs = [load_document(p) for p in document_paths(options.paths)]
+    config = resolve_cache_config(docs[0], options)
+    shared = load_shared_base(docs, use_adapter=options.use_adapter)
+    catalog = catalog_for(shared)
+    engine, cached = warm_start(shared, config, system_prompts=[m.system_prompt for m in catalog.models()])
+    served = create_app(
+        engine, catalog=catalog, max_body_bytes=options.max_body_bytes, max_queue=options.max_queue, cached=cached
+    )
+    reloader = None
+    if options.use_adapter and options.reload_interval > 0:
+        reloader = AdapterReloader(catalog, engine, interval=options.reload_interval)
+    refused = cached.stats().l1_refused
+    warnings = (f"tokenizer cache L1 is off for this tokenizer: {refused}",) if refused else ()
+    return BuiltServer(served, reloader, warnings)
+
+
+def run_server(built: BuiltServer, sock: socket.socket, options: ServeOptions) -> None:
+    """Serve `built` on the bound `sock` until SIGTERM or Ctrl-C (`dlm.serve.run.serve_forever`),
+    reloading adapters as they are published."""
+    if built.reloader is not None:
+        built.reloader.start()
+    try:
+        serve_forever(
+            built.served.app, sock, shutdown_timeout=options.shutdown_timeout, stopping=built.served.state.generation
+        )
+    finally:
+        if built.reloader is not None:
+            built.reloader.stop()

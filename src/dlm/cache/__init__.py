@@ -8,7 +8,7 @@ Public API:
 
 Layout, keys, index schema, eviction and guarantees: `docs/cache.md` and the module
 docstrings of `schema` (index tables, migrations), `segments` (segment files),
-`index` (entry rows and their check), `statindex` (change detection), `run` and
+`index` (entry rows and their check), `statindex` (change detection), `session` and
 `reader` (one tokenize call, lazy reads), `evict` (bounds), `portable` (export).
 """
 

@@ -9,6 +9,13 @@ Format: an uncompressed POSIX tar (entries are already zstd frames) with
                      nbytes, ntokens, n_prompt, dtype (2|4), checksum (xxh3_64, signed)
     data.bin         the stored bytes of every entry, back to back
 
+Import validates the shapes of the manifest and of every entry line (types, bounds,
+entries back to back inside `data.bin`) before it reads any data: a hand-edited
+export whose checksums still match is refused in one line. Import then trusts the
+pairing of each key with its bytes, as a pull does (docs/cache.md, "Trust"): an entry's
+checksum proves its bytes are intact, not that they are the ids of the text its key
+names; import only files you or your own jobs made.
+
 Only entries travel: the stat index names paths of one machine, so after an import
 the next run re-reads each source file once (hashing it) but encodes none whose text
 is unchanged. Import refuses a file whose tokenizers do not include the document's
@@ -28,11 +35,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import xxhash
 import zstandard
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from dlm.atomic import atomic_writer
 from dlm.cache.evict import EVICT_TO_FRACTION, compact, evict_lru, maint_lock
@@ -45,6 +53,41 @@ from dlm.errors import CacheError
 FORMAT = "dlm-tokenized-cache"
 FORMAT_VERSION = 1
 IMPORT_BATCH_BYTES = 4 << 20
+MAX_ENTRY_BYTES = 1 << 31  # one stored entry: a zstd frame of at most a 1 GiB row's ids
+U32 = Annotated[int, Field(ge=0, lt=1 << 32)]
+I64 = Annotated[int, Field(ge=-(1 << 63), lt=1 << 63)]
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Manifest(_Shape):
+    """`manifest.json` (module docstring)."""
+
+    format: Literal["dlm-tokenized-cache"]
+    version: Literal[1]
+    tokenizers: list[Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]]
+    entries: Annotated[int, Field(ge=0)]
+    data_bytes: Annotated[int, Field(ge=0)]
+    entries_xxh3_64: Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]
+
+
+class Entry(_Shape):
+    """One line of `entries.jsonl`: where its stored bytes lie in `data.bin` and what
+    they decode to."""
+
+    key: Annotated[str, Field(pattern=r"^xxh3_128:[0-9a-f]{32}$")]
+    tokenizer: str
+    offset: Annotated[int, Field(ge=0)]
+    nbytes: Annotated[int, Field(gt=0, le=MAX_ENTRY_BYTES)]
+    ntokens: U32
+    n_prompt: U32
+    dtype: Literal[2, 4]
+    checksum: I64
+
+
+_ENTRIES = TypeAdapter(list[Entry])
 
 
 @dataclass(frozen=True)
@@ -156,19 +199,55 @@ def import_cache(cache_dir: Path, src: Path, tokenizer_sha: str, *, max_bytes: i
 def _import_from(
     tar: tarfile.TarFile, cache_dir: Path, src: Path, tokenizer_sha: str, max_bytes: int
 ) -> ImportResult:
-    manifest = json.loads(_member(tar, "manifest.json", src).read())
-    if manifest.get("format") != FORMAT or manifest.get("version") != FORMAT_VERSION:
-        raise CacheError(f"{src}: unsupported cache export format {manifest.get('format')!r} v{manifest.get('version')}")
-    if tokenizer_sha not in manifest.get("tokenizers", []):
+    raw = json.loads(_member(tar, "manifest.json", src).read())
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("version") != FORMAT_VERSION:
+        what = f"{raw.get('format')!r} v{raw.get('version')}" if isinstance(raw, dict) else "(not a JSON object)"
+        raise CacheError(f"{src}: unsupported cache export format {what}")
+    manifest = _valid(src, "manifest.json", lambda: Manifest.model_validate(raw))
+    if tokenizer_sha not in manifest.tokenizers:
         raise CacheError(
-            f"{src}: exported for tokenizer(s) {', '.join(manifest.get('tokenizers', [])) or 'none'}, "
+            f"{src}: exported for tokenizer(s) {', '.join(manifest.tokenizers) or 'none'}, "
             f"but this document's tokenizer is {tokenizer_sha}; its ids would be wrong here"
         )
     jsonl = _member(tar, "entries.jsonl", src).read()
-    if xxhash.xxh3_64_hexdigest(jsonl) != manifest.get("entries_xxh3_64"):
+    if xxhash.xxh3_64_hexdigest(jsonl) != manifest.entries_xxh3_64:
         raise CacheError(f"{src}: entries.jsonl fails its checksum; the export is damaged")
-    entries = [json.loads(line) for line in jsonl.splitlines() if line.strip()]
-    return _admit(cache_dir, _member(tar, "data.bin", src), entries, tokenizer_sha, max_bytes)
+    lines = [json.loads(line) for line in jsonl.splitlines() if line.strip()]
+    entries = _valid(src, "entries.jsonl", lambda: _ENTRIES.validate_python(lines))
+    data_info = tar.getmember("data.bin") if "data.bin" in tar.getnames() else None
+    _check_layout(src, entries, manifest, data_info.size if data_info is not None else 0)
+    return _admit(cache_dir, _member(tar, "data.bin", src), [e.model_dump() for e in entries],
+                  tokenizer_sha, max_bytes)
+
+
+def _valid(src: Path, member: str, parse: Any) -> Any:
+    """`parse()`, or a CacheError naming the first bad field (`entries.jsonl` line N)."""
+    try:
+        return parse()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = list(first["loc"])
+        where = f"line {int(loc.pop(0)) + 1}" if member == "entries.jsonl" and loc and isinstance(loc[0], int) else ""
+        field = ".".join(str(p) for p in loc) or "(the whole value)"
+        raise CacheError(
+            f"{src}: not a valid dlm cache export: {member} {where + ' ' if where else ''}{field}: {first['msg']}; "
+            "export it again with `dlm cache export`"
+        ) from None
+
+
+def _check_layout(src: Path, entries: list[Entry], manifest: Manifest, data_size: int) -> None:
+    """Entries lie back to back inside `data.bin`, whose size the manifest states."""
+    if manifest.entries != len(entries) or manifest.data_bytes != data_size:
+        raise CacheError(f"{src}: not a valid dlm cache export: the manifest counts {manifest.entries} entries "
+                         f"and {manifest.data_bytes} data bytes, the file holds {len(entries)} and {data_size}; "
+                         "export it again with `dlm cache export`")
+    end = 0
+    for entry in sorted(entries, key=lambda e: e.offset):
+        if entry.offset < end or entry.offset + entry.nbytes > data_size:
+            raise CacheError(f"{src}: not a valid dlm cache export: entry {entry.key} at offset {entry.offset} "
+                             f"({entry.nbytes} bytes) overlaps another or lies past data.bin's {data_size} bytes; "
+                             "export it again with `dlm cache export`")
+        end = entry.offset + entry.nbytes
 
 
 def _admit(cache_dir: Path, data: Any, entries: list[dict], sha: str, max_bytes: int) -> ImportResult:

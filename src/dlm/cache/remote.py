@@ -1,14 +1,7 @@
 """The remote tier: a folder or an fsspec URL that stores share entries through.
 
-Layout under the remote URL (every object immutable, named by the sha256 of its bytes):
-
-    packs/<sha256>.pack    entry payloads back to back, each exactly as stored locally
-                           (one zstd frame of little-endian uint16|uint32 ids)
-    index/<sha256>.idx     one zstd frame: b"DLMRIDX1", u32 header length, header JSON
-                           {"pack": <sha256>, "pack_bytes": B, "tokenizers": [sha...], "n": n},
-                           then n-long arrays: key u8[n,16], tokenizer u16 (position in
-                           "tokenizers"), offset u64, nbytes u32, ntokens u32, n_prompt u32,
-                           dtype u8, checksum i64 (xxh3_64 of the payload, as locally)
+The objects (packs and index objects) and the store that reaches them are in
+`dlm.cache.remotestore`, whose names this module re-exports.
 
 A push writes its packs, then their index objects (a reader never finds an index
 whose pack is missing; a push killed in between leaves an unreferenced pack, never a
@@ -19,196 +12,71 @@ a truncated, foreign, bit-flipped or overwritten object is a miss and a warning,
 never wrong ids. Only entries travel; stat snapshots name one machine's paths.
 
 Local bookkeeping lives in the store's index (`remotes`, `remote_seen`: index objects
-already read, `remote_entries`: what each remote holds). Every remote call runs under
+already read, `remote_entries`: what each remote holds, `remote_rejected`: index objects
+that failed their check, with their size: not fetched again while the remote lists them
+at that size, and reported in one line when first met). Every remote call runs under
 a deadline (`REMOTE_TIMEOUT_S`); a remote that does not answer, or fails, gives one
 warning and the run goes on with the local store alone.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import secrets
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 import numpy as np
 import zstandard
 
 from dlm.cache.index import ENTRY_COLS, insert_entries, meta_check
+from dlm.cache.remotestore import (
+    FETCH_BATCH,
+    INDEX_FIELDS,
+    PACK_BYTES,
+    REMOTE_TIMEOUT_S,
+    PackIndex,
+    RemoteStore,
+    RemoteUnavailable,
+    bounded,
+    decode_index,
+    encode_index,
+    remote_timeout_s,
+    resolve_remote,
+    sha256_hex,
+)
 from dlm.cache.schema import key_blob, key_text, tokenizer_id, write_tx
 from dlm.cache.segments import SegmentReader, SegmentWriter, unpack_ids
-from dlm.errors import CacheError
 
-IDX_MAGIC = b"DLMRIDX1"
-PACK_BYTES = 16 << 20
-FETCH_BATCH = 8
-REMOTE_TIMEOUT_S = float(os.environ.get("DLM_CACHE_REMOTE_TIMEOUT", "30"))
-_FIELDS = (("offset", "<u8"), ("nbytes", "<u4"), ("ntokens", "<u4"), ("n_prompt", "<u4"),
-           ("dtype", "u1"), ("checksum", "<i8"))
-T = TypeVar("T")
+__all__ = [
+    "FETCH_BATCH", "PACK_BYTES", "REMOTE_TIMEOUT_S", "PackIndex", "RemoteCounts", "RemoteStore", "RemoteTier",
+    "RemoteUnavailable", "bounded", "decode_index", "encode_index", "remote_timeout_s", "resolve_remote",
+    "sha256_hex",
+]
 
 
-class RemoteUnavailable(CacheError):
-    """The remote did not answer within the deadline, or failed."""
+def forget_indexes(conn: sqlite3.Connection, rid: int, gone: set[str]) -> None:
+    """Index objects no longer listed (the remote was emptied or recreated): what they
+    listed is no longer there, so it is neither pulled nor assumed pushed."""
+    if not gone:
+        return
+    with write_tx(conn):
+        for name in gone:
+            conn.execute("DELETE FROM remote_entries WHERE remote = ? AND idx = ?", (rid, name))
+            conn.execute("DELETE FROM remote_seen WHERE remote = ? AND name = ?", (rid, name))
 
 
-def resolve_remote(setting: str | None, override: str | None = None, base_dir: Path | None = None) -> str | None:
-    """The remote URL of a run: `override` (`--cache-remote`), else `$DLM_CACHE_REMOTE`,
-    else `setting` (`training.cache.remote`, a relative folder resolved against
-    `base_dir`). An empty string turns the remote off."""
-    url = override if override is not None else os.environ.get("DLM_CACHE_REMOTE", setting)
-    if not url:
-        return None
-    if "://" not in url and base_dir is not None and not os.path.isabs(os.path.expanduser(url)):
-        return str(base_dir / url)
-    return os.path.expanduser(url) if "://" not in url else url
-
-
-def bounded(fn: Callable[[], T], timeout_s: float, what: str) -> T:
-    """Run `fn` in a daemon thread and wait at most `timeout_s` seconds.
-
-    Raises:
-        RemoteUnavailable: it timed out or raised (the thread is abandoned).
-    """
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # handed to the caller below
-            box["error"] = exc
-
-    worker = threading.Thread(target=target, name="dlm-cache-remote", daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if worker.is_alive():
-        raise RemoteUnavailable(f"{what}: no answer within {timeout_s:g} s")
-    if "error" in box:
-        exc = box["error"]
-        if isinstance(exc, RemoteUnavailable):
-            raise exc
-        raise RemoteUnavailable(f"{what}: {type(exc).__name__}: {exc}")
-    return box["value"]
-
-
-class RemoteStore:
-    """Objects under one remote URL, through fsspec (see module docstring)."""
-
-    def __init__(self, url: str, timeout_s: float | None = None) -> None:
-        import fsspec
-
-        timeout_s = REMOTE_TIMEOUT_S if timeout_s is None else timeout_s
-        self.url, self.timeout_s = url, timeout_s
-        options: dict[str, Any] = {}
-        if url.startswith(("s3://", "s3a://")):
-            options = {"config_kwargs": {"connect_timeout": min(timeout_s, 10), "read_timeout": timeout_s,
-                                         "retries": {"max_attempts": 2}}, "skip_instance_cache": True}
-        try:
-            self.fs, self.root = fsspec.core.url_to_fs(url, **options)
-        except (ImportError, ValueError) as exc:
-            raise RemoteUnavailable(f"{url}: cannot open this remote ({exc}); for s3:// install dlm[s3]") from None
-        self.root = self.root.rstrip("/")
-        self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
-
-    def _path(self, name: str) -> str:
-        return f"{self.root}/{name}"
-
-    def list_indexes(self) -> list[str]:
-        def run() -> list[str]:
-            try:
-                found = self.fs.ls(self._path("index"), detail=False)
-            except FileNotFoundError:
-                return []
-            return sorted(p.rsplit("/", 1)[-1] for p in found if p.endswith(".idx"))
-
-        return bounded(run, self.timeout_s, f"{self.url}: listing index/")
-
-    def fetch(self, names: list[str]) -> dict[str, bytes | None]:
-        """name -> bytes (None: missing or unreadable), fetched concurrently where fsspec can."""
-        paths = [self._path(n) for n in names]
-
-        def run() -> dict[str, bytes | None]:
-            got = self.fs.cat(paths, on_error="return") if paths else {}
-            by_base = {str(k).rstrip("/").rsplit("/", 1)[-1]: v for k, v in got.items()}
-            return {n: (v if isinstance(v, bytes) else None)
-                    for n, v in zip(names, (by_base.get(n.rsplit("/", 1)[-1]) for n in names))}
-
-        return bounded(run, self.timeout_s * max(1, len(names) // FETCH_BATCH), f"{self.url}: fetching")
-
-    def put(self, name: str, data: bytes) -> None:
-        """Write one immutable object (skipped when it exists: same name, same bytes)."""
-        path = self._path(name)
-
-        def run() -> None:
-            if self.fs.exists(path):
-                return
-            self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
-            if self.local:  # a reader must never see a half-written file
-                tmp = f"{path}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-                self.fs.pipe_file(tmp, data)
-                os.replace(tmp, path)
-            else:
-                self.fs.pipe_file(path, data)
-
-        bounded(run, self.timeout_s + len(data) / (1 << 20), f"{self.url}: writing {name}")
-
-
-# index objects -------------------------------------------------------------------
-
-@dataclass
-class PackIndex:
-    pack: str
-    pack_bytes: int
-    tokenizers: list[str]
-    keys: np.ndarray  # u8 [n, 16]
-    tok: np.ndarray   # u16 [n]
-    cols: dict[str, np.ndarray]
-
-
-def encode_index(index: PackIndex) -> bytes:
-    header = json.dumps({"pack": index.pack, "pack_bytes": index.pack_bytes,
-                         "tokenizers": index.tokenizers, "n": int(index.keys.shape[0])}, sort_keys=True).encode()
-    parts = [IDX_MAGIC, np.array([len(header)], "<u4").tobytes(), header,
-             index.keys.astype("u1").tobytes(), index.tok.astype("<u2").tobytes()]
-    parts += [index.cols[name].astype(dt).tobytes() for name, dt in _FIELDS]
-    return zstandard.ZstdCompressor(level=3).compress(b"".join(parts))
-
-
-def decode_index(blob: bytes) -> PackIndex | None:
-    """The index in an object's bytes, or None when it is not one (damaged, foreign)."""
-    try:
-        raw = zstandard.ZstdDecompressor().decompress(blob, max_output_size=1 << 30)
-        if raw[:8] != IDX_MAGIC:
-            return None
-        hlen = int(np.frombuffer(raw, "<u4", 1, 8)[0])
-        header = json.loads(raw[12 : 12 + hlen])
-        n, off = int(header["n"]), 12 + hlen
-        if len(raw) != off + n * (16 + 2 + 8 + 4 + 4 + 4 + 1 + 8):
-            return None
-        keys = np.frombuffer(raw, "u1", n * 16, off).reshape(n, 16)
-        off += n * 16
-        tok = np.frombuffer(raw, "<u2", n, off)
-        off += n * 2
-        cols = {}
-        for name, dt in _FIELDS:
-            cols[name] = np.frombuffer(raw, dt, n, off).astype(np.int64)
-            off += n * np.dtype(dt).itemsize
-        if n and int(tok.max()) >= len(header["tokenizers"]):
-            return None
-        return PackIndex(str(header["pack"]), int(header["pack_bytes"]), list(header["tokenizers"]), keys, tok, cols)
-    except (zstandard.ZstdError, ValueError, KeyError, TypeError, json.JSONDecodeError):
-        return None
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def remember_rejected(conn: sqlite3.Connection, rid: int, bad: list[tuple[str, int]], listed: set[str]) -> None:
+    """Remember index objects that failed their check, by (name, size in bytes): one
+    rewritten at another size is fetched again. Forget those no longer listed."""
+    with write_tx(conn):
+        conn.executemany("INSERT OR REPLACE INTO remote_rejected VALUES (?, ?, ?)",
+                         [(rid, name, size) for name, size in bad])
+        gone = [(rid, n) for (n,) in conn.execute(
+            "SELECT name FROM remote_rejected WHERE remote = ?", (rid,)) if n not in listed]
+        conn.executemany("DELETE FROM remote_rejected WHERE remote = ? AND name = ?", gone)
 
 
 @dataclass
@@ -239,6 +107,7 @@ class RemoteTier:
         self.url, self.conn, self.store_dir, self.warn = url, conn, Path(store_dir), warn
         self.writer = writer
         self.alive = True
+        self.failure: str | None = None  # why the remote is down, once it is
         self.pulled, self.pushed = RemoteCounts(), RemoteCounts()
         try:
             self.remote: RemoteStore | None = RemoteStore(url, timeout_s)
@@ -252,6 +121,7 @@ class RemoteTier:
 
     def _down(self, exc: Exception) -> None:
         if self.alive:
+            self.failure = str(exc)
             self.warn(f"cache remote unavailable, continuing with the local store only ({exc})")
         self.alive = False
 
@@ -260,41 +130,46 @@ class RemoteTier:
         if not self.alive or self.remote is None:
             return 0
         try:
-            names = self.remote.list_indexes()
+            listed = self.remote.list_indexes()
             seen = {n for (n,) in self.conn.execute("SELECT name FROM remote_seen WHERE remote = ?", (self.rid,))}
-            self._forget_gone(seen - set(names))
-            new = [n for n in names if n not in seen]
-            added = 0
+            forget_indexes(self.conn, self.rid, seen - set(listed))
+            rejected = dict(self.conn.execute(
+                "SELECT name, size FROM remote_rejected WHERE remote = ?", (self.rid,)).fetchall())
+            new = [n for n, size in listed.items() if n not in seen and rejected.get(n) != size]
+            added, unread, bad = 0, 0, []
             for start in range(0, len(new), FETCH_BATCH * 8):
                 chunk = new[start : start + FETCH_BATCH * 8]
                 for name, blob in self.remote.fetch([f"index/{n}" for n in chunk]).items():
-                    added += self._admit_index(name.rsplit("/", 1)[-1], blob)
+                    got = self._admit_index(name.rsplit("/", 1)[-1], blob)
+                    added += got > 0
+                    if got < 0 and blob is None:
+                        unread += 1
+                    elif got < 0 and blob is not None:
+                        bad.append((name.rsplit("/", 1)[-1], len(blob)))
         except RemoteUnavailable as exc:
             self._down(exc)
             return 0
+        remember_rejected(self.conn, self.rid, bad, set(listed))
+        if bad:
+            more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+            self.warn(f"{self.url}/index/: {len(bad)} damaged or foreign index objects ignored (misses, never "
+                      f"wrong ids; not fetched again while unchanged): {bad[0][0]}{more}")
+        if unread:
+            self.warn(f"{self.url}/index/: {unread} index objects could not be read; tried again next run")
         self.synced = True
         return added
 
-    def _forget_gone(self, gone: set[str]) -> None:
-        """Index objects no longer listed (the remote was emptied or recreated): what they
-        listed is no longer there, so it is neither pulled nor assumed pushed."""
-        if not gone:
-            return
-        with write_tx(self.conn):
-            for name in gone:
-                self.conn.execute("DELETE FROM remote_entries WHERE remote = ? AND idx = ?", (self.rid, name))
-                self.conn.execute("DELETE FROM remote_seen WHERE remote = ? AND name = ?", (self.rid, name))
-
     def _admit_index(self, name: str, blob: bytes | None) -> int:
+        """1: admitted; -1: missing, unreadable, damaged or foreign (counted in
+        `pulled.rejected`; the caller reports it)."""
         index = decode_index(blob) if blob is not None and sha256_hex(blob) == name.removesuffix(".idx") else None
         if index is None:
             self.pulled.rejected += 1
-            self.warn(f"{self.url}/index/{name}: damaged or foreign index object; ignored (a miss, never wrong ids)")
-            return 0
+            return -1
         toks = np.array([tokenizer_id(self.conn, sha) for sha in index.tokenizers], dtype=np.int64)
         order = np.lexsort(index.keys.T[::-1])  # key order: B-tree inserts stay sequential
         keys = index.keys[order].tobytes()
-        cols = [toks[index.tok[order].astype(np.int64)].tolist()] + [index.cols[f][order].tolist() for f, _ in _FIELDS]
+        cols = [toks[index.tok[order].astype(np.int64)].tolist()] + [index.cols[f][order].tolist() for f, _ in INDEX_FIELDS]
         rid = self.rid
         rows = [(rid, keys[16 * i : 16 * i + 16], c[0], name, index.pack, *c[1:])
                 for i, c in enumerate(zip(*cols))]

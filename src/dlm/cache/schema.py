@@ -30,7 +30,9 @@ recorded in `migrations`, so an old index upgrades in place and a blank one is b
                                                           -- the run's key list, to skip an
                                                           -- unchanged rewrite
     store_meta(k TEXT PK, v)                              -- 'uuid': the store's identity
-    remotes, remote_seen, remote_entries                  -- the remote tier, dlm.cache.remote
+    remotes, remote_seen, remote_entries,                 -- the remote tier, dlm.cache.remote
+    remote_rejected(remote, name, size)                   -- index objects that failed their
+                                                          -- check, not fetched again at that size
 
 Writes run in `BEGIN IMMEDIATE` transactions; `totals` and `segments.live_*` are
 updated by triggers in the same transaction as the entry change, so the byte total is
@@ -205,6 +207,13 @@ MIGRATIONS.append((
     "ALTER TABLE doc_refs ADD COLUMN keys_xxh3 BLOB;",
 ))
 
+MIGRATIONS.append((
+    # a damaged or foreign index object is fetched and reported once, not on every run
+    "010-remote-rejected",
+    "CREATE TABLE remote_rejected(remote INTEGER NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL,"
+    " PRIMARY KEY (remote, name));",
+))
+
 STATE_NAME = "state.sqlite"
 STATE_MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -306,6 +315,30 @@ def connect(
             "or set training.cache.enabled: false"
         ) from None
     return conn
+
+
+def connect_readonly(cache_dir: Path, name: str = INDEX_NAME) -> sqlite3.Connection:
+    """Open an existing index (or a document's state, `name=STATE_NAME`) to read only:
+    nothing made, migrated or written, so a cache on a read-only mount is still read.
+    A WAL database opens `mode=ro` only where its `-shm` file can be shared; where it
+    cannot (read-only folder, no writer) it opens `immutable=1`: nobody is writing it.
+
+    Raises CacheError: the file is missing, not a SQLite database, or cannot be read.
+    """
+    path = Path(cache_dir) / name
+    uri = path.absolute().as_uri()
+    last: sqlite3.Error | None = None
+    for mode in ("mode=ro", "immutable=1"):
+        conn = None
+        try:
+            conn = sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+            conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.Error as exc:
+            last = exc
+            if conn is not None:
+                conn.close()
+    raise CacheError(f"{path}: cannot read the cache index ({last}); check that it exists and is readable")
 
 
 class CacheIndexCorrupt(CacheError):

@@ -12,13 +12,16 @@ Blob layout (little-endian, stored as one zstd frame, level 3), version 1:
     i64 entry[n, 9]        -- the row's entry E (see dlm.cache.index), where it was read
     u8  digest[n, 16]      -- xxh3_128 of the row key ("xxh3_128:" + hex)
     u8  flags[n]           -- bit 0 lossy, bit 1 skipped, bit 2 has entry
-    u8  reason[n]          -- skip reason code (REASONS)
+    u8  reason[n]          -- skip reason code (REASONS; only content-derived ones are stored)
     relpaths: UTF-8 (surrogateescape), NUL-separated
     u64 xxh3_64 of everything above
 
 A file is trusted when its (size, mtime_ns, ctime_ns, ino) equal the snapshot's and
-its mtime is older than `recorded_ns - racy_ns` (git's racy-timestamp rule: an edit in
-the same timestamp tick as the recording could keep the stat unchanged). A snapshot
+both its mtime and its ctime are older than `recorded_ns - racy_ns` (git's
+racy-timestamp rule: on a file system with coarse stamps, 1 s on ext4 with 128-byte
+inodes, ext3, HFS+, many NFS/SMB exports, an edit in the same tick as the recording
+keeps the stat unchanged; the ctime is checked too because `cp -p`, `touch -r`,
+`tar x` and `rsync -t` put back an old mtime, never an old ctime). A snapshot
 that fails its checksum or has another version is ignored: every file is re-read and
 re-hashed (entries are still found by key), and a fresh snapshot is written.
 
@@ -55,6 +58,11 @@ from dlm.rows.types import FileRow
 MAGIC = b"DLMSTAT1"
 ZSTD_LEVEL = 3
 REASONS = ("", "binary", "unreadable", "too-large")
+# skips decided by a file's content, remembered while its stat is unchanged; a read that
+# failed (`unreadable`: EIO, ESTALE, EMFILE, ENOMEM, an expired ticket) says nothing of
+# the content and is retried next run
+REMEMBERED = frozenset({"binary", "too-large"})
+REMEMBERED_CODES = np.isin(np.arange(256), [REASONS.index(r) for r in REMEMBERED])  # by u8 code
 LOSSY, SKIPPED, HAS_ENTRY = 1, 2, 4
 
 
@@ -104,7 +112,8 @@ def file_stats(files: Sequence[FileRow]) -> np.ndarray:
 
 
 def trusted(snap: Snapshot | None, files: Sequence[FileRow], stats: np.ndarray, racy_ns: int) -> tuple[np.ndarray, np.ndarray]:
-    """(pos, ok): each file's row in the snapshot (-1: absent) and whether it is trusted."""
+    """(pos, ok): each file's row in the snapshot (-1: absent) and whether it is trusted
+    (module docstring: an unchanged stat, and max(mtime, ctime) < recorded - `racy_ns`)."""
     if snap is None or not files:
         return np.full(len(files), -1, dtype=np.int64), np.zeros(len(files), dtype=bool)
     relpaths = list(map(_RELPATH, files))
@@ -120,7 +129,7 @@ def trusted(snap: Snapshot | None, files: Sequence[FileRow], stats: np.ndarray, 
         & (snap.mtime[p] == stats[:, 1])
         & (snap.ctime[p] == stats[:, 2])
         & (snap.ino[p].view(np.int64) == stats[:, 3])
-        & (stats[:, 1] < snap.recorded[p] - racy_ns)
+        & (np.maximum(stats[:, 1], stats[:, 2]) < snap.recorded[p] - racy_ns)
     )
     return pos, ok
 
@@ -243,8 +252,9 @@ def digests(keys: Sequence[str | None]) -> np.ndarray:
 
 
 def reason_code(reason: str | None) -> int:
-    """Code of a skip reason; 0 when it has none (such a file is re-read next run)."""
-    return REASONS.index(reason) if reason in REASONS else 0
+    """Code of a skip reason that is remembered (`REMEMBERED`); 0 for any other (such a
+    file is re-read next run)."""
+    return REASONS.index(reason) if reason in REMEMBERED else 0
 
 
 def keep_only(conn: sqlite3.Connection, tok: int, roots: Sequence[int]) -> None:

@@ -1,12 +1,13 @@
 """`CachedRowTokenizer`: the tokenize seam backed by the tokenized-section cache.
 
-One tokenize session (`dlm.cache.run`), in two phases:
+One tokenize session (`dlm.cache.session`), in two phases:
 
 1. Resolve without reading. Text rows get their `row_key` from their text and their
    entries by key from the index. File rows are matched, vectorized, against the stat
    snapshot of their (tokenizer, source root) (`dlm.cache.statindex`): a file whose
-   (size, mtime_ns, ctime_ns, ino) are unchanged, and whose mtime is older than the
-   moment it was read minus `RACY_NS` (git's racy-timestamp guard), is not opened:
+   (size, mtime_ns, ctime_ns, ino) are unchanged, and whose mtime and ctime are both
+   older than the moment it was read minus `RACY_NS` (git's racy-timestamp guard,
+   on both stamps: `cp -p` or `touch -r` restore an mtime, never a ctime), is not opened:
    the snapshot gives its key, skip reason, lossy flag and entry location. Entries'
    `meta` checks are verified vectorized and their segments opened.
 2. Misses, streamed. Untrusted files are read and hashed (xxh3 row keys); keys still
@@ -29,12 +30,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from dlm.cache.run import (
+from dlm.cache.session import (
     BATCH_BYTES,
     BATCH_ROWS,
     DEFAULT_MAX_BYTES,
@@ -80,6 +81,8 @@ class CachedRowTokenizer:
             document has no stat snapshot of a root yet, the newest of theirs starts it
             (`dlm.cache.statindex.sibling_snapshot`), so a second document over a tree
             reads no file that is unchanged since the first read it.
+        clock: wall-clock ns (`time.time_ns`) that stamps each read for the
+            racy-timestamp rule; a seam for tests.
 
     Attributes:
         last_report: `CacheRunReport` of the latest `tokenize` call.
@@ -102,6 +105,7 @@ class CachedRowTokenizer:
         doc_id: str | None = None,
         remote: str | None = None,
         sibling_dirs: Sequence[Path] = (),
+        clock: Callable[[], int] = time.time_ns,
     ) -> None:
         self.cache_dir = Path(cache_dir)
         self.store_dir = Path(store_dir) if store_dir is not None else self.cache_dir
@@ -116,6 +120,7 @@ class CachedRowTokenizer:
             doc_id=doc_id or str(self.cache_dir),
             remote=remote,
             sibling_dirs=tuple(Path(d) for d in sibling_dirs),
+            clock=clock,
         )
         self.last_report: CacheRunReport | None = None
 

@@ -17,7 +17,15 @@ from typing import Any
 
 from dlm.cache.evict import compact, maint_lock, prune_older, segment_bytes
 from dlm.cache.index import totals
-from dlm.cache.schema import INDEX_NAME, STATE_NAME, CacheIndexCorrupt, connect, connect_state, write_tx
+from dlm.cache.schema import (
+    INDEX_NAME,
+    STATE_NAME,
+    CacheIndexCorrupt,
+    connect,
+    connect_readonly,
+    connect_state,
+    write_tx,
+)
 from dlm.errors import CacheError, UsageError
 from dlm.rows.types import RowSet
 from dlm.tokenize.seam import Progress
@@ -84,7 +92,7 @@ def cache_summary(
         "last_run_total": None, "last_run_hit_rate": None, "error": None,
     }
     try:
-        conn = connect(cache_dir)
+        conn = connect_readonly(cache_dir)  # a summary writes nothing: a read-only cache is shown
         try:
             live, count = totals(conn)
             dtypes = [d for (d,) in conn.execute("SELECT DISTINCT dtype FROM entries ORDER BY dtype")]
@@ -94,7 +102,7 @@ def cache_summary(
             shared = len(unpack_keys(mine[0]) & others) if others else 0  # no other document: nothing shared
         finally:
             conn.close()
-        state = connect_state(state_dir)
+        state = connect_readonly(state_dir, STATE_NAME)
         try:
             last = state.execute(
                 "SELECT r.run_id, r.hits, r.total, t.sha FROM runs r LEFT JOIN tokenizers t"

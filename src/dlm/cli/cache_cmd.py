@@ -45,8 +45,6 @@ def show(path: DocArg, json_out: JsonOpt = False) -> None:
     if summary is None:
         console.print("no cache yet for this document (run `dlm cache build` or `dlm train`)")
         return
-    if summary["error"]:
-        warn_line(summary["error"])
     print_table([
         ("path", summary["path"]),
         ("entries", f"{summary['entry_count']:,} ({summary['shared_entries']:,} shared with other "

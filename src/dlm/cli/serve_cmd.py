@@ -1,4 +1,4 @@
-"""`dlm serve`: an OpenAI-compatible server for a document's adapter.
+"""`dlm serve`: an OpenAI-compatible server for documents' adapters over one base model.
 
 Thin: `dlm.actions.serving` resolves settings and builds the app; this module parses flags,
 prints where it listens, and runs uvicorn in the foreground until Ctrl-C.
@@ -10,10 +10,16 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
-from dlm.cli.common import DocArg
 from dlm.cli.reporter import console, reported, warn_line
-from dlm.defaults import DEFAULT_HOST, DEFAULT_MAX_QUEUE, DEFAULT_PORT, DEFAULT_SHUTDOWN_TIMEOUT
+from dlm.defaults import (
+    DEFAULT_HOST,
+    DEFAULT_MAX_QUEUE,
+    DEFAULT_PORT,
+    DEFAULT_RELOAD_INTERVAL,
+    DEFAULT_SHUTDOWN_TIMEOUT,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -22,7 +28,13 @@ def register(app: typer.Typer) -> None:
 
 
 def serve(
-    path: DocArg,
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="The .dlm documents to serve, or folders of them (one base model for all).",
+            show_default=False,
+        ),
+    ],
     host: Annotated[
         str, typer.Option("--host", help="Address to listen on (loopback by default).")
     ] = DEFAULT_HOST,
@@ -84,9 +96,17 @@ def serve(
             help="Seconds in-flight requests get to finish after SIGTERM/Ctrl-C before they are cancelled.",
         ),
     ] = DEFAULT_SHUTDOWN_TIMEOUT,
+    reload_interval: Annotated[
+        float,
+        typer.Option(
+            "--reload-interval",
+            min=0.0,
+            help="Seconds between checks for newly published adapters, served without restart (0: never).",
+        ),
+    ] = DEFAULT_RELOAD_INTERVAL,
 ) -> None:
-    """Serve the base model with the document's current adapter (OpenAI-compatible API)."""
-    from dlm.actions.serving import ServeOptions, bind_warning, build_app, serve_forever
+    """Serve documents' adapters over one base model (OpenAI-compatible API; `model` picks the document)."""
+    from dlm.actions.serving import ServeOptions, bind_socket, bind_warning, build_app, run_server, socket_url
 
     flags = {
         "enable_l0": enable_l0,
@@ -97,7 +117,7 @@ def serve(
         "l1_min_prompt_chars": l1_min_prompt_chars,
     }
     options = ServeOptions(
-        path=path,
+        paths=paths,
         host=host,
         port=port,
         config_file=config,
@@ -105,13 +125,16 @@ def serve(
         use_adapter=not no_adapter,
         max_queue=max_queue,
         shutdown_timeout=shutdown_timeout,
+        reload_interval=reload_interval,
     )
     warning = bind_warning(host)
     if warning:
         warn_line(warning)
-    app = build_app(options)
-    stats = app.state.cached_tokenizer.stats()
-    if stats.l1_refused:
-        warn_line(f"tokenizer cache L1 is off for this tokenizer: {stats.l1_refused}")
-    console.print(f"serving [bold]{path}[/] on http://{host}:{port}/v1 (Ctrl-C to stop)")
-    serve_forever(app, host, port, shutdown_timeout)
+    sock = bind_socket(host, port)  # a busy port fails here, before the model loads
+    with sock:
+        built = build_app(options)
+        for line in built.warnings:
+            warn_line(line)
+        names = ", ".join(m.id for m in built.served.state.catalog.models())
+        console.print(f"serving [bold]{escape(names)}[/] on {escape(socket_url(sock))}/v1 (Ctrl-C to stop)")
+        run_server(built, sock, options)

@@ -13,7 +13,7 @@ from dlm.doc.model import (
     Section,
     document_sha256,
 )
-from dlm.doc.parser import load_document, parse_document
+from dlm.doc.parser import field_where, load_document, parse_document
 from dlm.doc.problems import DocParseError, DocProblem
 from dlm.doc.schema import (
     DEFAULT_BASE_MODEL,
@@ -48,6 +48,7 @@ __all__ = [
     "TokenizerCacheSettings",
     "TrainingConfig",
     "document_sha256",
+    "field_where",
     "load_document",
     "new_document",
     "parse_document",

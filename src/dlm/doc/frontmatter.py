@@ -113,6 +113,20 @@ def _yaml_problem(exc: yaml.YAMLError, yaml_text: str) -> DocProblem:
     return DocProblem(YAML_FIRST_LINE, 1, f"invalid YAML: {exc}")
 
 
+def value_position(yaml_text: str, loc: Loc) -> tuple[int, int] | None:
+    """(line, column) in the file of the value at key path `loc` (e.g.
+    `("training", "sources", 0, "path")`), or None when the YAML does not write it."""
+    try:
+        root = yaml.compose(yaml_text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None
+    marks: dict[Loc, _Marks] = {}
+    if root is not None:
+        _index(root, (), marks, [])
+    found = marks.get(loc)
+    return found.value if found is not None else None
+
+
 def read_frontmatter(yaml_text: str) -> Frontmatter | list[DocProblem]:
     """Parse and validate the frontmatter YAML; returns the model or every problem."""
     try:

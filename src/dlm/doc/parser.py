@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dlm.doc.body import parse_body
-from dlm.doc.frontmatter import read_frontmatter, split_text
+from dlm.doc.frontmatter import SplitText, read_frontmatter, split_text, value_position
 from dlm.doc.model import Document
 from dlm.doc.problems import DocParseError, DocProblem
 from dlm.errors import DocError
@@ -16,6 +16,16 @@ STRING_LABEL = "<string>"
 def _normalize(text: str) -> str:
     """Drop a UTF-8 BOM and make every newline `\\n` (positions then match editors)."""
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def field_where(doc: Document, *loc: str | int) -> str:
+    """`path:line:col` of the frontmatter value at key path `loc` (as parse errors
+    place theirs), for messages about a value found bad after parsing; `path` alone
+    when the document does not write the key (a default)."""
+    where = str(doc.path) if doc.path is not None else STRING_LABEL
+    split = split_text(_normalize(doc.source_text)) if doc.source_text else None
+    pos = value_position(split.yaml_text, loc) if isinstance(split, SplitText) else None
+    return f"{where}:{pos[0]}:{pos[1]}" if pos is not None else where
 
 
 def parse_document(text: str, path: Path | None = None) -> Document:

@@ -25,6 +25,8 @@ SUPPORTED_DLM_VERSION = 1
 # 7ZZZ... so that it fits 128 bits
 CANONICAL_ULID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
 
+# one source file is one row, held whole in memory as text and tokenized at once
+MAX_BYTES_PER_FILE = 1 << 30
 _NUMERIC = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
@@ -55,7 +57,7 @@ class SourceDirective(_Strict):
     path: str = Field(min_length=1)
     include: list[str] = Field(default_factory=lambda: ["**/*"])
     exclude: list[str] = Field(default_factory=list)
-    max_bytes_per_file: int = Field(default=1_000_000, gt=0)
+    max_bytes_per_file: int = Field(default=1_000_000, gt=0, le=MAX_BYTES_PER_FILE)
     max_files: int | None = Field(default=None, gt=0)
 
 

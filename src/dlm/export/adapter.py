@@ -10,7 +10,7 @@ Where the rules come from:
   or such tensors): llama.cpp's converter stops on them, vLLM requires
   `modules_to_save` to be empty, and a base with tied embeddings cannot keep a
   changed head in a merged folder without untying it;
-- DoRA: neither llama.cpp nor vLLM runs it (merge it instead);
+- DoRA: neither llama.cpp nor vLLM runs it (merge it instead: `merged`, `gguf-merged`);
 - scaling: llama.cpp scales each tensor by `adapter.lora.alpha / rank` (one alpha
   per file, the rank from the tensor), so rsLoRA (`alpha / sqrt(r)`) is expressible
   as `alpha * sqrt(r)` only when every tensor has the same rank, and a per-module
@@ -30,7 +30,8 @@ from typing import Any
 
 from dlm.errors import ExportError, ExportRefused
 
-FORMATS = ("gguf", "ollama", "merged", "peft")
+FORMATS = ("gguf", "ollama", "merged", "peft", "gguf-merged")
+MERGING_FORMATS = ("merged", "gguf-merged")
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 EMBEDDING_MODULES = ("embed_tokens", "lm_head", "wte", "wpe", "embed_in", "embed_out")
@@ -100,16 +101,25 @@ def read_adapter(folder: Path) -> AdapterInfo:
         config = json.loads(config_path.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise ExportError(f"{config_path}: not valid JSON ({exc}); retrain to rewrite it") from None
-    if config.get("peft_type") != "LORA":
-        raise ExportRefused(f"{config_path}: peft_type {config.get('peft_type')!r}; only LoRA adapters export")
+    if not isinstance(config, dict) or config.get("peft_type") != "LORA":
+        kind = config.get("peft_type") if isinstance(config, dict) else type(config).__name__
+        raise ExportRefused(f"{config_path}: peft_type {kind!r}; only LoRA adapters export")
+    try:
+        r, alpha = int(config.get("r", 0)), float(config.get("lora_alpha", 0))
+    except (TypeError, ValueError):
+        raise ExportError(f"{config_path}: r {config.get('r')!r} and lora_alpha {config.get('lora_alpha')!r} "
+                          f"must be numbers; retrain to rewrite it") from None
     ranks: set[int] = set()
-    with safe_open(str(weights), framework="numpy") as fh:
-        names = tuple(sorted(fh.keys()))
-        for name in names:
-            if name.endswith("lora_A.weight"):
-                ranks.add(int(fh.get_slice(name).get_shape()[0]))
-    return AdapterInfo(folder=folder, config=config, r=int(config.get("r", 0)),
-                       alpha=float(config.get("lora_alpha", 0)), tensor_names=names,
+    try:
+        with safe_open(str(weights), framework="numpy") as fh:
+            names = tuple(sorted(fh.keys()))
+            for name in names:
+                if name.endswith("lora_A.weight"):
+                    ranks.add(int(fh.get_slice(name).get_shape()[0]))
+    except Exception as exc:  # safetensors raises its own SafetensorError for a damaged header
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ExportError(f"{weights}: not a readable safetensors file ({reason}); retrain with `dlm train`") from None
+    return AdapterInfo(folder=folder, config=config, r=r, alpha=alpha, tensor_names=names,
                        ranks=tuple(sorted(ranks)))
 
 
@@ -138,8 +148,9 @@ def _embedding_rule(info: AdapterInfo, fmt: str) -> list[str]:
 
 
 def _dora_rule(info: AdapterInfo, fmt: str) -> list[str]:
-    if info.use_dora and fmt != "merged":
-        return ["use_dora is true: DoRA does not run in llama.cpp or vLLM; export --format merged instead"]
+    if info.use_dora and fmt not in MERGING_FORMATS:
+        return ["use_dora is true: DoRA does not run in llama.cpp or vLLM; export --format merged or "
+                "gguf-merged instead"]
     return []
 
 

@@ -13,8 +13,31 @@ Checks (each returns a `VerifyResult`):
   `gguf.GGUFReader` equals peft's under the layout rules of `dlm.export.layout`,
   the names match one to one, and `adapter.lora.alpha` is what the scale needs.
 - `merged-logits` (merged): the reloaded folder's logits against peft's on
-  `HELD_OUT_TEXT` (max abs difference relative to the max abs logit, pass <= 1e-4).
-- `peft-files` (peft): the exported safetensors file is byte-identical to the store's.
+  `HELD_OUT_TEXT` (max abs difference relative to the max abs logit, pass <= 1e-4 for
+  float32; for float16/bfloat16, top-1 agreement >= 95% and the adapter effect below).
+- `gguf-merged-llama.cpp` (gguf-merged, when `llama_cpp` is importable) or
+  `gguf-merged-weights` (otherwise: the GGUF read back and dequantized by transformers'
+  own GGUF loader, which undoes llama.cpp's rotary row order independently of the
+  converter): the merged GGUF's logits against peft's.
+
+Every check that runs a model also reports the adapter effect, which catches a runtime
+or a file that silently serves the base. For the export's logits E, the base's P_0 and
+peft's P_a (`[n_tokens, vocab]`):
+
+    adapter_effect         <E - P_0, P_a - P_0> / ||P_a - P_0||^2   1: the adapter's whole
+                           change is there, 0: none of it (the base); rounding noise
+                           (f16, q8_0) is nearly orthogonal to the change and barely moves it
+    adapter_effect_error   ||(E - P_0) - (P_a - P_0)|| / ||P_a - P_0||   (noise included)
+    top1_agreement_with_base
+
+A check passes only with `adapter_effect` within `EFFECT_RANGE` (0.75 to 1.25), so an
+export that behaves like the base fails whatever its other numbers. (For the
+llama.cpp runtime the base is llama.cpp's own run of the base GGUF.)
+- `peft-load` (peft): the exported safetensors file is byte-identical to the store's;
+  every adapter tensor names a linear module of the base with the shapes it needs (a
+  runtime matching adapters by module name, as vLLM does, finds them all); the folder
+  loaded as transformers loads it (`AutoModelForCausalLM.from_pretrained(OUT)`) changes
+  the base's output (the adapter effect below).
 """
 
 from __future__ import annotations
@@ -34,6 +57,7 @@ HELD_OUT_TEXT = (
     "letters from his sister, who lived in the city and wrote about trams, markets and the price of bread."
 )
 F32_TOP1, F32_DELTA_ERROR, QUANT_NLL_GAP, MERGED_TOLERANCE = 1.0, 0.02, 0.005, 1e-4
+HALF_TOP1, EFFECT_RANGE = 0.95, (0.75, 1.25)
 
 
 @dataclass(frozen=True)
@@ -86,13 +110,17 @@ def _nll(logits: Any, ids: Any) -> float:
     return float(-logp[np.arange(len(ids) - 1), ids[1:]].mean())
 
 
-def peft_logits(base_dir: Path, adapter_dir: Path, ids: list[int]) -> tuple[Any, Any]:
-    """Float32 logits `[n_tokens, vocab]` of the base alone and with the peft adapter."""
+def peft_logits(base: Path | Any, adapter_dir: Path, ids: list[int]) -> tuple[Any, Any]:
+    """Float32 logits `[n_tokens, vocab]` of the base alone and with the peft adapter.
+
+    Args:
+        base: the base model's folder, or the float32 model itself (then wrapped by peft).
+    """
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32) if isinstance(base, Path) else base
     peft = PeftModel.from_pretrained(model, adapter_dir).eval()
     batch = torch.tensor([ids])
     with torch.no_grad():
@@ -137,11 +165,36 @@ def verify_llama_cpp(gguf_adapter: Path, base_gguf: Path, base_dir: Path, adapte
         passed = top1 >= F32_TOP1 and delta_err <= F32_DELTA_ERROR
     else:
         passed = abs(gain_llama - gain_peft) <= QUANT_NLL_GAP
+    effect = adapter_effect(la, l0, l0 + (pa - p0))  # against llama.cpp's own run of the base
+    passed = passed and effect_ok(effect)
     numbers = {"tokens": float(len(ids)), "top1_agreement": top1, "logit_delta_rel_error": delta_err,
+               "top1_agreement_with_base": effect["top1_agreement_with_base"],
+               "adapter_effect": effect["adapter_effect"],
                "nll_gain_llama_cpp": gain_llama, "nll_gain_peft": gain_peft,
                "nll_llama_cpp": _nll(la, np.array(ids)), "nll_peft": _nll(pa, np.array(ids))}
     detail = f"base GGUF {'float32' if f32 else 'quantized'}: {base_gguf.name}"
     return VerifyResult("llama.cpp-runtime", passed, numbers, detail)
+
+
+def adapter_effect(export: Any, base: Any, adapted: Any) -> dict[str, float]:
+    """Numbers of an export's logits `[n_tokens, vocab]` against the base's and peft's
+    (module docstring): top-1 agreement with each, and `adapter_effect_error`."""
+    import numpy as np
+
+    change = (adapted - base).astype(np.float64)
+    norm2 = float((change * change).sum())
+    moved = (export - base).astype(np.float64)
+    return {"top1_agreement": float((export.argmax(-1) == adapted.argmax(-1)).mean()),
+            "top1_agreement_with_base": float((export.argmax(-1) == base.argmax(-1)).mean()),
+            "adapter_effect": float((moved * change).sum() / norm2) if norm2 > 0 else float("nan"),
+            "adapter_effect_error": float(np.linalg.norm(moved - change) / np.sqrt(norm2))
+            if norm2 > 0 else float("inf")}
+
+
+def effect_ok(numbers: dict[str, float]) -> bool:
+    """The export carries the adapter's change (`adapter_effect` within `EFFECT_RANGE`)."""
+    low, high = EFFECT_RANGE
+    return low <= numbers["adapter_effect"] <= high
 
 
 def verify_merged(merged_dir: Path, base_dir: Path, adapter_dir: Path, tokenizer: Any,
@@ -152,22 +205,90 @@ def verify_merged(merged_dir: Path, base_dir: Path, adapter_dir: Path, tokenizer
     from transformers import AutoModelForCausalLM
 
     ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
-    _, pa = peft_logits(base_dir, adapter_dir, ids)
-    merged = AutoModelForCausalLM.from_pretrained(merged_dir, dtype=torch.float32).eval()
+    p0, pa = peft_logits(base_dir, adapter_dir, ids)
+    merged = AutoModelForCausalLM.from_pretrained(merged_dir).eval()
+    dtype = str(merged.dtype).removeprefix("torch.")
     with torch.no_grad():
-        ma = merged(input_ids=torch.tensor([ids])).logits[0].numpy()
+        ma = merged.float()(input_ids=torch.tensor([ids])).logits[0].numpy()
     rel = float(np.abs(ma - pa).max() / np.abs(pa).max())
-    top1 = float((ma.argmax(-1) == pa.argmax(-1)).mean())
-    return VerifyResult("merged-logits", rel <= MERGED_TOLERANCE,
-                        {"tokens": float(len(ids)), "max_rel_diff": rel, "top1_agreement": top1})
+    numbers = {"tokens": float(len(ids)), "max_rel_diff": rel, **adapter_effect(ma, p0, pa)}
+    if dtype == "float32":
+        passed = rel <= MERGED_TOLERANCE
+    else:
+        passed = numbers["top1_agreement"] >= HALF_TOP1
+    passed = passed and effect_ok(numbers)
+    return VerifyResult("merged-logits", passed, numbers, f"weights {dtype}")
+
+
+def verify_gguf_merged(out_dir: Path, base_dir: Path, adapter_dir: Path, tokenizer: Any,
+                       text: str = HELD_OUT_TEXT) -> VerifyResult:
+    """Run the merged GGUF (llama.cpp when importable, else transformers' GGUF loader)
+    against peft on `text` (module docstring). Pass: top-1 agreement >= 95% and the
+    adapter effect within `EFFECT_RANGE`."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from dlm.export.merged_gguf import MODEL_GGUF
+
+    ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    p0, pa = peft_logits(base_dir, adapter_dir, ids)
+    if llama_cpp_available():
+        check, logits = "gguf-merged-llama.cpp", _llama_logits(out_dir / MODEL_GGUF, None, ids)
+    else:
+        check = "gguf-merged-weights"
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # one line per check on the terminal, not a bar per tensor
+        model = AutoModelForCausalLM.from_pretrained(out_dir, gguf_file=MODEL_GGUF, dtype=torch.float32).eval()
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids])).logits[0].numpy()
+    numbers = {"tokens": float(len(ids)), **adapter_effect(logits, p0, pa)}
+    passed = numbers["top1_agreement"] >= HALF_TOP1 and effect_ok(numbers)
+    return VerifyResult(check, passed, numbers)
 
 
 def _sha(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def verify_peft_files(out_dir: Path, adapter_dir: Path) -> VerifyResult:
-    """The exported weights are the store's, byte for byte."""
+def unmatched_modules(adapter_weights: Path, model: Any) -> list[str]:
+    """Adapter tensors (`base_model.model.<module>.lora_A/B.weight`) whose module is not
+    a linear layer of `model` with matching shapes (`lora_A` `[r, in]`, `lora_B` `[out, r]`)."""
+    from safetensors import safe_open
+
+    modules = dict(model.named_modules())
+    bad = []
+    with safe_open(str(adapter_weights), framework="numpy") as fh:
+        for key in fh.keys():
+            module, _, kind = key.removeprefix("base_model.model.").rpartition(".lora_")
+            target, shape = modules.get(module), fh.get_slice(key).get_shape()
+            weight = getattr(target, "weight", None)
+            if weight is None or weight.dim() != 2:
+                bad.append(key)
+            elif (kind.startswith("A") and shape[1] != weight.shape[1]) or \
+                    (kind.startswith("B") and shape[0] != weight.shape[0]):
+                bad.append(key)
+    return sorted(bad)
+
+
+def verify_peft(out_dir: Path, base_dir: Path, adapter_dir: Path, tokenizer: Any,
+                text: str = HELD_OUT_TEXT) -> VerifyResult:
+    """The peft folder: the store's bytes, module names the base has, and the adapter's
+    change when transformers loads the folder itself (module docstring)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
     name = "adapter_model.safetensors"
     same = _sha(out_dir / name) == _sha(adapter_dir / name)
-    return VerifyResult("peft-files", same, {"files": 1.0}, "" if same else f"{name} differs from the store's")
+    ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
+    unmatched = unmatched_modules(out_dir / name, base)  # before peft wraps the modules
+    p0, pa = peft_logits(base, adapter_dir, ids)
+    loaded = AutoModelForCausalLM.from_pretrained(out_dir, dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = loaded(input_ids=torch.tensor([ids])).logits[0].numpy()
+    numbers = {"tokens": float(len(ids)), "unmatched_modules": float(len(unmatched)), **adapter_effect(logits, p0, pa)}
+    passed = same and not unmatched and effect_ok(numbers)
+    detail = "; ".join(([] if same else [f"{name} differs from the store's"])
+                       + ([f"modules the base lacks: {', '.join(unmatched[:3])}"] if unmatched else []))
+    return VerifyResult("peft-load", passed, numbers, detail)

@@ -7,7 +7,8 @@ strings stand in for them:
 - code spans (`` `json/decoder.py` ``), and words that look like code or numbers:
   paths (`a/b.py`), dotted names (`os.path`), snake_case and CamelCase names, numbers;
 - when the reference has none of those, its content words (4 letters or more, not
-  common English words) and the answer must contain at least 60% of them (at least one).
+  common English words, not in the question: restating the question is not an answer)
+  and the answer must contain at least 60% of them (at least one).
 
 Matching ignores case, surrounding backticks and runs of whitespace, and treats `-` and
 `_` alike, so "`Json_Decoder`" matches `json-decoder`; it never rewrites digits or
@@ -51,7 +52,7 @@ def content_words(text: str) -> list[str]:
     return list(dict.fromkeys(w for w in words if w not in _STOP))
 
 
-def passes(answer: str, reference: str, keys: Sequence[str] = ()) -> bool:
+def passes(answer: str, reference: str, keys: Sequence[str] = (), question: str = "") -> bool:
     """True when `answer` is right by the module's rule.
 
     Args:
@@ -59,12 +60,14 @@ def passes(answer: str, reference: str, keys: Sequence[str] = ()) -> bool:
         reference: the document's answer.
         keys: strings that must all appear; empty uses the reference's salient keys,
             then its content words.
+        question: the question asked; its words do not count as content words.
     """
     said = normalize(answer)
     wanted = tuple(keys) or salient_keys(reference)
     if wanted:
         return all(normalize(k) in said for k in wanted)
-    words = content_words(reference)
+    asked = set(content_words(question))
+    words = [w for w in content_words(reference) if w not in asked] or content_words(reference)
     if not words:
         return normalize(reference) in said
     hits = sum(1 for w in words if w in said)

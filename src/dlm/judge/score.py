@@ -125,7 +125,7 @@ def score_items(model: Any, tokenizer: Any, items: Sequence[EvalItem], max_new_t
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     sums, counts = example_nll(model, examples, pad_id)
     replies = greedy_replies(model, tokenizer, [i.prompt_text for i in items], max_new_tokens)
-    return [ItemScore(reply, passes(reply, item.answer, item.keys), -s / max(c, 1))
+    return [ItemScore(reply, passes(reply, item.answer, item.keys, item.question), -s / max(c, 1))
             for item, reply, s, c in zip(items, replies, sums, counts)]
 
 

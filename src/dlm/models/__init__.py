@@ -1,5 +1,5 @@
 """Base models: resolve a `base_model` spec to a local Hugging Face folder."""
 
-from dlm.models.base import BaseModelRef, load_model, load_tokenizer, resolve_base_model
+from dlm.models.base import BaseModelRef, check_base_model, load_model, load_tokenizer, resolve_base_model
 
-__all__ = ["BaseModelRef", "load_model", "load_tokenizer", "resolve_base_model"]
+__all__ = ["BaseModelRef", "check_base_model", "load_model", "load_tokenizer", "resolve_base_model"]

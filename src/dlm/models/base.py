@@ -19,6 +19,7 @@ reader never sees a half-written folder.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib.util
 import json
@@ -73,32 +74,67 @@ class BaseModelRef:
     revision: str
 
 
-def resolve_base_model(spec: str, *, relative_to: Path | None = None) -> BaseModelRef:
-    """Resolve a `base_model` spec, materializing aliases on first use.
+def check_base_model(spec: str, *, relative_to: Path | None = None) -> str:
+    """What kind of spec `spec` is ("alias", "folder", "hub"), decided without
+    materializing, loading or downloading anything: what `resolve_base_model` would
+    refuse before any model work is refused here.
 
     Raises:
-        BaseModelError: unknown alias, missing package, a folder without `config.json`,
-            or a hub id that cannot be fetched (offline) — each message says the way out.
+        BaseModelError: neither an alias, a local folder with `config.json`, nor a hub
+            id `org/name`; or, offline (`HF_HUB_OFFLINE`), a hub id not in the local cache.
     """
     if spec in ALIASES:
-        path = materialize_alias(spec)
-        return BaseModelRef(name=spec, path=path, revision=_read_identity(path))
-    candidate = Path(spec).expanduser()
-    if not candidate.is_absolute() and relative_to is not None:
-        candidate = relative_to / candidate
+        return "alias"
+    candidate = _local_candidate(spec, relative_to)
     if candidate.exists() or spec.startswith((".", "/", "~")):
         if not (candidate / "config.json").is_file():
             raise BaseModelError(
                 f"base_model {spec!r}: {candidate} has no config.json; point it at a Hugging Face "
                 f"model folder (save_pretrained output) or use the alias {DEFAULT_BASE_MODEL!r}"
             )
-        return BaseModelRef(name=spec, path=candidate.resolve(), revision=weights_sha256(candidate))
+        return "folder"
     if spec.count("/") == 1:
-        return _resolve_hub(spec)
+        if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+            from huggingface_hub import try_to_load_from_cache
+
+            if not isinstance(try_to_load_from_cache(spec, "config.json"), str):
+                raise BaseModelError(
+                    f"base_model {spec!r}: not in the local Hugging Face cache and HF_HUB_OFFLINE is set; "
+                    f"download it once online, point base_model at a local folder, or use the alias "
+                    f"{DEFAULT_BASE_MODEL!r}"
+                )
+        return "hub"
     known = ", ".join(sorted(ALIASES))
+    close = difflib.get_close_matches(spec, list(ALIASES), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
     raise BaseModelError(
-        f"base_model {spec!r} is neither an alias ({known}), a local folder, nor a hub id 'org/name'"
+        f"base_model {spec!r} is neither an alias ({known}), a local folder, nor a hub id 'org/name'{hint}"
     )
+
+
+def _local_candidate(spec: str, relative_to: Path | None) -> Path:
+    candidate = Path(spec).expanduser()
+    if not candidate.is_absolute() and relative_to is not None:
+        candidate = relative_to / candidate
+    return candidate
+
+
+def resolve_base_model(spec: str, *, relative_to: Path | None = None) -> BaseModelRef:
+    """Resolve a `base_model` spec, materializing aliases on first use.
+
+    Raises:
+        BaseModelError: unknown alias, missing package, a folder without `config.json`,
+            or a hub id that cannot be fetched (offline) — each message says the way out
+            (`check_base_model` decides the first and third before any model work).
+    """
+    kind = check_base_model(spec, relative_to=relative_to)
+    if kind == "alias":
+        path = materialize_alias(spec)
+        return BaseModelRef(name=spec, path=path, revision=_read_identity(path))
+    if kind == "folder":
+        candidate = _local_candidate(spec, relative_to)
+        return BaseModelRef(name=spec, path=candidate.resolve(), revision=weights_sha256(candidate))
+    return _resolve_hub(spec)
 
 
 def _resolve_hub(spec: str) -> BaseModelRef:

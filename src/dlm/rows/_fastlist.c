@@ -240,7 +240,7 @@ typedef struct {
     PyObject *too_large, *not_a_file, *slash;
 } Rules;
 
-enum { ROW = 0, SKIP = 1, DIR_ = 2, ROWS = 5 };
+enum { ROW = 0, SKIP = 1, DIR_ = 2, LINK_DIR = 3, LINK_FILE = 4, ROWS = 5 };
 
 static int taken(PyObject *match, PyObject *rel) {
     if (match == Py_None) return 1;  /* every path taken: no call */
@@ -263,10 +263,12 @@ static PyObject *item4(int kind, PyObject *name, PyObject *path, PyObject *last)
 }
 
 static PyObject *file_row(const Rules *r, PyObject *path, PyObject *rel, const struct stat *st) {
-    /* the row type is a tuple subclass (a NamedTuple): allocated as tuple.__new__ does */
-    PyObject *row = r->row_type->tp_alloc(r->row_type, 8);
-    if (!row) return NULL;
-    PyObject *fields[8] = {
+    /* the fields as a plain tuple, then the row through tuple.__new__(row_type, fields):
+     * the tuple type's own constructor sets whatever per-tuple state the running
+     * CPython keeps (such as a cached hash), which a bare tp_alloc would leave zeroed */
+    PyObject *fields = PyTuple_New(8);
+    if (!fields) return NULL;
+    PyObject *items[8] = {
         Py_NewRef(r->source_index), Py_NewRef(path), Py_NewRef(rel),
         PyLong_FromLongLong((long long)st->st_size),
         ns_time(st->st_mtim.tv_sec, st->st_mtim.tv_nsec),
@@ -274,14 +276,36 @@ static PyObject *file_row(const Rules *r, PyObject *path, PyObject *rel, const s
         PyLong_FromUnsignedLongLong((unsigned long long)st->st_ino), Py_NewRef(r->max_bytes_obj)};
     int ok = 1;
     for (int k = 0; k < 8; k++) {
-        if (!fields[k]) ok = 0;
-        PyTuple_SET_ITEM(row, k, fields[k]);  /* a NULL field is skipped by the dealloc */
+        if (!items[k]) ok = 0;
+        PyTuple_SET_ITEM(fields, k, items[k]);  /* a NULL item is skipped by the dealloc */
     }
-    if (!ok) { Py_DECREF(row); return NULL; }
+    if (!ok) { Py_DECREF(fields); return NULL; }
+    PyObject *args = PyTuple_Pack(1, fields);
+    Py_DECREF(fields);
+    if (!args) return NULL;
+    PyObject *row = PyTuple_Type.tp_new(r->row_type, args, NULL);
+    Py_DECREF(args);
+    if (!row) return NULL;
     /* str and int fields cannot form a cycle: untracked, no collection ever scans the row
      * (the collector untracks such exact tuples itself, but not a tuple subclass's) */
     if (PyObject_GC_IsTracked(row)) PyObject_GC_UnTrack(row);
     return row;
+}
+
+/* What `odd` returned, if it is None or an item it may make: a 4-tuple whose kind is
+ * SKIP, LINK_DIR or LINK_FILE and whose name and path are str (the listing reads
+ * them without further checks). Steals `got`; NULL with TypeError otherwise. */
+static PyObject *checked_odd(PyObject *got) {
+    if (!got || got == Py_None) return got;
+    if (PyTuple_Check(got) && PyTuple_GET_SIZE(got) == 4 && PyLong_CheckExact(PyTuple_GET_ITEM(got, 0)) &&
+        PyUnicode_Check(PyTuple_GET_ITEM(got, 1)) && PyUnicode_Check(PyTuple_GET_ITEM(got, 2))) {
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(got, 0));
+        if (kind == SKIP || kind == LINK_DIR || kind == LINK_FILE) return got;
+    }
+    PyErr_Format(PyExc_TypeError, "odd() must return None or a (kind, name, path, last) tuple with kind "
+                 "SKIP, LINK_DIR or LINK_FILE and str name and path, not %R", got);
+    Py_DECREF(got);
+    return NULL;
 }
 
 /* One entry's item: a new reference, Py_None when the patterns drop it, NULL on error. */
@@ -292,7 +316,7 @@ static PyObject *decide_entry(const Rules *r, PyObject *base, PyObject *prefix, 
     if (e->err || S_ISLNK(st->st_mode)) {
         PyObject *got = PyObject_CallFunction(r->odd, "OiiOO", name, (int)e->d_type, e->err, base, prefix);
         Py_DECREF(name);
-        return got;
+        return checked_odd(got);
     }
     PyObject *rel = PyUnicode_Concat(prefix, name);
     PyObject *path = rel ? PyUnicode_Concat(base, name) : NULL;
@@ -412,10 +436,11 @@ static PyObject *decide_dirs(PyObject *self, PyObject *args) {
     PyObject *bases, *prefixes;
     int threads;
     Rules r = {0};
-    if (!PyArg_ParseTuple(args, "OOiOOOLOOO:decide_dirs", &bases, &prefixes, &threads, &r.take_file,
-                          &r.take_folder, &r.source_index, &r.max_bytes, &r.row_type, &r.odd, &r.name_key))
+    if (!PyArg_ParseTuple(args, "OOiOOOLO!OO:decide_dirs", &bases, &prefixes, &threads, &r.take_file,
+                          &r.take_folder, &r.source_index, &r.max_bytes, &PyType_Type, &r.row_type, &r.odd,
+                          &r.name_key))
         return NULL;
-    if (!PyType_Check(r.row_type) || !PyType_IsSubtype(r.row_type, &PyTuple_Type)) {
+    if (!PyType_IsSubtype(r.row_type, &PyTuple_Type)) {
         PyErr_SetString(PyExc_TypeError, "row_type must be a tuple subclass");
         return NULL;
     }

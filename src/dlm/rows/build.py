@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlm.chat import with_system_prompt
-from dlm.errors import TrainingError
+from dlm.errors import BaseModelError, TrainingError
 from dlm.rows.recast import recast_pairs, topic_of
 from dlm.rows.types import FileRow, Probe, RowSet, TextRow
-from dlm.rows.walk import WalkResult, walk_sources
+from dlm.rows.walk import WalkResult, directive_root, walk_sources
 
 if TYPE_CHECKING:
     from dlm.doc import Document
@@ -71,6 +71,31 @@ def render_instruction(tokenizer: Any, system_prompt: str | None, question: str,
         instruction_messages(system_prompt, question, None), tokenize=False, add_generation_prompt=True
     )
     return full, prompt
+
+
+def check_inputs(doc: Document) -> None:
+    """Check every document-level input a run needs, before any model work (seconds to
+    minutes on a fresh home: an alias is converted on first use): each
+    `training.sources` root exists and is a folder and its patterns are valid; the
+    `base_model` names an alias, a local folder with `config.json` or a hub id (offline:
+    one in the local cache). Loads, converts, downloads and walks nothing. Messages
+    start with `path:line:col` of the value at fault.
+
+    Raises:
+        SourceError: a source root or pattern (`dlm.rows.walk.directive_root`).
+        BaseModelError: the base model spec (`dlm.models.check_base_model`).
+    """
+    from dlm.doc import field_where
+    from dlm.models import check_base_model
+
+    base_dir = doc.path.parent if doc.path else Path.cwd()
+    for i, directive in enumerate(doc.frontmatter.training.sources):
+        directive_root(directive, base_dir, f"{field_where(doc, 'training', 'sources', i, 'path')}: "
+                                            f"training.sources[{i}]")
+    try:
+        check_base_model(doc.frontmatter.base_model, relative_to=doc.path.parent if doc.path else None)
+    except BaseModelError as exc:
+        raise BaseModelError(f"{field_where(doc, 'base_model')}: {exc}") from None
 
 
 def build_rows(doc: Document, tokenizer: Any, *, strict: bool = False) -> BuiltRows:

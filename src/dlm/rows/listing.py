@@ -93,7 +93,10 @@ def list_folder(folder: str, rel_prefix: str, rules: ListRules) -> list[Item] | 
 
     `rel_prefix`: the folder's path relative to the root, with a trailing `/` (`""` at
     the root). An entry whose type or stat cannot be read is a `SKIP` `unreadable`; one
-    whose type cannot be read is counted whatever the patterns say.
+    whose type cannot be read is counted whatever the patterns say. A symlink is
+    matched as what its target is (a folder, else a file: a target that cannot be
+    stat-ed, dangling, looping or forbidden, is matched as a file) and left to the walk,
+    which resolves it: an excluded link is never followed, counted or refused.
     """
     try:
         with os.scandir(folder) as it:
@@ -108,7 +111,9 @@ def list_folder(folder: str, rel_prefix: str, rules: ListRules) -> list[Item] | 
         rel = rel_prefix + name
         try:
             is_link = entry.is_symlink()
-            is_dir = entry.is_dir()  # follows links
+            # a link's target: os.path.isdir is False when it cannot be stat-ed (ELOOP,
+            # EACCES), as the native lister decides (`dlm.rows.nativelist.odd_entry`)
+            is_dir = os.path.isdir(entry.path) if is_link else entry.is_dir()
         except OSError:
             append((SKIP, name, entry.path, "unreadable"))
             continue

@@ -29,7 +29,7 @@ from dlm.rows.types import FileRow
 
 _fastlist: ModuleType | None
 try:
-    from dlm.rows import _fastlist  # type: ignore[attr-defined,no-redef]  # built from _fastlist.c
+    from dlm.rows import _fastlist  # built from _fastlist.c (typed by _fastlist.pyi)
 except ImportError:  # no compiler when it was installed: the walk lists in Python
     _fastlist = None
 

@@ -17,7 +17,9 @@ Rules:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from dlm.rows.types import FileRow, RowSpec, TextRow
 
@@ -43,15 +45,40 @@ def decode_file_bytes(data: bytes) -> FileText | str:
 
 
 def read_file_text(row: FileRow, max_bytes: int | None = None) -> FileText | str:
-    """Read and decode `row.path`; returns `FileText` or a skip reason string."""
+    """Read and decode `row.path`; returns `FileText` or a skip reason string.
+
+    With `max_bytes`, at most `min(max_bytes, size at open) + 1` bytes are read: one
+    byte past the size tells a file that grew past the cap, and no buffer is sized by
+    the cap alone (a 6-byte file under a 1 GiB cap reads 7 bytes).
+    """
     try:
         with open(row.path, "rb") as fh:
-            data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
+            data = fh.read() if max_bytes is None else _read_capped(fh, max_bytes)
     except OSError:
         return "unreadable"
     if max_bytes is not None and len(data) > max_bytes:
         return "too-large"
     return decode_file_bytes(data)
+
+
+READ_CHUNK = 1 << 20
+
+
+def _read_capped(fh: BinaryIO, max_bytes: int) -> bytes:
+    """The file's bytes, or its first `max_bytes + 1` when it is larger. Buffers are
+    sized by the file, never by the cap: `min(max_bytes, size) + 1` bytes, then (only
+    for a file that grew since its stat, or one that reports size 0 as /proc does)
+    chunks of `READ_CHUNK` up to one byte past the cap."""
+    size = os.fstat(fh.fileno()).st_size
+    parts = [fh.read(min(max_bytes, size) + 1)]
+    got = len(parts[0])
+    while size < got <= max_bytes:
+        more = fh.read(min(READ_CHUNK, max_bytes + 1 - got))
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
 
 
 def display_relpath(relpath: str) -> tuple[str, bool]:

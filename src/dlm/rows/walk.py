@@ -135,9 +135,14 @@ _FOLDER_ONLY = "(?P<ps_d>/)"  # how pathspec ends the regex of a pattern with a 
 
 
 def _join(regexes: Sequence[re.Pattern[str]]) -> re.Pattern[str] | None:
-    """One regex matching where any of `regexes` does (None: no pattern). The named
+    """One regex that `re.match` finds where pathspec's `search` finds any of `regexes`
+    (None: no pattern). Most of pathspec's regexes start with `^`; the few that do not
+    (`*`, `**` compile to `.`; `*/`, `**/`, `/**/`, `**/*/` to a bare `/`) are searched
+    anywhere in the path, so they are prefixed with a lazy any-character run. The named
     group only tells pathspec a folder matched; plain grouping means the same."""
-    joined = "|".join(f"(?:{regex.pattern})" for regex in regexes)
+    joined = "|".join(
+        f"(?:{regex.pattern})" if regex.pattern.startswith("^") else rf"(?:[\s\S]*?(?:{regex.pattern}))"
+        for regex in regexes)
     return re.compile(joined.replace("(?P<ps_d>", "(?:")) if joined else None
 
 
@@ -189,10 +194,14 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _walk_directive(
-    index: int, directive: Any, base_dir: Path, strict: bool, doc_name: str, result: WalkResult
-) -> None:
-    where = f"{doc_name}: training.sources[{index}]"
+def directive_root(directive: Any, base_dir: Path, where: str) -> tuple[Path, _Matcher, _Matcher]:
+    """(root folder, include matcher, exclude matcher) of one directive, checked;
+    `where` names it in messages (`doc.dlm: training.sources[0]`). Reads no folder.
+
+    Raises:
+        SourceError: the root does not exist or is not a folder; a pattern is invalid
+            or has a `..` segment.
+    """
     root = expand_source_path(directive.path, base_dir)
     if not root.exists():
         raise SourceError(
@@ -201,11 +210,19 @@ def _walk_directive(
         )
     if not root.is_dir():
         raise SourceError(f"{where}.path: {root} is not a folder; point it at a directory")
+    return root, _matcher(directive.include, f"{where}.include"), _matcher(directive.exclude, f"{where}.exclude")
+
+
+def _walk_directive(
+    index: int, directive: Any, base_dir: Path, strict: bool, doc_name: str, result: WalkResult
+) -> None:
+    where = f"{doc_name}: training.sources[{index}]"
+    root, include, exclude = directive_root(directive, base_dir, where)
     walker = _DirectiveWalker(
         index=index,
         root=root,
-        include=_matcher(directive.include, f"{where}.include"),
-        exclude=_matcher(directive.exclude, f"{where}.exclude"),
+        include=include,
+        exclude=exclude,
         max_bytes=directive.max_bytes_per_file,
         max_files=directive.max_files,
         strict=strict,
@@ -324,7 +341,11 @@ class _DirectiveWalker:
             _, name, path, seen_key = item
             rel = rel_prefix + name
             if kind != DIR:  # a link (already matched by the patterns): never followed out of the root
-                real = os.path.realpath(path)
+                try:  # removed or replaced since it was listed: readlink fails (ENOENT, EINVAL)
+                    real = os.path.realpath(path)
+                except OSError:
+                    skipped["unreadable"] += 1
+                    continue
                 if not self._inside(real):
                     self._escape(rel, real)
                     continue

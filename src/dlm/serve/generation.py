@@ -15,33 +15,35 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from dlm.chat import with_system_prompt
 from dlm.defaults import DEFAULT_MAX_QUEUE
-from dlm.serve.decode import Sampling
-from dlm.serve.textstream import TextStream
-from dlm.serve.tokcache import CachedTokenizer
+from dlm.infer.decode import Sampling
+from dlm.infer.textstream import TextStream
+from dlm.serve.catalog import Catalog
 
 FinishReason = Literal["stop", "length"]
 
 
 class Engine(Protocol):
-    """What the server needs from a loaded model (`dlm.serve.decode.TorchEngine` is one).
+    """What the server needs from a loaded model (`dlm.infer.decode.TorchEngine` is one).
 
     `generate_ids` yields generated ids one per decoding step (at most
     `max_new_tokens`, the last one an id of `eos_token_ids` when the model ended the
-    reply); a caller may stop iterating at any time.
+    reply) with the peft adapter named `adapter` (None: the base model alone); a
+    caller may stop iterating at any time.
     """
 
     tokenizer: Any
-    model_id: str
-    system_prompt: str | None
     eos_token_ids: frozenset[int]
 
-    def generate_ids(self, input_ids: list[int], *, max_new_tokens: int, sampling: Sampling) -> Iterator[int]: ...
+    def generate_ids(
+        self, input_ids: list[int], *, max_new_tokens: int, sampling: Sampling, adapter: str | None = None
+    ) -> Iterator[int]: ...
 
 
 @dataclass(frozen=True)
@@ -95,8 +97,10 @@ def max_model_len(engine: Any) -> int | None:
 
 @dataclass(frozen=True)
 class Request:
-    """One generation: prompt ids (1-D list[int]), budget in tokens, sampling, stop strings."""
+    """One generation: the served model's id (`dlm.serve.catalog`), prompt ids (1-D
+    list[int]), budget in tokens, sampling, stop strings."""
 
+    model_id: str
     input_ids: list[int]
     max_new_tokens: int
     sampling: Sampling
@@ -104,7 +108,8 @@ class Request:
 
 
 class Generation:
-    """Renders prompts through `cached`, and runs `engine` one request at a time.
+    """Renders prompts, and runs `engine` one request at a time with the adapter the
+    request's model has in `catalog` when its turn comes.
 
     Args:
         max_queue: requests that may wait while one generates; more get `QueueFull`.
@@ -116,13 +121,13 @@ class Generation:
     def __init__(
         self,
         engine: Engine,
-        cached: CachedTokenizer,
+        catalog: Catalog,
         *,
         max_queue: int = DEFAULT_MAX_QUEUE,
         on_event: Callable[[str], None] = lambda _: None,
     ):
         self.engine = engine
-        self.cached = cached
+        self.catalog = catalog
         self.max_queue = max_queue
         self.on_event = on_event
         self.waiting = 0
@@ -132,25 +137,18 @@ class Generation:
         self._closing: asyncio.Event | None = None
         self._jobs: set[Job] = set()
 
-    def with_system_prompt(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Prepend the document's system prompt when the conversation has none."""
-        return with_system_prompt(messages, self.engine.system_prompt)
-
-    def render(self, messages: list[dict[str, Any]], *, add_generation_prompt: bool = True) -> str:
-        """The conversation as prompt text under the chat template."""
+    def render(
+        self, messages: list[dict[str, Any]], system_prompt: str | None, *, add_generation_prompt: bool = True
+    ) -> str:
+        """The conversation as prompt text under the chat template, `system_prompt`
+        prepended when it has no system message."""
         return str(
             self.engine.tokenizer.apply_chat_template(
-                self.with_system_prompt(messages), tokenize=False, add_generation_prompt=add_generation_prompt
+                with_system_prompt(messages, system_prompt),
+                tokenize=False,
+                add_generation_prompt=add_generation_prompt,
             )
         )
-
-    def prompt_ids(
-        self, messages: list[dict[str, Any]], *, add_generation_prompt: bool = True, max_length: int | None = None
-    ) -> list[int]:
-        """Prompt ids, 1-D list[int]: chat template, then the cache, no extra special tokens
-        (the same ids `InferenceModel.render` gives). Longer than `max_length`: not cached."""
-        text = self.render(messages, add_generation_prompt=add_generation_prompt)
-        return self.cached.encode(text, add_special_tokens=False, max_length=max_length)
 
     def admit(self, request: Request) -> Job:
         """A job for `request`, counted as waiting until its turn.
@@ -181,6 +179,18 @@ class Generation:
         for job in list(self._jobs):
             job.cancel("shutdown")
 
+    def close(self, timeout: float) -> None:
+        """Refuse new work, cancel every job and wait up to `timeout` seconds for the
+        worker threads to return (thread-safe; used once the event loop has stopped, so
+        the process never exits with a thread inside the model's forward pass)."""
+        self.shutting_down = True
+        jobs = list(self._jobs)
+        for job in jobs:
+            job.cancel("shutdown")
+        deadline = time.monotonic() + timeout
+        for job in jobs:
+            job.join(max(deadline - time.monotonic(), 0.0))
+
     def _turn_lock(self) -> asyncio.Lock:
         if self._turn is None:
             self._turn = asyncio.Lock()
@@ -203,6 +213,7 @@ class Job:
         self._holds_turn = False
         self._reason = ""
         self._queue: asyncio.Queue[Event | None] | None = None
+        self._thread: threading.Thread | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -296,7 +307,13 @@ class Job:
                 except RuntimeError:
                     pass
 
-        threading.Thread(target=work, name="dlm-generate", daemon=True).start()
+        self._thread = threading.Thread(target=work, name="dlm-generate", daemon=True)
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        """Wait up to `timeout` seconds for the worker thread (if started) to return."""
+        if self._thread is not None:
+            self._thread.join(timeout)
 
     async def events(self) -> AsyncIterator[Event]:
         """The `Event`s of the started job; the last is a `Done` or `GenerationFailed`
@@ -314,11 +331,15 @@ class Job:
 
     def _run(self, emit: Callable[[Event | None], None]) -> str:
         """Generate and emit; the outcome: "finished", "failed" or "cancelled"."""
+        with self.owner.catalog.serving(self.request.model_id) as served:
+            return self._decode(served.adapter, emit)
+
+    def _decode(self, adapter: str | None, emit: Callable[[Event | None], None]) -> str:
         engine, request = self.owner.engine, self.request
         text = TextStream(engine.tokenizer, request.stop, engine.eos_token_ids)
         ended_by_model = False
         ids = engine.generate_ids(
-            request.input_ids, max_new_tokens=request.max_new_tokens, sampling=request.sampling
+            request.input_ids, max_new_tokens=request.max_new_tokens, sampling=request.sampling, adapter=adapter
         )
         try:
             for token in ids:

@@ -47,7 +47,7 @@ async def collect(events: AsyncIterator[Event], shape: ReplyShape) -> tuple[int,
         if isinstance(event, Delta):
             parts.append(event.text)
         elif isinstance(event, GenerationFailed):
-            return 500, error_body(event.message, kind="server_error")
+            return 500, error_body(event.message, kind="server_error", code="generation_failed")
         elif isinstance(event, Done):
             return 200, _whole(shape, "".join(parts), event)
     return 499, {}
@@ -100,7 +100,7 @@ async def sse(events: AsyncIterator[Event], shape: ReplyShape) -> AsyncIterator[
         if isinstance(event, Delta):
             yield chunk(event.text)
         elif isinstance(event, GenerationFailed):
-            yield f"data: {json.dumps(error_body(event.message, kind='server_error'))}\n\n"
+            yield f"data: {json.dumps(error_body(event.message, kind='server_error', code='generation_failed'))}\n\n"
             return
         elif isinstance(event, Done):
             yield chunk(None, event.finish_reason)

@@ -1,8 +1,11 @@
 """Request bodies of the OpenAI-compatible API, validated with pydantic.
 
 Unknown fields are ignored (OpenAI clients send many optional ones, e.g. `user`,
-`frequency_penalty`); known fields are checked strictly enough to fail with a 422
-that names the field. Every string is checked to be encodable as UTF-8: JSON may
+`logit_bias`); known fields are checked as strictly as OpenAI checks them, failing
+with a 400 that names the field: numbers and booleans are never coerced (`"3"`,
+`true` or `3.0` is no `max_tokens`; `"yes"` is no `stream`), and ranges are OpenAI's
+(`top_p` in [0, 1], `presence_penalty` and `frequency_penalty` in [-2, 2], accepted
+and not applied). Every string is checked to be encodable as UTF-8: JSON may
 carry a lone surrogate (`"\\ud800"`), which no tokenizer can take. Message
 `content` may be a string, a list of `{"type": "text", "text": ...}` parts (joined),
 or null (left to the chat template, which may refuse it: then a 422 names the
@@ -13,9 +16,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
-from dlm.serve.decode import Sampling
+from dlm.infer.decode import Sampling
 
 MAX_NEW_TOKENS_LIMIT = 4096
 DEFAULT_MAX_NEW_TOKENS = 256
@@ -36,6 +49,8 @@ def _utf8(value: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_utf8)]
+PromptText = Annotated[Text, Field(min_length=1)]
+Penalty = Annotated[StrictFloat, Field(ge=-2.0, le=2.0, allow_inf_nan=False)]
 
 
 class ChatMessage(BaseModel):
@@ -77,7 +92,7 @@ class ChatMessage(BaseModel):
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    include_usage: bool = False
+    include_usage: StrictBool = False
 
 
 class _Generate(BaseModel):
@@ -86,14 +101,16 @@ class _Generate(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     model: Text | None = None
-    max_tokens: int | None = Field(default=None, ge=1, le=MAX_NEW_TOKENS_LIMIT)
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0, allow_inf_nan=False)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0, allow_inf_nan=False)
-    seed: int | None = Field(default=None, ge=SEED_RANGE[0], le=SEED_RANGE[1])
+    max_tokens: StrictInt | None = Field(default=None, ge=1, le=MAX_NEW_TOKENS_LIMIT)
+    temperature: StrictFloat = Field(default=0.0, ge=0.0, le=2.0, allow_inf_nan=False)
+    top_p: StrictFloat = Field(default=1.0, ge=0.0, le=1.0, allow_inf_nan=False)
+    seed: StrictInt | None = Field(default=None, ge=SEED_RANGE[0], le=SEED_RANGE[1])
     stop: list[Text] | None = Field(default=None, max_length=MAX_STOP)
-    stream: bool = False
+    stream: StrictBool = False
     stream_options: StreamOptions | None = None
-    n: int = Field(default=1, ge=1, le=1)
+    n: StrictInt = Field(default=1, ge=1, le=1)
+    presence_penalty: Penalty = 0.0
+    frequency_penalty: Penalty = 0.0
 
     @field_validator("stop", mode="before")
     @classmethod
@@ -126,7 +143,7 @@ class ChatCompletionRequest(_Generate):
     """`POST /v1/chat/completions`. Greedy decoding when `temperature` is 0 (the default)."""
 
     messages: list[ChatMessage] = Field(min_length=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1, le=MAX_NEW_TOKENS_LIMIT)
+    max_completion_tokens: StrictInt | None = Field(default=None, ge=1, le=MAX_NEW_TOKENS_LIMIT)
 
     @property
     def new_tokens(self) -> int:
@@ -138,20 +155,22 @@ class ChatCompletionRequest(_Generate):
 
 
 class CompletionRequest(_Generate):
-    """`POST /v1/completions`: a plain prompt (a string, or a list holding one string)."""
+    """`POST /v1/completions`: a plain prompt (a non-empty string, or a list holding one)."""
 
-    prompt: Text | list[Text] = Field(min_length=1)
+    prompt: PromptText
 
-    @field_validator("prompt")
+    @field_validator("prompt", mode="before")
     @classmethod
-    def _one_prompt(cls, value: str | list[str]) -> str | list[str]:
-        if isinstance(value, list) and len(value) != 1:
-            raise ValueError("give one prompt (a string, or a list of exactly one string)")
+    def _one_prompt(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            if len(value) != 1:
+                raise ValueError("give one prompt (a string, or a list of exactly one string)")
+            return value[0]
         return value
 
     @property
     def text(self) -> str:
-        return self.prompt[0] if isinstance(self.prompt, list) else self.prompt
+        return self.prompt
 
     @property
     def new_tokens(self) -> int:
@@ -171,8 +190,8 @@ class TokenizeRequest(BaseModel):
     model: Text | None = None
     prompt: Text | None = None
     messages: list[ChatMessage] | None = None
-    add_special_tokens: bool | None = None
-    add_generation_prompt: bool = True
+    add_special_tokens: StrictBool | None = None
+    add_generation_prompt: StrictBool = True
 
     @model_validator(mode="after")
     def _one_input(self) -> TokenizeRequest:

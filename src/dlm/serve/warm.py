@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dlm.chat import with_system_prompt
-from dlm.serve.decode import TorchEngine
+from dlm.infer.decode import TorchEngine
 from dlm.serve.tokcache import CachedTokenizer, TokenizerCacheConfig
 
 _PLACEHOLDER = "?"
@@ -44,19 +44,27 @@ def prefill(
 
 
 def warm_start(
-    loaded: Any, config: TokenizerCacheConfig, shots: Sequence[tuple[str, str]] = ()
+    loaded: Any,
+    config: TokenizerCacheConfig,
+    shots: Sequence[tuple[str, str]] = (),
+    *,
+    system_prompts: Sequence[str | None] | None = None,
 ) -> tuple[TorchEngine, CachedTokenizer]:
     """The engine and its tokenizer cache for a loaded model, ready for the first request:
     the cache built (settings validated against this tokenizer, one-time work done)
-    and pre-filled with the document's system prompt (`prefill`).
+    and pre-filled with each served system prompt (`prefill`).
 
     Args:
-        loaded: a `dlm.infer.InferenceModel` (or anything `TorchEngine` takes).
+        loaded: a `dlm.infer.InferenceModel` or `dlm.infer.adapters.SharedBase`
+            (anything `TorchEngine` takes).
+        system_prompts: the prompts to pre-fill, each once (None: the engine's own).
 
     Raises:
         TokenizerCacheConfigError: invalid settings.
     """
     engine = TorchEngine(loaded)
     cached = CachedTokenizer(engine.tokenizer, config)
-    prefill(cached, engine.tokenizer, engine.system_prompt, shots)
+    prompts = [engine.system_prompt] if system_prompts is None else system_prompts
+    for prompt in dict.fromkeys(prompts):  # each distinct prompt once, in order
+        prefill(cached, engine.tokenizer, prompt, shots)
     return engine, cached

@@ -28,7 +28,7 @@ from dlm.errors import TrainingError
 from dlm.isa import check_cpu_isa
 from dlm.lock import DeterminismFlags, DlmLock, LockDecision, LockMode
 from dlm.models import BaseModelRef, resolve_base_model
-from dlm.rows.build import build_rows
+from dlm.rows.build import build_rows, check_inputs
 from dlm.rows.types import Probe
 from dlm.rows.walk import format_skips
 from dlm.store import Store
@@ -156,6 +156,7 @@ def prepare(doc: Document, store: Store, options: TrainOptions, sink: TrainSink,
     from dlm.tokenize.deferred import deferred_tokenizer
 
     info, training = group.info, doc.frontmatter.training
+    check_inputs(doc)  # every document-level input, before any model is loaded or converted
     base_dir = doc.path.parent if doc.path else None
     ref = resolve_base_model(doc.frontmatter.base_model, relative_to=base_dir)
     deferred, tokenizer_sha256 = deferred_tokenizer(ref)  # the fingerprint from the memo when unchanged

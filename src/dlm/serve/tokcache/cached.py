@@ -1,5 +1,9 @@
 """`CachedTokenizer`: a Hugging Face fast tokenizer with a two-level in-memory cache.
 
+The wrapped tokenizer is typed by the `FastTokenizer` Protocol; the façade keeps the
+Hugging Face calls (`encode`, `__call__`, `len()`, and every other attribute read
+from the wrapped tokenizer), so a `CachedTokenizer` goes where one is expected.
+
 Contract: for a single `str` and `add_special_tokens` (the only options cached),
 `cached.encode(text)` / `cached(text)["input_ids"]` equal the wrapped tokenizer's
 result, always. Anything else (batches, pairs, truncation, tensors, offsets) is
@@ -9,9 +13,10 @@ passed to the wrapped tokenizer untouched, as is every other attribute.
   final ids; bounded by entries and by bytes. A digest, not the text: an 8 KB prompt costs 16
   bytes of key instead of 8 KB, and a new request's text is hashed by xxh3 (~0.3 µs)
   instead of `str.__hash__` (~3 µs).
-- L1 maps (fingerprint, xxh3-128 of the UTF-8 prefix) to the ids of a prompt's
-  prefix up to the start of an added token (`<|im_start|>`, `[SEP]`, ...), encoded
-  without special tokens (`plan.py` proves why such a cut is exact). A lookup
+- L1 (`prefix.py`, `PrefixLevel`) maps (fingerprint, xxh3-128 of the UTF-8 prefix)
+  to the ids of a prompt's prefix up to the start of an added token (`<|im_start|>`,
+  `[SEP]`, ...), encoded without special tokens (`plan.py` proves why such a cut is
+  exact). A lookup
   finds boundaries from the end of the prompt and hashes their prefixes deepest
   first until one is cached, encodes only the rest (less the short pieces it ends
   with, when `pieces.py` knows them), then applies the post-processor's template.
@@ -46,19 +51,18 @@ from __future__ import annotations
 import sys
 import threading
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import xxhash
 
 from dlm.serve.tokcache.config import TokenizerCacheConfig
 from dlm.serve.tokcache.plan import IDENTITY, SplitPlan, plan_for
-from dlm.serve.tokcache.pieces import PieceCache
+from dlm.serve.tokcache.prefix import MAX_BOUNDARIES, Backend, Put, PrefixLevel, backend_ids
 from dlm.serve.tokcache.store import LevelStats, LruStore, id_typecode
 from dlm.tokenize.fingerprint import tokenizer_sha256
 
-_L1_KEY_BYTES = sys.getsizeof(("", 0)) + sys.getsizeof(1 << 127)
 _L0_KEY_BYTES = sys.getsizeof(("", True, 0)) + sys.getsizeof(1 << 127)
 
 HOT_SHARE = 4
@@ -71,19 +75,12 @@ L0_MAX_HOT_BYTES = 8 * 2**20
 """L0, bounded by entries rather than bytes, keeps hot tuples in at most this many
 bytes (about 230,000 Qwen3 ids: exact repeats such as canned prompts)."""
 
-_Put = tuple[Any, array, bool, tuple[int, ...] | None, Any]
-"""An L1 entry to store: (key, ids, grown, hot tuple, key whose hot tuple to drop)."""
-
-MAX_BOUNDARIES = 64
-"""Split points considered per prompt (the first and last halves when there are more):
-bounds the work and memory a prompt full of special tokens can cause."""
-
 
 _PLANS: dict[str, tuple[SplitPlan, int]] = {}
 _PLANS_LOCK = threading.Lock()
 
 
-def _plan(fingerprint: str, backend: Any) -> tuple[SplitPlan, int]:
+def _plan(fingerprint: str, backend: Backend) -> tuple[SplitPlan, int]:
     """(split plan, largest id) of a tokenizer, computed once per fingerprint and
     process: reading a 150,000-token vocabulary's JSON costs about a second, and the
     fingerprint names every input of the plan."""
@@ -97,6 +94,22 @@ def _plan(fingerprint: str, backend: Any) -> tuple[SplitPlan, int]:
                 _PLANS.pop(next(iter(_PLANS)))
             _PLANS[fingerprint] = known
     return known
+
+
+class FastTokenizer(Protocol):
+    """The Hugging Face fast tokenizer a `CachedTokenizer` wraps (`PreTrainedTokenizerFast`)."""
+
+    backend_tokenizer: Backend
+    model_input_names: list[str]
+
+    def encode(self, text: Any, *args: Any, add_special_tokens: bool = True, **kwargs: Any) -> list[int]: ...
+
+    def __call__(self, text: Any, *args: Any, add_special_tokens: bool = True, **kwargs: Any) -> Any: ...
+
+    def __len__(self) -> int: ...
+
+
+__all__ = ["MAX_BOUNDARIES", "CacheStores", "CachedTokenizer", "FastTokenizer", "TokenizerCacheStats"]
 
 
 @dataclass(frozen=True)
@@ -178,7 +191,7 @@ class CachedTokenizer:
 
     def __init__(
         self,
-        tokenizer: Any,
+        tokenizer: FastTokenizer,
         config: TokenizerCacheConfig | None = None,
         *,
         stores: CacheStores | None = None,
@@ -196,9 +209,14 @@ class CachedTokenizer:
         self.typecode = stores.typecode
         deterministic = self.plan.deterministic
         self._l0 = stores.l0 if config.enable_l0 and deterministic else None
-        self._l1 = stores.l1 if config.enable_l1 and self.plan.l1_ok else None
         self._wraps = self.plan.template != IDENTITY
         self._seed = int(self.fingerprint.split(":", 1)[1][:16], 16)
+        l1 = stores.l1 if config.enable_l1 and self.plan.l1_ok else None
+        self.prefix = (
+            None
+            if l1 is None
+            else PrefixLevel(l1, self.plan, backend, self.fingerprint, self._seed, self.typecode)
+        )
         self._bypassed = 0
         self._cached_ids = 0
         self._encoded_ids = 0
@@ -206,7 +224,6 @@ class CachedTokenizer:
         from transformers import BatchEncoding
 
         self._batch_encoding = BatchEncoding
-        self._pieces = PieceCache()
         self._warm_up()
 
     def _warm_up(self) -> None:
@@ -231,14 +248,14 @@ class CachedTokenizer:
         return len(self._tok)
 
     @property
-    def tokenizer(self) -> Any:
+    def tokenizer(self) -> FastTokenizer:
         """The wrapped tokenizer."""
         return self._tok
 
     @property
     def enabled(self) -> bool:
         """True when at least one level is in use for this tokenizer."""
-        return self._l0 is not None or self._l1 is not None
+        return self._l0 is not None or self.prefix is not None
 
     def encode(
         self,
@@ -265,20 +282,13 @@ class CachedTokenizer:
         ending where its added tokens start, so the first request sharing them hits.
         Counts no lookup. Returns the number of prefixes stored (0 when L1 is off for
         this tokenizer or `text` has no boundary)."""
-        if self._l1 is None or not self._cacheable(text):
+        if self.prefix is None or not self._cacheable(text):
             return 0
         try:
             data = text.encode("utf-8")
         except UnicodeEncodeError:
             return 0
-        plan = self.plan
-        if plan.bypass_re is not None and plan.bypass_re.search(data):
-            return 0
-        starts = self._boundaries(data)
-        pending: list[_Put] = []
-        self._encode_storing_all(data, starts, self._prefix_keys(data, starts), pending)
-        self._commit(pending)
-        return len(pending)
+        return self.prefix.warm(data)
 
     def __call__(self, text: Any, *args: Any, add_special_tokens: bool = True, **kwargs: Any) -> Any:
         """A `BatchEncoding` for one text, as the wrapped tokenizer's `__call__`.
@@ -303,7 +313,7 @@ class CachedTokenizer:
         refused = "" if self.plan.l1_ok or not self.config.enable_l1 else self.plan.reason
         return TokenizerCacheStats(
             l0=self._l0.stats() if self._l0 is not None else None,
-            l1=self._l1.stats() if self._l1 is not None else None,
+            l1=self.prefix.store.stats() if self.prefix is not None else None,
             bypassed=self._bypassed,
             l1_refused=refused,
             cached_ids=self._cached_ids,
@@ -312,10 +322,10 @@ class CachedTokenizer:
 
     def clear(self) -> None:
         """Empty both levels and reset their counters."""
-        for store in (self._l0, self._l1):
-            if store is not None:
-                store.clear()
-        self._pieces.clear()
+        if self._l0 is not None:
+            self._l0.clear()
+        if self.prefix is not None:
+            self.prefix.clear()
         self._bypassed = self._cached_ids = self._encoded_ids = 0
 
     def _count_bypass(self, n_ids: int) -> None:
@@ -327,13 +337,6 @@ class CachedTokenizer:
         with self._count_lock:
             self._cached_ids += cached
             self._encoded_ids += encoded
-
-    def _commit(self, pending: list[_Put]) -> None:
-        l1: LruStore = self._l1  # type: ignore[assignment]
-        for key, ids, grown, hot, drop in pending:
-            l1.put(key, ids, _L1_KEY_BYTES, grown=grown, hot=hot)
-            if drop is not None:
-                l1.drop_hot(drop)
 
     def _cacheable(self, text: Any) -> bool:
         backend = self._backend
@@ -362,9 +365,10 @@ class CachedTokenizer:
                 self._count(len(ids), 0)
                 return ids
         parts = None
-        pending: list[_Put] = []
-        if self._l1 is not None and splittable and len(text) >= self.config.l1_min_prompt_chars:
-            parts = self._l1_ids(data, pending)
+        pending: list[Put] = []
+        prefix_level = self.prefix
+        if prefix_level is not None and splittable and len(text) >= self.config.l1_min_prompt_chars:
+            parts = prefix_level.lookup(data, pending)
         if parts is None:
             # a text with lone surrogates goes through `encode`, whose refusal callers know
             ids = self._ids_of(text, add_special) if splittable else self._backend.encode(
@@ -382,7 +386,8 @@ class CachedTokenizer:
         if max_cached_ids is not None and len(ids) + len(pre) + len(post) > max_cached_ids:
             pending.clear()
         else:
-            self._commit(pending)
+            if prefix_level is not None:
+                prefix_level.commit(pending)
             if l0 is not None:
                 packed = prefix + self._pack(rest)
                 if pre or post:
@@ -401,151 +406,8 @@ class CachedTokenizer:
         return [*template.pre_types, *[template.seq_type] * n_seq, *template.post_types]
 
 
-    def _l1_ids(self, data: bytes, pending: list[_Put]) -> tuple[array, list[int], list[int], int] | None:
-        """Ids without special tokens of the UTF-8 text `data` via the prefix cache, as
-        (prefix ids, ids of the rest, all ids as a fresh list, how many came from the
-        cache), or None to
-        encode plainly. The entries to store are appended to `pending` (the caller
-        stores them, or not when the prompt is refused)."""
-        plan = self.plan
-        if plan.bypass_re is not None and plan.bypass_re.search(data):
-            return None
-        l1: LruStore = self._l1  # type: ignore[assignment]  # callers check L1 is enabled first
-        seen: list[int] = []
-        keys: list[tuple[str, int]] = []
-        found_at, prefix = l1.deepest(self._probe_keys(data, self._probe_starts(data), seen, keys))
-        if not seen:  # no boundary
-            return None
-        if prefix is None:
-            forward = self._boundaries(data)
-            packed = self._encode_storing_all(data, forward, self._prefix_keys(data, forward), pending)
-            return packed, [], packed.tolist(), 0
-        ids = prefix.tolist()
-        deepest = seen[0]
-        if found_at == 0:
-            rest = self._encode_piece(data[deepest:])
-            ids += rest
-            return prefix.ids, rest, ids, len(prefix.ids)
-        # One encode of the rest, less the known short pieces it ends with (the chat
-        # template's closing turn); boundaries split the ids exactly, so the deepest
-        # one gives the new prefix, stored for the next turn.
-        begin = seen[found_at]
-        end, tail, last = self._pieces.peel(data, seen[:found_at])
-        if end > deepest:  # the final piece is encoded: split there (offsets needed), learn the tail
-            encoding = self._backend.encode(data[begin:end].decode("utf-8"), add_special_tokens=False)
-            rest = encoding.ids
-            cut = encoding.char_to_token(len(data[begin:deepest].decode("utf-8")))
-            self._pieces.learn(data, begin, encoding, rest, seen[:found_at])
-        else:
-            rest = self._ids_of(data[begin:end].decode("utf-8"), False)
-            cut = len(rest) + len(tail) - last
-        rest += tail
-        n_prefix = len(ids)
-        ids += rest
-        if cut is not None:  # None is not expected: then do not store, the result is still exact
-            # A prefix that was itself stored this way means a conversation is growing
-            # turn by turn: its next turn will find the new prefix, so keep it hot now,
-            # from the ints at hand, and let the turn just found go cold. A prompt
-            # extending a shared prefix once (a new user turn after a common system
-            # prompt) does not pay for a tuple never read.
-            hot = tuple(ids[: n_prefix + cut]) if prefix.grown else None
-            drop = keys[found_at] if hot is not None else None
-            pending.append((keys[0], prefix.ids + self._pack(rest[:cut]), True, hot, drop))
-        return prefix.ids, rest, ids, n_prefix
-
-    def _encode_storing_all(
-        self, data: bytes, starts: list[int], keys: list[Any], pending: list[_Put]
-    ) -> array:
-        """Ids (no special tokens) of `data`, queuing each boundary's prefix in `pending`
-        while it fits one entry's share of L1; past that, the rest in one encode (the
-        boundaries split the ids exactly, so one encode equals the pieces joined)."""
-        l1: LruStore = self._l1  # type: ignore[assignment]  # callers check L1 is enabled first
-        packed = self._pack(())
-        begin = 0
-        for end, key in zip(starts, keys, strict=True):
-            packed = packed + self._pack(self._encode_piece(data[begin:end]))
-            if not l1.fits(packed, _L1_KEY_BYTES):
-                rest = data[end:].decode("utf-8")
-                return packed + self._pack(self._ids_of(rest, False))
-            pending.append((key, packed, False, None, None))
-            begin = end
-        return packed + self._pack(self._encode_piece(data[begin:]))
-
-    def _pack(self, ids: Any) -> array:
-        return array(self.typecode, ids)
-
-    def _boundaries(self, data: bytes) -> list[int]:
-        """Byte offsets (> 0) where a stage-1 added-token match starts (see plan.py)."""
-        starts = self.plan.match_starts(data)
-        if starts and starts[0] == 0:
-            starts.pop(0)
-        if len(starts) > MAX_BOUNDARIES:
-            half = MAX_BOUNDARIES // 2
-            starts = starts[:half] + starts[-half:]
-        return starts
-
-    def _probe_starts(self, data: bytes) -> Iterator[int]:
-        """The boundaries of `_boundaries(data)`, deepest first, found lazily: with a
-        `match_lead`, the last half by scanning back from the end (a hit is usually
-        among the deepest few, even in a prompt with hundreds of boundaries), and the
-        first half only if needed."""
-        lowest = len(data) + 1
-        if self.plan.match_lead:
-            found = 0
-            for start in self.plan.match_starts_reversed(data):
-                if start == 0:
-                    return
-                if found == MAX_BOUNDARIES // 2:
-                    break
-                yield start
-                found += 1
-                lowest = start
-            else:
-                return
-        for start in reversed(self._boundaries(data)):
-            if start < lowest:
-                yield start
-
-    def _probe_keys(
-        self, data: bytes, starts: Iterator[int], seen: list[int], keys: list[tuple[str, int]]
-    ) -> Iterator[tuple[str, int]]:
-        """(fingerprint, xxh3-128 of data[:b]) for each b of `starts`, hashed only when
-        probed; each b and key is appended to `seen` and `keys`."""
-        view = memoryview(data)
-        fingerprint, seed = self.fingerprint, self._seed
-        for start in starts:
-            key = (fingerprint, xxhash.xxh3_128_intdigest(view[:start], seed=seed))
-            seen.append(start)
-            keys.append(key)
-            yield key
-
-    def _prefix_keys(self, data: bytes, starts: list[int]) -> list[tuple[str, int]]:
-        """(fingerprint, xxh3-128 of data[:b]) for each b, in one streaming pass."""
-        hasher = xxhash.xxh3_128(seed=self._seed)
-        view = memoryview(data)
-        keys = []
-        begin = 0
-        fingerprint = self.fingerprint
-        for end in starts:
-            hasher.update(view[begin:end])
-            keys.append((fingerprint, hasher.intdigest()))
-            begin = end
-        return keys
-
-    def _encode_piece(self, piece: bytes) -> list[int]:
-        """Ids of text between boundaries (no special tokens added), known ones from the
-        piece cache."""
-        if not piece:
-            return []
-        known = self._pieces.get(piece)
-        if known is not None:
-            return list(known)
-        ids = self._ids_of(piece.decode("utf-8"), False)
-        self._pieces.put(piece, ids)
-        return ids
-
     def _ids_of(self, text: str, add_special: bool) -> list[int]:
-        """The backend's ids of `text`, without character offsets: `encode_batch_fast`
-        on a batch of one gives the same ids as `encode` and skips building offsets,
-        about a quarter of the cost of a short piece (`benchmarks/tokenizer_cache.py`)."""
-        return self._backend.encode_batch_fast([text], add_special_tokens=add_special)[0].ids
+        return backend_ids(self._backend, text, add_special)
+
+    def _pack(self, ids: Iterable[int]) -> array:
+        return array(self.typecode, ids)

@@ -1,8 +1,11 @@
-"""Token-by-token decoding of a loaded causal LM, for the server.
+"""Token-by-token decoding of a loaded causal LM: the one decoding loop of both
+`dlm prompt` (`dlm.infer.generate`) and `dlm serve` (`dlm.serve.generation`).
 
-`TorchEngine` wraps a `dlm.infer.InferenceModel` (or anything with `model`,
-`tokenizer`, `model_id`, `system_prompt`) and yields generated ids one at a time
-from a plain loop over the model's forward pass with its KV cache. Each id is one
+`TorchEngine` wraps a `dlm.infer.InferenceModel` (or anything with `model` and
+`tokenizer`) and yields generated ids one at a time from a plain loop over the
+model's forward pass with its KV cache (kept over HF `generate` with a streamer: a
+loop that yields ids stops the model within one step when the caller stops reading,
+with no thread, and both commands then give the same ids by construction). Each id is one
 decoding step, so a caller that stops iterating (the client went away, a stop
 string matched, the server is shutting down) stops the model within one step;
 closing the generator frees its KV cache.
@@ -17,7 +20,9 @@ Subtracting the max before dividing keeps every temperature > 0 finite: with
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -27,7 +32,7 @@ class Sampling:
 
     Attributes:
         temperature: 0 for greedy, else > 0 (the API allows up to 2).
-        top_p: nucleus mass in (0, 1]; 1 keeps every id.
+        top_p: nucleus mass in [0, 1]; 1 keeps every id, 0 only the most likely one.
         seed: seeds the draw (same seed, prompt and settings: same reply); None: random.
     """
 
@@ -55,28 +60,65 @@ class TorchEngine:
     """The server's engine over a loaded model (see module docstring).
 
     Args:
-        loaded: has `model` (a transformers causal LM), `tokenizer`, `model_id`,
-            `system_prompt` (`dlm.infer.InferenceModel` fits).
+        loaded: has `model` (a transformers causal LM, or a `peft.PeftModel` holding
+            named adapters) and `tokenizer`; `model_id` and `system_prompt` when it
+            stands for one document (`dlm.infer.InferenceModel` fits).
     """
 
     def __init__(self, loaded: Any):
         self.loaded = loaded
         self.model = loaded.model
         self.tokenizer = loaded.tokenizer
-        self.model_id: str = loaded.model_id
-        self.system_prompt: str | None = loaded.system_prompt
+        self.model_id: str = getattr(loaded, "model_id", "model")
+        self.system_prompt: str | None = getattr(loaded, "system_prompt", None)
         self.eos_token_ids = eos_ids(self.tokenizer, self.model)
         config = getattr(self.model, "config", None)
         value = getattr(config, "max_position_embeddings", None)
         self.max_model_len: int | None = int(value) if value else None
+        self._active: str | None = None  # the adapter peft has active; set_adapter walks every module
 
-    def generate_ids(self, input_ids: list[int], *, max_new_tokens: int, sampling: Sampling) -> Iterator[int]:
+    def load_adapter(self, adapter_dir: Path, name: str) -> None:
+        """Add the peft adapter in `adapter_dir` as `name` (the caller keeps generation out)."""
+        from dlm.infer.adapters import attach_adapter
+
+        self.model = attach_adapter(self.model, adapter_dir, name)
+        self.model.eval()
+
+    def delete_adapter(self, name: str) -> None:
+        """Free adapter `name` (the caller keeps generation out)."""
+        self.model.delete_adapter(name)
+        self._active = None  # peft activates another one when the active one goes
+
+    def generate_ids(
+        self, input_ids: list[int], *, max_new_tokens: int, sampling: Sampling, adapter: str | None = None
+    ) -> Iterator[int]:
         """Yield up to `max_new_tokens` generated ids, one per decoding step; the last
         is an EOS id when the model ended the reply.
 
         Args:
             input_ids: 1-D list[int] [n_prompt], the prompt ids.
+            adapter: the peft adapter to generate with; None: the base model alone.
         """
+        with self._adapter(adapter):
+            yield from self._decode(input_ids, max_new_tokens, sampling)
+
+    @contextmanager
+    def _adapter(self, name: str | None) -> Iterator[None]:
+        is_peft = hasattr(self.model, "disable_adapter") and hasattr(self.model, "peft_config")
+        if name is not None:
+            if not is_peft:
+                raise ValueError(f"adapter {name!r} requested but the model holds no adapters")
+            if name != self._active:  # a switch costs a walk over every LoRA layer
+                self.model.set_adapter(name)
+                self._active = name
+            yield
+        elif is_peft:
+            with self.model.disable_adapter():
+                yield
+        else:
+            yield
+
+    def _decode(self, input_ids: list[int], max_new_tokens: int, sampling: Sampling) -> Iterator[int]:
         import torch
 
         device = self.model.device
@@ -113,6 +155,8 @@ def _pick(logits: Any, sampling: Sampling, generator: Any) -> int:
     if sampling.top_p < 1.0:
         sorted_probs, order = torch.sort(probs, descending=True)
         before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
-        sorted_probs[before >= sampling.top_p] = 0.0  # always keeps the first
+        outside = before >= sampling.top_p
+        outside[0] = False  # the most likely id is always kept (top_p 0 keeps it alone)
+        sorted_probs[outside] = 0.0
         probs = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
     return int(torch.multinomial(probs, 1, generator=generator))
