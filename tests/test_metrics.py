@@ -69,3 +69,27 @@ def test_database_before_heldout_upgrades_and_records_evals(tmp_path: Path):
     assert [(e["phase"], e["step"]) for e in new["evals"]] == [("before", 0), ("step", 1), ("after", 2)]
     assert new["evals"][0]["instruction_loss"] == 1.5 and new["heldout_rows"] == 3
     assert new["real_token_fraction"] == 0.75
+
+
+def test_database_before_kind_losses_upgrades_and_records_them_and_the_checkpoint(tmp_path: Path):
+    from dlm.metrics.migrations import m004_heldout_loss, m005_judgements
+
+    path = tmp_path / "m.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
+    for step in (m001_runs_and_steps, m002_tokenization, m003_run_corpus, m004_heldout_loss, m005_judgements):
+        step(db)
+        db.execute("INSERT INTO _migrations VALUES (?, 'then')", (step.__name__,))
+    db.execute("INSERT INTO runs (run_id, started_at, status, base_model) VALUES ('old', '2000-01-01', 'completed', 'b')")
+    db.commit()
+    db.close()
+    with MetricsDB(path) as metrics:
+        metrics.start_run("r1", base_model="b", max_steps=2, rows=3, files_taken=0, files_skipped={})
+        metrics.log_kind_losses("r1", 1, {"prose": (2.5, 40), "instruction": (0.5, 8)})
+        metrics.finish_run("r1", RunRecord("interrupted", 1, None, None, None))
+        metrics.set_checkpoint("r1", "/store/adapter/.staging-r1/checkpoints/step-000001")
+        old, new = metrics.runs()
+    assert old["kind_losses"] == [] and old["checkpoint"] is None
+    assert new["kind_losses"] == [{"step": 1, "kind": "instruction", "loss": 0.5, "tokens": 8},
+                                  {"step": 1, "kind": "prose", "loss": 2.5, "tokens": 40}]
+    assert new["checkpoint"].endswith("step-000001") and new["status"] == "interrupted"

@@ -103,7 +103,21 @@ def test_new_document_parses_and_round_trips() -> None:
     assert doc.frontmatter.training.sources == []
     kinds = [type(s) for s in doc.sections]
     assert kinds == [ProseSection, InstructionSection]
-    assert serialize_document(doc) == text
+    assert parse_document(serialize_document(doc)) == doc  # serializing drops the comments only
+
+
+def test_new_document_writes_the_keys_to_look_at_with_a_comment_each() -> None:
+    from dlm.doc.schema import TrainingConfig
+    from dlm.doc.serialize import INIT_EVAL_KEYS, INIT_TRAINING_KEYS
+
+    text = new_document(sources=["src"])
+    lines = text.splitlines()
+    for key, comment in INIT_TRAINING_KEYS + INIT_EVAL_KEYS:
+        (at,) = [i for i, line in enumerate(lines) if line.strip().startswith(f"{key}:")]
+        assert lines[at - 1].strip() == f"# {comment}"
+    training = parse_document(text).frontmatter.training
+    assert training.model_dump(exclude={"sources"}) == TrainingConfig().model_dump(exclude={"sources"})
+    assert [s.path for s in training.sources] == ["src"]
 
 
 def test_new_document_with_sources_and_system_prompt() -> None:

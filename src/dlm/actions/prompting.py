@@ -1,7 +1,9 @@
-"""`dlm prompt`: answer one question with the document's base model and adapter."""
+"""`dlm prompt`: answer one question, or a file of them, with the document's base model and adapter."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dlm.actions.common import DocPath, open_document
@@ -35,3 +37,60 @@ def prompt(
     engine = load_inference(doc, use_adapter=use_adapter)
     return engine.generate([{"role": "user", "content": question}],
                            max_new_tokens=max_new_tokens, temperature=temperature)
+
+
+def prompt_many(
+    path: DocPath,
+    questions: Sequence[str],
+    *,
+    max_new_tokens: int = 128,
+    temperature: float = 0.0,
+    use_adapter: bool = True,
+    on_answer: Callable[[str, str], None] | None = None,
+) -> list[dict[str, str]]:
+    """Answer each of `questions` in order with one model load (`dlm prompt --file`).
+
+    Each question is its own conversation (one user turn, the document's system prompt),
+    so answers do not depend on the questions before them.
+
+    Args:
+        on_answer: called with (question, answer) as each answer completes, so a caller
+            can print while the rest are generated.
+
+    Returns:
+        `[{"question": q, "answer": a}, ...]` in the order of `questions`.
+
+    Raises:
+        DocError, BaseModelError, StoreError: as `prompt`, before any answer.
+    """
+    from dlm.infer import load_inference
+
+    doc, _ = open_document(path)
+    engine = load_inference(doc, use_adapter=use_adapter)
+    answers = []
+    for question in questions:
+        answer = "".join(engine.generate([{"role": "user", "content": question}],
+                                         max_new_tokens=max_new_tokens, temperature=temperature))
+        answers.append({"question": question, "answer": answer})
+        if on_answer is not None:
+            on_answer(question, answer)
+    return answers
+
+
+def read_questions(path: str | Path) -> list[str]:
+    """The questions of a `--file`: one per line, blank lines and surrounding spaces dropped.
+
+    Raises:
+        DlmError: the file cannot be read, is not UTF-8, or holds no question.
+    """
+    from dlm.errors import DlmError
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DlmError(f"--file {path}: cannot read it ({getattr(exc, 'strerror', None) or exc}); "
+                         "pass a UTF-8 text file with one question per line") from None
+    questions = [line.strip() for line in text.splitlines() if line.strip()]
+    if not questions:
+        raise DlmError(f"--file {path}: no questions in it; write one question per line")
+    return questions

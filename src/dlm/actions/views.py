@@ -75,7 +75,9 @@ def metrics(path: DocPath, run_id: str | None = None) -> dict[str, Any]:
     tokens_per_second, train_tokens, adapter_version, rows, files_taken, files_skipped,
     heldout_rows, real_token_fraction, steps_logged[{step, loss, learning_rate, tokens_seen,
     seconds}], evals[{phase, step, loss, perplexity, rows, tokens, loss_tokens,
-    instruction_loss}], tokenization{...}}].
+    instruction_loss}], kind_losses[{step, kind, loss, tokens}] (train loss per row kind
+    over each logging window), checkpoint (an interrupted run's latest checkpoint folder,
+    else None), tokenization{...}}].
 
     Raises:
         DocError: the document cannot be parsed.

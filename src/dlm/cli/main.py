@@ -83,6 +83,8 @@ def train(
     strict_lock: Annotated[bool, typer.Option("--strict-lock", help="Treat every lock warning as an error.")] = False,
     update_lock: Annotated[bool, typer.Option("--update-lock", help="Skip lock validation and write a new lock.")] = False,
     ignore_lock: Annotated[bool, typer.Option("--ignore-lock", help="Skip lock validation and leave the lock as it is.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the steps, tokens and a measured ETA (2 real steps timed here), then stop; writes nothing to the store.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the last interrupted run from its latest checkpoint (training.checkpoint_every); refused if the document, its rows or the hyperparameters changed.")] = False,
     watch: Annotated[bool, typer.Option("--watch", help="After the run, re-train whenever the document or its sources change (Ctrl-C stops).")] = False,
     nproc: Annotated[Optional[int], typer.Option("--nproc", min=1, help="Ranks (processes) on this machine, one per GPU on CUDA; default training.nproc, else 1.", rich_help_panel="Several processes")] = None,
     nnodes: Annotated[int, typer.Option("--nnodes", min=1, help="Machines in the run; start dlm train on each with its --node-rank.", rich_help_panel="Several processes")] = 1,
@@ -97,13 +99,31 @@ def train(
     from dlm.actions.training import train as train_action
     from dlm.cli.common import lock_mode_from_flags, skips_text
     from dlm.cli.judge_render import print_heldout
-    from dlm.cli.progress import make_train_sink
+    from dlm.cli.progress import format_kind_losses, make_train_sink
 
     mode = lock_mode_from_flags(strict=strict_lock, update=update_lock, ignore=ignore_lock)
+    if dry_run:
+        from dlm.actions.training import TrainOptions
+        from dlm.actions.training.dryrun import dry_run as dry_run_action
+        from dlm.cli.progress import dry_run_lines
+
+        sink = make_train_sink(json_out)
+        try:
+            plan = dry_run_action(path, TrainOptions(max_steps=max_steps, strict_sources=strict, lock_mode=mode),
+                                  sink)
+        finally:
+            sink.close()
+        if json_out:
+            return print_json(plan)
+        for line in dry_run_lines(plan):
+            console.print(line)
+        return
     if watch:
         from dlm.cli.watch_cmd import run_watch
         from dlm.errors import UsageError
 
+        if resume:
+            raise UsageError("--watch starts fresh runs; resume the interrupted one first with --resume alone")
         if nproc is not None or nnodes > 1 or accelerate_config is not None:
             raise UsageError("--watch trains in this process; drop --nproc/--nnodes/--accelerate-config, "
                              "or run the multi-process train without --watch")
@@ -116,7 +136,8 @@ def train(
     sink = make_train_sink(json_out)
     try:
         report = train_action(path, max_steps=max_steps, use_cache=not no_cache, strict_sources=strict,
-                              lock_mode=mode, sink=sink, cache_remote=cache_remote, launch=launch)
+                              lock_mode=mode, sink=sink, cache_remote=cache_remote, launch=launch,
+                              resume=resume)
     finally:
         sink.close()
     if report.rank != 0:
@@ -141,9 +162,11 @@ def train(
             f"rank {r['rank']} hits {r['cache_hits']} misses {r['cache_misses']}" for r in d["ranks"]))
     tps = f"{report.tokens_per_second:,.0f}" if report.tokens_per_second else "n/a"
     loss = f"{report.train_loss:.4f}" if report.train_loss is not None else "n/a"
+    kinds = f" ({format_kind_losses(report.kind_losses)})" if report.kind_losses else ""
+    resumed = f" (resumed from {report.resumed_from})" if report.resumed_from else ""
     console.print(
-        f"trained {report.steps} steps on {report.train_tokens:,} tokens in "
-        f"{report.train_seconds:.1f}s: [bold]{tps} tokens/s[/], loss {loss}"
+        f"trained {report.steps} steps{resumed} on {report.train_tokens:,} tokens in "
+        f"{report.train_seconds:.1f}s: [bold]{tps} tokens/s[/], loss {loss}{kinds}"
     )
     print_heldout(report)
     if report.evaluation:
@@ -158,16 +181,40 @@ def train(
 @reported
 def prompt(
     path: DocArg,
-    question: Annotated[str, typer.Argument(help="The user message.")],
+    question: Annotated[Optional[str], typer.Argument(help="The user message (or --file).", show_default=False)] = None,
+    file: Annotated[Optional[Path], typer.Option("--file", metavar="QUESTIONS.txt", help="Answer every line of this file (one question a line) with one model load.")] = None,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1)] = 128,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="0 is greedy.")] = 0.0,
     no_adapter: Annotated[bool, typer.Option("--no-adapter", help="Use the base model alone, to compare.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
-    """Answer a question with the base model plus the current adapter, streamed."""
+    """Answer a question with the base model plus the current adapter, streamed; or each line of --file, in order."""
+    from dlm.errors import UsageError
+
+    if (question is None) == (file is None):
+        raise UsageError("give a QUESTION or --file QUESTIONS.txt, not both or neither")
+    if file is not None:
+        from rich.markup import escape
+
+        from dlm.actions.prompting import prompt_many, read_questions
+
+        def show(q: str, a: str) -> None:
+            console.print(f"[bold]Q:[/] {escape(q)}", highlight=False)
+            console.print(f"A: {a}\n", highlight=False, markup=False)
+
+        answers = prompt_many(path, read_questions(file), max_new_tokens=max_new_tokens, temperature=temperature,
+                              use_adapter=not no_adapter, on_answer=None if json_out else show)
+        if json_out:
+            print_json(answers)
+        return
     from dlm.actions.prompting import prompt as prompt_action
 
-    for piece in prompt_action(path, question, max_new_tokens=max_new_tokens, temperature=temperature,
-                               use_adapter=not no_adapter):
+    pieces = prompt_action(path, question or "", max_new_tokens=max_new_tokens, temperature=temperature,
+                           use_adapter=not no_adapter)
+    if json_out:
+        print_json({"question": question, "answer": "".join(pieces)})
+        return
+    for piece in pieces:
         sys.stdout.write(piece)
         sys.stdout.flush()
     sys.stdout.write("\n")
@@ -214,7 +261,7 @@ def show(
 @reported
 def metrics(
     path: DocArg,
-    plot: Annotated[Optional[Path], typer.Option("--plot", metavar="FILE.png", help="Write train and held-out loss curves to a PNG.")] = None,
+    plot: Annotated[Optional[Path], typer.Option("--plot", metavar="FILE.png", help="Write train (overall and per row kind) and held-out loss curves to a PNG.")] = None,
     run: Annotated[Optional[str], typer.Option("--run", metavar="ID", help="Only this run (its run id).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -230,13 +277,19 @@ def metrics(
     if json_out:
         print_json(view)
         return
-    table = Table("run", "status", "steps", "loss", "held-out", "tokens/s", "adapter", "tokenize s", "cache hits")
+    from dlm.cli.progress import format_kind_losses
+
+    table = Table("run", "status", "steps", "loss", "last step by kind", "held-out", "tokens/s", "adapter",
+                  "tokenize s", "cache hits")
     for r in view["runs"]:
         tok = r["tokenization"] or {}
         evals = {e["phase"]: e["loss"] for e in r.get("evals", [])}
+        last = max((k["step"] for k in r.get("kind_losses", [])), default=None)
+        kinds = {k["kind"]: k["loss"] for k in r.get("kind_losses", []) if k["step"] == last}
         table.add_row(
             r["run_id"], r["status"], str(r["steps"]),
             f"{r['train_loss']:.4f}" if r["train_loss"] is not None else "-",
+            format_kind_losses(kinds) or "-",
             f"{evals['before']:.3f} -> {evals['after']:.3f}" if {"before", "after"} <= evals.keys() else "-",
             f"{r['tokens_per_second']:,.0f}" if r["tokens_per_second"] else "-",
             r["adapter_version"] or "-",
@@ -244,6 +297,10 @@ def metrics(
             f"{tok.get('cache_hits', 0)}/{tok.get('total_sections', 0)}",
         )
     console.print(table if view["runs"] else "no runs yet")
+    for r in view["runs"]:
+        if r.get("checkpoint"):
+            console.print(f"run {r['run_id']} {r['status']}: checkpoint {r['checkpoint']}; "
+                          "`dlm train --resume` continues it")
 
 
 from dlm.cli import doctor_cmd, eval_cmd, export_cmd, serve_cmd  # noqa: E402

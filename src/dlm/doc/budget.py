@@ -38,3 +38,32 @@ def parse_budget(text: str | int) -> Budget:
     if unit in ("s", "min", "h") or (unit == "m" and not word):
         return Budget(seconds=value * {"s": 1, "m": 60, "min": 60, "h": 3600}[unit])
     return Budget(tokens=int(value * {None: 1, "k": 1_000, "M": 1_000_000, "m": 1_000_000}[unit]))
+
+
+@dataclass(frozen=True)
+class Every:
+    """`training.checkpoint_every`: every `steps` optimizer steps or every `seconds` of
+    training (exactly one is set)."""
+
+    steps: int | None = None
+    seconds: float | None = None
+
+
+def parse_every(value: str | int) -> Every:
+    """`200` (optimizer steps) or `"2m"`, `"90s"`, `"1h"` (time).
+
+    Raises:
+        ValueError: anything else (the schema turns it into a one-line field error).
+    """
+    if isinstance(value, int):
+        if value <= 0:
+            raise ValueError("a step count must be positive")
+        return Every(steps=value)
+    wrong = f"{value!r} is not a checkpoint interval: write optimizer steps (200) or time (90s, 2m, 1h)"
+    try:
+        parsed = parse_budget(value)
+    except ValueError:
+        raise ValueError(wrong) from None
+    if parsed.seconds is None:
+        raise ValueError(wrong)
+    return Every(seconds=parsed.seconds)

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from dlm.defaults import DEFAULT_BASE_MODEL, DEFAULT_CACHE_MAX_BYTES
-from dlm.doc.budget import Budget, parse_budget
+from dlm.doc.budget import Budget, Every, parse_budget, parse_every
 
 SUPPORTED_DLM_VERSION = 1
 # a ULID in canonical form: 26 upper-case Crockford base32 digits (no I, L, O, U), at most
@@ -124,7 +124,9 @@ class TrainingConfig(_Strict):
     in rows per micro-batch on each rank; `nproc` ranks on this machine (None: one,
     unless `--nproc` says otherwise). `recast`: each prose sentence is also trained as
     a Q/A pair (a cloze question, the sentence as the answer), so facts written only
-    in prose can be asked. LoRA on every linear layer at learning rate 1e-3 is what
+    in prose can be asked. `checkpoint_every`: optimizer steps (`200`) or training time
+    (`2m`) between checkpoints a Ctrl-C'd run resumes from (`dlm train --resume`); None
+    writes none. LoRA on every linear layer at learning rate 1e-3 is what
     makes Q/A pairs stick on a small model (`benchmarks/recipe_sweep.py`).
     """
 
@@ -148,6 +150,7 @@ class TrainingConfig(_Strict):
     instruction_share: YamlFloat | None = Field(default=None, gt=0, lt=1)
     budget: str | int | None = None
     recast: bool = True
+    checkpoint_every: str | int | None = "5m"
     sources: list[SourceDirective] = Field(default_factory=list)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
@@ -159,6 +162,18 @@ class TrainingConfig(_Strict):
         if value is not None:
             parse_budget(value)  # ValueError: a one-line field error
         return value
+
+    @field_validator("checkpoint_every")
+    @classmethod
+    def _checkpoint_every(cls, value: str | int | None) -> str | int | None:
+        if value is not None:
+            parse_every(value)
+        return value
+
+    @property
+    def parsed_checkpoint_every(self) -> Every | None:
+        """`checkpoint_every` as steps or seconds (None: no checkpoints)."""
+        return parse_every(self.checkpoint_every) if self.checkpoint_every is not None else None
 
     @property
     def parsed_budget(self) -> Budget | None:

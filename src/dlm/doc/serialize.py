@@ -196,4 +196,50 @@ def new_document(
             )
         ),
     )
-    return serialize_document(Document(fm, sections))
+    text = serialize_document(Document(fm, sections))
+    head, _, body = text.removeprefix("---\n").partition("---\n")
+    annotated = f"---\n{_with_commented_training(head, fm)}---\n{body}"
+    if parse_document(annotated) != parse_document(text):  # the comments and defaults change nothing
+        raise DocError("new document: the annotated frontmatter does not read back the same")
+    return annotated
+
+
+# The training keys a new user should look at, each written at its default with one line
+# saying what it does; values come from the schema, so defaults live in one place.
+INIT_TRAINING_KEYS: tuple[tuple[str, str], ...] = (
+    ("budget", "how much to train when max_steps is unset: tokens (60k) or time (4m); null: no cap"),
+    ("learning_rate", "LoRA step size; 1e-3 makes Q/A pairs stick on a small model, lower it for long runs"),
+    ("target_modules", "the layers LoRA adapts; fewer train faster and learn less"),
+    ("lora_r", "rank of each LoRA update: its capacity (and the adapter's size)"),
+    ("sequence_len", "longest training example in tokens; longer rows are cut into windows"),
+)
+INIT_EVAL_KEYS: tuple[tuple[str, str], ...] = (
+    ("judge", "end dlm train with the probe report (answers of base vs adapter); false saves minutes"),
+)
+
+
+def _with_commented_training(head: str, fm: Frontmatter) -> str:
+    """`head` (frontmatter YAML ending in a newline) with the `INIT_TRAINING_KEYS` written
+    under `training:` at their values in `fm`, each after a `#` comment line; the rest of
+    `training` (sources) follows them."""
+    training = fm.training.model_dump()
+    lines = head.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line == "training:\n"), None)
+    rest: list[str] = []
+    if start is not None:
+        rest = lines[start + 1:]
+        lines = lines[:start]
+    out = ["training:\n"]
+    for key, comment in INIT_TRAINING_KEYS:
+        out += [f"  # {comment}\n", _indented({key: training[key]}, 2)]
+    out.append("  eval:\n")
+    for key, comment in INIT_EVAL_KEYS:
+        out += [f"    # {comment}\n", _indented({key: training["eval"][key]}, 4)]
+    return "".join(lines + out + rest)
+
+
+def _indented(value: dict[str, Any], spaces: int) -> str:
+    """One `key: value` mapping as YAML, a list in flow style on one line, indented."""
+    flow = None if any(isinstance(v, list) for v in value.values()) else False
+    text = yaml.dump(value, Dumper=_Dumper, sort_keys=False, default_flow_style=flow, width=200)
+    return "".join(" " * spaces + line for line in text.splitlines(keepends=True))

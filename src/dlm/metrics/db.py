@@ -3,7 +3,9 @@
 One row in `runs` per `dlm train` (status `running`, then `completed`, `interrupted`
 or `failed`), one row in `steps` per logged optimizer step, one row in
 `tokenization` per run, one row in `evals` per held-out loss measurement (`phase`
-`before` at step 0, `step` every `training.eval.every_steps`, `after` at the last step). Opened in WAL mode so `dlm metrics` can read while a run writes.
+`before` at step 0, `step` every `training.eval.every_steps`, `after` at the last step),
+one row in `kind_losses` per logged step and row kind (train loss per kind); `runs.checkpoint`
+names an interrupted run's latest checkpoint. Opened in WAL mode so `dlm metrics` can read while a run writes.
 """
 
 from __future__ import annotations
@@ -136,6 +138,25 @@ class MetricsDB:
                  record.total_tokenize_seconds, record.cache_bytes_after),
             )
 
+    def resume_run(self, run_id: str) -> None:
+        """Mark interrupted run `run_id` running again (`dlm train --resume`); its logged
+        steps stay and the resumed steps replace any logged after its checkpoint."""
+        with self.db:
+            self.db.execute("UPDATE runs SET status='running', finished_at=NULL WHERE run_id=?", (run_id,))
+
+    def set_checkpoint(self, run_id: str, folder: str | None) -> None:
+        """Record the folder of the run's latest complete checkpoint (None: no longer kept)."""
+        with self.db:
+            self.db.execute("UPDATE runs SET checkpoint=? WHERE run_id=?", (folder, run_id))
+
+    def log_kind_losses(self, run_id: str, step: int, losses: dict[str, tuple[float, int]]) -> None:
+        """Train loss per row kind over the window ending at `step`: kind -> (mean nats, tokens)."""
+        with self.db:
+            self.db.executemany(
+                "INSERT OR REPLACE INTO kind_losses VALUES (?, ?, ?, ?, ?)",
+                [(run_id, step, kind, loss, tokens) for kind, (loss, tokens) in sorted(losses.items())],
+            )
+
     def finish_run(self, run_id: str, record: RunRecord) -> None:
         with self.db:
             self.db.execute(
@@ -173,6 +194,12 @@ class MetricsDB:
                     for r in self.db.execute(
                         "SELECT step, summary FROM judgements WHERE run_id=? AND phase='step' ORDER BY step",
                         (run["run_id"],),
+                    )
+                ]
+                run["kind_losses"] = [
+                    {k: r[k] for k in ("step", "kind", "loss", "tokens")}
+                    for r in self.db.execute(
+                        "SELECT * FROM kind_losses WHERE run_id=? ORDER BY step, kind", (run["run_id"],)
                     )
                 ]
                 tok = self.db.execute(

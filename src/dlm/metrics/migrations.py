@@ -100,9 +100,32 @@ def m005_judgements(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX judgements_run ON judgements(run_id, step)")
 
 
+def m006_run_checkpoint(db: sqlite3.Connection) -> None:
+    """The folder of a run's latest complete checkpoint (`dlm.train.checkpoint`) while
+    the run can be resumed; NULL once it completes or when none was written."""
+    db.execute("ALTER TABLE runs ADD COLUMN checkpoint TEXT")
+
+
+def m007_kind_losses(db: sqlite3.Connection) -> None:
+    """Train loss per row kind (`prose`, `instruction`, `source`) over each logging
+    window ending at `step`: mean cross-entropy in nats over the window's `tokens` loss
+    tokens of that kind (`dlm.train.kind_loss`)."""
+    db.execute(
+        """CREATE TABLE kind_losses (
+            run_id TEXT NOT NULL REFERENCES runs(run_id),
+            step INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            loss REAL NOT NULL,
+            tokens INTEGER NOT NULL,
+            PRIMARY KEY (run_id, step, kind)
+        )"""
+    )
+
+
 MIGRATIONS: list[Migration] = [
     (step.__name__, step)
-    for step in (m001_runs_and_steps, m002_tokenization, m003_run_corpus, m004_heldout_loss, m005_judgements)
+    for step in (m001_runs_and_steps, m002_tokenization, m003_run_corpus, m004_heldout_loss, m005_judgements,
+                 m006_run_checkpoint, m007_kind_losses)
 ]
 
 

@@ -1,7 +1,8 @@
 """`dlm metrics DOC --plot FILE.png`: loss curves of a document's runs as a PNG.
 
 Left panel: train loss per optimizer step (raw, faint; smoothed with an exponential
-moving average, solid), the held-out loss measurements (markers at the step they
+moving average, solid), the train loss of each row kind (smoothed; dotted for prose,
+dash-dot for instruction, dashed for source, in the run's colour), the held-out loss measurements (markers at the step they
 were taken: before the first step, every `every_steps`, after the last) and, on a
 second axis, the probes' answer log-probability per token during training (triangles). Right panel:
 held-out loss before and after each run, run by run, so runs compare at a glance.
@@ -21,6 +22,7 @@ from dlm.atomic import atomic_write_bytes
 
 SMOOTHING = 0.8
 WIDTH_IN, HEIGHT_IN, DPI = 11.0, 4.2, 100
+KIND_STYLES = {"prose": ":", "instruction": "-.", "source": (0, (5, 2))}
 
 
 def ema(values: list[float], weight: float = SMOOTHING) -> list[float]:
@@ -53,6 +55,11 @@ def render_loss_plot(runs: list[dict[str, Any]], path: Path, title: str = "") ->
             xs, ys = [s["step"] for s in steps], [s["loss"] for s in steps]
             left.plot(xs, ys, color=color, alpha=0.25, linewidth=1)
             left.plot(xs, ema(ys), color=color, linewidth=2, label=f"{label} train (smoothed)")
+        for kind, style in KIND_STYLES.items():
+            points = [k for k in run.get("kind_losses") or [] if k["kind"] == kind]
+            if points:
+                left.plot([k["step"] for k in points], ema([k["loss"] for k in points]), color=color,
+                          linestyle=style, linewidth=1.5, label=f"{label} {kind}")
         evals = run.get("evals") or []
         if evals:
             left.plot([e["step"] for e in evals], [e["loss"] for e in evals], color=color,

@@ -12,7 +12,9 @@
         adapter/
             current              text file naming the current version, e.g. "v0003"
             versions/v0001/      a peft adapter folder (adapter_model.safetensors, ...)
-            .staging-<run_id>/   a version being written; never read
+            .staging-<run_id>/   a version being written; never read as an adapter
+                checkpoints/     the run's checkpoints (dlm.train.checkpoint): kept
+                                 when the run is interrupted, for `dlm train --resume`
         train.lock               held by the one `dlm train` allowed at a time
 
 Why it cannot be corrupted:
@@ -21,7 +23,8 @@ Why it cannot be corrupted:
 - an adapter is written into `.staging-<run_id>/`, renamed to `versions/vNNNN/` only
   when complete, and only then is `current` replaced (atomically). Ctrl-C or a crash
   at any point leaves the previous `current` and its folder intact; stale staging
-  folders are removed by the next train.
+  folders are removed by the next train, except by `--resume`, which continues the
+  interrupted run in its own staging folder from its latest complete checkpoint.
 """
 
 from __future__ import annotations
@@ -147,6 +150,25 @@ class Store:
         staging = self.adapter_root / f".staging-{run_id}"
         staging.mkdir()
         return staging
+
+    def staging_dirs(self) -> list[Path]:
+        """The staging folders present (at most one after any train), sorted."""
+        if not self.adapter_root.is_dir():
+            return []
+        return sorted(self.adapter_root.glob(".staging-*"))
+
+    def resume_staging_dir(self, run_id: str) -> Path:
+        """The staging folder of interrupted run `run_id`, emptied of everything but its
+        `checkpoints/`; every other staging folder is removed."""
+        keep = self.adapter_root / f".staging-{run_id}"
+        for stale in self.staging_dirs():
+            if stale != keep:
+                shutil.rmtree(stale, ignore_errors=True)
+        keep.mkdir(parents=True, exist_ok=True)
+        for path in keep.iterdir():
+            if path.name != "checkpoints":
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
+        return keep
 
     def commit_version(self, staging: Path) -> tuple[str, Path]:
         """Publish a complete adapter folder as the next version and make it current.

@@ -8,9 +8,10 @@ run trains with `use_cache` off (`packed_attention`). Precision: `LoraRun.precis
 (`dlm.train.precision`); bfloat16 is autocast, on CUDA and on CPU alike. LoRA dropout
 masks are keyed by the global micro-batch (`dlm.train.dropout`), so any number of ranks
 trains the bytes of one process accumulating the same micro-batches. Off CUDA the
-loss is the model's own cross-entropy (see `native_loss_trainer`). Checkpoints are not
-written: the adapter is saved once, at the end, by the caller, so an interrupted run
-leaves nothing half-written behind.
+loss is the model's own cross-entropy (see `native_loss_trainer`). The Trainer saves no
+checkpoint of its own accord (`save_strategy` "no"): a caller's callback asks for one
+when due and publishes it atomically (`dlm.train.checkpoint`); the adapter itself is
+saved once, at the end, by the caller.
 
 Gradient checkpointing (TRL turns it on by default) recomputes every layer's forward
 during backward to keep fewer activations: a quarter of a CPU step's compute (7.4 s
@@ -222,17 +223,20 @@ def _callback(sink: StepSink) -> Any:
 def train_lora(
     model: Any, tokenizer: Any, dataset: Any, run: LoraRun, work_dir: Path, sink: StepSink,
     trainer_cls: Any = None, callbacks: list[Any] | None = None, sequence_len: int | None = None,
+    resume_from: Path | None = None,
 ) -> LoraResult:
     """Wrap `model` with a LoRA adapter and train it on `dataset`.
 
     Args:
         model: a base causal LM (float32).
         dataset: map-style dataset of `{"input_ids", "labels"}` examples.
-        work_dir: scratch folder for the trainer (nothing is checkpointed there).
+        work_dir: scratch folder for the trainer (checkpoints are written there first).
         trainer_cls: an SFTTrainer class; default `trainer_class(<this device>)`.
         callbacks: more transformers `TrainerCallback`s (the held-out loss hook).
         sequence_len: the longest example in tokens; with it a CPU run may skip gradient
             checkpointing (`gradient_checkpointing`), without it the run checkpoints.
+        resume_from: a Trainer checkpoint folder to continue from (adapter, optimizer,
+            scheduler, RNG states and step; the Trainer skips the batches already seen).
 
     Raises:
         KeyboardInterrupt: propagated untouched so the caller can keep the store intact.
@@ -294,7 +298,7 @@ def train_lora(
                           trainer.accelerator.num_processes)
     t0 = time.perf_counter()
     with packed_attention(trainer.model):
-        output = trainer.train()
+        output = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from is not None else None)
     seconds = time.perf_counter() - t0
     return LoraResult(
         model=trainer.model,

@@ -48,6 +48,7 @@ from dlm.train.distributed import (
     rank_error_message,
     write_rank_error,
 )
+from dlm.train.checkpoint import find_resumable
 from dlm.train.launch import LaunchSpec
 
 __all__ = ["LaunchSpec", "LockMode", "NullSink", "TrainOptions", "TrainReport", "TrainSink", "train", "train_document"]
@@ -64,6 +65,7 @@ def train(
     cache_remote: str | None = None,
     nproc: int | None = None,
     launch: LaunchSpec | None = None,
+    resume: bool = False,
 ) -> TrainReport:
     """Train a new adapter version for the `.dlm` document at `path`.
 
@@ -80,6 +82,9 @@ def train(
             nothing until rank 0's report (each rank's output is in its log file).
         launch: the full `LaunchSpec` (several machines, an accelerate config); overrides
             `nproc`. Both are ignored inside a rank (`WORLD_SIZE` set by a launcher).
+        resume: continue the interrupted run from its latest checkpoint
+            (`dlm.train.checkpoint`), refused when the document, its rows or the
+            hyperparameters changed since; one process only.
 
     Returns:
         The `TrainReport` that `dlm train` renders (`--json` prints it).
@@ -92,10 +97,13 @@ def train(
     """
     doc, store = open_document(path)
     options = TrainOptions(max_steps=max_steps, use_cache=use_cache, strict_sources=strict_sources,
-                           lock_mode=lock_mode, cache_remote=cache_remote)
+                           lock_mode=lock_mode, cache_remote=cache_remote, resume=resume)
     if launch is None:
         launch = LaunchSpec(nproc or doc.frontmatter.training.nproc or 1)
     if (launch.nproc > 1 or launch.nnodes > 1) and not RankInfo.from_env().distributed:
+        if resume:
+            raise TrainingError("--resume continues a run in one process; drop --nproc/--nnodes "
+                                "(training.nproc) or start afresh without --resume")
         return launch_train(Path(path), options, launch)
     return train_document(doc, options, sink, store=store)
 
@@ -135,7 +143,9 @@ def _train_rank(doc: Document, store: Store, options: TrainOptions, sink: TrainS
     plan = make_plan(info.world_size, training.batch_size, training.gradient_accumulation_steps,
                      "cuda" if _cuda() else "cpu")
     group = RankGroup(info, plan.device)
-    run_id = run_id_for(group, str(ULID()))
+    if options.resume and info.distributed:
+        raise TrainingError("--resume continues a run in one process; start afresh without --resume")
+    run_id = find_resumable(store.staging_dirs())[0] if options.resume else run_id_for(group, str(ULID()))
     with store.train_lock() if info.is_main else nullcontext():
         run = prepare(doc, store, options, sink, group, plan, run_id, check_agreement,
                       lambda stats, waited, ready: rank_entry(info, stats, waited, ready))

@@ -71,6 +71,8 @@ class PreparedRun:
         lock: rank 0's lock step; None on the other ranks (they never write the lock).
         ranks: each rank's tokenization (`dlm.actions.training.ranks.rank_entry`).
         probes: questions scored after training and never trained on.
+        steps_reason: why the run has its steps (the recipe's line, or the key or flag).
+        resume_from: the checkpoint `--resume` continues from (None: a fresh run).
     """
 
     doc: Document
@@ -88,6 +90,8 @@ class PreparedRun:
     lock: LockStep | None
     rank: int = 0
     probes: tuple[Probe, ...] = ()
+    steps_reason: str = ""
+    resume_from: Path | None = None
 
     @property
     def training(self) -> TrainingConfig:
@@ -175,6 +179,8 @@ def prepare(doc: Document, store: Store, options: TrainOptions, sink: TrainSink,
     hyper = hyperparameters(training, options)
     share = training.instruction_share
     recipe, packing = None, training.packing
+    steps_reason = ("--max-steps" if options.max_steps is not None else
+                    "training.max_steps" if training.max_steps is not None else "training.num_epochs")
     if hyper.max_steps is None and training.num_epochs is None and len(train_rows):
         recipe = choose_recipe(train_rows, training, plan, _tokens_per_second(store), packing)
         share = share if share is not None else recipe.instruction_share
@@ -191,7 +197,8 @@ def prepare(doc: Document, store: Store, options: TrainOptions, sink: TrainSink,
             steps = recipe.max_steps or max(1, -(-len(dataset) // per_step))
         hyper = replace(hyper, max_steps=steps)
         layout = "packed blocks" if packing else "one example per row"
-        sink.on_note(f"recipe: {steps} steps ({recipe.reason}; {len(dataset)} examples, {layout})")
+        steps_reason = f"recipe: {steps} steps ({recipe.reason}; {len(dataset)} examples, {layout})"
+        sink.on_note(steps_reason)
         if recipe.warning:
             sink.on_message(recipe.warning)
     if len(dataset) == 0:
@@ -207,9 +214,30 @@ def prepare(doc: Document, store: Store, options: TrainOptions, sink: TrainSink,
     flags = _seed(hyper.seed)
     lock = _check_lock(doc, store, ref, tokenizer_sha256, corpus, hyper, share, packing, flags, options, sink,
                        plan) if info.is_main else None
+    resume_from = _resume_point(store, run_id, lock) if options.resume else None
     return PreparedRun(doc=doc, store=store, ref=ref, tokenizer=tokenizer, tokenized=tokenized, split=split,
                        dataset=dataset, hyper=hyper, run_id=run_id, files_skipped=files_skipped, plan=plan,
-                       ranks=ranks, lock=lock, rank=info.rank, probes=built.probes)
+                       ranks=ranks, lock=lock, rank=info.rank, probes=built.probes,
+                       steps_reason=steps_reason, resume_from=resume_from)
+
+
+def _resume_point(store: Store, run_id: str, lock: LockStep | None) -> Path:
+    """The latest checkpoint of interrupted run `run_id`, after checking that the
+    document, its rows and the hyperparameters are those it was started with.
+
+    Raises:
+        TrainingError: nothing to resume, or what the run is changed (one line).
+    """
+    from dlm.train.checkpoint import latest_checkpoint, resume_refusal
+
+    folder = store.adapter_root / f".staging-{run_id}" / "checkpoints"
+    found = latest_checkpoint(folder)
+    if found is None or lock is None:
+        raise TrainingError(f"nothing to resume for run {run_id}; run `dlm train` without --resume")
+    refusal = resume_refusal(folder, run_id, lock.current)
+    if refusal:
+        raise TrainingError(refusal)
+    return found
 
 
 def _seed(seed: int) -> DeterminismFlags:

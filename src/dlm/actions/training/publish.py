@@ -2,8 +2,12 @@
 adapter version and has the store record it and the lock written; any other rank only
 trains its shard and writes nothing.
 
-Ctrl-C (or a failure) before the version is committed removes the staging folder,
-marks the metrics row `interrupted` (or `failed`) and leaves the previous adapter current.
+Ctrl-C (or a failure) before the version is committed empties the staging folder but
+for the run's latest complete checkpoint (`dlm.train.checkpoint`, every
+`training.checkpoint_every`), marks the metrics row `interrupted` (or `failed`) with the
+checkpoint's folder, and leaves the previous adapter current; `dlm train --resume`
+continues from that checkpoint. Each logged step also records the train loss per row
+kind (`dlm.train.kind_loss`).
 """
 
 from __future__ import annotations
@@ -16,13 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 from dlm.actions.training.plan import PreparedRun
 from dlm.actions.training.types import NullSink, TrainReport, TrainSink
+from dlm.lock.schema import lock_to_json
 from dlm.metrics import MetricsDB, RunRecord, TokenizationRecord
 from dlm.models import load_model
 from dlm.tokenize.seam import TokenizedRows
 from dlm.train.base_score import BaseScoreMemo, eval_set_sha256, model_identity, score_key, scoring_environment
 from dlm.train.dataset import as_hf_dataset
 from dlm.train.evaluate import build_eval_set
+from dlm.train.checkpoint import checkpoint_step, latest_checkpoint, saver_callback, write_run_file
 from dlm.train.heldout import subset
+from dlm.train.kind_loss import KindLoss
 from dlm.train.lora import LoraResult, train_lora
 from dlm.train.tracking import HeldOutTracker, TokenTally, planned_tokens
 
@@ -41,44 +48,71 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
     from dlm.lock import adapter_sha256, canonicalize_adapter_dir
 
     tokenization = _tokenization(run.tokenized)
+    every = run.training.parsed_checkpoint_every
     with MetricsDB(run.store.metrics_path) as metrics:
-        metrics.start_run(run.run_id, base_model=run.ref.name, max_steps=run.hyper.max_steps,
-                          rows=len(run.tokenized), files_taken=run.tokenized.files_taken,
-                          files_skipped=run.files_skipped, heldout_rows=int(run.split.heldout.shape[0]))
+        before = _tokens_before(run.resume_from)
+        if run.resume_from is not None:
+            metrics.resume_run(run.run_id)
+            staging = run.store.resume_staging_dir(run.run_id)
+            sink.on_message(f"resuming run {run.run_id} from {run.resume_from.name}")
+        else:
+            _note_discarded(run, sink)
+            metrics.start_run(run.run_id, base_model=run.ref.name, max_steps=run.hyper.max_steps,
+                              rows=len(run.tokenized), files_taken=run.tokenized.files_taken,
+                              files_skipped=run.files_skipped, heldout_rows=int(run.split.heldout.shape[0]))
+            staging = run.store.new_staging_dir(run.run_id)
         metrics.log_tokenization(run.run_id, tokenization)
-        staging = run.store.new_staging_dir(run.run_id)
+        checkpoints = staging / "checkpoints"
         recorder = _StepRecorder(metrics, run.run_id, sink)
         tally = TokenTally()
+        kinds = KindLoss(run.dataset, run.dataset.rows.kinds)
         sink.on_plan(planned_tokens(run.dataset, run.hyper.max_steps, run.hyper.batch_size
                                     * run.hyper.gradient_accumulation_steps * run.plan.world_size,
                                     run.hyper.num_epochs))
+        callbacks = [kinds.callback(recorder.on_kind_window)]
+        if every is not None:
+            assert run.lock is not None  # rank 0 always prepares the lock
+            write_run_file(checkpoints, run.run_id, lock_to_json(run.lock.current))
+            callbacks.append(saver_callback(every, checkpoints,
+                                            lambda step, path: metrics.set_checkpoint(run.run_id, str(path))))
         try:
             model = load_model(run.ref)
             heldout = _heldout_tracker(run, metrics, sink, model)
             heldout.measure(model, "before", 0)
             probes = _probe_tracker(run, metrics)
-            callbacks = heldout.callbacks() + ([probes.callback()] if probes else [])
-            result = train_lora(model, run.tokenizer, as_hf_dataset(run.dataset, tally.on_batch),
-                                run.hyper, staging / "trainer", recorder, callbacks=callbacks,
-                                sequence_len=run.training.sequence_len)
+            hooks = kinds.attach(model)
+            try:
+                result = train_lora(model, run.tokenizer, as_hf_dataset(kinds.wrap(run.dataset), tally.on_batch),
+                                    run.hyper, staging / "trainer", recorder,
+                                    callbacks=[*callbacks, *heldout.callbacks(), *([probes.callback()] if probes else [])],
+                                    sequence_len=run.training.sequence_len, resume_from=run.resume_from)
+            finally:
+                for hook in hooks:
+                    hook.remove()
             if probes is not None and probes.restore_best(result.model, result.steps):
                 sink.on_note(f"kept the adapter of step {probes.best_step}: its answers scored best "
                              f"({probes.best_score:.3f} against {probes.scores[-1][1]:.3f} at step {result.steps})")
             heldout.measure(result.model, "after", result.steps)
             shutil.rmtree(staging / "trainer", ignore_errors=True)
+            shutil.rmtree(checkpoints, ignore_errors=True)
             result.model.save_pretrained(staging)
             canonicalize_adapter_dir(staging, base_model_name=run.ref.name)
             sha = adapter_sha256(staging)
             version, adapter_dir = run.store.commit_version(staging)
         except BaseException as exc:
-            shutil.rmtree(staging, ignore_errors=True)
+            kept = _keep_checkpoint(staging, checkpoints)
             status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-            sink.on_message(f"run {run.run_id} {status}: the previous adapter stays current")
+            where = (f"; its checkpoint at step {checkpoint_step(kept)} is kept ({kept}): "
+                     "`dlm train --resume` continues it") if kept else ""
+            sink.on_message(f"run {run.run_id} {status} at step {recorder.last_step}: the previous adapter "
+                            f"stays current{where}")
             metrics.finish_run(run.run_id, RunRecord(status, recorder.last_step, None, None, None))
+            metrics.set_checkpoint(run.run_id, str(kept) if kept else None)
             raise
+        rate = _rate(result, before)
         metrics.finish_run(run.run_id, RunRecord(
-            "completed", result.steps, result.train_loss, result.tokens_per_second, version,
-            result.tokens_seen, tally.fraction))
+            "completed", result.steps, result.train_loss, rate, version, result.tokens_seen, tally.fraction))
+        metrics.set_checkpoint(run.run_id, None)
     run.store.record_adapter(version=version, run_id=run.run_id, adapter_sha256=sha, base_model=run.ref.name,
                              base_model_revision=run.ref.revision, document_path=run.doc.path)
     assert run.lock is not None  # rank 0 always prepares the lock
@@ -87,9 +121,52 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
     evaluation = _judge(run, result.model, version, sink)
     if evaluation is not None:
         warnings += evaluation["warnings"]
-    return build_report(run, result, version=version, adapter_dir=str(adapter_dir), sha=sha,
-                        warnings=warnings, heldout=heldout.summary(), real_token_fraction=tally.fraction,
-                        evaluation=evaluation, loss_tokens=tally.loss_tokens)
+    report = build_report(run, result, version=version, adapter_dir=str(adapter_dir), sha=sha,
+                          warnings=warnings, heldout=heldout.summary(), real_token_fraction=tally.fraction,
+                          evaluation=evaluation, loss_tokens=tally.loss_tokens)
+    report.resumed_from = str(run.resume_from) if run.resume_from is not None else None
+    report.tokens_per_second = rate
+    report.kind_losses = recorder.last_kinds
+    return report
+
+
+def _tokens_before(resumed_from: Path | None) -> int:
+    """Tokens the run had seen at the checkpoint it resumes from (0 for a fresh run)."""
+    import json
+
+    if resumed_from is None:
+        return 0
+    state = json.loads((resumed_from / "trainer_state.json").read_text())
+    return int(state.get("num_input_tokens_seen") or 0)
+
+
+def _rate(result: LoraResult, before: int) -> float | None:
+    """Tokens per second of the training done in this process: a resumed Trainer counts
+    the tokens seen before its checkpoint too (`before`), but its clock starts at the resume."""
+    return (result.tokens_seen - before) / result.seconds if result.seconds > 0 else None
+
+
+def _keep_checkpoint(staging: Path, checkpoints: Path) -> Path | None:
+    """After a failed or interrupted run: keep the latest complete checkpoint and remove
+    the rest of `staging` (the whole folder when there is none)."""
+    kept = latest_checkpoint(checkpoints)
+    if kept is None:
+        shutil.rmtree(staging, ignore_errors=True)
+        return None
+    for path in staging.iterdir():
+        if path != checkpoints:
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
+    return kept
+
+
+def _note_discarded(run: PreparedRun, sink: TrainSink) -> None:
+    """Say so when a fresh run is about to remove an interrupted run's checkpoint."""
+    for staging in run.store.staging_dirs():
+        found = latest_checkpoint(staging / "checkpoints")
+        if found is not None:
+            sink.on_message(f"starting afresh: the checkpoint of interrupted run {staging.name[len('.staging-'):]} "
+                            f"(step {checkpoint_step(found)}) is discarded; `dlm train --resume` would have "
+                            "continued it")
 
 
 def _judge(run: PreparedRun, model: Any, version: str, sink: TrainSink) -> dict[str, Any] | None:
@@ -199,10 +276,17 @@ def _probe_tracker(run: PreparedRun, metrics: MetricsDB) -> ProbeTracker | None:
 
 
 class _StepRecorder:
-    """Writes each logged step to metrics and forwards it to the user's sink."""
+    """Writes each logged step (and its loss per row kind) to metrics and forwards it
+    to the user's sink."""
 
     def __init__(self, metrics: MetricsDB, run_id: str, sink: TrainSink) -> None:
         self.metrics, self.run_id, self.sink, self.last_step = metrics, run_id, sink, 0
+        self.last_kinds: dict[str, float] | None = None
+
+    def on_kind_window(self, step: int, losses: dict[str, tuple[float, int]]) -> None:
+        self.metrics.log_kind_losses(self.run_id, step, losses)
+        self.last_kinds = {kind: loss for kind, (loss, _) in losses.items()}
+        self.sink.on_kind_loss(step, self.last_kinds)
 
     def on_train_start(self, total_steps: int) -> None:
         self.sink.on_train_start(total_steps)

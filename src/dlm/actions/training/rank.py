@@ -42,6 +42,9 @@ class _LogSink:
     def on_eval(self, phase: str, step: int, result: object) -> None:
         pass
 
+    def on_kind_loss(self, step: int, losses: dict[str, float]) -> None:
+        pass
+
 
 def main(argv: list[str]) -> int:
     """Run one rank; returns the exit code (module docstring)."""

@@ -25,6 +25,7 @@ class TrainOptions:
     strict_sources: bool = False
     lock_mode: LockMode | None = None  # None means the default mode
     cache_remote: str | None = None  # overrides $DLM_CACHE_REMOTE and training.cache.remote
+    resume: bool = False  # continue the interrupted run from its latest checkpoint
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values (the lock mode by its value)."""
@@ -39,7 +40,7 @@ class TrainOptions:
         return cls(max_steps=data.get("max_steps"), use_cache=bool(data.get("use_cache", True)),
                    strict_sources=bool(data.get("strict_sources", False)),
                    lock_mode=LockMode(mode) if mode is not None else None,
-                   cache_remote=data.get("cache_remote"))
+                   cache_remote=data.get("cache_remote"), resume=bool(data.get("resume", False)))
 
 
 class TrainSink(StepSink, Progress, Protocol):
@@ -57,6 +58,10 @@ class TrainSink(StepSink, Progress, Protocol):
 
     def on_eval(self, phase: str, step: int, result: Any) -> None:
         """A held-out loss measurement (`dlm.train.evaluate.EvalResult`)."""
+
+    def on_kind_loss(self, step: int, losses: dict[str, float]) -> None:
+        """Train loss per row kind (nats per loss token) over the window ending at
+        `step`, just before that step's `on_step`."""
 
 
 class NullSink(NullProgress):
@@ -78,6 +83,9 @@ class NullSink(NullProgress):
         pass
 
     def on_eval(self, phase: str, step: int, result: Any) -> None:
+        pass
+
+    def on_kind_loss(self, step: int, losses: dict[str, float]) -> None:
         pass
 
 
@@ -114,3 +122,5 @@ class TrainReport:
     distributed: dict[str, Any] | None = None
     rank: int = 0  # the rank that returned this report; only rank 0's names an adapter
     evaluation: dict[str, Any] | None = None  # the probe report (`dlm.judge.report.EvalReport`)
+    resumed_from: str | None = None  # the checkpoint folder a `--resume` continued from
+    kind_losses: dict[str, float] | None = None  # last logged train loss per row kind

@@ -1,0 +1,108 @@
+"""`dlm train --dry-run`: what a run would do and how long it would take, measured, with
+nothing written to the store.
+
+The plan is `prepare`'s (the same rows, examples, steps and lock check as `dlm train`),
+with the tokenized-section cache bypassed so the store is not touched. The time is
+measured, not estimated from a table: the base model is loaded and trained for
+`MEASURED_STEPS` real optimizer steps in a temporary folder; the first step carries
+one-off costs (allocation, kernel selection), so the rate is the last step's tokens per
+second, and the ETA is the run's planned tokens at that rate. Held-out scoring and the
+probe report after training are not included.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from dlm.actions.common import DocPath, open_document
+from dlm.actions.training.plan import prepare
+from dlm.actions.training.ranks import check_agreement, rank_entry
+from dlm.actions.training.types import NullSink, TrainOptions, TrainSink
+from dlm.errors import TrainingError
+from dlm.train.distributed import RankGroup, RankInfo, make_plan
+
+MEASURED_STEPS = 2
+
+
+@dataclass(frozen=True)
+class DryRunReport:
+    """A run's plan and its measured duration (`dlm train --dry-run --json`).
+
+    Attributes:
+        steps: optimizer steps the run would take; `steps_reason` says who chose them.
+        examples: training examples (windows or packed blocks).
+        planned_tokens: tokens the run would process, padding excluded.
+        seconds_per_step: wall-clock seconds of the last measured step.
+        tokens_per_second: that step's rate (padding excluded).
+        eta_seconds: `planned_tokens / tokens_per_second`, training steps only.
+        measured_steps: real steps timed on this machine to get the rate.
+    """
+
+    steps: int
+    steps_reason: str
+    examples: int
+    planned_tokens: int
+    seconds_per_step: float
+    tokens_per_second: float | None
+    eta_seconds: float
+    device: str
+    measured_steps: int = MEASURED_STEPS
+    measured: bool = True
+
+
+class _StepTimes(NullSink):
+    def __init__(self) -> None:
+        self.seen: list[tuple[float, int]] = []  # (seconds since start, tokens seen) per step
+
+    def on_step(self, step: int, loss: Any = None, tokens_per_second: Any = None, learning_rate: Any = None,
+                tokens_seen: int = 0, seconds: float = 0.0) -> None:
+        self.seen.append((seconds, tokens_seen))
+
+
+def dry_run(path: DocPath, options: TrainOptions = TrainOptions(), sink: TrainSink | None = None) -> DryRunReport:
+    """Plan the run of the document at `path` and time `MEASURED_STEPS` real steps
+    (module docstring); the store is not written.
+
+    Raises:
+        DocError, BaseModelError, SourceError, LockValidationError, TrainingError: as
+            `dlm train` would before training.
+    """
+    from dlm.models import load_model
+    from dlm.train.dataset import as_hf_dataset
+    import torch
+
+    from dlm.train.lora import train_lora
+    from dlm.train.tracking import planned_tokens
+
+    sink = sink or NullSink()
+    doc, store = open_document(path)
+    training = doc.frontmatter.training
+    info = RankInfo.from_env()
+    plan = make_plan(1, training.batch_size, training.gradient_accumulation_steps,
+                     "cuda" if torch.cuda.is_available() else "cpu")
+    group = RankGroup(info, plan.device)
+    run = prepare(doc, store, replace(options, use_cache=False, resume=False), sink, group, plan, "dry-run",
+                  check_agreement, lambda stats, waited, ready: rank_entry(info, stats, waited, ready))
+    steps = run.hyper.max_steps
+    per_step = run.hyper.batch_size * run.hyper.gradient_accumulation_steps
+    if steps is None:  # num_epochs: whole passes over the examples
+        steps = max(1, int(-(-len(run.dataset) * run.hyper.num_epochs // per_step)))
+    planned = planned_tokens(run.dataset, run.hyper.max_steps, per_step, run.hyper.num_epochs)
+    times = _StepTimes()
+    sink.on_note(f"measuring {MEASURED_STEPS} real steps on this machine")
+    with tempfile.TemporaryDirectory(prefix="dlm-dry-run-") as scratch:
+        train_lora(load_model(run.ref), run.tokenizer, as_hf_dataset(run.dataset),
+                   replace(run.hyper, max_steps=MEASURED_STEPS), Path(scratch), times,
+                   sequence_len=training.sequence_len)
+    if len(times.seen) < MEASURED_STEPS:
+        raise TrainingError("dry run: the measured steps did not complete; run `dlm train` to see why")
+    (t1, n1), (t2, n2) = times.seen[-2], times.seen[-1]
+    seconds = max(t2 - t1, 1e-9)
+    rate = (n2 - n1) / seconds if n2 > n1 else None
+    eta = planned / rate if rate else seconds * steps
+    return DryRunReport(steps=steps, steps_reason=run.steps_reason, examples=len(run.dataset),
+                        planned_tokens=planned, seconds_per_step=seconds, tokens_per_second=rate,
+                        eta_seconds=eta, device=plan.device)

@@ -1,0 +1,46 @@
+"""`dlm train --dry-run`: the recipe's steps with its reason, tokens and a measured ETA,
+and nothing written to the store."""
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from dlm.cli.main import app
+from dlm.store import open_store
+
+DOC = """---
+dlm_id: 01JD7Z8K2M4N6P8Q0R2S4T6V8W
+base_model: smollm2-135m
+training:
+  batch_size: 1
+  sequence_len: 48
+  eval:
+    judge: false
+    fraction: 0
+---
+
+# Ferries
+
+The ferry to Quindle leaves at dawn every Tuesday and carries forty passengers.
+
+::instruction::
+
+### Q
+Who is the captain?
+
+### A
+Marrow.
+"""
+
+
+def test_dry_run_prints_the_plan_with_a_measured_eta_and_writes_nothing(tmp_path: Path, smollm2_ref):
+    path = tmp_path / "doc.dlm"
+    path.write_text(DOC)
+    result = CliRunner().invoke(app, ["train", str(path), "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["steps_reason"].startswith("recipe: ") and f"{plan['steps']} steps" in plan["steps_reason"]
+    assert plan["measured"] and plan["measured_steps"] == 2 and plan["eta_seconds"] > 0
+    assert plan["planned_tokens"] > 0 and plan["examples"] > 0
+    assert not open_store("01JD7Z8K2M4N6P8Q0R2S4T6V8W").root.exists()
