@@ -105,6 +105,7 @@ class PackedDataset:
 
     def __init__(self, rows: TokenizedRows, sequence_len: int, instruction_share: float | None = None) -> None:
         self.sequence_len = sequence_len
+        self.rows = rows
         self.windows = WindowDataset(rows, sequence_len)
         lengths = self.windows.stop - self.windows.start
         is_instruction = _instruction_rows(rows)[self.windows.row]

@@ -55,11 +55,12 @@ class KindLoss:
         if hasattr(ds, "row"):
             n = int(ds.stop[i] - ds.start[i])
             return np.full(n, self.row_kind[int(ds.row[i])], dtype=np.int64)
-        if hasattr(ds, "offsets") and hasattr(ds, "order"):
-            a = i * ds.sequence_len
-            positions = np.arange(a, min(a + ds.sequence_len, ds.total))
-            rows = ds.order[np.searchsorted(ds.offsets, positions, side="right") - 1]
-            return self.row_kind[rows]
+        if hasattr(ds, "windows") and hasattr(ds, "block_start"):  # a packed block of whole windows
+            b = int(ds.order[i])
+            members = ds.members[ds.block_start[b]:ds.block_start[b + 1]]
+            w = ds.windows
+            return np.concatenate([np.full(int(w.stop[m] - w.start[m]), self.row_kind[int(w.row[m])], dtype=np.int64)
+                                   for m in members]) if len(members) else np.zeros(0, np.int64)
         return None
 
     def wrap(self, dataset: Any) -> Any:
