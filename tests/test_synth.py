@@ -289,6 +289,7 @@ training:
   synth:
     enabled: {enabled}
     probe_share: 0.3
+  recast: false  # only the synth pairs beside the document's own rows
   sources:
     - path: src
       include: ["**/*.py"]

@@ -37,7 +37,8 @@ def test_minimal_document_takes_every_default() -> None:
     assert fm.dlm_id == ID and fm.dlm_version == 1 and fm.base_model == "smollm2-135m"
     assert fm.system_prompt is None
     assert fm.training == TrainingConfig()
-    assert fm.training.target_modules == ["q_proj", "k_proj", "v_proj", "o_proj"]
+    assert fm.training.target_modules == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    assert fm.training.learning_rate == 1e-3 and fm.training.budget is None and fm.training.recast
     assert fm.training.cache == CacheConfig(
         enabled=True, max_bytes=10 * 2**30, prune_older_than_days=90
     )

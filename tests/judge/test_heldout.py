@@ -100,4 +100,5 @@ def test_the_determinism_golden_document_holds_nothing_out(smollm2_tokenizer):
     doc = load_document(REPO / "tests/golden/determinism/golden.dlm")
     rows = PlainRowTokenizer(smollm2_tokenizer, "sha256:x").tokenize(build_rows(doc, smollm2_tokenizer).rows)
     split = split_rows(rows, doc.frontmatter.training.eval.fraction, doc.frontmatter.training.eval.max_rows)
-    assert split.heldout.shape[0] == 0 and split.train.shape[0] == len(rows) == 4
+    # 2 prose sections, 2 Q/A pairs, 4 prose sentences recast as pairs
+    assert split.heldout.shape[0] == 0 and split.train.shape[0] == len(rows) == 8
