@@ -30,7 +30,7 @@ from pathlib import Path
 from ulid import ULID
 
 from dlm.actions.common import DocPath, open_document
-from dlm.actions.training.plan import prepare
+from dlm.actions.training.plan import prepare, resolve_base
 from dlm.actions.training.publish import train_and_publish, train_as_peer
 from dlm.actions.training.ranks import check_agreement, launch_train, rank_entry, run_id_for, write_report
 from dlm.actions.training.types import NullSink, TrainOptions, TrainReport, TrainSink
@@ -140,6 +140,7 @@ def train_document(doc: Document, options: TrainOptions = TrainOptions(), sink: 
 
 def _train_rank(doc: Document, store: Store, options: TrainOptions, sink: TrainSink, info: RankInfo) -> TrainReport:
     training = doc.frontmatter.training
+    ref = resolve_base(doc)  # before the process group starts (see resolve_base)
     plan = make_plan(info.world_size, training.batch_size, training.gradient_accumulation_steps,
                      "cuda" if _cuda() else "cpu")
     group = RankGroup(info, plan.device)
@@ -147,7 +148,7 @@ def _train_rank(doc: Document, store: Store, options: TrainOptions, sink: TrainS
         raise TrainingError("--resume continues a run in one process; start afresh without --resume")
     run_id = find_resumable(store.staging_dirs())[0] if options.resume else run_id_for(group, str(ULID()))
     with store.train_lock() if info.is_main else nullcontext():
-        run = prepare(doc, store, options, sink, group, plan, run_id, check_agreement,
+        run = prepare(doc, store, ref, options, sink, group, plan, run_id, check_agreement,
                       lambda stats, waited, ready: rank_entry(info, stats, waited, ready))
         report = train_and_publish(run, sink) if info.is_main else train_as_peer(run)
     if os.environ.get(REPORT_ENV) and info.local_rank == 0:  # each machine's launcher reads its own

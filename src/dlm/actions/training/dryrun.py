@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dlm.actions.common import DocPath, open_document
-from dlm.actions.training.plan import prepare
+from dlm.actions.training.plan import prepare, resolve_base
 from dlm.actions.training.ranks import check_agreement, rank_entry
 from dlm.actions.training.types import NullSink, TrainOptions, TrainSink
 from dlm.errors import TrainingError
@@ -84,7 +84,8 @@ def dry_run(path: DocPath, options: TrainOptions = TrainOptions(), sink: TrainSi
     plan = make_plan(1, training.batch_size, training.gradient_accumulation_steps,
                      "cuda" if torch.cuda.is_available() else "cpu")
     group = RankGroup(info, plan.device)
-    run = prepare(doc, store, replace(options, use_cache=False, resume=False), sink, group, plan, "dry-run",
+    run = prepare(doc, store, resolve_base(doc), replace(options, use_cache=False, resume=False), sink, group, plan,
+                  "dry-run",
                   check_agreement, lambda stats, waited, ready: rank_entry(info, stats, waited, ready))
     steps = run.hyper.max_steps
     per_step = run.hyper.batch_size * run.hyper.gradient_accumulation_steps

@@ -141,7 +141,21 @@ def cache_run_id(info: RankInfo, run_id: str) -> str:
     return run_id if info.is_main else f"{run_id}-r{info.rank}"
 
 
-def prepare(doc: Document, store: Store, options: TrainOptions, sink: TrainSink, group: RankGroup,
+def resolve_base(doc: Document) -> BaseModelRef:
+    """Check every document-level input (`dlm.rows.build.check_inputs`), then resolve the
+    base model, materializing an alias on first use. Call it before the ranks' process
+    group starts: under torch.distributed, transformers' `save_pretrained` writes on rank 0
+    only, so a rank that won the race to materialize would leave an empty folder.
+
+    Raises:
+        SourceError, BaseModelError: naming `path:line:col` of the value at fault.
+    """
+    check_inputs(doc)
+    return resolve_base_model(doc.frontmatter.base_model, relative_to=doc.path.parent if doc.path else None)
+
+
+def prepare(doc: Document, store: Store, ref: BaseModelRef, options: TrainOptions, sink: TrainSink,
+            group: RankGroup,
             plan: DistPlan, run_id: str,
             agree: Callable[[RankGroup, dict[str, Any]], None],
             rank_entry: Callable[[Any, float, float], dict[str, Any]]) -> PreparedRun:
@@ -158,9 +172,7 @@ def prepare(doc: Document, store: Store, options: TrainOptions, sink: TrainSink,
     from dlm.tokenize.deferred import deferred_tokenizer
 
     info, training = group.info, doc.frontmatter.training
-    check_inputs(doc)  # every document-level input, before any model is loaded or converted
     base_dir = doc.path.parent if doc.path else None
-    ref = resolve_base_model(doc.frontmatter.base_model, relative_to=base_dir)
     deferred, tokenizer_sha256 = deferred_tokenizer(ref)  # the fingerprint from the memo when unchanged
     tokenizer = deferred.load()
 
