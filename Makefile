@@ -62,7 +62,8 @@ test: $(STAMP) $(CONVERTER)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check --select F,E9 src tests scripts benchmarks
+	$(BIN)/ruff format --check src tests scripts benchmarks
+	$(BIN)/ruff check src tests scripts benchmarks
 	$(BIN)/mypy
 
 # The llama.cpp runtime (llama-cpp-python has no Linux wheel on PyPI): built once from the

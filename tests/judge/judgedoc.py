@@ -31,6 +31,7 @@ training:
   sequence_len: 64
   max_steps: {max_steps}
   recast: false
+  packing: false  # one window per row: the held-out counts below are in rows
   eval:
     judge: false
     fraction: {fraction}

@@ -37,9 +37,9 @@ from torch import nn
 class MicroBatchClock:
     """The global index of the micro-batch being trained (module docstring)."""
 
-    def __init__(self, rank: int = 0, world_size: int = 1) -> None:
+    def __init__(self, rank: int = 0, world_size: int = 1, forwards: int = 0) -> None:
         self.rank, self.world_size = rank, world_size
-        self.forwards = 0  # training forwards begun on this process
+        self.forwards = forwards  # training forwards begun on this process (a resumed run: before it too)
         self.index = -1
 
     def tick(self) -> None:
@@ -74,17 +74,19 @@ def mask_key(seed: int, micro_batch: int, module_index: int) -> int:
     return int.from_bytes(digest, "little") & (2**63 - 1)
 
 
-def install_keyed_dropout(model: nn.Module, seed: int, rank: int = 0, world_size: int = 1) -> int:
+def install_keyed_dropout(model: nn.Module, seed: int, rank: int = 0, world_size: int = 1, forwards: int = 0) -> int:
     """Swap every `nn.Dropout` inside a peft model's `lora_dropout` dicts for a
     `KeyedDropout` of the same `p` and count training forwards on `model`.
 
-    Consumes no random numbers, so the adapter's initialization is untouched.
+    Consumes no random numbers, so the adapter's initialization is untouched. `forwards`:
+    the training forwards this process made before (a run resumed from a checkpoint
+    continues the masks where it stopped).
 
     Returns:
         The number of dropout modules replaced (0 when `lora_dropout` is 0: peft then
         uses `nn.Identity` and nothing needs keying).
     """
-    clock = MicroBatchClock(rank, world_size)
+    clock = MicroBatchClock(rank, world_size, forwards)
     replaced = 0
     for name, module in sorted(model.named_modules(), key=lambda item: item[0]):
         if not name.endswith("lora_dropout") or not isinstance(module, nn.ModuleDict):

@@ -24,6 +24,7 @@ memory (`gradient_checkpointing`); on an accelerator, where memory is scarce, it
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import warnings
@@ -294,14 +295,22 @@ def train_lora(
         )
     # stdout belongs to the command (`--json`); progress goes through `sink`
     trainer.remove_callback(PrinterCallback)
+    done = 0  # micro-batches this process trained before the checkpoint it resumes from
+    if resume_from is not None:
+        state = json.loads((Path(resume_from) / "trainer_state.json").read_text(encoding="utf-8"))
+        done = int(state.get("global_step") or 0) * run.gradient_accumulation_steps
     install_keyed_dropout(trainer.model, run.seed, trainer.accelerator.process_index,
-                          trainer.accelerator.num_processes)
+                          trainer.accelerator.num_processes, forwards=done)
     t0 = time.perf_counter()
     with packed_attention(trainer.model):
         output = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from is not None else None)
     seconds = time.perf_counter() - t0
+    from accelerate.utils import extract_model_from_parallel
+
     return LoraResult(
-        model=trainer.model,
+        # without accelerate's mixed-precision wrapper: the trained model is scored (held-out
+        # loss, probes) in float32 exactly as a reload of the saved adapter would be
+        model=extract_model_from_parallel(trainer.model, keep_fp32_wrapper=False),
         steps=int(trainer.state.global_step),
         train_loss=float(output.training_loss) if output.training_loss is not None else None,
         tokens_seen=int(trainer.state.num_input_tokens_seen or 0),
