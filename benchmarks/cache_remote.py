@@ -43,9 +43,9 @@ from section_cache import corpus as bench_corpus
 from dlm.cache import CachedRowTokenizer
 from dlm.cache.schema import connect
 from dlm.models import load_tokenizer, resolve_base_model
+from dlm.rows.types import RowSet
 from dlm.rows.walk import walk_sources
 from dlm.tokenize.fingerprint import tokenizer_sha256
-from dlm.rows.types import RowSet
 
 
 def free_port() -> int:
@@ -57,10 +57,17 @@ def free_port() -> int:
 def start_s3(work: Path) -> tuple[subprocess.Popen, str]:
     """moto's S3 server in its own process; returns it and a fresh bucket URL."""
     port = free_port()
-    server = subprocess.Popen([str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1",
-                      AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}")
+    server = subprocess.Popen(
+        [str(Path(sys.executable).with_name("moto_server")), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="bench",
+        AWS_SECRET_ACCESS_KEY="bench",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}",
+    )
     import s3fs
 
     for _ in range(100):
@@ -78,18 +85,38 @@ def ready(corpus: Any, home: Path, tok: Any, sha: str, doc: str, remote: str | N
     walk = walk_sources([corpus], Path("."))
     # as `dlm train` does: the home's other documents' state folders are siblings
     siblings = sorted(p for p in home.glob("*") if p.is_dir() and p.name not in (doc, "store"))
-    cached = CachedRowTokenizer(home / doc, tok, sha, max_bytes=100 << 30, run_id=run_id,
-                                store_dir=home / "store", doc_id=doc, remote=remote, sibling_dirs=siblings)
+    cached = CachedRowTokenizer(
+        home / doc,
+        tok,
+        sha,
+        max_bytes=100 << 30,
+        run_id=run_id,
+        store_dir=home / "store",
+        doc_id=doc,
+        remote=remote,
+        sibling_dirs=siblings,
+    )
     rows = cached.tokenize(RowSet([], walk.files))
     seconds = time.perf_counter() - start
     rep = cached.last_report
     assert rep is not None
-    out = {"s": seconds, "rows": len(rows), "hits": rows.stats.cache_hits, "misses": rows.stats.cache_misses,
-           "admitted": rep.admitted, "warnings": rep.warnings}
+    out = {
+        "s": seconds,
+        "rows": len(rows),
+        "hits": rows.stats.cache_hits,
+        "misses": rows.stats.cache_misses,
+        "admitted": rep.admitted,
+        "warnings": rep.warnings,
+    }
     if rep.remote:
         pulled, pushed = rep.remote
-        out.update(pulled_bytes=pulled.bytes, pulled_entries=pulled.entries, pull_s=pulled.seconds,
-                   pushed_bytes=pushed.bytes, push_s=pushed.seconds)
+        out.update(
+            pulled_bytes=pulled.bytes,
+            pulled_entries=pulled.entries,
+            pull_s=pulled.seconds,
+            pushed_bytes=pushed.bytes,
+            push_s=pushed.seconds,
+        )
     return out
 
 
@@ -103,8 +130,11 @@ def main() -> None:
     parser.add_argument("--stdlib", action="store_true", help="the standard library instead of Linux")
     parser.add_argument("--linux-root", type=Path, help="the unpacked linux-source-6.1 folder")
     parser.add_argument("--linux-max-file-bytes", type=int, default=8192)
-    parser.add_argument("--reuse-cold", action="store_true",
-                        help="keep home A and the folder remote of the previous run (skip the cold encode)")
+    parser.add_argument(
+        "--reuse-cold",
+        action="store_true",
+        help="keep home A and the folder remote of the previous run (skip the cold encode)",
+    )
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     corpus = bench_corpus("stdlib", None) if args.stdlib else bench_corpus("linux", args.linux_root)
@@ -118,8 +148,9 @@ def main() -> None:
     res: dict[str, Any] = {"corpus": name}
     if args.reuse_cold and previous.exists() and (base / "A").is_dir():
         old = json.loads(previous.read_text())
-        res.update(cold=old["cold"], push_folder_s=old["push_folder_s"], pushed_bytes=old["pushed_bytes"],
-                   cold_reused=True)
+        res.update(
+            cold=old["cold"], push_folder_s=old["push_folder_s"], pushed_bytes=old["pushed_bytes"], cold_reused=True
+        )
         for home in ("B", "C"):
             shutil.rmtree(base / home, ignore_errors=True)
         shutil.rmtree(base / "A" / "doc2", ignore_errors=True)
@@ -161,24 +192,43 @@ def main() -> None:
 
 def table(r: dict) -> str:
     rows = [
-        ("cold: empty store, empty folder remote (encode everything, push)", r["cold"]["s"],
-         f"{r['cold']['admitted']:,} entries stored"),
+        (
+            "cold: empty store, empty folder remote (encode everything, push)",
+            r["cold"]["s"],
+            f"{r['cold']['admitted']:,} entries stored",
+        ),
         ("push to folder remote (in cold run)", r["push_folder_s"], f"{r['pushed_bytes']:,} bytes"),
         ("push to S3 (moto) remote", r["push_s3_s"], ""),
     ]
-    for key, label in (("fresh_folder", "fresh home + warm folder remote"), ("fresh_s3", "fresh home + warm S3 remote")):
+    for key, label in (
+        ("fresh_folder", "fresh home + warm folder remote"),
+        ("fresh_s3", "fresh home + warm S3 remote"),
+    ):
         x = r[key]
-        rows.append((label, x["s"], f"{x['pulled_bytes']:,} bytes pulled in {x['pull_s']:.2f} s "
-                     f"({x['rate_mb_s']:.1f} MB/s); {x['without_pull_s']:.2f} s without the pull; "
-                     f"{x['misses']} misses"))
+        rows.append(
+            (
+                label,
+                x["s"],
+                f"{x['pulled_bytes']:,} bytes pulled in {x['pull_s']:.2f} s "
+                f"({x['rate_mb_s']:.1f} MB/s); {x['without_pull_s']:.2f} s without the pull; "
+                f"{x['misses']} misses",
+            )
+        )
     rows += [
         ("warm (same home, same document)", r["warm"]["s"], f"{r['warm']['misses']} misses"),
-        ("second document, same tree, same home", r["second_doc"]["s"],
-         f"{r['second_doc_new_entries']} new entries, {r['second_doc']['misses']} misses"),
+        (
+            "second document, same tree, same home",
+            r["second_doc"]["s"],
+            f"{r['second_doc_new_entries']} new entries, {r['second_doc']['misses']} misses",
+        ),
         ("second document, warm", r["second_doc_warm"]["s"], ""),
     ]
-    lines = [f"corpus: {r['corpus']}, {r['cold']['rows']:,} rows", "",
-             "| run | seconds to dataset ready | x cold | notes |", "|---|---|---|---|"]
+    lines = [
+        f"corpus: {r['corpus']}, {r['cold']['rows']:,} rows",
+        "",
+        "| run | seconds to dataset ready | x cold | notes |",
+        "|---|---|---|---|",
+    ]
     cold = r["cold"]["s"]
     lines += [f"| {label} | {s:.2f} | {cold / s:.1f}x | {note} |" for label, s, note in rows]
     return "\n".join(lines)

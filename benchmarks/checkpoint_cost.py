@@ -60,11 +60,26 @@ def main() -> None:
     ref = resolve_base_model("smollm2-135m")
     tokenizer = load_tokenizer(ref)
     data = [np.random.default_rng(i).integers(3, 40000, 128).astype(np.uint16) for i in range(64)]
-    rows = TokenizedRows(lengths=np.full(64, 128), n_prompt=np.zeros(64, np.int32), keys=[""] * 64,
-                         read=lambda i: data[i], kinds=["prose"] * 64)
+    rows = TokenizedRows(
+        lengths=np.full(64, 128),
+        n_prompt=np.zeros(64, np.int32),
+        keys=[""] * 64,
+        read=lambda i: data[i],
+        kinds=["prose"] * 64,
+    )
     dataset = WindowDataset(rows, 128)
-    run = LoraRun(lora_r=8, lora_alpha=16, lora_dropout=0.05, target_modules=ALL_LINEAR, learning_rate=1e-3,
-                  max_steps=args.steps + 1, num_epochs=1.0, batch_size=4, gradient_accumulation_steps=1, seed=42)
+    run = LoraRun(
+        lora_r=8,
+        lora_alpha=16,
+        lora_dropout=0.05,
+        target_modules=ALL_LINEAR,
+        learning_rate=1e-3,
+        max_steps=args.steps + 1,
+        num_epochs=1.0,
+        batch_size=4,
+        gradient_accumulation_steps=1,
+        seed=42,
+    )
     clock = Clock()
     sizes: list[int] = []
     with tempfile.TemporaryDirectory() as scratch:
@@ -75,8 +90,16 @@ def main() -> None:
 
         # the clock's on_save runs after the saver's, so it includes the publication
         saver = saver_callback(Every(steps=1), folder, saved)
-        train_lora(load_model(ref), tokenizer, as_hf_dataset(dataset), run, Path(scratch) / "trainer", Quiet(),
-                   callbacks=[saver, clock], sequence_len=128)
+        train_lora(
+            load_model(ref),
+            tokenizer,
+            as_hf_dataset(dataset),
+            run,
+            Path(scratch) / "trainer",
+            Quiet(),
+            callbacks=[saver, clock],
+            sequence_len=128,
+        )
     step, save = statistics.median(clock.compute[1:]), statistics.median(clock.saving)
     print(f"steps timed: {len(clock.compute) - 1} (after the first), checkpoints: {len(clock.saving)}")
     print(f"compute per step   {step:8.2f} s")

@@ -76,9 +76,13 @@ def child_env(config: str, home: Path, models: Path, threads: int) -> dict[str, 
     env = {k: v for k, v in os.environ.items() if k not in ISA_VARS}
     env.update(CONFIGS[config])
     env.update(
-        DLM_HOME=str(home), DLM_MODELS_DIR=os.environ.get("DLM_MODELS_DIR", str(models)),
-        HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONHASHSEED="1",
-        OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+        DLM_HOME=str(home),
+        DLM_MODELS_DIR=os.environ.get("DLM_MODELS_DIR", str(models)),
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONHASHSEED="1",
+        OMP_NUM_THREADS=str(threads),
+        MKL_NUM_THREADS=str(threads),
     )
     return env
 
@@ -91,15 +95,20 @@ def train_once(doc: Path, env: dict[str, str], steps: int | None) -> dict:
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-    out = json.loads(proc.stdout[proc.stdout.index("{"):])
+    out = json.loads(proc.stdout[proc.stdout.index("{") :])
     store = Path(env["DLM_HOME"]) / "store" / out["dlm_id"]
     with sqlite3.connect(store / "metrics.sqlite") as db:
-        cumulative = [s for (s,) in db.execute(
-            "SELECT seconds FROM steps WHERE run_id = ? ORDER BY step", (out["run_id"],))]
-    per_step = [b - a for a, b in zip(cumulative, cumulative[1:])]  # leaves out step 1 (warm-up)
+        cumulative = [
+            s for (s,) in db.execute("SELECT seconds FROM steps WHERE run_id = ? ORDER BY step", (out["run_id"],))
+        ]
+    per_step = [b - a for a, b in zip(cumulative, cumulative[1:], strict=False)]  # leaves out step 1 (warm-up)
     capability = json.loads((store / "dlm.lock").read_text())["cpu_capability"]
-    return {"adapter_sha256": out["adapter_sha256"], "per_step": per_step, "capability": capability,
-            "loss": out.get("train_loss")}
+    return {
+        "adapter_sha256": out["adapter_sha256"],
+        "per_step": per_step,
+        "capability": capability,
+        "loss": out.get("train_loss"),
+    }
 
 
 def main() -> None:
@@ -128,15 +137,29 @@ def main() -> None:
             for config in configs if r % 2 == 0 else list(reversed(configs)):
                 env = child_env(config, tmpdir / f"home-{config}-{r}", tmpdir / "models", args.threads)
                 res = train_once(doc.resolve(), env, steps)
-                print(f"round {r + 1} {config:<10} {res['capability']:<7} "
-                      f"{statistics.median(res['per_step']):.3f} s/step  {res['adapter_sha256'][:23]}",
-                      flush=True)
+                print(
+                    f"round {r + 1} {config:<10} {res['capability']:<7} "
+                    f"{statistics.median(res['per_step']):.3f} s/step  {res['adapter_sha256'][:23]}",
+                    flush=True,
+                )
                 results[config].append(res)
 
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), platform.machine()) if Path("/proc/cpuinfo").exists() else ""
-    print(f"\n{cpu}; {args.threads} torch thread(s); document {doc.name if args.doc else 'dlm source'}; "
-          f"{args.rounds} round(s); load {os.getloadavg()[0]:.2f}")
+    cpu = (
+        next(
+            (
+                ln.split(":", 1)[1].strip()
+                for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")
+            ),
+            platform.machine(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else ""
+    )
+    print(
+        f"\n{cpu}; {args.threads} torch thread(s); document {doc.name if args.doc else 'dlm source'}; "
+        f"{args.rounds} round(s); load {os.getloadavg()[0]:.2f}"
+    )
     print("| config | torch capability | s/step (median) | steps timed | adapter sha256 |")
     print("|---|---|---|---|---|")
     median: dict[str, float] = {}
@@ -145,15 +168,18 @@ def main() -> None:
         median[config] = statistics.median(times)
         shas = sorted({run["adapter_sha256"] for run in runs})
         caps = sorted({run["capability"] for run in runs})
-        print(f"| {config} | {'/'.join(caps)} | {median[config]:.3f} | {len(times)} | "
-              f"{' / '.join(s[:23] for s in shas)} |")
+        print(
+            f"| {config} | {'/'.join(caps)} | {median[config]:.3f} | {len(times)} | "
+            f"{' / '.join(s[:23] for s in shas)} |"
+        )
     if "native" in median and "pinned" in median:
         # each round ran both back to back, so its ratio sees one machine load
-        rounds = [statistics.median(p["per_step"]) / statistics.median(n["per_step"])
-                  for p, n in zip(results["pinned"], results["native"])]
+        rounds = [
+            statistics.median(p["per_step"]) / statistics.median(n["per_step"])
+            for p, n in zip(results["pinned"], results["native"], strict=False)
+        ]
         print("pinned / native per round: " + ", ".join(f"{r:.3f}x" for r in rounds))
-        print(f"pinned / native seconds per step (medians over all rounds): "
-              f"{median['pinned'] / median['native']:.3f}x")
+        print(f"pinned / native seconds per step (medians over all rounds): {median['pinned'] / median['native']:.3f}x")
 
 
 if __name__ == "__main__":

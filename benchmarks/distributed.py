@@ -59,8 +59,7 @@ def run_once(doc: Path, nproc: int, home: Path, steps: int, dlm_id: str) -> dict
     if metrics.is_file():
         with sqlite3.connect(metrics) as db:
             known = {r for (r,) in db.execute("SELECT run_id FROM runs")}
-    cmd = [sys.executable, "-m", "dlm", "train", str(doc), "--nproc", str(nproc), "--max-steps", str(steps),
-           "--json"]
+    cmd = [sys.executable, "-m", "dlm", "train", str(doc), "--nproc", str(nproc), "--max-steps", str(steps), "--json"]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first = _first_step_seconds(metrics, known, t0, proc)
@@ -70,13 +69,19 @@ def run_once(doc: Path, nproc: int, home: Path, steps: int, dlm_id: str) -> dict
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{err[-3000:]}")
     report = json.loads(out)
     ranks = (report["distributed"] or {}).get("ranks") or [
-        {"rank": 0, "cache_hits": report["tokenization"]["cache_hits"],
-         "cache_misses": report["tokenization"]["cache_misses"]}]
+        {
+            "rank": 0,
+            "cache_hits": report["tokenization"]["cache_hits"],
+            "cache_misses": report["tokenization"]["cache_misses"],
+        }
+    ]
     return {
-        "first_step_s": first, "total_s": total,
+        "first_step_s": first,
+        "total_s": total,
         "tokenize_s": report["tokenization"]["total_tokenize_seconds"],
         "tokens_per_s": report["train_tokens"] / report["train_seconds"] if report["train_seconds"] else None,
-        "train_tokens": report["train_tokens"], "steps": report["steps"],
+        "train_tokens": report["train_tokens"],
+        "steps": report["steps"],
         "ranks": " ".join(f"r{r['rank']}:{r['cache_hits']}h/{r['cache_misses']}m" for r in ranks),
         "ready_s": " ".join(f"r{r['rank']}:{r.get('ready_seconds', '-')}" for r in ranks),
     }
@@ -104,8 +109,10 @@ def main() -> None:
                 print(f"{nproc} rank(s) {phase}: {results[nproc, phase]}", flush=True)
     print(f"after: {_uptime()}\n")
     keys = ["first_step_s", "total_s", "tokenize_s", "tokens_per_s", "train_tokens", "ranks", "ready_s"]
-    print(f"{'':14} | {'1 rank cold':>16} | {'2 ranks cold':>16} | {'ratio':>6} | {'1 rank warm':>16} | "
-          f"{'2 ranks warm':>16} | {'ratio':>6}")
+    print(
+        f"{'':14} | {'1 rank cold':>16} | {'2 ranks cold':>16} | {'ratio':>6} | {'1 rank warm':>16} | "
+        f"{'2 ranks warm':>16} | {'ratio':>6}"
+    )
     for key in keys:
         cells = []
         for phase in ("cold", "warm"):

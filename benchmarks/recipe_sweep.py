@@ -33,30 +33,97 @@ ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "d
 CONFIGS: dict[str, dict] = {
     "defaults": {},
     "hand-tuned": {"max_steps": 60, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256},
-    "repeat20": {"max_steps": 42, "learning_rate": 1e-3, "instruction_share": 0.96, "sequence_len": 256,
-                 "target_modules": ALL_LINEAR},
-    "repeat20-recast": {"max_steps": 46, "learning_rate": 1e-3, "instruction_share": 0.965, "sequence_len": 256,
-                        "target_modules": ALL_LINEAR, "_recast": True},
-    "all-linear": {"max_steps": 60, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256,
-                   "target_modules": ALL_LINEAR},
-    "all-linear-r16": {"max_steps": 60, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256,
-                       "target_modules": ALL_LINEAR, "lora_r": 16, "lora_alpha": 32},
-    "all-linear-30": {"max_steps": 30, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256,
-                      "target_modules": ALL_LINEAR},
-    "all-linear-120-lr5e-4": {"max_steps": 120, "learning_rate": 5e-4, "instruction_share": 0.5,
-                              "sequence_len": 256, "target_modules": ALL_LINEAR},
-    "all-linear-lr2e-3": {"max_steps": 60, "learning_rate": 2e-3, "instruction_share": 0.5, "sequence_len": 256,
-                          "target_modules": ALL_LINEAR},
-    "all-linear-100": {"max_steps": 100, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256,
-                       "target_modules": ALL_LINEAR},
-    "all-linear-share0.7": {"max_steps": 60, "learning_rate": 1e-3, "instruction_share": 0.7,
-                            "sequence_len": 256, "target_modules": ALL_LINEAR},
-    "all-linear-dropout0": {"max_steps": 60, "learning_rate": 1e-3, "instruction_share": 0.5,
-                            "sequence_len": 256, "target_modules": ALL_LINEAR, "lora_dropout": 0.0},
-    "all-linear-r32": {"max_steps": 60, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256,
-                       "target_modules": ALL_LINEAR, "lora_r": 32, "lora_alpha": 64},
-    "attn-r16-100": {"max_steps": 100, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256,
-                     "lora_r": 16, "lora_alpha": 32},
+    "repeat20": {
+        "max_steps": 42,
+        "learning_rate": 1e-3,
+        "instruction_share": 0.96,
+        "sequence_len": 256,
+        "target_modules": ALL_LINEAR,
+    },
+    "repeat20-recast": {
+        "max_steps": 46,
+        "learning_rate": 1e-3,
+        "instruction_share": 0.965,
+        "sequence_len": 256,
+        "target_modules": ALL_LINEAR,
+        "_recast": True,
+    },
+    "all-linear": {
+        "max_steps": 60,
+        "learning_rate": 1e-3,
+        "instruction_share": 0.5,
+        "sequence_len": 256,
+        "target_modules": ALL_LINEAR,
+    },
+    "all-linear-r16": {
+        "max_steps": 60,
+        "learning_rate": 1e-3,
+        "instruction_share": 0.5,
+        "sequence_len": 256,
+        "target_modules": ALL_LINEAR,
+        "lora_r": 16,
+        "lora_alpha": 32,
+    },
+    "all-linear-30": {
+        "max_steps": 30,
+        "learning_rate": 1e-3,
+        "instruction_share": 0.5,
+        "sequence_len": 256,
+        "target_modules": ALL_LINEAR,
+    },
+    "all-linear-120-lr5e-4": {
+        "max_steps": 120,
+        "learning_rate": 5e-4,
+        "instruction_share": 0.5,
+        "sequence_len": 256,
+        "target_modules": ALL_LINEAR,
+    },
+    "all-linear-lr2e-3": {
+        "max_steps": 60,
+        "learning_rate": 2e-3,
+        "instruction_share": 0.5,
+        "sequence_len": 256,
+        "target_modules": ALL_LINEAR,
+    },
+    "all-linear-100": {
+        "max_steps": 100,
+        "learning_rate": 1e-3,
+        "instruction_share": 0.5,
+        "sequence_len": 256,
+        "target_modules": ALL_LINEAR,
+    },
+    "all-linear-share0.7": {
+        "max_steps": 60,
+        "learning_rate": 1e-3,
+        "instruction_share": 0.7,
+        "sequence_len": 256,
+        "target_modules": ALL_LINEAR,
+    },
+    "all-linear-dropout0": {
+        "max_steps": 60,
+        "learning_rate": 1e-3,
+        "instruction_share": 0.5,
+        "sequence_len": 256,
+        "target_modules": ALL_LINEAR,
+        "lora_dropout": 0.0,
+    },
+    "all-linear-r32": {
+        "max_steps": 60,
+        "learning_rate": 1e-3,
+        "instruction_share": 0.5,
+        "sequence_len": 256,
+        "target_modules": ALL_LINEAR,
+        "lora_r": 32,
+        "lora_alpha": 64,
+    },
+    "attn-r16-100": {
+        "max_steps": 100,
+        "learning_rate": 1e-3,
+        "instruction_share": 0.5,
+        "sequence_len": 256,
+        "lora_r": 16,
+        "lora_alpha": 32,
+    },
 }
 
 
@@ -64,7 +131,9 @@ def recast(body: str) -> str:
     """Each prose sentence also as a Q/A pair: the first half of the sentence as a cloze
     question, the whole sentence as the answer."""
     prose = body.split("::instruction::")[0]
-    sentences = [s.strip() for s in " ".join(l for l in prose.splitlines() if not l.startswith("#")).split(". ")]
+    sentences = [
+        s.strip() for s in " ".join(line for line in prose.splitlines() if not line.startswith("#")).split(". ")
+    ]
     pairs = []
     for sentence in filter(None, sentences):
         words = sentence.rstrip(".").split()
@@ -96,8 +165,12 @@ def run(name: str, overrides: dict, home: Path, folder: Path) -> dict:
     if store.exists():
         subprocess.run(["rm", "-rf", str(store)], check=True)  # every configuration from the base model
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "dlm", "train", str(doc), "--json", "--ignore-lock"],
-                          env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "dlm", "train", str(doc), "--json", "--ignore-lock"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - start
     if done.returncode != 0:
         return {"name": name, "error": done.stderr.strip().splitlines()[-3:], "wall_s": round(wall, 1)}
@@ -107,11 +180,15 @@ def run(name: str, overrides: dict, home: Path, folder: Path) -> dict:
     para, facts = probes[:PARAPHRASES], probes[PARAPHRASES:]
     inst = evaluation["kinds"]["instruction"]
     return {
-        "name": name, "overrides": overrides, "steps": report["steps"], "train_tokens": report["train_tokens"],
-        "train_s": round(report["train_seconds"], 1), "wall_s": round(wall, 1),
+        "name": name,
+        "overrides": overrides,
+        "steps": report["steps"],
+        "train_tokens": report["train_tokens"],
+        "train_s": round(report["train_seconds"], 1),
+        "wall_s": round(wall, 1),
         "instruction": f"{inst['passed']['adapter']}/{inst['total']} (base {inst['passed']['base']})",
         "paraphrase": f"{sum(i['passed']['adapter'] for i in para)}/{len(para)} "
-                      f"(base {sum(i['passed']['base'] for i in para)}, null {sum(i['passed']['null'] for i in para)})",
+        f"(base {sum(i['passed']['base'] for i in para)}, null {sum(i['passed']['null'] for i in para)})",
         "prose_code": f"{sum(i['passed']['adapter'] for i in facts)}/{len(facts)}",
         "general_change_pct": evaluation["general"]["change_pct"] if evaluation["general"] else None,
         "failed": [i["question"] + " -> " + i["replies"]["adapter"][:80] for i in probes if not i["passed"]["adapter"]],

@@ -56,16 +56,22 @@ RAW_BATCH = 1000
 
 def corpus(name: str, linux_root: Path | None) -> Any:
     if name == "stdlib":
-        return SimpleNamespace(path=sysconfig.get_paths()["stdlib"], include=["**/*.py"],
-                               exclude=["site-packages/", "dist-packages/", "__pycache__/"],
-                               max_bytes_per_file=DEFAULT_CAP, max_files=None)
+        return SimpleNamespace(
+            path=sysconfig.get_paths()["stdlib"],
+            include=["**/*.py"],
+            exclude=["site-packages/", "dist-packages/", "__pycache__/"],
+            max_bytes_per_file=DEFAULT_CAP,
+            max_files=None,
+        )
     if linux_root is None or not linux_root.is_dir():
         sys.exit(f"--linux-root {linux_root}: unpack /usr/src/linux-source-6.1.tar.xz there first")
     if name == "linux50k":
-        return SimpleNamespace(path=str(linux_root), include=["**/*"], exclude=[".git/"],
-                               max_bytes_per_file=32 << 10, max_files=50_000)
-    return SimpleNamespace(path=str(linux_root), include=["**/*"], exclude=[".git/"],
-                           max_bytes_per_file=DEFAULT_CAP, max_files=None)
+        return SimpleNamespace(
+            path=str(linux_root), include=["**/*"], exclude=[".git/"], max_bytes_per_file=32 << 10, max_files=50_000
+        )
+    return SimpleNamespace(
+        path=str(linux_root), include=["**/*"], exclude=[".git/"], max_bytes_per_file=DEFAULT_CAP, max_files=None
+    )
 
 
 def tokenizer() -> tuple[Any, str]:
@@ -84,6 +90,7 @@ def walk(c: Any) -> Any:
 
 # --- phases: each runs in a child process and prints one JSON line -----------------
 
+
 def phase_raw(c: Any, work: Path, args: Any) -> dict:
     from dlm.rows.read import read_file_text, render_file_row
 
@@ -100,8 +107,7 @@ def phase_raw(c: Any, work: Path, args: Any) -> dict:
     for i in range(0, len(texts), args.raw_batch):
         tokens += sum(len(e) for e in backend.encode_batch_fast(texts[i : i + args.raw_batch]))
     seconds = time.perf_counter() - start
-    return {"raw_s": seconds, "tokens": tokens, "rows": len(texts),
-            "text_bytes": sum(len(t.encode()) for t in texts)}
+    return {"raw_s": seconds, "tokens": tokens, "rows": len(texts), "text_bytes": sum(len(t.encode()) for t in texts)}
 
 
 def cache_once(c: Any, cache_dir: Path, run_id: str) -> tuple[float, float, Any]:
@@ -126,17 +132,25 @@ def phase_cold(c: Any, work: Path, args: Any) -> dict:
     conn = sqlite3.connect(cache_dir / "index.sqlite")  # WAL folded in: steady-state size
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
-    return {"cold_s": seconds, "cold_walk_s": walk_s, "cache_tokens": tokens, "cache_rows": len(rows),
-            "bytes_per_token": disk_bytes(cache_dir) / max(1, tokens)}
+    return {
+        "cold_s": seconds,
+        "cold_walk_s": walk_s,
+        "cache_tokens": tokens,
+        "cache_rows": len(rows),
+        "bytes_per_token": disk_bytes(cache_dir) / max(1, tokens),
+    }
 
 
 def phase_warm(c: Any, work: Path, args: Any) -> dict:
     cache_dir = work / f"{args.corpus[0]}-cache"
     runs = [cache_once(c, cache_dir, f"warm{i}") for i in range(args.warm_repeats)]
     assert all(r[2].stats.cache_misses == 0 for r in runs), [r[2].stats for r in runs]
-    out = {"warm_first_s": runs[0][0], "warm_s": statistics.median(r[0] for r in runs),
-           "warm_walk_s": statistics.median(r[1] for r in runs),
-           "warm_tokenize_s": statistics.median(r[0] - r[1] for r in runs)}
+    out = {
+        "warm_first_s": runs[0][0],
+        "warm_s": statistics.median(r[0] for r in runs),
+        "warm_walk_s": statistics.median(r[1] for r in runs),
+        "warm_tokenize_s": statistics.median(r[0] - r[1] for r in runs),
+    }
     victim = Path(next(f.path for f in walk(c).files if f.path.endswith((".py", ".c", ".h"))))
     original = victim.read_bytes()
     stat = victim.stat()
@@ -173,24 +187,48 @@ def phase_datasets(c: Any, work: Path, args: Any) -> dict:
         shutil.rmtree(hf_dir, ignore_errors=True)
     start = time.perf_counter()
     files = [(str(f.path), f.relpath, f.size, f.mtime_ns) for f in walk(c).files]
-    ds = datasets.Dataset.from_generator(_gen_rows, gen_kwargs={"files": files, "eos": tok.eos_token},
-                                         cache_dir=str(hf_dir))
-    out = ds.map(lambda b: tok(b["text"]), batched=True, batch_size=RAW_BATCH, remove_columns=["text"],
-                 new_fingerprint=ds._fingerprint + "-smollm2-tokenize")
+    ds = datasets.Dataset.from_generator(
+        _gen_rows, gen_kwargs={"files": files, "eos": tok.eos_token}, cache_dir=str(hf_dir)
+    )
+    out = ds.map(
+        lambda b: tok(b["text"]),
+        batched=True,
+        batch_size=RAW_BATCH,
+        remove_columns=["text"],
+        new_fingerprint=ds._fingerprint + "-smollm2-tokenize",
+    )
     seconds = time.perf_counter() - start
     return {args.phase.replace("-", "_") + "_s": seconds, "datasets_rows": len(out)}
 
 
-PHASES = {"raw": phase_raw, "cold": phase_cold, "warm": phase_warm,
-          "datasets-cold": phase_datasets, "datasets-warm": phase_datasets}
+PHASES = {
+    "raw": phase_raw,
+    "cold": phase_cold,
+    "warm": phase_warm,
+    "datasets-cold": phase_datasets,
+    "datasets-warm": phase_datasets,
+}
 
 
 # --- driver --------------------------------------------------------------------------
 
+
 def run_phase(phase: str, args: Any) -> dict:
     """Run one phase in a child process; its JSON plus wall seconds and peak RSS (MiB)."""
-    cmd = [sys.executable, __file__, "--phase", phase, "--corpus", args.corpus[0], "--work", str(args.work),
-           "--warm-repeats", str(args.warm_repeats), "--raw-batch", str(args.raw_batch)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--phase",
+        phase,
+        "--corpus",
+        args.corpus[0],
+        "--work",
+        str(args.work),
+        "--warm-repeats",
+        str(args.warm_repeats),
+        "--raw-batch",
+        str(args.raw_batch),
+    ]
     if args.linux_root:
         cmd += ["--linux-root", str(args.linux_root)]
     env = dict(os.environ, HF_HUB_OFFLINE="1")
@@ -229,26 +267,52 @@ def bench(args: Any) -> dict:
 
 def table(results: list[dict]) -> str:
     """Markdown table; every ratio is of two numbers measured in this run."""
-    head = ["corpus", "rows", "tokens", "raw s (before, after cold)", "cold s", "cold / raw", "cold RSS MiB",
-            "datasets cold s", "datasets cold / cold", "datasets RSS MiB", "warm s (walk)", "warm first s",
-            "1 file edited s", "datasets warm s", "bytes/token"]
+    head = [
+        "corpus",
+        "rows",
+        "tokens",
+        "raw s (before, after cold)",
+        "cold s",
+        "cold / raw",
+        "cold RSS MiB",
+        "datasets cold s",
+        "datasets cold / cold",
+        "datasets RSS MiB",
+        "warm s (walk)",
+        "warm first s",
+        "1 file edited s",
+        "datasets warm s",
+        "bytes/token",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def opt(r: dict, key: str, fmt: str) -> str:
         return format(r[key], fmt) if key in r else "-"
 
     for r in results:
-        lines.append("| " + " | ".join([
-            r["corpus"], f"{r['rows']:,}", f"{r['tokens']:,}",
-            f"{r['raw_s']:.2f} ({r['raw_before_s']:.2f}, {r['raw_after_s']:.2f})", f"{r['cold_s']:.2f}",
-            f"{r['cold_s'] / r['raw_s']:.2f}x", f"{r['cold_rss_mib']:.0f}",
-            opt(r, "datasets_cold_s", ".2f"),
-            f"{r['datasets_cold_s'] / r['cold_s']:.2f}x" if "datasets_cold_s" in r else "-",
-            opt(r, "datasets-cold_rss_mib", ".0f"),
-            f"{r['warm_s']:.3f} ({r['warm_walk_s']:.3f})", f"{r['warm_first_s']:.3f}",
-            f"{r['edit_s']:.3f} ({r['edit_misses']} miss)", opt(r, "datasets_warm_s", ".3f"),
-            f"{r['bytes_per_token']:.3f}",
-        ]) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    r["corpus"],
+                    f"{r['rows']:,}",
+                    f"{r['tokens']:,}",
+                    f"{r['raw_s']:.2f} ({r['raw_before_s']:.2f}, {r['raw_after_s']:.2f})",
+                    f"{r['cold_s']:.2f}",
+                    f"{r['cold_s'] / r['raw_s']:.2f}x",
+                    f"{r['cold_rss_mib']:.0f}",
+                    opt(r, "datasets_cold_s", ".2f"),
+                    f"{r['datasets_cold_s'] / r['cold_s']:.2f}x" if "datasets_cold_s" in r else "-",
+                    opt(r, "datasets-cold_rss_mib", ".0f"),
+                    f"{r['warm_s']:.3f} ({r['warm_walk_s']:.3f})",
+                    f"{r['warm_first_s']:.3f}",
+                    f"{r['edit_s']:.3f} ({r['edit_misses']} miss)",
+                    opt(r, "datasets_warm_s", ".3f"),
+                    f"{r['bytes_per_token']:.3f}",
+                ]
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 

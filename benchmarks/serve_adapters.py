@@ -57,8 +57,8 @@ def main() -> None:
     import torch
 
     from dlm.infer.adapters import attach_adapter
-    from dlm.models import load_model, load_tokenizer, resolve_base_model
     from dlm.infer.decode import Sampling, TorchEngine
+    from dlm.models import load_model, load_tokenizer, resolve_base_model
 
     torch.manual_seed(0)
     ref = resolve_base_model("smollm2-135m")
@@ -95,7 +95,10 @@ def main() -> None:
 
     engine = TorchEngine(type("Loaded", (), {"model": model, "tokenizer": tokenizer})())
     text = tokenizer.apply_chat_template(
-        [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Name three colours of the sea."}],
+        [
+            {"role": "system", "content": "Answer briefly."},
+            {"role": "user", "content": "Name three colours of the sea."},
+        ],
         tokenize=False,
         add_generation_prompt=True,
     )
@@ -109,7 +112,11 @@ def main() -> None:
     request("a1")  # first-call costs
     # The same request (adapter a1) timed in three settings: after a1 (no switch),
     # after a0 (a switch first), and the base model alone for scale.
-    timings: dict[str, list[float]] = {"base model alone": [], "a1 after a1 (no switch)": [], "a1 after a0 (switch)": []}
+    timings: dict[str, list[float]] = {
+        "base model alone": [],
+        "a1 after a1 (no switch)": [],
+        "a1 after a0 (switch)": [],
+    }
     n_ids = 0
     for _ in range(args.repeats * 2):  # interleaved, so the machine's load hits them alike
         timings["base model alone"].append(request(None)[0])

@@ -110,12 +110,19 @@ def main() -> None:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.pop("TOKENIZERS_PARALLELISM", None)
     if args.linux_root:
-        doc_text = DOC.format(suffix="M", root=args.linux_root, cap=32 << 10, max_files="max_files: 50000",
-                              what="the first 50,000 Linux files under 32 KiB")
+        doc_text = DOC.format(
+            suffix="M",
+            root=args.linux_root,
+            cap=32 << 10,
+            max_files="max_files: 50000",
+            what="the first 50,000 Linux files under 32 KiB",
+        )
     else:
-        doc_text = DOC.format(suffix="S", root="$DLM_STDLIB", cap=1_000_000, max_files="",
-                              what="the standard library").replace('["**/*"]', '["**/*.py"]').replace(
-                                  '[".git/"]', '["site-packages/", "dist-packages/", "__pycache__/"]')
+        doc_text = (
+            DOC.format(suffix="S", root="$DLM_STDLIB", cap=1_000_000, max_files="", what="the standard library")
+            .replace('["**/*"]', '["**/*.py"]')
+            .replace('[".git/"]', '["site-packages/", "dist-packages/", "__pycache__/"]')
+        )
     doc = home / "corpus.dlm"
     doc.write_text(doc_text)
     results: dict[str, dict] = {}
@@ -131,11 +138,15 @@ def main() -> None:
         store.cache_dir.mkdir(parents=True, exist_ok=True)
         shutil.copy2(Path(args.cache_from) / "state.sqlite", store.cache_dir / "state.sqlite")
     results["cache build (first)"] = command(["cache", "build", str(doc)], env)
-    for name, argv in [("cache build warm", ["cache", "build", str(doc)]), ("cache show", ["cache", "show", str(doc)]),
-                       ("show", ["show", str(doc)]), ("metrics", ["metrics", str(doc)]), ("doctor", ["doctor"])]:
+    for name, argv in [
+        ("cache build warm", ["cache", "build", str(doc)]),
+        ("cache show", ["cache", "show", str(doc)]),
+        ("show", ["show", str(doc)]),
+        ("metrics", ["metrics", str(doc)]),
+        ("doctor", ["doctor"]),
+    ]:
         runs = [command(argv, env) for _ in range(args.repeats)]
-        results[name] = {"wall_s": statistics.median(r["wall_s"] for r in runs),
-                         "torch": any(r["torch"] for r in runs)}
+        results[name] = {"wall_s": statistics.median(r["wall_s"] for r in runs), "torch": any(r["torch"] for r in runs)}
     if not args.no_train:
         stdlib_doc = REPO / "examples" / "stdlib.dlm"
         results["train cold"] = command(["train", str(stdlib_doc), "--max-steps", "1"], env)

@@ -87,12 +87,20 @@ def main() -> None:
     warm_render = statistics.median(render() for _ in range(args.repeats))
     cold_render_s = statistics.median(cold_render)
 
-    print(f"{len(files)} files walked, {wanted} wanted by synth, {len(facts)} facts "  # type: ignore[arg-type]
-          f"-> {drawn.facts} kept, {len(train)} training pairs, {len(drawn.probes)} probes\n")  # type: ignore[attr-defined]
+    print(
+        f"{len(files)} files walked, {wanted} wanted by synth, {len(facts)} facts "  # type: ignore[arg-type]
+        f"-> {drawn.facts} kept, {len(train)} training pairs, {len(drawn.probes)} probes\n"
+    )  # type: ignore[attr-defined]
     print("| step | seconds | / walk |")
     print("|---|---|---|")
-    for name, s in [("walk", walk_s), ("facts, cold (read + ast)", cold_s), ("facts, warm (read + hash, memo)", warm_s),
-                    ("pairs (synthesize)", pairs_s), ("render, cold", cold_render_s), ("render, warm (memo)", warm_render)]:
+    for name, s in [
+        ("walk", walk_s),
+        ("facts, cold (read + ast)", cold_s),
+        ("facts, warm (read + hash, memo)", warm_s),
+        ("pairs (synthesize)", pairs_s),
+        ("render, cold", cold_render_s),
+        ("render, warm (memo)", warm_render),
+    ]:
         print(f"| {name} | {s:.3f} | {s / walk_s:.1f}x |")
 
 

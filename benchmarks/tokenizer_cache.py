@@ -134,13 +134,12 @@ def workloads(tok: Any) -> list[Workload]:
         "Please review this module:\n```python\n" + code + "\n```",
         "Overall fine; see notes on error handling.",
     ]
-    guidelines = "You review Python code. Check correctness, naming, error handling, tests, and performance. Be concise."
+    guidelines = (
+        "You review Python code. Check correctness, naming, error handling, tests, and performance. Be concise."
+    )
     code_review = Workload(
         "code-review",
-        [
-            render(tok, guidelines, [*review, f"Follow-up {i}: what about line {i % 40 + 1}?"])
-            for i in range(100)
-        ],
+        [render(tok, guidelines, [*review, f"Follow-up {i}: what about line {i % 40 + 1}?"]) for i in range(100)],
         [render(tok, guidelines, [*review, f"Warm-up {i}"]) for i in range(10)],
     )
     shorts = [render(tok, None, [f"What is {i} plus {i * 3}?"]) for i in range(100)]

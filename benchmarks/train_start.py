@@ -113,8 +113,7 @@ print("BENCH " + json.dumps(totals), file=sys.stderr)
 
 
 def child(code: str, argv: list[str], env: dict[str, str]) -> object:
-    proc = subprocess.run([sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run([sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True, check=False)
     if "BENCH " not in proc.stderr:
         raise SystemExit(f"{' '.join(argv)} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stderr.rsplit("BENCH ", 1)[1].strip().splitlines()[0])
@@ -125,15 +124,23 @@ def main() -> None:
     parser.add_argument("--doc", type=Path, default=REPO / "examples" / "stdlib.dlm")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--home", type=Path, help="a DLM_HOME whose cache is already warm (skips the cold run)")
-    parser.add_argument("--src", type=Path, default=REPO / "src",
-                        help="the dlm package folder to time (another commit's `git archive` of src/)")
+    parser.add_argument(
+        "--src",
+        type=Path,
+        default=REPO / "src",
+        help="the dlm package folder to time (another commit's `git archive` of src/)",
+    )
     args = parser.parse_args()
     home = args.home or Path(tempfile.mkdtemp(prefix="dlm-train-start-"))
     env = dict(os.environ, DLM_HOME=str(home), HF_HUB_OFFLINE="1", PYTHONPATH=str(args.src))
     if args.home is None:
         start = time.time()
-        subprocess.run([sys.executable, "-m", "dlm", "train", str(args.doc), "--max-steps", "1"], env=env,
-                       capture_output=True, check=True)
+        subprocess.run(
+            [sys.executable, "-m", "dlm", "train", str(args.doc), "--max-steps", "1"],
+            env=env,
+            capture_output=True,
+            check=True,
+        )
         print(f"cold run (fills the cache): {time.time() - start:.1f} s", file=sys.stderr)
     loads, runs = [], []
     for _ in range(args.repeats):
@@ -148,8 +155,10 @@ def main() -> None:
         values = [r.get(phase, 0.0) for r in runs]
         print(f"| {phase} | {statistics.median(values):.2f} | {' '.join(f'{v:.2f}' for v in values)} |")
     total = [sum(r.values()) for r in runs]
-    print(f"| **process start -> end of first step** | **{statistics.median(total):.2f}** | "
-          f"{' '.join(f'{v:.2f}' for v in total)} |")
+    print(
+        f"| **process start -> end of first step** | **{statistics.median(total):.2f}** | "
+        f"{' '.join(f'{v:.2f}' for v in total)} |"
+    )
     print("\n| import (fresh process, in this order) | s |")
     print("|---|---|")
     for name, seconds in imports.items():  # type: ignore[union-attr]

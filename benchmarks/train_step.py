@@ -42,8 +42,13 @@ class StepTimes:
 
 def synthetic_rows(n: int, seq: int) -> TokenizedRows:
     data = [np.random.default_rng(i).integers(3, 40000, seq).astype(np.uint16) for i in range(n)]
-    return TokenizedRows(lengths=np.full(n, seq), n_prompt=np.zeros(n, np.int32),
-                         keys=[""] * n, read=lambda i: data[i], kinds=["prose"] * n)
+    return TokenizedRows(
+        lengths=np.full(n, seq),
+        n_prompt=np.zeros(n, np.int32),
+        keys=[""] * n,
+        read=lambda i: data[i],
+        kinds=["prose"] * n,
+    )
 
 
 def main() -> None:
@@ -58,8 +63,7 @@ def main() -> None:
     ref = resolve_base_model("smollm2-135m")
     tokenizer = load_tokenizer(ref)
     rows = synthetic_rows(args.steps * args.batch_size, args.sequence_len)
-    run = LoraRun(8, 16, 0.0, ("k_proj", "o_proj", "q_proj", "v_proj"), 2e-4, args.steps, 1.0,
-                  args.batch_size, 1, 42)
+    run = LoraRun(8, 16, 0.0, ("k_proj", "o_proj", "q_proj", "v_proj"), 2e-4, args.steps, 1.0, args.batch_size, 1, 42)
     variants = {"trl-fused-head": SFTTrainer, "native-loss": native_loss_trainer()}
     results: dict[str, StepTimes] = {name: StepTimes() for name in variants}
     for round_ in range(args.rounds):
@@ -67,12 +71,19 @@ def main() -> None:
         for name in order:
             torch.manual_seed(0)
             with tempfile.TemporaryDirectory() as tmp:
-                train_lora(load_model(ref), tokenizer,
-                           as_hf_dataset(WindowDataset(rows, args.sequence_len)), run,
-                           Path(tmp), results[name], trainer_cls=variants[name])
+                train_lora(
+                    load_model(ref),
+                    tokenizer,
+                    as_hf_dataset(WindowDataset(rows, args.sequence_len)),
+                    run,
+                    Path(tmp),
+                    results[name],
+                    trainer_cls=variants[name],
+                )
     # the first step of each run includes warm-up; report the median of the rest
-    per_step = {name: statistics.median(t for i, t in enumerate(r.times) if i % args.steps)
-                for name, r in results.items()}
+    per_step = {
+        name: statistics.median(t for i, t in enumerate(r.times) if i % args.steps) for name, r in results.items()
+    }
     print(f"torch threads {torch.get_num_threads()}, batch {args.batch_size} x {args.sequence_len}")
     print("| trainer | s/step (median) | first-step loss |")
     print("|---|---|---|")

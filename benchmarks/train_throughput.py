@@ -94,13 +94,23 @@ def bare_loop(precision: str, sequence_len: int, batch: int, steps: int) -> None
 
     ref = resolve_base_model("smollm2-135m")
     tokenizer = load_tokenizer(ref)
-    text = "".join(p.read_text(errors="replace") for p in sorted(Path(sysconfig.get_paths()["stdlib"], "json").glob("*.py")))
+    text = "".join(
+        p.read_text(errors="replace") for p in sorted(Path(sysconfig.get_paths()["stdlib"], "json").glob("*.py"))
+    )
     ids = np.asarray(tokenizer(text)["input_ids"], dtype=np.int64)
     need = (steps + 1) * batch * sequence_len
     ids = np.resize(ids, need).reshape(steps + 1, batch, sequence_len)
     torch.manual_seed(42)
-    model = get_peft_model(load_model(ref), LoraConfig(r=8, lora_alpha=16, lora_dropout=0.05, task_type="CAUSAL_LM",
-                                                       target_modules=["k_proj", "o_proj", "q_proj", "v_proj"]))
+    model = get_peft_model(
+        load_model(ref),
+        LoraConfig(
+            r=8,
+            lora_alpha=16,
+            lora_dropout=0.05,
+            task_type="CAUSAL_LM",
+            target_modules=["k_proj", "o_proj", "q_proj", "v_proj"],
+        ),
+    )
     model.config.use_cache = False
     model.train()
     optim = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=2e-4)
@@ -119,16 +129,24 @@ def bare_loop(precision: str, sequence_len: int, batch: int, steps: int) -> None
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
     seconds = sum(times[1:])
-    print(json.dumps({"loss_tokens_per_s": steps * batch * (sequence_len - 1) / seconds,
-                      "loss": float(loss), "seconds": seconds}))
+    print(
+        json.dumps(
+            {"loss_tokens_per_s": steps * batch * (sequence_len - 1) / seconds, "loss": float(loss), "seconds": seconds}
+        )
+    )
 
 
 def dlm_run(doc: Path, env: dict[str, str], steps: int) -> dict:
     got = measured([sys.executable, "-m", "dlm", "train", str(doc), "--json", "--max-steps", str(steps)], env)
     report = json.loads(got["stdout"])
-    return {"loss_tokens_per_s": report["loss_tokens"] / report["train_seconds"], "wall": got["wall"],
-            "rss": got["rss"], "real_fraction": report["real_token_fraction"], "train_loss": report["train_loss"],
-            "heldout_after": ((report.get("heldout") or {}).get("after") or {}).get("loss", float("nan"))}
+    return {
+        "loss_tokens_per_s": report["loss_tokens"] / report["train_seconds"],
+        "wall": got["wall"],
+        "rss": got["rss"],
+        "real_fraction": report["real_token_fraction"],
+        "train_loss": report["train_loss"],
+        "heldout_after": ((report.get("heldout") or {}).get("after") or {}).get("loss", float("nan")),
+    }
 
 
 def bare_run(precision: str, sequence_len: int, batch: int, steps: int, env: dict[str, str]) -> dict:
@@ -143,16 +161,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--docs", default="demo,long")
-    parser.add_argument("--homes", type=Path, default=None,
-                        help="keep each document's DLM_HOME under this folder; a warm one is reused")
+    parser.add_argument(
+        "--homes", type=Path, default=None, help="keep each document's DLM_HOME under this folder; a warm one is reused"
+    )
     args = parser.parse_args()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
     stdlib = sysconfig.get_paths()["stdlib"]
-    docs = {"demo": ((REPO / "examples/stdlib.dlm").read_text(), 128, 4),
-            "long": (LONG_DOC.format(stdlib=stdlib), 512, 4)}
+    docs = {
+        "demo": ((REPO / "examples/stdlib.dlm").read_text(), 128, 4),
+        "long": (LONG_DOC.format(stdlib=stdlib), 512, 4),
+    }
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-    print("| document | precision | dlm loss tok/s | bare tok/s | dlm / bare | dlm wall s | dlm peak RSS GB "
-          "| real-token fraction | train loss | held-out after |")
+    print(
+        "| document | precision | dlm loss tok/s | bare tok/s | dlm / bare | dlm wall s | dlm peak RSS GB "
+        "| real-token fraction | train loss | held-out after |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     results: dict[tuple[str, str], dict] = {}
     with tempfile.TemporaryDirectory(prefix="dlm-bench-") as tmp:
@@ -171,17 +194,21 @@ def main() -> None:
                 doc = Path(tmp, f"{name}-{precision}.dlm")
                 dlm_side, bare_side = [], []
                 for r in range(args.rounds):
-                    pair = [lambda: dlm_side.append(dlm_run(doc, run_env, args.steps)),
-                            lambda: bare_side.append(bare_run(precision, sequence_len, batch, args.steps, env))]
-                    for step in pair if r % 2 == 0 else reversed(pair):
-                        step()
+                    for side in ("dlm", "bare") if r % 2 == 0 else ("bare", "dlm"):  # interleaved, each first in turn
+                        if side == "dlm":
+                            dlm_side.append(dlm_run(doc, run_env, args.steps))
+                        else:
+                            bare_side.append(bare_run(precision, sequence_len, batch, args.steps, env))
                 d = {k: statistics.median(x[k] for x in dlm_side) for k in ("loss_tokens_per_s", "wall", "rss")}
                 b = statistics.median(x["loss_tokens_per_s"] for x in bare_side)
                 results[(name, precision)] = d
                 last = dlm_side[-1]
-                print(f"| {name} | {precision} | {d['loss_tokens_per_s']:.0f} | {b:.0f} | "
-                      f"{d['loss_tokens_per_s'] / b:.2f}x | {d['wall']:.1f} | {d['rss'] / 1e9:.2f} | "
-                      f"{last['real_fraction']:.3f} | {last['train_loss']:.3f} | {last['heldout_after']:.3f} |", flush=True)
+                print(
+                    f"| {name} | {precision} | {d['loss_tokens_per_s']:.0f} | {b:.0f} | "
+                    f"{d['loss_tokens_per_s'] / b:.2f}x | {d['wall']:.1f} | {d['rss'] / 1e9:.2f} | "
+                    f"{last['real_fraction']:.3f} | {last['train_loss']:.3f} | {last['heldout_after']:.3f} |",
+                    flush=True,
+                )
     for name in args.docs.split(","):
         if (name, "fp32") in results and (name, "bf16") in results:
             ratio = results[(name, "bf16")]["loss_tokens_per_s"] / results[(name, "fp32")]["loss_tokens_per_s"]

@@ -32,20 +32,45 @@ def main() -> None:
     parser.add_argument("--linux-root", type=Path)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    corpora = [("stdlib", SimpleNamespace(path=sysconfig.get_paths()["stdlib"], include=["**/*.py"],
-                                          exclude=["site-packages/", "__pycache__/"],
-                                          max_bytes_per_file=1_000_000, max_files=None))]
+    corpora = [
+        (
+            "stdlib",
+            SimpleNamespace(
+                path=sysconfig.get_paths()["stdlib"],
+                include=["**/*.py"],
+                exclude=["site-packages/", "__pycache__/"],
+                max_bytes_per_file=1_000_000,
+                max_files=None,
+            ),
+        )
+    ]
     if args.linux_root:
-        corpora.append(("linux", SimpleNamespace(path=str(args.linux_root), include=["**/*"], exclude=[".git/"],
-                                                 max_bytes_per_file=1_000_000, max_files=None)))
+        corpora.append(
+            (
+                "linux",
+                SimpleNamespace(
+                    path=str(args.linux_root),
+                    include=["**/*"],
+                    exclude=[".git/"],
+                    max_bytes_per_file=1_000_000,
+                    max_files=None,
+                ),
+            )
+        )
     if not nativelist.available():
         raise SystemExit("dlm.rows._fastlist is not built: make install (needs a C compiler)")
     native = nativelist._fastlist
     threads, slow, probe = listing.THREADS, listing.WAIT_RATIO, listing.PROBE_ENTRIES
-    ways = {"native": (native, threads, slow, probe), "in line": (None, 0, slow, probe),
-            "default": (None, threads, slow, probe), "threads": (None, threads, 0.0, 0)}
-    print(f"| corpus | files | native s | in line s | Python default s | {threads} threads always s "
-          f"| native / in line | threads / in line | os.stat of the files alone s |")
+    ways = {
+        "native": (native, threads, slow, probe),
+        "in line": (None, 0, slow, probe),
+        "default": (None, threads, slow, probe),
+        "threads": (None, threads, 0.0, 0),
+    }
+    print(
+        f"| corpus | files | native s | in line s | Python default s | {threads} threads always s "
+        f"| native / in line | threads / in line | os.stat of the files alone s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name, c in corpora:
         times: dict[str, list[float]] = {way: [] for way in ways}
@@ -62,11 +87,14 @@ def main() -> None:
             times.setdefault("stat", []).append(time.perf_counter() - start)
         assert results["native"] == results["in line"] == results["default"] == results["threads"]
         med = {way: statistics.median(t) for way, t in times.items()}
-        print(f"| {name} | {len(results['in line'][0]):,} | {med['native']:.3f} | {med['in line']:.3f} "
-              f"| {med['default']:.3f} | {med['threads']:.3f} | {med['native'] / med['in line']:.2f}x "
-              f"| {med['threads'] / med['in line']:.2f}x | {med['stat']:.3f} |")
+        print(
+            f"| {name} | {len(results['in line'][0]):,} | {med['native']:.3f} | {med['in line']:.3f} "
+            f"| {med['default']:.3f} | {med['threads']:.3f} | {med['native'] / med['in line']:.2f}x "
+            f"| {med['threads'] / med['in line']:.2f}x | {med['stat']:.3f} |"
+        )
     nativelist._fastlist = native
     listing.THREADS, listing.WAIT_RATIO, listing.PROBE_ENTRIES = threads, slow, probe
+
 
 if __name__ == "__main__":
     main()

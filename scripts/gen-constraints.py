@@ -46,8 +46,9 @@ def _name(line: str) -> str:
 
 def frozen() -> list[str]:
     """`name==version` lines of this interpreter's environment (sorted, case-insensitive)."""
-    out = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "freeze", "--exclude-editable"], capture_output=True, text=True, check=True
+    ).stdout
     pins = []
     for line in out.splitlines():
         line = line.strip()
@@ -62,8 +63,11 @@ def frozen() -> list[str]:
 def inconsistencies() -> list[str]:
     """`pip check` lines, minus the expected ones of packages installed with --no-deps."""
     proc = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True)
-    return [ln for ln in proc.stdout.splitlines()
-            if ln.strip() and "No broken requirements" not in ln and not ln.lower().startswith(NO_DEPS)]
+    return [
+        ln
+        for ln in proc.stdout.splitlines()
+        if ln.strip() and "No broken requirements" not in ln and not ln.lower().startswith(NO_DEPS)
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -65,14 +65,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"run {i + 1}: {out['adapter_sha256']} (run {out.get('run_id')})")
             shas.append(out["adapter_sha256"])
     if len(set(shas)) != 1:
-        print("the runs disagree: training is not deterministic on this machine; nothing recorded",
-              file=sys.stderr)
+        print("the runs disagree: training is not deterministic on this machine; nothing recorded", file=sys.stderr)
         return 1
 
     new = GoldenRecord(tuple_hash=thash, tuple=tup, document_sha256=file_sha256(doc), adapter_sha256=shas[0])
     old = read_golden(REPO, thash)
-    return settle(REPO, old, new, tuple_file(REPO, thash), args.approve,
-                  lambda: f"{write_golden(REPO, new).relative_to(REPO)} and .determinism/lock.json")
+    return settle(
+        REPO,
+        old,
+        new,
+        tuple_file(REPO, thash),
+        args.approve,
+        lambda: f"{write_golden(REPO, new).relative_to(REPO)} and .determinism/lock.json",
+    )
 
 
 if __name__ == "__main__":

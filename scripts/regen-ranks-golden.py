@@ -62,8 +62,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     new = RanksGolden(thash, tup, file_sha256(doc), shas[0])
     old = read_ranks_golden(REPO, thash)
-    return settle(REPO, old, new, ranks_file(REPO, thash), args.approve,
-                  lambda: str(write_ranks_golden(REPO, new).relative_to(REPO)))
+    return settle(
+        REPO,
+        old,
+        new,
+        ranks_file(REPO, thash),
+        args.approve,
+        lambda: str(write_ranks_golden(REPO, new).relative_to(REPO)),
+    )
 
 
 if __name__ == "__main__":

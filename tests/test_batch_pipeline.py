@@ -94,8 +94,13 @@ def test_prefetching_walk_equals_in_line_walk(tmp_path: Path, monkeypatch: pytes
     root = tmp_path / "root"
     root.mkdir()
     _tree(root)
-    directive = SimpleNamespace(path=str(root), include=["**/*.py", "**/*.txt"],
-                                exclude=["skip/", "__pycache__/"], max_bytes_per_file=1000, max_files=6)
+    directive = SimpleNamespace(
+        path=str(root),
+        include=["**/*.py", "**/*.txt"],
+        exclude=["skip/", "__pycache__/"],
+        max_bytes_per_file=1000,
+        max_files=6,
+    )
 
     monkeypatch.setattr(listing, "WAIT_RATIO", 0.0)  # every listing counts as slow:
     monkeypatch.setattr(listing, "PROBE_ENTRIES", 0)  # the workers start after the first

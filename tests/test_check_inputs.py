@@ -26,11 +26,14 @@ def test_good_inputs_pass_and_nothing_is_made(tmp_path: Path, monkeypatch: pytes
     assert not any(Path(__import__("os").environ["DLM_HOME"]).glob("models/*"))
 
 
-@pytest.mark.parametrize(("sources", "needle", "where"), [
-    ("    - path: missing\n", "does not exist", ":6:13"),
-    ("    - path: a-file\n", "is not a folder", ":6:13"),
-    ("    - path: src\n    - path: src\n      exclude: ['../x']\n", "'..' segment", ":7:13"),
-])
+@pytest.mark.parametrize(
+    ("sources", "needle", "where"),
+    [
+        ("    - path: missing\n", "does not exist", ":6:13"),
+        ("    - path: a-file\n", "is not a folder", ":6:13"),
+        ("    - path: src\n    - path: src\n      exclude: ['../x']\n", "'..' segment", ":7:13"),
+    ],
+)
 def test_a_bad_source_is_named_at_its_line(tmp_path: Path, sources: str, needle: str, where: str):
     (tmp_path / "src").mkdir()
     (tmp_path / "a-file").write_text("x")
@@ -40,13 +43,15 @@ def test_a_bad_source_is_named_at_its_line(tmp_path: Path, sources: str, needle:
     assert str(err.value).startswith(f"{path}{where}: training.sources[")
 
 
-@pytest.mark.parametrize(("spec", "needle"), [
-    ("smollm2-13m", "did you mean 'smollm2-135m'"),
-    ("./no-model", "no config.json"),
-    ("nobody-has/this-model-dlm-test", "not in the local Hugging Face cache"),
-])
-def test_a_bad_base_model_is_named_at_its_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str,
-                                              needle: str):
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ("smollm2-13m", "did you mean 'smollm2-135m'"),
+        ("./no-model", "no config.json"),
+        ("nobody-has/this-model-dlm-test", "not in the local Hugging Face cache"),
+    ],
+)
+def test_a_bad_base_model_is_named_at_its_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str, needle: str):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     (tmp_path / "src").mkdir()
     path = doc_with(tmp_path, base_model=spec, sources="    - path: src\n")

@@ -55,16 +55,35 @@ def lock(**changes):
     from dlm.lock import DlmLock
 
     base = {
-        "lock_version": 2, "created_at": "t", "dlm_id": "D", "dlm_sha256": "a" * 64,
-        "base_model": {"name": "smollm2-135m", "revision": "r"}, "pinned_versions": {"torch": "2.13.0"},
-        "cuda_version": None, "rocm_version": None, "hardware_tier": "cpu", "cpu_capability": "AVX2",
-        "torch_threads": 2, "precision": "float32", "seed": 42,
-        "determinism_flags": {"use_deterministic_algorithms": True, "deterministic_warn_only": False,
-                              "cudnn_deterministic": True, "cudnn_benchmark": False,
-                              "cublas_workspace_config": None, "full_determinism": True},
-        "determinism_class": "strong", "tokenizer_sha256": "t" * 64,
-        "corpus_fingerprint": "c" * 64, "hyperparameters_sha256": "h" * 64, "world_size": 1,
-        "per_device_batch_size": 4, "gradient_accumulation_steps": 1, "backend": "none",
+        "lock_version": 2,
+        "created_at": "t",
+        "dlm_id": "D",
+        "dlm_sha256": "a" * 64,
+        "base_model": {"name": "smollm2-135m", "revision": "r"},
+        "pinned_versions": {"torch": "2.13.0"},
+        "cuda_version": None,
+        "rocm_version": None,
+        "hardware_tier": "cpu",
+        "cpu_capability": "AVX2",
+        "torch_threads": 2,
+        "precision": "float32",
+        "seed": 42,
+        "determinism_flags": {
+            "use_deterministic_algorithms": True,
+            "deterministic_warn_only": False,
+            "cudnn_deterministic": True,
+            "cudnn_benchmark": False,
+            "cublas_workspace_config": None,
+            "full_determinism": True,
+        },
+        "determinism_class": "strong",
+        "tokenizer_sha256": "t" * 64,
+        "corpus_fingerprint": "c" * 64,
+        "hyperparameters_sha256": "h" * 64,
+        "world_size": 1,
+        "per_device_batch_size": 4,
+        "gradient_accumulation_steps": 1,
+        "backend": "none",
     }
     return DlmLock.model_validate({**base, **changes})
 
@@ -75,5 +94,6 @@ def test_resume_refuses_a_changed_run_and_allows_a_changed_environment(tmp_path:
     assert resume_refusal(tmp_path, "R1", lock(torch_threads=8, created_at="later")) is None
     assert resume_refusal(tmp_path, "R1", lock(hyperparameters_sha256="x" * 64, dlm_sha256="y" * 64)) == (
         "cannot resume run R1: the document and the hyperparameters changed since it was interrupted "
-        "(dlm_sha256, hyperparameters_sha256); run `dlm train` without --resume to start afresh")
+        "(dlm_sha256, hyperparameters_sha256); run `dlm train` without --resume to start afresh"
+    )
     assert "the training rows" in resume_refusal(tmp_path, "R1", lock(corpus_fingerprint="z" * 64))

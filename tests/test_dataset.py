@@ -7,8 +7,10 @@ from dlm.train.dataset import PackedDataset, WindowDataset, as_hf_dataset, build
 def rows(lengths, n_prompt, dtype=np.uint16, kinds=None):
     data = [np.arange(100 * i, 100 * i + n, dtype=dtype) for i, n in enumerate(lengths)]
     return TokenizedRows(
-        lengths=np.array(lengths, np.int64), n_prompt=np.array(n_prompt, np.int32),
-        keys=[f"k{i}" for i in range(len(lengths))], read=lambda i: data[i],
+        lengths=np.array(lengths, np.int64),
+        n_prompt=np.array(n_prompt, np.int32),
+        keys=[f"k{i}" for i in range(len(lengths))],
+        read=lambda i: data[i],
         kinds=kinds or ["prose"] * len(lengths),
     ), data
 
@@ -25,7 +27,7 @@ def test_windows_predict_every_token_after_the_first_exactly_once():
 def test_prompt_tokens_are_masked_and_prompt_only_windows_dropped():
     tok, _ = rows([20], [12])
     ds = WindowDataset(tok, sequence_len=8)  # windows [0,8) is all prompt -> dropped
-    assert [(int(a), int(b)) for a, b in zip(ds.start, ds.stop)] == [(7, 15), (14, 20)]
+    assert [(int(a), int(b)) for a, b in zip(ds.start, ds.stop, strict=False)] == [(7, 15), (14, 20)]
     first = ds[0]
     assert list(first["labels"][:5]) == [-100] * 5 and first["labels"][5] == first["input_ids"][5]
 

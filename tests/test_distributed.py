@@ -36,12 +36,15 @@ def test_rank_info_reads_the_launcher_environment() -> None:
     assert (alone.rank, alone.world_size, alone.distributed, alone.is_main) == (0, 1, False, True)
 
 
-@pytest.mark.parametrize("env", [
-    {"RANK": "2", "WORLD_SIZE": "2"},
-    {"RANK": "0", "WORLD_SIZE": "0"},
-    {"RANK": "x", "WORLD_SIZE": "2"},
-    {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "2", "LOCAL_WORLD_SIZE": "2"},
-])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"RANK": "2", "WORLD_SIZE": "2"},
+        {"RANK": "0", "WORLD_SIZE": "0"},
+        {"RANK": "x", "WORLD_SIZE": "2"},
+        {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "2", "LOCAL_WORLD_SIZE": "2"},
+    ],
+)
 def test_rank_info_refuses_an_inconsistent_environment(env: dict[str, str]) -> None:
     with pytest.raises(TrainingError, match="launcher environment"):
         RankInfo.from_env(env)
@@ -119,12 +122,15 @@ def test_accelerate_arguments_carry_the_config_file(tmp_path: Path) -> None:
     assert parsed.training_script == "dlm" and parsed.training_script_args == PROGRAM[1:]
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    (LaunchSpec(0), "at least 1"),
-    (LaunchSpec(2, nnodes=2, node_rank=2, master_addr="h"), "outside 0..1"),
-    (LaunchSpec(2, nnodes=2), "--master-addr"),
-    (LaunchSpec(2, accelerate_config=Path("/nonexistent.yaml")), "no such file"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (LaunchSpec(0), "at least 1"),
+        (LaunchSpec(2, nnodes=2, node_rank=2, master_addr="h"), "outside 0..1"),
+        (LaunchSpec(2, nnodes=2), "--master-addr"),
+        (LaunchSpec(2, accelerate_config=Path("/nonexistent.yaml")), "no such file"),
+    ],
+)
 def test_launch_specs_that_cannot_run_are_usage_errors(spec: LaunchSpec, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         spec.check()
@@ -164,9 +170,17 @@ def test_a_rank_killed_by_a_signal_is_the_cause(tmp_path: Path) -> None:
 def _env(tier: str) -> object:
     from dlm.lock import Environment
 
-    return Environment(hardware_tier=tier, cuda_version="12.4" if tier == "cuda" else None, rocm_version=None,
-                       cpu_capability="AVX2", torch_threads=4, system="Linux", machine="x86_64",
-                       accelerator=None, versions={"torch": "2.13.0"})
+    return Environment(
+        hardware_tier=tier,
+        cuda_version="12.4" if tier == "cuda" else None,
+        rocm_version=None,
+        cpu_capability="AVX2",
+        torch_threads=4,
+        system="Linux",
+        machine="x86_64",
+        accelerator=None,
+        versions={"torch": "2.13.0"},
+    )
 
 
 def test_doctor_shows_the_plan_for_nproc() -> None:

@@ -18,8 +18,9 @@ print("imported torch" if "torch" in sys.modules else "no torch", file=sys.stder
 
 
 def run_doctor(*args: str) -> tuple[dict, str]:
-    proc = subprocess.run([sys.executable, "-c", RUNNER, "doctor", *args], capture_output=True, text=True, check=False,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", RUNNER, "doctor", *args], capture_output=True, text=True, check=False, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout), proc.stderr.strip().splitlines()[-1]
 
@@ -30,15 +31,32 @@ def test_doctor_probes_without_torch_and_agrees_with_torch() -> None:
     assert (probed_torch, asked_torch) == ("no torch", "imported torch")
     assert (probed["source"], asked["source"]) == ("probe", "torch")
     assert probed["plan"]["world_size"] == 2
-    same = ("hardware_tier", "accelerator", "cuda_version", "rocm_version", "cpu_capability", "torch_threads",
-            "cpu_isa", "determinism_class", "versions")
+    same = (
+        "hardware_tier",
+        "accelerator",
+        "cuda_version",
+        "rocm_version",
+        "cpu_capability",
+        "torch_threads",
+        "cpu_isa",
+        "determinism_class",
+        "versions",
+    )
     assert {k: probed[k] for k in same} == {k: asked[k] for k in same}
 
 
 def test_a_given_environment_is_reported_as_given() -> None:
-    env = Environment(hardware_tier="cuda", cuda_version="12.4", rocm_version=None, cpu_capability="AVX2",
-                      torch_threads=4, system="Linux", machine="x86_64", accelerator="NVIDIA H100",
-                      versions={"torch": "2.5.1"})
+    env = Environment(
+        hardware_tier="cuda",
+        cuda_version="12.4",
+        rocm_version=None,
+        cpu_capability="AVX2",
+        torch_threads=4,
+        system="Linux",
+        machine="x86_64",
+        accelerator="NVIDIA H100",
+        versions={"torch": "2.5.1"},
+    )
     view = doctor(environment=env)
     assert (view.source, view.hardware_tier, view.determinism_class) == ("given", "cuda", "strong")
 

@@ -20,7 +20,9 @@ def lora_tiny(dropout=0.25):
     from peft import LoraConfig, get_peft_model
 
     torch.manual_seed(0)
-    model = get_peft_model(Tiny(), LoraConfig(r=4, lora_alpha=8, lora_dropout=dropout, target_modules=["q_proj", "v_proj"]))
+    model = get_peft_model(
+        Tiny(), LoraConfig(r=4, lora_alpha=8, lora_dropout=dropout, target_modules=["q_proj", "v_proj"])
+    )
     for name, param in model.named_parameters():
         if "lora_B" in name:  # peft starts B at zero, which would hide every mask
             nn.init.normal_(param)

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tokhelp import DOC, qwen3_folder
 
 from dlm.models import load_tokenizer
 from dlm.models.base import BaseModelRef
 from dlm.tokenize.fingerprint import tokenizer_sha256
-from tokhelp import DOC, qwen3_folder
 
 RUNNER = """
 import sys
@@ -24,6 +24,7 @@ for command in sys.argv[2:]:
     app([*command.split(), doc], standalone_mode=False)
     print(command, "imported torch" if "torch" in sys.modules else "did not import torch", file=sys.stderr)
 """
+
 
 def sample_texts() -> list[str]:
     json_dir = Path(sysconfig.get_paths()["stdlib"]) / "json"
@@ -50,8 +51,9 @@ def test_fast_class_matches_auto_tokenizer(family: str, smollm2_ref: Any) -> Non
 def test_folder_without_a_named_class_falls_back_to_auto(tmp_path: Path, smollm2_ref: Any) -> None:
     import shutil
 
-    from dlm.models.base import _fast_tokenizer_class
     import transformers
+
+    from dlm.models.base import _fast_tokenizer_class
 
     for name in ("tokenizer.json", "chat_template.jinja"):
         shutil.copy(smollm2_ref.path / name, tmp_path / name)

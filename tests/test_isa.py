@@ -144,8 +144,9 @@ REPORT = (
     "print(json.dumps({'cap': cap, 'mode': isa_state().mode, 'warning': check_cpu_isa(cap),\n"
     "                  'mkl': os.environ.get('MKL_ENABLE_INSTRUCTIONS')}))\n"
 )
-HAS_AVX2 = platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64") and {
-    "avx2", "fma"} <= read_cpu_flags()
+HAS_AVX2 = (
+    platform.system() == "Linux" and platform.machine() in ("x86_64", "AMD64") and {"avx2", "fma"} <= read_cpu_flags()
+)
 HAS_AVX512 = HAS_AVX2 and "avx512f" in read_cpu_flags()
 needs_avx2 = pytest.mark.skipif(not HAS_AVX2, reason="the pin applies to x86-64 Linux with AVX2 only")
 

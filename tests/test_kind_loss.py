@@ -32,8 +32,15 @@ def tiny_llama():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+    )
     return LlamaForCausalLM(config)
 
 
@@ -51,15 +58,19 @@ def test_window_means_match_the_models_own_loss_per_kind():
     hooks = tracker.attach(model)
     batch = [recording[i] for i in range(3)]
     width = max(len(e["input_ids"]) for e in batch)
-    ids = torch.tensor(np.array([np.pad(e["input_ids"], (0, width - len(e["input_ids"]))) for e in batch]))  # right-padded
-    labels = torch.tensor(np.array([np.pad(e["labels"], (0, width - len(e["labels"])), constant_values=-100) for e in batch]))
+    ids = torch.tensor(
+        np.array([np.pad(e["input_ids"], (0, width - len(e["input_ids"]))) for e in batch])
+    )  # right-padded
+    labels = torch.tensor(
+        np.array([np.pad(e["labels"], (0, width - len(e["labels"])), constant_values=-100) for e in batch])
+    )
     model(input_ids=ids, labels=labels).loss.backward()
     window = tracker.take_window()
     for hook in hooks:
         hook.remove()
     model.eval()
     with torch.no_grad():
-        for e, kind in zip(examples, ["prose", "instruction", "source"]):
+        for e, kind in zip(examples, ["prose", "instruction", "source"], strict=False):
             own = model(input_ids=torch.tensor([e["input_ids"]]), labels=torch.tensor([e["labels"]])).loss
             loss, tokens = window[kind]
             assert abs(loss - float(own)) < 1e-5

@@ -16,13 +16,31 @@ SRC = Path(dlm.__file__).parent
 
 # floor of each top-level unit; a unit may import its own floor's units or lower ones
 FLOORS = {
-    "errors": 0, "atomic": 0, "canonical": 0, "paths": 0, "chat": 0, "defaults": 0, "sqlitedb": 0,
-    "metrics": 0, "isa": 0, "__init__": 0,
-    "doc": 1, "lock": 1, "store": 1, "models": 1,
-    "rows": 2, "tokenize": 2, "infer": 2,
-    "cache": 3, "train": 3, "serve": 3, "export": 3, "judge": 3,
+    "errors": 0,
+    "atomic": 0,
+    "canonical": 0,
+    "paths": 0,
+    "chat": 0,
+    "defaults": 0,
+    "sqlitedb": 0,
+    "metrics": 0,
+    "isa": 0,
+    "__init__": 0,
+    "doc": 1,
+    "lock": 1,
+    "store": 1,
+    "models": 1,
+    "rows": 2,
+    "tokenize": 2,
+    "infer": 2,
+    "cache": 3,
+    "train": 3,
+    "serve": 3,
+    "export": 3,
+    "judge": 3,
     "actions": 4,
-    "cli": 5, "__main__": 5,
+    "cli": 5,
+    "__main__": 5,
 }
 # what the CLI may import besides itself: the action layer and the ground
 CLI_MAY_IMPORT = {"actions", "errors", "defaults", "__init__"}
@@ -107,14 +125,20 @@ def test_every_unit_has_a_floor():
 
 
 def test_no_import_runs_up_a_floor():
-    upward = [f"{where}: {src} (floor {FLOORS[src]}) imports {dst} (floor {FLOORS[dst]})"
-              for src, dst, where in imports() if FLOORS[dst] > FLOORS[src]]
+    upward = [
+        f"{where}: {src} (floor {FLOORS[src]}) imports {dst} (floor {FLOORS[dst]})"
+        for src, dst, where in imports()
+        if FLOORS[dst] > FLOORS[src]
+    ]
     assert upward == []
 
 
 def test_the_cli_imports_only_actions_and_the_ground():
-    stray = [f"{where}: cli imports dlm.{dst}" for src, dst, where in imports()
-             if src == "cli" and dst != "cli" and dst not in CLI_MAY_IMPORT]
+    stray = [
+        f"{where}: cli imports dlm.{dst}"
+        for src, dst, where in imports()
+        if src == "cli" and dst != "cli" and dst not in CLI_MAY_IMPORT
+    ]
     assert stray == []
 
 
@@ -126,13 +150,18 @@ def passed_through(module: str, name: str) -> bool:
     if inspect.isclass(value) or inspect.ismodule(value):
         return False
     return getattr(value, "__module__", module) != module and not (
-        getattr(value, "__module__", "").startswith("dlm.actions"))
+        getattr(value, "__module__", "").startswith("dlm.actions")
+    )
 
 
 def test_the_cli_takes_no_engine_helper_through_the_action_layer():
-    stray = [f"{where}: {dst}.{name} is {getattr(importlib.import_module(dst), name).__module__}'s"
-             for src, dst, where, names in module_imports()
-             if unit_of(src) == "cli" and unit_of(dst) == "actions" for name in names if passed_through(dst, name)]
+    stray = [
+        f"{where}: {dst}.{name} is {getattr(importlib.import_module(dst), name).__module__}'s"
+        for src, dst, where, names in module_imports()
+        if unit_of(src) == "cli" and unit_of(dst) == "actions"
+        for name in names
+        if passed_through(dst, name)
+    ]
     assert stray == []
 
 

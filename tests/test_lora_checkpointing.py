@@ -19,8 +19,9 @@ from dlm.train.lora import (
     train_lora,
 )
 
-SMOLLM2 = SimpleNamespace(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, vocab_size=49152,
-                          intermediate_size=1536)
+SMOLLM2 = SimpleNamespace(
+    hidden_size=576, num_hidden_layers=30, num_attention_heads=9, vocab_size=49152, intermediate_size=1536
+)
 
 
 def test_activation_estimate_matches_the_formula_and_grows_with_tokens():
@@ -51,8 +52,15 @@ def tiny_llama(vocab: int) -> torch.nn.Module:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64)
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=64,
+    )
     return LlamaForCausalLM(config)
 
 
@@ -71,9 +79,16 @@ def train_once(tokenizer, work: Path, sequence_len: int | None) -> tuple[bool, d
     data = Dataset.from_dict({"input_ids": ids, "labels": ids})
     run = LoraRun(4, 8, 0.1, ("q_proj", "v_proj"), 1e-2, 3, 1.0, 2, 1, 7)
     torch.manual_seed(0)
-    result = train_lora(tiny_llama(len(tokenizer)), tokenizer, data, run, work, SimpleNamespace(
-        on_train_start=lambda total: None, on_step=lambda *a: None), trainer_cls=Recording,
-        sequence_len=sequence_len)
+    result = train_lora(
+        tiny_llama(len(tokenizer)),
+        tokenizer,
+        data,
+        run,
+        work,
+        SimpleNamespace(on_train_start=lambda total: None, on_step=lambda *a: None),
+        trainer_cls=Recording,
+        sequence_len=sequence_len,
+    )
     lora = {k: v.detach().clone() for k, v in result.model.state_dict().items() if "lora_" in k}
     return seen[0], lora
 

@@ -53,8 +53,9 @@ def test_concurrent_first_use_builds_once_and_never_exposes_a_partial_folder(tmp
 
     env = dict(os.environ, DLM_MODELS_DIR=str(tmp_path / "models"))
     code = "from dlm.models import resolve_base_model; print(resolve_base_model('smollm2-135m').revision)"
-    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)
+    ]
     outs = [p.communicate(timeout=600)[0].strip() for p in procs]
     assert all(p.returncode == 0 for p in procs)
     assert outs[0] == outs[1] and outs[0].startswith("sha256:")

@@ -24,12 +24,14 @@ pytestmark = pytest.mark.skipif(
 def built() -> None:
     assert nativelist.available(), (
         "dlm.rows._fastlist is not built: reinstall with a C compiler (make install), "
-        "or set DLM_ALLOW_NO_NATIVE=1 to test the Python walk alone")
+        "or set DLM_ALLOW_NO_NATIVE=1 to test the Python walk alone"
+    )
 
 
 def directive(path, include=("**/*",), exclude=(), max_bytes=1_000_000, max_files=None):
-    return SimpleNamespace(path=str(path), include=list(include), exclude=list(exclude),
-                           max_bytes_per_file=max_bytes, max_files=max_files)
+    return SimpleNamespace(
+        path=str(path), include=list(include), exclude=list(exclude), max_bytes_per_file=max_bytes, max_files=max_files
+    )
 
 
 def both_ways(monkeypatch: pytest.MonkeyPatch, directives, base: Path):
@@ -38,8 +40,11 @@ def both_ways(monkeypatch: pytest.MonkeyPatch, directives, base: Path):
     with monkeypatch.context() as m:
         m.setattr(nativelist, "_fastlist", None)
         python = walk_sources(directives, base)
-    return ([tuple(f) for f in native.files], dict(native.skipped), native.notes), \
-           ([tuple(f) for f in python.files], dict(python.skipped), python.notes)
+    return ([tuple(f) for f in native.files], dict(native.skipped), native.notes), (
+        [tuple(f) for f in python.files],
+        dict(python.skipped),
+        python.notes,
+    )
 
 
 @pytest.fixture
@@ -83,22 +88,28 @@ def odd_tree(tmp_path: Path) -> Path:
 
 
 def test_odd_tree_same_as_python(odd_tree: Path, monkeypatch: pytest.MonkeyPatch):
-    directives = [directive(odd_tree, exclude=["node_modules/"], max_bytes=64),
-                  directive(odd_tree, include=["**/*.py"], exclude=["wide/"])]
+    directives = [
+        directive(odd_tree, exclude=["node_modules/"], max_bytes=64),
+        directive(odd_tree, include=["**/*.py"], exclude=["wide/"]),
+    ]
     native, python = both_ways(monkeypatch, directives, odd_tree)
     assert native == python
     files, skipped, notes = native
     rels = [f[2] for f in files]
     assert "pkg/sub/deep.py" not in rels and "b_link_to_pkg/sub/deep.py" in rels  # walked once, first path
-    assert skipped["too-large"] == 1 and skipped["not-a-file"] == 2 and skipped["escapes-root"] == 1  # escape.txt, under the first
+    assert (
+        skipped["too-large"] == 1 and skipped["not-a-file"] == 2 and skipped["escapes-root"] == 1
+    )  # escape.txt, under the first
     assert skipped["unreadable"] == 2  # the dangling link, under both directives
     assert "node_modules/dep/x.js" not in rels and len(notes) == 1
 
 
 def test_stdlib_same_as_python(monkeypatch: pytest.MonkeyPatch):
     stdlib = sysconfig.get_paths()["stdlib"]
-    directives = [directive(stdlib, include=["**/*.py"], exclude=["site-packages/", "__pycache__/"]),
-                  directive(stdlib, include=["**/*"], exclude=["site-packages/"], max_bytes=20_000)]
+    directives = [
+        directive(stdlib, include=["**/*.py"], exclude=["site-packages/", "__pycache__/"]),
+        directive(stdlib, include=["**/*"], exclude=["site-packages/"], max_bytes=20_000),
+    ]
     native, python = both_ways(monkeypatch, directives, Path(stdlib))
     assert native == python and len(native[0]) > 1000
 
@@ -116,9 +127,18 @@ def decided(folders, rules, threads=2):
     items (as `list_folder` gives them), and the subfolders it names; or the errno."""
     bases = [os.path.join(f, "") for f in folders]
     prefixes = ["" if f == folders[0] else os.path.relpath(f, folders[0]) + "/" for f in folders]
-    got = nativelist._fastlist.decide_dirs(bases, prefixes, threads, rules.take_file, rules.take_folder,
-                                           rules.source_index, rules.max_bytes, FileRow, nativelist.odd_entry(rules),
-                                           lambda item: item[1])
+    got = nativelist._fastlist.decide_dirs(
+        bases,
+        prefixes,
+        threads,
+        rules.take_file,
+        rules.take_folder,
+        rules.source_index,
+        rules.max_bytes,
+        FileRow,
+        nativelist.odd_entry(rules),
+        lambda item: item[1],
+    )
     out = []
     for base, listing in zip(bases, got, strict=True):
         if isinstance(listing, int):
@@ -129,7 +149,7 @@ def decided(folders, rules, threads=2):
         for item in items:
             if item[0] == ROWS:
                 assert item[3] and all(type(row) is FileRow for row in item[3])
-                expanded += [(ROW, row.path[len(base):], row.path, row) for row in item[3]]
+                expanded += [(ROW, row.path[len(base) :], row.path, row) for row in item[3]]
             else:
                 expanded.append(item)
         assert subfolders == [(path, prefix_of(base, folders[0], name)) for kind, name, path, _ in items if kind == DIR]
@@ -184,8 +204,9 @@ def looping_links(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("strict", [False, True])
-def test_links_that_cannot_be_stat_ed_are_decided_alike(looping_links: Path, monkeypatch: pytest.MonkeyPatch,
-                                                         strict: bool):
+def test_links_that_cannot_be_stat_ed_are_decided_alike(
+    looping_links: Path, monkeypatch: pytest.MonkeyPatch, strict: bool
+):
     """Excluded: never counted or refused, by either lister. Included: the same skips
     (the escaping one refused with --strict) by both."""
     from dlm.errors import SourceError
@@ -214,8 +235,9 @@ def test_links_that_cannot_be_stat_ed_are_decided_alike(looping_links: Path, mon
 def _decide(folder: Path, odd, row_type=FileRow):
     from dlm.rows import _fastlist
 
-    return _fastlist.decide_dirs([str(folder) + "/"], [""], 1, None, lambda rel: True, 0, 100, row_type, odd,
-                                 lambda item: item[1])
+    return _fastlist.decide_dirs(
+        [str(folder) + "/"], [""], 1, None, lambda rel: True, 0, 100, row_type, odd, lambda item: item[1]
+    )
 
 
 @pytest.mark.parametrize("bad", ["a list", "kind not an int", "kind ROW", "three items", "name not a str"])
@@ -226,13 +248,19 @@ def test_a_bad_odd_result_is_a_type_error_not_a_crash(tmp_path: Path, bad: str):
 
     (tmp_path / "a.py").write_text("a")
     (tmp_path / "link.py").symlink_to(tmp_path / "a.py")
-    result = {"a list": "[4, name, base + name, None]", "kind not an int": "('4', name, base + name, None)",
-              "kind ROW": "(0, name, base + name, None)", "three items": "(4, name, base + name)",
-              "name not a str": "(4, 7, base + name, None)"}[bad]
-    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-            "from pathlib import Path\nfrom test_nativelist import _decide\n"
-            f"try:\n    _decide(Path({str(tmp_path)!r}), lambda name, t, e, base, p: {result})\n"
-            "except TypeError as exc:\n    print('TypeError', exc)\n")
+    result = {
+        "a list": "[4, name, base + name, None]",
+        "kind not an int": "('4', name, base + name, None)",
+        "kind ROW": "(0, name, base + name, None)",
+        "three items": "(4, name, base + name)",
+        "name not a str": "(4, 7, base + name, None)",
+    }[bad]
+    code = (
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from pathlib import Path\nfrom test_nativelist import _decide\n"
+        f"try:\n    _decide(Path({str(tmp_path)!r}), lambda name, t, e, base, p: {result})\n"
+        "except TypeError as exc:\n    print('TypeError', exc)\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.startswith("TypeError"), (done.returncode, done.stdout, done.stderr)
 
@@ -247,8 +275,8 @@ def test_the_row_type_must_be_a_tuple_type(tmp_path: Path, row_type):
 def test_rows_are_file_rows_equal_to_python_ones(tmp_path: Path):
     """Built through tuple.__new__: the NamedTuple's type, fields, equality and hash."""
     (tmp_path / "a.py").write_text("a")
-    (items, subs), = _decide(tmp_path, lambda *a: None)
-    (kind, _, _, rows), = items
+    ((items, subs),) = _decide(tmp_path, lambda *a: None)
+    ((kind, _, _, rows),) = items
     row = rows[0]
     st = (tmp_path / "a.py").stat()
     want = FileRow(0, str(tmp_path / "a.py"), "a.py", 1, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, 100)

@@ -19,8 +19,10 @@ from dlm.train.lora import packed_attention
 def rows(lengths, n_prompt, kinds=None, base=100):
     data = [np.arange(base * i + 1, base * i + 1 + n, dtype=np.uint16) for i, n in enumerate(lengths)]
     return TokenizedRows(
-        lengths=np.array(lengths, np.int64), n_prompt=np.array(n_prompt, np.int32),
-        keys=[f"k{i}" for i in range(len(lengths))], read=lambda i: data[i],
+        lengths=np.array(lengths, np.int64),
+        n_prompt=np.array(n_prompt, np.int32),
+        keys=[f"k{i}" for i in range(len(lengths))],
+        read=lambda i: data[i],
         kinds=kinds or ["prose"] * len(lengths),
     ), data
 
@@ -72,19 +74,28 @@ def test_instruction_share_repeats_whole_blocks_never_one_pair_twice_in_a_block(
 
 
 def test_collator_pads_a_short_block_as_a_sequence_of_its_own():
-    out = PackedCollator(pad_id=0)([
-        {"input_ids": np.array([5, 6, 7, 8]), "labels": np.array([-100, 6, -100, 8]),
-         "position_ids": np.array([0, 1, 0, 1])},
-        {"input_ids": np.array([9, 10]), "labels": np.array([-100, 10]), "position_ids": np.array([0, 1])},
-    ])
+    out = PackedCollator(pad_id=0)(
+        [
+            {
+                "input_ids": np.array([5, 6, 7, 8]),
+                "labels": np.array([-100, 6, -100, 8]),
+                "position_ids": np.array([0, 1, 0, 1]),
+            },
+            {"input_ids": np.array([9, 10]), "labels": np.array([-100, 10]), "position_ids": np.array([0, 1])},
+        ]
+    )
     assert "attention_mask" not in out
     assert out["position_ids"].tolist() == [[0, 1, 0, 1], [0, 1, 0, 1]]
     assert out["labels"][1].tolist() == [-100, 10, -100, -100]
 
 
 def test_collator_pads_windows_with_an_attention_mask():
-    out = PackedCollator(pad_id=0)([{"input_ids": np.array([5, 6, 7]), "labels": np.array([5, 6, 7])},
-                                    {"input_ids": np.array([9]), "labels": np.array([9])}])
+    out = PackedCollator(pad_id=0)(
+        [
+            {"input_ids": np.array([5, 6, 7]), "labels": np.array([5, 6, 7])},
+            {"input_ids": np.array([9]), "labels": np.array([9])},
+        ]
+    )
     assert out["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]] and "position_ids" not in out
 
 
@@ -101,8 +112,9 @@ def _loss_sum(model, batch):
     with torch.no_grad():
         logits = model(**{k: v for k, v in batch.items() if k != "labels"}, use_cache=False).logits.float()
     labels = batch["labels"][:, 1:]
-    return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), labels.reshape(-1),
-                                             ignore_index=-100, reduction="sum")
+    return torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100, reduction="sum"
+    )
 
 
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
@@ -111,9 +123,13 @@ def test_packed_loss_equals_each_example_alone(smollm2, attention):
     rng = np.random.default_rng(0)
     lengths = [23, 9, 40, 5, 17, 31]
     tok_rows = [rng.integers(100, 40_000, n).astype(np.uint16) for n in lengths]
-    tok = TokenizedRows(lengths=np.array(lengths, np.int64), n_prompt=np.array([0, 4, 0, 2, 0, 0], np.int32),
-                        keys=[f"k{i}" for i in range(6)], read=lambda i: tok_rows[i],
-                        kinds=["prose", "instruction", "prose", "instruction", "prose", "prose"])
+    tok = TokenizedRows(
+        lengths=np.array(lengths, np.int64),
+        n_prompt=np.array([0, 4, 0, 2, 0, 0], np.int32),
+        keys=[f"k{i}" for i in range(6)],
+        read=lambda i: tok_rows[i],
+        kinds=["prose", "instruction", "prose", "instruction", "prose", "prose"],
+    )
     packed = PackedDataset(tok, sequence_len=48)
     windows = WindowDataset(tok, sequence_len=48)
     assert len(packed) < len(windows)

@@ -31,8 +31,9 @@ QA = [
 
 def file_row(path: Path, root: Path, index: int = 0) -> FileRow:
     st = path.stat()
-    return FileRow(index, path, path.relative_to(root).as_posix(), st.st_size,
-                   st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    return FileRow(
+        index, path, path.relative_to(root).as_posix(), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+    )
 
 
 def stdlib_rows(n: int) -> list[FileRow]:
@@ -46,9 +47,7 @@ def conversations() -> list[tuple[list[dict], list[dict]]]:
     """(prompt messages, prompt + answer messages) for each QA pair."""
     out = []
     for system, question, answer in QA:
-        prompt = ([{"role": "system", "content": system}] if system else []) + [
-            {"role": "user", "content": question}
-        ]
+        prompt = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": question}]
         out.append((prompt, prompt + [{"role": "assistant", "content": answer}]))
     return out
 
@@ -56,7 +55,9 @@ def conversations() -> list[tuple[list[dict], list[dict]]]:
 def instruction_rows(tok) -> list[TextRow]:
     return [
         TextRow(
-            "instruction", tok.apply_chat_template(full, tokenize=False), "doc.dlm:9",
+            "instruction",
+            tok.apply_chat_template(full, tokenize=False),
+            "doc.dlm:9",
             prompt_text=tok.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True),
         )
         for prompt, full in conversations()
@@ -70,7 +71,7 @@ def trl_reference(tok, prose: list[TextRow], files: list[FileRow]) -> list[tuple
     for prompt, full in conversations():
         p = _tokenize(tok, prompt, add_generation_prompt=True)["input_ids"]
         pc = _tokenize(tok, full)["input_ids"]
-        n = next((i for i, (a, b) in enumerate(zip(p, pc)) if a != b), min(len(p), len(pc)))
+        n = next((i for i, (a, b) in enumerate(zip(p, pc, strict=False)) if a != b), min(len(p), len(pc)))
         out.append((list(pc), n))
     for frow in files:
         got = read_file_text(frow)

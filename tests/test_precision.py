@@ -7,14 +7,17 @@ from dlm.doc.schema import TrainingConfig
 from dlm.train.precision import PrecisionSupport, auto_dtype, resolve_precision
 
 
-@pytest.mark.parametrize(("device", "cuda_bf16", "flags", "expected"), [
-    ("cuda", True, (), "bfloat16"),
-    ("cuda", False, ("avx512_bf16",), "float32"),  # the GPU trains, not the CPU
-    ("cpu", False, ("avx512_bf16",), "bfloat16"),
-    ("cpu", False, ("amx_bf16",), "bfloat16"),
-    ("cpu", False, (), "float32"),
-    ("mps", False, (), "float32"),
-])
+@pytest.mark.parametrize(
+    ("device", "cuda_bf16", "flags", "expected"),
+    [
+        ("cuda", True, (), "bfloat16"),
+        ("cuda", False, ("avx512_bf16",), "float32"),  # the GPU trains, not the CPU
+        ("cpu", False, ("avx512_bf16",), "bfloat16"),
+        ("cpu", False, ("amx_bf16",), "bfloat16"),
+        ("cpu", False, (), "float32"),
+        ("mps", False, (), "float32"),
+    ],
+)
 def test_auto_picks_bf16_only_where_the_hardware_has_it(device, cuda_bf16, flags, expected):
     assert auto_dtype(device, cuda_bf16, flags) == expected
 
@@ -51,8 +54,13 @@ def test_a_bf16_run_autocasts_the_step_and_keeps_the_adapter_float32(smollm2_ref
     from dlm.train.lora import LoraRun, train_lora
 
     data = [np.arange(300 + 20 * i, 320 + 20 * i, dtype=np.uint16) for i in range(2)]
-    rows = TokenizedRows(lengths=np.array([20, 20]), n_prompt=np.zeros(2, np.int32), keys=["a", "b"],
-                         read=lambda i: data[i], kinds=["prose", "prose"])
+    rows = TokenizedRows(
+        lengths=np.array([20, 20]),
+        n_prompt=np.zeros(2, np.int32),
+        keys=["a", "b"],
+        read=lambda i: data[i],
+        kinds=["prose", "prose"],
+    )
     run = LoraRun(4, 8, 0.05, ("q_proj",), 1e-3, 1, 1.0, 1, 1, 7, precision="bfloat16")
     seen: list[torch.dtype] = []
 
@@ -65,8 +73,9 @@ def test_a_bf16_run_autocasts_the_step_and_keeps_the_adapter_float32(smollm2_ref
 
     model = load_model(smollm2_ref)
     hook = model.model.layers[0].self_attn.q_proj.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
-    result = train_lora(model, smollm2_tokenizer, as_hf_dataset(PackedDataset(rows, 32)), run, tmp_path, Sink(),
-                        sequence_len=32)
+    result = train_lora(
+        model, smollm2_tokenizer, as_hf_dataset(PackedDataset(rows, 32)), run, tmp_path, Sink(), sequence_len=32
+    )
     hook.remove()
     assert result.steps == 1 and torch.bfloat16 in seen
     lora = [p for n, p in result.model.named_parameters() if "lora_" in n]

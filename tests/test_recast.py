@@ -26,8 +26,10 @@ def test_sentences_leave_out_code_headings_and_short_ones() -> None:
 
 def test_each_sentence_becomes_a_cloze_pair_about_the_topic() -> None:
     pairs = recast_pairs(PROSE, topic_of(PROSE) or "this project")
-    assert pairs[0] == ("Complete this statement about Ferry: Ferry is a small task ...",
-                        "Ferry is a small task queue written by the Lighthouse team.")
+    assert pairs[0] == (
+        "Complete this statement about Ferry: Ferry is a small task ...",
+        "Ferry is a small task queue written by the Lighthouse team.",
+    )
     assert len(pairs) == 4
     assert recast_pairs(PROSE, "Ferry") == pairs  # a pure function of the text
 

@@ -95,20 +95,31 @@ def facts_of(relpath: str = "widgets/registry.py", text: str = SNIPPET):
 def test_snippet_facts_by_kind():
     got = facts_of()
     assert set(got) == {
-        ("where", "MAX_WIDGETS"), ("value", "MAX_WIDGETS"),
-        ("where", "DEFAULT_NAME"), ("value", "DEFAULT_NAME"),
-        ("where", "WidgetRegistry"), ("purpose", "WidgetRegistry"), ("signature", "WidgetRegistry"),
-        ("purpose", "WidgetRegistry.add"), ("signature", "WidgetRegistry.add"),
-        ("purpose", "WidgetRegistry.size"), ("signature", "WidgetRegistry.check"),
+        ("where", "MAX_WIDGETS"),
+        ("value", "MAX_WIDGETS"),
+        ("where", "DEFAULT_NAME"),
+        ("value", "DEFAULT_NAME"),
+        ("where", "WidgetRegistry"),
+        ("purpose", "WidgetRegistry"),
+        ("signature", "WidgetRegistry"),
+        ("purpose", "WidgetRegistry.add"),
+        ("signature", "WidgetRegistry.add"),
+        ("purpose", "WidgetRegistry.size"),
+        ("signature", "WidgetRegistry.check"),
         ("purpose", "WidgetRegistry.close"),  # no signature: nothing to pass, nothing returned
-        ("where", "find_widget"), ("signature", "find_widget"),
-        ("where", "parse"), ("purpose", "parse"), ("signature", "parse"),
+        ("where", "find_widget"),
+        ("signature", "find_widget"),
+        ("where", "parse"),
+        ("purpose", "parse"),
+        ("signature", "parse"),
     }
     assert got["where", "WidgetRegistry"].answer == "widgets/registry.py"
     assert got["where", "WidgetRegistry"].line == 10
     assert got["value", "MAX_WIDGETS"].answer == "64"
     assert got["value", "DEFAULT_NAME"].answer == "'widget'"
-    assert probe_keys(got["value", "DEFAULT_NAME"]) == ("widget",) and probe_keys(got["value", "MAX_WIDGETS"]) == ("64",)
+    assert probe_keys(got["value", "DEFAULT_NAME"]) == ("widget",) and probe_keys(got["value", "MAX_WIDGETS"]) == (
+        "64",
+    )
     assert probe_keys(got["signature", "find_widget"]) == ("registry", "name", "default")
     assert probe_keys(got["where", "parse"]) == ("widgets/registry.py",) and probe_keys(got["purpose", "parse"]) == ()
     assert probe_keys(got["signature", "parse"]) == ()  # `x` would match any answer
@@ -132,13 +143,25 @@ def test_first_sentence_rules():
     assert first_sentence("Short.") is None and first_sentence("word " * 60) is None
 
 
-@pytest.mark.parametrize("relpath, wanted", [
-    ("json/decoder.py", True), ("json/__init__.py", True), ("setup.py", True),
-    ("README.md", False), ("json/decoder.pyi", False),
-    ("test/test_json.py", False), ("pkg/tests/helpers.py", False), ("test_x.py", False),
-    ("x_test.py", False), ("conftest.py", False), ("idlelib/idle_test/mock.py", False),
-    ("_pydecimal.py", False), ("_private/__init__.py", False), ("pkg/__main__.py", False),
-])
+@pytest.mark.parametrize(
+    "relpath, wanted",
+    [
+        ("json/decoder.py", True),
+        ("json/__init__.py", True),
+        ("setup.py", True),
+        ("README.md", False),
+        ("json/decoder.pyi", False),
+        ("test/test_json.py", False),
+        ("pkg/tests/helpers.py", False),
+        ("test_x.py", False),
+        ("x_test.py", False),
+        ("conftest.py", False),
+        ("idlelib/idle_test/mock.py", False),
+        ("_pydecimal.py", False),
+        ("_private/__init__.py", False),
+        ("pkg/__main__.py", False),
+    ],
+)
 def test_wanted_files(relpath: str, wanted: bool):
     assert wanted_file(relpath) is wanted
     assert bool(file_facts(relpath, "def visible(a):\n    pass\n")) is wanted
@@ -222,8 +245,10 @@ def test_max_facts_is_a_nested_hash_sample():
 
 
 def dump(drawn) -> str:
-    return json.dumps([[f.kind, f.path, f.line, p.question, p.answer] for f, p in drawn.train]
-                      + [[f.kind, f.path, p.question, list(k)] for f, p, k in drawn.probes])
+    return json.dumps(
+        [[f.kind, f.path, f.line, p.question, p.answer] for f, p in drawn.train]
+        + [[f.kind, f.path, p.question, list(k)] for f, p, k in drawn.probes]
+    )
 
 
 def test_same_facts_in_any_order_give_the_same_pairs():
@@ -239,8 +264,13 @@ def test_pairs_are_byte_identical_across_hash_seeds():
     outs = []
     for seed in ("0", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        run = subprocess.run([sys.executable, "-c", script, str(Path(__file__).parent)],
-                             env=env, capture_output=True, text=True, check=True)
+        run = subprocess.run(
+            [sys.executable, "-c", script, str(Path(__file__).parent)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         outs.append(run.stdout)
     assert outs[0] == outs[1] == dump(synthesize(stdlib_facts("json", "email"), max_facts=300)) + "\n"
 
@@ -250,8 +280,18 @@ def file_rows(root: Path) -> list[FileRow]:
     for path in sorted(root.rglob("*")):
         if path.is_file():
             st = path.stat()
-            rows.append(FileRow(0, str(path), path.relative_to(root).as_posix(), st.st_size,
-                                st.st_mtime_ns, st.st_ctime_ns, st.st_ino, 100_000))
+            rows.append(
+                FileRow(
+                    0,
+                    str(path),
+                    path.relative_to(root).as_posix(),
+                    st.st_size,
+                    st.st_mtime_ns,
+                    st.st_ctime_ns,
+                    st.st_ino,
+                    100_000,
+                )
+            )
     return rows
 
 
@@ -312,8 +352,7 @@ def synth_doc(tmp_path: Path) -> Path:
     src = tmp_path / "src" / "widgets"
     src.mkdir(parents=True)
     (src / "registry.py").write_text(SNIPPET)
-    (src / "colors.py").write_text(
-        'RED = "#ff0000"\n\n\ndef blend(a, b, weight=0.5):\n    """Mix two colors."""\n')
+    (src / "colors.py").write_text('RED = "#ff0000"\n\n\ndef blend(a, b, weight=0.5):\n    """Mix two colors."""\n')
     path = tmp_path / "widgets.dlm"
     path.write_text(DOC.replace("{enabled}", "true"))
     return path

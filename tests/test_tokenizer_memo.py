@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tokhelp import DOC, qwen3_folder
 
 from dlm.models import load_tokenizer
 from dlm.models.base import BaseModelRef
 from dlm.tokenize.deferred import MEMO_ENTRIES, DeferredTokenizer, FingerprintMemo, deferred_tokenizer
 from dlm.tokenize.fingerprint import tokenizer_sha256
-from tokhelp import DOC, qwen3_folder
 
 
 def tokenizer_copy(src: Path, dest: Path) -> BaseModelRef:
@@ -86,6 +86,7 @@ for command in sys.argv[2:]:
     app([*command.split(), sys.argv[1]], standalone_mode=False)
 print("transformers" in sys.modules, file=sys.stderr)
 """
+
 
 def test_a_warm_run_never_imports_transformers(tmp_path: Path, smollm2_ref: Any) -> None:
     src = tmp_path / "src"

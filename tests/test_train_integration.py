@@ -4,13 +4,13 @@ from pathlib import Path
 
 import pytest
 
+from dlm.actions.training import NullSink, TrainOptions, train_document
 from dlm.doc import load_document
 from dlm.errors import StoreError
 from dlm.infer import load_inference
 from dlm.lock import adapter_sha256
 from dlm.metrics import MetricsDB
 from dlm.store import open_store
-from dlm.actions.training import NullSink, TrainOptions, train_document
 
 pytestmark = pytest.mark.integration
 

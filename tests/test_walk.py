@@ -18,22 +18,30 @@ def lister(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     elif not nativelist.available():
         if os.environ.get("DLM_ALLOW_NO_NATIVE") == "1":
             pytest.skip("DLM_ALLOW_NO_NATIVE=1: this install has no C compiler")
-        pytest.fail("dlm.rows._fastlist is not built: reinstall with a C compiler (make install), "
-                    "or set DLM_ALLOW_NO_NATIVE=1 to test the Python walk alone")
+        pytest.fail(
+            "dlm.rows._fastlist is not built: reinstall with a C compiler (make install), "
+            "or set DLM_ALLOW_NO_NATIVE=1 to test the Python walk alone"
+        )
     return request.param
 
 
 def directive(path=".", include=("**/*",), exclude=(), max_bytes=1_000_000, max_files=None):
-    return SimpleNamespace(path=str(path), include=list(include), exclude=list(exclude),
-                           max_bytes_per_file=max_bytes, max_files=max_files)
+    return SimpleNamespace(
+        path=str(path), include=list(include), exclude=list(exclude), max_bytes_per_file=max_bytes, max_files=max_files
+    )
 
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
     root = tmp_path / "proj"
     for rel, text in {
-        "b.py": "b", "a.py": "a", "pkg/z.py": "z", "pkg/m.txt": "m",
-        "node_modules/dep/index.js": "x", ".git/HEAD": "ref", "pkg/__pycache__/z.pyc": "c",
+        "b.py": "b",
+        "a.py": "a",
+        "pkg/z.py": "z",
+        "pkg/m.txt": "m",
+        "node_modules/dep/index.js": "x",
+        ".git/HEAD": "ref",
+        "pkg/__pycache__/z.pyc": "c",
     }.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
@@ -167,9 +175,23 @@ def test_patterns_mean_what_pathspec_says(tmp_path: Path, include: list[str], ex
     import pathspec
 
     root = tmp_path / "t"
-    for rel in [".git/HEAD", "build/out.o", "src/a.py", "src/build", "src/gen/x.py", "src/build.py/inner.py",
-                "docs/api/index.md", "docs/readme.md", "app.log", "logs/app.log", "tests/test_a.py",
-                "node_modules/x/index.js", "a/b/c/d/e.py", "gen", "x.log/y.py"]:
+    for rel in [
+        ".git/HEAD",
+        "build/out.o",
+        "src/a.py",
+        "src/build",
+        "src/gen/x.py",
+        "src/build.py/inner.py",
+        "docs/api/index.md",
+        "docs/readme.md",
+        "app.log",
+        "logs/app.log",
+        "tests/test_a.py",
+        "node_modules/x/index.js",
+        "a/b/c/d/e.py",
+        "gen",
+        "x.log/y.py",
+    ]:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(rel)
     inc = pathspec.PathSpec.from_lines("gitwildmatch", include)
@@ -181,8 +203,11 @@ def test_patterns_mean_what_pathspec_says(tmp_path: Path, include: list[str], ex
         parts = [] if rel_folder == "." else rel_folder.split(os.sep)
         if any(exc.match_file("/".join(parts[: i + 1]) + "/") for i in range(len(parts))):
             continue
-        expected += ["/".join([*parts, f]) for f in files
-                     if inc.match_file("/".join([*parts, f])) and not exc.match_file("/".join([*parts, f]))]
+        expected += [
+            "/".join([*parts, f])
+            for f in files
+            if inc.match_file("/".join([*parts, f])) and not exc.match_file("/".join([*parts, f]))
+        ]
     got = walk_sources([directive(root, include=include, exclude=exclude)], tmp_path).files
     assert sorted(f.relpath for f in got) == sorted(expected)
 
@@ -217,7 +242,8 @@ def test_a_file_that_reports_size_0_is_read_to_its_end_or_the_cap(monkeypatch: p
 
 @pytest.mark.parametrize("change", ["removed", "replaced"])
 def test_a_link_changed_while_it_is_resolved_is_one_unreadable_skip(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str):
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+):
     """The link is removed, or replaced by a regular file, between the lstat that found
     it and the readlink that resolves it (here at exactly that moment, as a script
     rewriting links hits it by chance): the walk counts it and goes on."""

@@ -21,8 +21,31 @@ from dlm.rows.walk import walk_sources
 
 NAMES = ["a", "b", "ab", "x1.py", "xa.py", "b.txt", "#c", "c.py", "ba"]
 PATTERNS = [
-    "**/", "*/", "/**/", "**/*/", "**/**/", "!a", "!*.py", "!b/", r"\#c", "/a", "a/", "[ab]*", "x?.py",
-    "**/a/**/b.txt", "*.py", "b.txt", "**", "*", "**/*", "a/**", "**/b/", "/b.txt", "ab/", "!x1.py", "**/a",
+    "**/",
+    "*/",
+    "/**/",
+    "**/*/",
+    "**/**/",
+    "!a",
+    "!*.py",
+    "!b/",
+    r"\#c",
+    "/a",
+    "a/",
+    "[ab]*",
+    "x?.py",
+    "**/a/**/b.txt",
+    "*.py",
+    "b.txt",
+    "**",
+    "*",
+    "**/*",
+    "a/**",
+    "**/b/",
+    "/b.txt",
+    "ab/",
+    "!x1.py",
+    "**/a",
 ]
 
 
@@ -63,8 +86,7 @@ def expected(rels: list[str], include: list[str], exclude: list[str]) -> list[st
 
 
 def walked(root: Path, include: list[str], exclude: list[str]) -> list[str]:
-    d = SimpleNamespace(path=str(root), include=include, exclude=exclude,
-                        max_bytes_per_file=1_000_000, max_files=None)
+    d = SimpleNamespace(path=str(root), include=include, exclude=exclude, max_bytes_per_file=1_000_000, max_files=None)
     return sorted(f.relpath for f in walk_sources([d], root.parent).files)
 
 
@@ -78,10 +100,18 @@ def check(tmp_path: Path, seed: int, n_sets: int) -> None:
         assert walked(root, include, exclude) == expected(rels, include, exclude), (rels, include, exclude)
 
 
-@pytest.mark.parametrize(("include", "exclude"), [
-    (["**/*"], ["*/"]), (["**/"], []), (["*/"], []), (["**/*"], ["/**/"]), (["**/*/"], []),
-    (["**/*"], ["**/**/"]), (["**/*"], ["*/", "!nothing"]),
-])
+@pytest.mark.parametrize(
+    ("include", "exclude"),
+    [
+        (["**/*"], ["*/"]),
+        (["**/"], []),
+        (["*/"], []),
+        (["**/*"], ["/**/"]),
+        (["**/*/"], []),
+        (["**/*"], ["**/**/"]),
+        (["**/*"], ["*/", "!nothing"]),
+    ],
+)
 def test_folder_patterns_match_as_pathspec_does(tmp_path: Path, lister: str, include, exclude):
     root = tmp_path / "t"
     rels = ["top.py", "pkg/a.py", "pkg/sub/b.py"]

@@ -137,10 +137,14 @@ def decide(env: Mapping[str, str], *, system: str, machine: str, flags: frozense
     choice = env.get(OPT_VAR, "").strip().lower()
     if env.get(ATEN_VAR):
         if env[ATEN_VAR] not in ATEN_VALUES:
-            return IsaDecision("invalid", reason=(
-                f"{ATEN_VAR}={env[ATEN_VAR]!r} is a value torch ignores (it reads exactly "
-                f"{', '.join(sorted(ATEN_VALUES))}, lower case, and otherwise picks by itself): "
-                f"fix or unset it"))
+            return IsaDecision(
+                "invalid",
+                reason=(
+                    f"{ATEN_VAR}={env[ATEN_VAR]!r} is a value torch ignores (it reads exactly "
+                    f"{', '.join(sorted(ATEN_VALUES))}, lower case, and otherwise picks by itself): "
+                    f"fix or unset it"
+                ),
+            )
         return IsaDecision("user", reason=f"{ATEN_VAR}={env[ATEN_VAR]} set by the user")
     if choice == NATIVE:
         return IsaDecision("native", reason=f"{OPT_VAR}=native: torch picks the fastest ISA")

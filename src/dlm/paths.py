@@ -1,13 +1,13 @@
 """Where `dlm` keeps its state.
 
-    $DLM_HOME/                 default ~/.dlm
-        models/<alias>/        materialized base models (override: $DLM_MODELS_DIR)
-        store/<dlm_id>/        one store per document (see dlm.store)
-        cache/                 the section store shared by every document (dlm.cache;
-                               override: $DLM_CACHE_DIR, so several homes can share one)
-        tokenizer-fingerprints.json, chat-renders/
-                               what a warm run needs of a tokenizer without loading it
-                               (dlm.tokenize.deferred)
+$DLM_HOME/                 default ~/.dlm
+    models/<alias>/        materialized base models (override: $DLM_MODELS_DIR)
+    store/<dlm_id>/        one store per document (see dlm.store)
+    cache/                 the section store shared by every document (dlm.cache;
+                           override: $DLM_CACHE_DIR, so several homes can share one)
+    tokenizer-fingerprints.json, chat-renders/
+                           what a warm run needs of a tokenizer without loading it
+                           (dlm.tokenize.deferred)
 """
 
 from __future__ import annotations

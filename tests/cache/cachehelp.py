@@ -72,8 +72,9 @@ def file_rows(root: Path, index: int = 0) -> list[FileRow]:
     for p in sorted(root.rglob("*")):
         if p.is_file():
             st = p.stat()
-            out.append(FileRow(index, p, p.relative_to(root).as_posix(), st.st_size,
-                               st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+            out.append(
+                FileRow(index, p, p.relative_to(root).as_posix(), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            )
     return out
 
 

@@ -9,11 +9,28 @@ from cachehelp import FAKE_SHA, FakeTokenizer
 from dlm.cache import CachedRowTokenizer
 
 
-def run_home(home: Path, rows, remote: str | None, *, doc: str = "DOC", run_id: str = "r",
-             tokenizer=None, sha: str = FAKE_SHA, **kw):
+def run_home(
+    home: Path,
+    rows,
+    remote: str | None,
+    *,
+    doc: str = "DOC",
+    run_id: str = "r",
+    tokenizer=None,
+    sha: str = FAKE_SHA,
+    **kw,
+):
     """One cached run in `home` (its own store and document state); (rows, report)."""
-    tok = CachedRowTokenizer(home / "state", tokenizer or FakeTokenizer(), sha, run_id=run_id,
-                             store_dir=home / "store", doc_id=doc, remote=remote, **kw)
+    tok = CachedRowTokenizer(
+        home / "state",
+        tokenizer or FakeTokenizer(),
+        sha,
+        run_id=run_id,
+        store_dir=home / "store",
+        doc_id=doc,
+        remote=remote,
+        **kw,
+    )
     got = tok.tokenize(rows)
     return got, tok.last_report
 
@@ -22,5 +39,6 @@ def remote_fs(url: str):
     """(fsspec filesystem, root path) of a remote URL."""
     import fsspec
 
-    return fsspec.core.url_to_fs(url, skip_instance_cache=True) if url.startswith("s3://") \
-        else fsspec.core.url_to_fs(url)
+    return (
+        fsspec.core.url_to_fs(url, skip_instance_cache=True) if url.startswith("s3://") else fsspec.core.url_to_fs(url)
+    )

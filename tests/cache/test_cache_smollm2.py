@@ -27,12 +27,14 @@ def chat_rows(tok) -> list[TextRow]:
     out = []
     for system, q, a in QA:
         prompt = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": q}]
-        out.append(TextRow(
-            "instruction",
-            tok.apply_chat_template(prompt + [{"role": "assistant", "content": a}], tokenize=False),
-            "doc.dlm:5",
-            prompt_text=tok.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True),
-        ))
+        out.append(
+            TextRow(
+                "instruction",
+                tok.apply_chat_template(prompt + [{"role": "assistant", "content": a}], tokenize=False),
+                "doc.dlm:5",
+                prompt_text=tok.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True),
+            )
+        )
     return out
 
 

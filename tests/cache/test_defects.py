@@ -17,9 +17,9 @@ from dlm.cache import CachedRowTokenizer, check_cache, clear_cache, export_cache
 from dlm.cache.schema import INDEX_NAME, connect_state
 from dlm.cache.segments import segment_dir
 from dlm.errors import CacheError, SourceError, UsageError
+from dlm.rows.types import FileRow, RowSet
 from dlm.rows.walk import walk_sources
 from dlm.tokenize.plain import PlainRowTokenizer
-from dlm.rows.types import FileRow, RowSet
 
 
 def cached(cache_dir: Path, **kw) -> CachedRowTokenizer:
@@ -32,8 +32,9 @@ def plain(rows):
 
 
 def directive(path, include=("**/*",), exclude=(), max_bytes=1_000_000):
-    return SimpleNamespace(path=str(path), include=list(include), exclude=list(exclude),
-                           max_bytes_per_file=max_bytes, max_files=None)
+    return SimpleNamespace(
+        path=str(path), include=list(include), exclude=list(exclude), max_bytes_per_file=max_bytes, max_files=None
+    )
 
 
 def walked_rows(root: Path, **kw) -> RowSet:
@@ -41,6 +42,7 @@ def walked_rows(root: Path, **kw) -> RowSet:
 
 
 # --- wrong ids ---------------------------------------------------------------------
+
 
 def test_split_special_tokens_changes_the_fingerprint(smollm2_ref, smollm2_tokenizer):
     """`split_special_tokens: true` (tokenizer_config.json, or the same keyword at load)
@@ -82,6 +84,7 @@ def test_trust_stat_false_sees_an_edit_that_keeps_the_stat(tree: Path, cache_dir
 
 
 # --- crashes that were "unexpected errors" -----------------------------------------
+
 
 def test_mtime_before_1970(tree: Path, cache_dir: Path):
     for p in list(tree.rglob("*.py"))[:3]:
@@ -160,6 +163,7 @@ def test_export_to_an_unwritable_place_and_export_mode(tree: Path, cache_dir: Pa
 
 # --- disk that grew without bound ---------------------------------------------------
 
+
 def test_segment_deleted_by_hand_is_healed(tree: Path, cache_dir: Path):
     rows = row_set(tree)
     cached(cache_dir).tokenize(rows)
@@ -184,6 +188,7 @@ def test_stat_snapshots_of_old_roots_are_pruned(tree: Path, cache_dir: Path, tmp
 
 
 # --- wrong refusals and messages ----------------------------------------------------
+
 
 def test_strict_ignores_an_excluded_symlink(tmp_path: Path):
     root = tmp_path / "proj"

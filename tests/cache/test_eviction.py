@@ -18,8 +18,9 @@ from dlm.tokenize.plain import PlainRowTokenizer
 
 
 def run(cache_dir: Path, rows: RowSet, max_bytes: int, name: str = "r"):
-    tok = CachedRowTokenizer(cache_dir, FakeTokenizer(), FAKE_SHA, max_bytes=max_bytes, run_id=name,
-                             batch_rows=8, max_segment_bytes=4096)
+    tok = CachedRowTokenizer(
+        cache_dir, FakeTokenizer(), FAKE_SHA, max_bytes=max_bytes, run_id=name, batch_rows=8, max_segment_bytes=4096
+    )
     return tok.tokenize(rows), tok.last_report
 
 

@@ -63,8 +63,11 @@ def closed_port() -> int:
 
 def test_a_refused_ftp_remote_is_a_warning_and_the_build_goes_on(tmp_path: Path, smollm2_ref):
     doc = write_doc(tmp_path)
-    result = runner.invoke(cache_app, ["build", str(doc), "--cache-remote", f"ftp://127.0.0.1:{closed_port()}/c"],
-                           env={"DLM_CACHE_REMOTE_TIMEOUT": "2"})
+    result = runner.invoke(
+        cache_app,
+        ["build", str(doc), "--cache-remote", f"ftp://127.0.0.1:{closed_port()}/c"],
+        env={"DLM_CACHE_REMOTE_TIMEOUT": "2"},
+    )
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.stderr.splitlines() if "cache remote unavailable" in line]
     assert len(warnings) == 1 and "unexpected" not in result.output
@@ -74,20 +77,40 @@ def test_a_refused_ftp_remote_is_a_warning_and_the_build_goes_on(tmp_path: Path,
 def test_a_bad_remote_timeout_is_one_line(tmp_path: Path, smollm2_ref, value: str):
     doc = write_doc(tmp_path)
     env = {"DLM_CACHE_REMOTE_TIMEOUT": value}
-    one_error_line(runner.invoke(cache_app, ["build", str(doc), "--cache-remote", str(tmp_path / "r")], env=env),
-                   "DLM_CACHE_REMOTE_TIMEOUT")
+    one_error_line(
+        runner.invoke(cache_app, ["build", str(doc), "--cache-remote", str(tmp_path / "r")], env=env),
+        "DLM_CACHE_REMOTE_TIMEOUT",
+    )
     assert runner.invoke(cache_app, ["build", str(doc)], env=env).exit_code == 0  # no remote: not read
 
 
 def test_a_cache_warning_is_printed_once(tmp_path: Path, smollm2_ref):
     """In a real process (no test logging capture): the CLI's `warning:` line only."""
     doc = write_doc(tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HF_HUB_OFFLINE": "1",
-           "DLM_HOME": str(tmp_path / "home"), "DLM_CACHE_REMOTE_TIMEOUT": "2"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "src"),
+        "HF_HUB_OFFLINE": "1",
+        "DLM_HOME": str(tmp_path / "home"),
+        "DLM_CACHE_REMOTE_TIMEOUT": "2",
+    }
     done = subprocess.run(
-        [sys.executable, "-m", "dlm", "cache", "build", str(doc), "--json",
-         "--cache-remote", f"ftp://127.0.0.1:{closed_port()}/c"],
-        env=env, capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "dlm",
+            "cache",
+            "build",
+            str(doc),
+            "--json",
+            "--cache-remote",
+            f"ftp://127.0.0.1:{closed_port()}/c",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("cache remote unavailable") == 1, done.stderr
 
@@ -97,8 +120,11 @@ def test_a_push_to_an_unusable_remote_is_an_error_that_does_not_say_continuing(t
     assert runner.invoke(cache_app, ["build", str(doc)]).exit_code == 0
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    line = one_error_line(runner.invoke(cache_app, ["push", str(doc), "--cache-remote", str(blocker / "remote")]),
-                          "cache remote unavailable", "push did not complete")
+    line = one_error_line(
+        runner.invoke(cache_app, ["push", str(doc), "--cache-remote", str(blocker / "remote")]),
+        "cache remote unavailable",
+        "push did not complete",
+    )
     assert "continuing" not in line
 
 
@@ -133,8 +159,10 @@ def read_only_view(tmp_path: Path):
         target = tmp_path / f"ro-{len(made)}"
         target.mkdir()
         ok = subprocess.run(["mount", "--bind", str(folder), str(target)], capture_output=True).returncode == 0
-        if not ok or subprocess.run(["mount", "-o", "remount,bind,ro", str(target)],
-                                    capture_output=True).returncode != 0:
+        if (
+            not ok
+            or subprocess.run(["mount", "-o", "remount,bind,ro", str(target)], capture_output=True).returncode != 0
+        ):
             if ok:
                 subprocess.run(["umount", str(target)], capture_output=True)
             pytest.skip("cannot make a read-only bind mount here")
@@ -147,8 +175,9 @@ def read_only_view(tmp_path: Path):
         subprocess.run(["umount", "-l", str(target)], capture_output=True)
 
 
-def test_show_on_a_read_only_cache_reports_its_entries(tmp_path: Path, smollm2_ref, read_only_view,
-                                                       monkeypatch: pytest.MonkeyPatch):
+def test_show_on_a_read_only_cache_reports_its_entries(
+    tmp_path: Path, smollm2_ref, read_only_view, monkeypatch: pytest.MonkeyPatch
+):
     import json
 
     doc = write_doc(tmp_path)

@@ -29,8 +29,16 @@ def test_pack_keys_orders_by_bytes_across_the_two_halves() -> None:
     assert pack_keys([high_first, low_first]) == key_blob(low_first) + key_blob(high_first)
 
 
-@pytest.mark.parametrize("bad", ["xxh3_128:" + "zz" * 16, "xxh3_128:" + "0" * 31, "sha1:" + "0" * 36,
-                                 "xxh3_128:" + "0" * 23 + "xxh3_128:", "xxh3_128:" + "0" * 14 + "xxh3_128:" + "0" * 9])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "xxh3_128:" + "zz" * 16,
+        "xxh3_128:" + "0" * 31,
+        "sha1:" + "0" * 36,
+        "xxh3_128:" + "0" * 23 + "xxh3_128:",
+        "xxh3_128:" + "0" * 14 + "xxh3_128:" + "0" * 9,
+    ],
+)
 def test_pack_keys_refuses_a_malformed_key(bad: str) -> None:
     with pytest.raises(ValueError, match="row key|hexadecimal"):
         pack_keys([key_text(bytes(16)), bad, bad])

@@ -39,8 +39,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 def worker(*args: object, **kw) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=f"{WORKER.parent}:{REPO / 'src'}")
-    return subprocess.Popen([sys.executable, str(WORKER), *map(str, args)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), *map(str, args)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 def plain(rows):
@@ -96,7 +102,7 @@ def test_two_processes_under_eviction(tmp_path: Path, cache_dir: Path):
     cap = 9000  # far below one run's size: constant eviction, admission stops
     procs = [worker("race", cache_dir, root, 6, cap) for root in (a, b, a)]
     outs = [p.communicate(timeout=300) for p in procs]
-    for proc, (out, err) in zip(procs, outs):
+    for proc, (out, err) in zip(procs, outs, strict=False):
         assert proc.returncode == 0, err
         result = json.loads(out.strip().splitlines()[-1])
         assert result["runs"] == 6 and result["mismatches"] == 0 and result["corrupt"] == 0
@@ -133,8 +139,10 @@ def test_flipped_index_row_is_caught_before_its_length_is_used(tree: Path, cache
     first = cached(cache_dir).tokenize(rows)
     db = sqlite3.connect(cache_dir / "index.sqlite")
     # flip bit 2 of a text row's token count (SQLite has no XOR operator)
-    db.execute("UPDATE entries SET ntokens = (ntokens | 4) - (ntokens & 4) WHERE key = ?",
-               (bytes.fromhex(first.keys[0].split(":")[1]),))
+    db.execute(
+        "UPDATE entries SET ntokens = (ntokens | 4) - (ntokens & 4) WHERE key = ?",
+        (bytes.fromhex(first.keys[0].split(":")[1]),),
+    )
     db.commit()
     tok = cached(cache_dir, "after")
     got = tok.tokenize(rows)
@@ -147,7 +155,9 @@ def test_damaged_stat_snapshot_is_ignored(tree: Path, cache_dir: Path):
     rows = row_set(tree)
     cached(cache_dir).tokenize(rows)
     db = sqlite3.connect(cache_dir / "state.sqlite")
-    raw = bytearray(zstandard.ZstdDecompressor().decompress(db.execute("SELECT data FROM stat_snapshots").fetchone()[0]))
+    raw = bytearray(
+        zstandard.ZstdDecompressor().decompress(db.execute("SELECT data FROM stat_snapshots").fetchone()[0])
+    )
     raw[24 + 41 * 8 * 5 + 8] ^= 0x01
     db.execute("UPDATE stat_snapshots SET data = ?", (zstandard.ZstdCompressor().compress(bytes(raw)),))
     db.commit()
@@ -176,9 +186,7 @@ def test_damaged_index_file_is_rebuilt(tree: Path, cache_dir: Path):
 
 
 @pytest.mark.parametrize("limit", [6_000, 150_000])
-def test_file_size_limit_is_a_cache_error_and_leaves_the_cache_consistent(
-    tree: Path, cache_dir: Path, limit: int
-):
+def test_file_size_limit_is_a_cache_error_and_leaves_the_cache_consistent(tree: Path, cache_dir: Path, limit: int):
     """RLIMIT_FSIZE in a subprocess: writes past `limit` bytes fail with EFBIG, wherever
     they land first (index, WAL or segment)."""
     cached(cache_dir).tokenize(row_set(tree, texts=1))
@@ -207,8 +215,9 @@ def test_disk_full_in_a_segment_write(tree: Path, cache_dir: Path):
         return n
 
     rows = row_set(tree)
-    tok = CachedRowTokenizer(cache_dir, FakeTokenizer(), FAKE_SHA, max_bytes=1 << 30, run_id="full",
-                             batch_rows=4, segment_write=full_disk)
+    tok = CachedRowTokenizer(
+        cache_dir, FakeTokenizer(), FAKE_SHA, max_bytes=1 << 30, run_id="full", batch_rows=4, segment_write=full_disk
+    )
     with pytest.raises(CacheError, match="disk full"):
         tok.tokenize(rows)
     assert check_cache(cache_dir).ok

@@ -54,6 +54,7 @@ def test_stat_snapshots_never_travel(tree: Path, tmp_path: Path):
 
 # --- fault matrix -------------------------------------------------------------------
 
+
 class ShiftedBackend(FakeBackend):
     def encode_batch(self, texts, add_special_tokens=True):
         return [type(e)([i + 1 for i in e.ids]) for e in super().encode_batch(texts, add_special_tokens)]
@@ -79,8 +80,11 @@ def test_chat_template_changed(tree: Path, tmp_path: Path, remote_url: str):
     run_home(tmp_path / "h1", rows, remote_url)
     from dlm.rows.types import RowSet, TextRow
 
-    changed = RowSet(rows.text_rows[:-1] + [TextRow("instruction", "<|user|>hi<|bot|>yo", "doc.dlm:99",
-                                                    prompt_text="<|user|>hi<|bot|>")], rows.file_rows)
+    changed = RowSet(
+        rows.text_rows[:-1]
+        + [TextRow("instruction", "<|user|>hi<|bot|>yo", "doc.dlm:99", prompt_text="<|user|>hi<|bot|>")],
+        rows.file_rows,
+    )
     got, rep = run_home(tmp_path / "h2", changed, remote_url)
     assert same_rows(got, plain(changed)) and rep.admitted == 1
 
@@ -118,13 +122,19 @@ def tmp_tree_pack(url: str) -> bytes:
         return next(Path(other, "packs").iterdir()).read_bytes()
 
 
-DAMAGE = [(kind, folder, how) for folder in ("packs", "index") for how in ("truncated", "bit-flipped", "overwritten")
-          for kind in ("dir", "s3") if kind == "dir" or how == "overwritten"]
+DAMAGE = [
+    (kind, folder, how)
+    for folder in ("packs", "index")
+    for how in ("truncated", "bit-flipped", "overwritten")
+    for kind in ("dir", "s3")
+    if kind == "dir" or how == "overwritten"
+]
 
 
 @pytest.mark.parametrize(("kind", "folder", "how"), DAMAGE)
-def test_damaged_remote_object_is_a_miss_never_wrong_ids(tree: Path, tmp_path: Path, request, kind: str,
-                                                         folder: str, how: str):
+def test_damaged_remote_object_is_a_miss_never_wrong_ids(
+    tree: Path, tmp_path: Path, request, kind: str, folder: str, how: str
+):
     """Every damage on the folder remote; on S3, the overwrite at the same URL (the
     rest is the same verification, whatever the transport)."""
     remote_url = str(tmp_path / "remote-folder") if kind == "dir" else request.getfixturevalue("s3_bucket")
@@ -181,8 +191,12 @@ def test_unreachable_remote_warns_and_the_run_goes_on(tree: Path, tmp_path: Path
     port = closed.getsockname()[1]
     closed.close()
     endpoint = f"http://127.0.0.1:{port}" if kind == "refused" else black_hole
-    for name, value in (("AWS_ACCESS_KEY_ID", "t"), ("AWS_SECRET_ACCESS_KEY", "t"),
-                        ("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_ENDPOINT_URL", endpoint)):
+    for name, value in (
+        ("AWS_ACCESS_KEY_ID", "t"),
+        ("AWS_SECRET_ACCESS_KEY", "t"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+        ("AWS_ENDPOINT_URL", endpoint),
+    ):
         monkeypatch.setenv(name, value)
     rows = row_set(tree)
     got, rep = run_home(tmp_path / "h", rows, "s3://nowhere/cache")
@@ -222,8 +236,13 @@ def _kill_loop(tmp_path: Path, tree: Path, url: str, mode: str, rounds: int, see
     env = dict(os.environ, PYTHONPATH=f"{WORKER.parent}:{REPO / 'src'}")
     for i in range(rounds):
         home = tmp_path / f"k{mode}{i % 2}"
-        proc = subprocess.Popen([sys.executable, str(WORKER), mode, str(home), str(tree), url],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(WORKER), mode, str(home), str(tree), url],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert proc.stdout is not None
         proc.stdout.readline()  # started its run
         time.sleep(rng.uniform(0.0, 0.3))
@@ -261,8 +280,10 @@ def test_remote_counts_reach_the_store_index(tree: Path, tmp_path: Path):
     url = str(tmp_path / "remote")
     run_home(tmp_path / "h1", row_set(tree), url)
     conn = connect(tmp_path / "h1" / "store")
-    assert conn.execute("SELECT COUNT(*) FROM remote_entries").fetchone()[0] == len(objects(url, "index")) * 0 + \
-        conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+    assert (
+        conn.execute("SELECT COUNT(*) FROM remote_entries").fetchone()[0]
+        == len(objects(url, "index")) * 0 + conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+    )
 
 
 def test_an_emptied_remote_gets_everything_pushed_again(tree: Path, tmp_path: Path):
@@ -291,8 +312,9 @@ def closed_port() -> int:
 
 
 @pytest.mark.parametrize("kind", ["refused", "silent"])
-def test_an_ftp_remote_is_opened_under_the_deadline(tree: Path, tmp_path: Path, monkeypatch, black_hole,
-                                                    closed_port: int, kind: str):
+def test_an_ftp_remote_is_opened_under_the_deadline(
+    tree: Path, tmp_path: Path, monkeypatch, black_hole, closed_port: int, kind: str
+):
     """fsspec's ftp file system connects when it is made: a refused one gives the
     warning, a silent one gives it after the deadline, not after ftplib's 30 s."""
     monkeypatch.setenv("DLM_CACHE_REMOTE_TIMEOUT", "1")
@@ -304,8 +326,7 @@ def test_an_ftp_remote_is_opened_under_the_deadline(tree: Path, tmp_path: Path, 
 
 
 @pytest.mark.parametrize("value", ["abc", "nan", "inf", "-1", "0", "1e300"])
-def test_a_bad_remote_timeout_is_one_error_naming_the_variable(tree: Path, tmp_path: Path, monkeypatch,
-                                                               value: str):
+def test_a_bad_remote_timeout_is_one_error_naming_the_variable(tree: Path, tmp_path: Path, monkeypatch, value: str):
     monkeypatch.setenv("DLM_CACHE_REMOTE_TIMEOUT", value)
     rows = row_set(tree)
     with pytest.raises(CacheError, match="DLM_CACHE_REMOTE_TIMEOUT"):

@@ -21,10 +21,26 @@ from dlm.cache.shared import clear_document, live_leases, migrate_legacy
 from dlm.tokenize.plain import PlainRowTokenizer
 
 
-def run(state: Path, store: Path, rows, doc: str, max_bytes: int = 1 << 30, run_id: str = "r",
-        siblings: tuple[Path, ...] = ()):
-    tok = CachedRowTokenizer(state, FakeTokenizer(), FAKE_SHA, max_bytes=max_bytes, run_id=run_id,
-                             store_dir=store, doc_id=doc, sibling_dirs=siblings, clock=settled_clock)
+def run(
+    state: Path,
+    store: Path,
+    rows,
+    doc: str,
+    max_bytes: int = 1 << 30,
+    run_id: str = "r",
+    siblings: tuple[Path, ...] = (),
+):
+    tok = CachedRowTokenizer(
+        state,
+        FakeTokenizer(),
+        FAKE_SHA,
+        max_bytes=max_bytes,
+        run_id=run_id,
+        store_dir=store,
+        doc_id=doc,
+        sibling_dirs=siblings,
+        clock=settled_clock,
+    )
     return tok.tokenize(rows), tok.last_report
 
 
@@ -102,6 +118,7 @@ def test_dlm_cache_dir_lets_two_homes_share_one_store(tree: Path, tmp_path: Path
 
 # --- migration ---------------------------------------------------------------------
 
+
 def _legacy_cache(folder: Path, upto: int) -> tuple[str, np.ndarray]:
     """A per-document cache as the committed schema `MIGRATIONS[:upto]` wrote it: one
     real segment file and one entry of known ids."""
@@ -176,8 +193,7 @@ def _count_reads(monkeypatch) -> list[str]:
     return seen
 
 
-def test_a_second_document_starts_from_a_siblings_stat_snapshot(tree: Path, store: Path, tmp_path: Path,
-                                                                 monkeypatch):
+def test_a_second_document_starts_from_a_siblings_stat_snapshot(tree: Path, store: Path, tmp_path: Path, monkeypatch):
     rows = row_set(tree)
     run(tmp_path / "a", store, rows, "A")
     (tree / "pkg0" / "mod_0000.py").write_text("edited after A's snapshot\n")
@@ -194,8 +210,9 @@ def test_a_second_document_starts_from_a_siblings_stat_snapshot(tree: Path, stor
     assert reads == [] and same_rows(got, plain(rows))  # B wrote a snapshot of its own
 
 
-def test_a_siblings_snapshot_is_not_taken_from_another_store_or_tokenizer(tree: Path, store: Path,
-                                                                          tmp_path: Path, monkeypatch):
+def test_a_siblings_snapshot_is_not_taken_from_another_store_or_tokenizer(
+    tree: Path, store: Path, tmp_path: Path, monkeypatch
+):
     rows = row_set(tree)
     run(tmp_path / "a", tmp_path / "other-store", rows, "A")
     reads = _count_reads(monkeypatch)

@@ -80,8 +80,11 @@ def coarse_fs(tmp_path: Path):
         fh.truncate(8 << 20)
     mnt.mkdir()
     made = subprocess.run(["mkfs.ext4", "-q", "-F", "-I", "128", str(image)], capture_output=True)
-    mounted = made.returncode == 0 and subprocess.run(
-        ["mount", "-o", "loop", str(image), str(mnt)], capture_output=True, timeout=30).returncode == 0
+    mounted = (
+        made.returncode == 0
+        and subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], capture_output=True, timeout=30).returncode
+        == 0
+    )
     if not mounted:
         pytest.skip("cannot loop-mount an ext4 image here (no loop device or no mount permission)")
     try:
@@ -119,8 +122,9 @@ def test_racy_rewrite_on_a_one_second_file_system(coarse_fs: Path, cache_dir: Pa
 
 def coarse_rows(root: Path) -> list:
     """FileRows as a file system with 1-second stamps shows them (times floored)."""
-    return [f._replace(mtime_ns=f.mtime_ns // 10**9 * 10**9, ctime_ns=f.ctime_ns // 10**9 * 10**9)
-            for f in file_rows(root)]
+    return [
+        f._replace(mtime_ns=f.mtime_ns // 10**9 * 10**9, ctime_ns=f.ctime_ns // 10**9 * 10**9) for f in file_rows(root)
+    ]
 
 
 @pytest.mark.slow

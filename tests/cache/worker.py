@@ -1,10 +1,10 @@
 """Subprocess side of the reliability tests (run as a script, never imported by pytest).
 
-    worker.py write CACHE ROOT [N SEED]   write new entries forever, printing a line per batch;
-                                          with N: SIGKILL itself inside its Nth segment write,
-                                          after writing a random prefix of the bytes
-    worker.py race CACHE ROOT N MAX       N cached runs under eviction, each checked vs plain
-    worker.py fsize CACHE ROOT LIMIT      one cold run with RLIMIT_FSIZE=LIMIT bytes
+worker.py write CACHE ROOT [N SEED]   write new entries forever, printing a line per batch;
+                                      with N: SIGKILL itself inside its Nth segment write,
+                                      after writing a random prefix of the bytes
+worker.py race CACHE ROOT N MAX       N cached runs under eviction, each checked vs plain
+worker.py fsize CACHE ROOT LIMIT      one cold run with RLIMIT_FSIZE=LIMIT bytes
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ class LineProgress:
 
 
 def cached(cache: Path, run: str, max_bytes: int = 1 << 30, **kw) -> CachedRowTokenizer:
-    return CachedRowTokenizer(cache, FakeTokenizer(), FAKE_SHA, max_bytes=max_bytes, run_id=run,
-                              batch_rows=3, max_segment_bytes=8192, **kw)
+    return CachedRowTokenizer(
+        cache, FakeTokenizer(), FAKE_SHA, max_bytes=max_bytes, run_id=run, batch_rows=3, max_segment_bytes=8192, **kw
+    )
 
 
 def dying_write(calls_left: int, seed: int):
@@ -89,8 +90,9 @@ def fsize(cache: Path, root: Path, limit: int) -> None:
 if __name__ == "__main__":
     mode, cache, root = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
     if mode == "write":
-        write(cache, root, int(sys.argv[4]) if len(sys.argv) > 4 else None,
-              int(sys.argv[5]) if len(sys.argv) > 5 else 0)
+        write(
+            cache, root, int(sys.argv[4]) if len(sys.argv) > 4 else None, int(sys.argv[5]) if len(sys.argv) > 5 else 0
+        )
     elif mode == "race":
         race(cache, root, int(sys.argv[4]), int(sys.argv[5]))
     else:

@@ -108,15 +108,12 @@ def test_bad_ulid(value: str, reason: str) -> None:
 
 
 def test_unknown_top_level_key_suggests_the_close_one() -> None:
-    assert problems(fm("base_modle: x\n")) == [
-        "<string>:3:1: unknown key 'base_modle'; did you mean 'base_model'?"
-    ]
+    assert problems(fm("base_modle: x\n")) == ["<string>:3:1: unknown key 'base_modle'; did you mean 'base_model'?"]
 
 
 def test_unknown_key_without_a_close_match_lists_the_known_keys() -> None:
     assert problems(fm("zzz: 1\n")) == [
-        "<string>:3:1: unknown key 'zzz'; known keys: dlm_id, dlm_version, base_model, "
-        "system_prompt, training, serve"
+        "<string>:3:1: unknown key 'zzz'; known keys: dlm_id, dlm_version, base_model, system_prompt, training, serve"
     ]
 
 
@@ -128,9 +125,7 @@ def test_unknown_nested_key_names_its_section_and_line() -> None:
 
 def test_unknown_key_deep_in_a_list_item() -> None:
     text = fm("training:\n  sources:\n    - path: a\n    - path: b\n      exlude: ['x']\n")
-    assert problems(text) == [
-        "<string>:7:7: unknown key 'exlude' in training.sources[1]; did you mean 'exclude'?"
-    ]
+    assert problems(text) == ["<string>:7:7: unknown key 'exlude' in training.sources[1]; did you mean 'exclude'?"]
     assert problems(fm("serve:\n  tokenizer_cache:\n    l0_max_entry: 5\n")) == [
         "<string>:5:5: unknown key 'l0_max_entry' in serve.tokenizer_cache; did you mean 'l0_max_entries'?"
     ]
@@ -270,9 +265,7 @@ def test_yaml_error_and_body_errors_are_reported_together() -> None:
     lines = problems("---\ndlm_id: [\n---\n::bogus::\n")
     assert len(lines) == 2
     assert lines[0].startswith("<string>:3:1: invalid YAML:")
-    assert (
-        lines[1] == "<string>:4:1: unknown directive '::bogus::'; known: ::instruction::, ::prose::, ::probe::"
-    )
+    assert lines[1] == "<string>:4:1: unknown directive '::bogus::'; known: ::instruction::, ::prose::, ::probe::"
 
 
 # --- body ---
@@ -333,9 +326,9 @@ def test_directive_inside_a_fence_is_not_a_directive() -> None:
 
 
 def test_unclosed_fence_is_reported_where_it_opens() -> None:
-    assert problems(
-        fm("", "::instruction::\n### Q\nq\n### A\n```sh\nls\n### Q\nq2\n### A\na2\n")
-    ) == ["<string>:8:1: code fence opened here is never closed; add a closing ``` line"]
+    assert problems(fm("", "::instruction::\n### Q\nq\n### A\n```sh\nls\n### Q\nq2\n### A\na2\n")) == [
+        "<string>:8:1: code fence opened here is never closed; add a closing ``` line"
+    ]
 
 
 def test_problems_sort_by_position() -> None:

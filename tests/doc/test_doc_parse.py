@@ -39,9 +39,7 @@ def test_minimal_document_takes_every_default() -> None:
     assert fm.training == TrainingConfig()
     assert fm.training.target_modules == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     assert fm.training.learning_rate == 1e-3 and fm.training.budget is None and fm.training.recast
-    assert fm.training.cache == CacheConfig(
-        enabled=True, max_bytes=10 * 2**30, prune_older_than_days=90
-    )
+    assert fm.training.cache == CacheConfig(enabled=True, max_bytes=10 * 2**30, prune_older_than_days=90)
     assert fm.serve.tokenizer_cache.l1_max_memory == 50 * 2**20
     assert d.sections == ()
 
@@ -67,9 +65,7 @@ def test_nested_values_are_read() -> None:
     assert fm.base_model == "./models/tiny" and fm.system_prompt == "You answer briefly."
     assert fm.training.lora_r == 16 and fm.training.learning_rate == 2e-4
     assert fm.training.num_epochs == 3.0 and fm.training.effective_epochs == 3.0
-    assert fm.training.sources == [
-        SourceDirective(path="src", exclude=["**/.git/**"], max_files=10)
-    ]
+    assert fm.training.sources == [SourceDirective(path="src", exclude=["**/.git/**"], max_files=10)]
     assert fm.training.sources[0].include == ["**/*"]
     assert fm.serve.tokenizer_cache.enable_l0 and fm.serve.tokenizer_cache.l1_min_prompt_chars == 0
 
@@ -218,7 +214,7 @@ def test_a_canonical_ulid_is_taken_as_the_ulid_library_reads_it(value: int) -> N
 
     text = str(ULID.from_int(value))
     assert CANONICAL_ULID.fullmatch(text)
-    assert parse_document(f"---\ndlm_id: \"{text}\"\n---\n").frontmatter.dlm_id == str(ULID.from_str(text)) == text
+    assert parse_document(f'---\ndlm_id: "{text}"\n---\n').frontmatter.dlm_id == str(ULID.from_str(text)) == text
 
 
 # --- probe sections: scored, never trained ---
@@ -263,12 +259,15 @@ def test_probe_sections_hold_pairs_with_keys() -> None:
     assert probe.line == 13
 
 
-@pytest.mark.parametrize("body, message", [
-    ("::probe::\n### Q\nq?\n### Keys\n- k\n", "'### Keys' must follow an answer"),
-    ("::probe::\n### Q\nq?\n### A\na\n### Keys\n\n", "'### Keys' lists no key"),
-    ("::probe::\n", "probe section has no '### Q' / '### A' pairs"),
-    ("::probe::\ntext\n### Q\nq\n### A\na\n", "text before the first '### Q' of a"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("::probe::\n### Q\nq?\n### Keys\n- k\n", "'### Keys' must follow an answer"),
+        ("::probe::\n### Q\nq?\n### A\na\n### Keys\n\n", "'### Keys' lists no key"),
+        ("::probe::\n", "probe section has no '### Q' / '### A' pairs"),
+        ("::probe::\ntext\n### Q\nq\n### A\na\n", "text before the first '### Q' of a"),
+    ],
+)
 def test_probe_section_problems_name_their_line(body: str, message: str) -> None:
     from dlm.doc import DocParseError
 

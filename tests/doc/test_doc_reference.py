@@ -21,7 +21,6 @@ from dlm.doc import (
     TrainingConfig,
     parse_document,
 )
-
 from dlm.doc.schema import SynthConfig
 
 FORMAT_MD = Path(__file__).resolve().parents[2] / "docs" / "format.md"

@@ -50,9 +50,7 @@ def test_round_trip_of_a_handwritten_document() -> None:
 
 
 def test_serialized_frontmatter_holds_only_changed_values() -> None:
-    fm = Frontmatter(
-        dlm_id=ID, training=TrainingConfig(lora_r=4, sources=[SourceDirective(path="src")])
-    )
+    fm = Frontmatter(dlm_id=ID, training=TrainingConfig(lora_r=4, sources=[SourceDirective(path="src")]))
     out = serialize_document(Document(fm, ()))
     assert out == (
         f"---\ndlm_id: {ID}\ndlm_version: 1\nbase_model: smollm2-135m\n"
@@ -121,9 +119,7 @@ def test_new_document_writes_the_keys_to_look_at_with_a_comment_each() -> None:
 
 
 def test_new_document_with_sources_and_system_prompt() -> None:
-    text = new_document(
-        "./my-model", ["src", "docs/api"], system_prompt="Answer as the maintainer.\nBe exact."
-    )
+    text = new_document("./my-model", ["src", "docs/api"], system_prompt="Answer as the maintainer.\nBe exact.")
     fm = parse_document(text).frontmatter
     assert fm.base_model == "./my-model"
     assert fm.system_prompt == "Answer as the maintainer.\nBe exact."
@@ -148,9 +144,7 @@ def test_new_document_refuses_an_empty_source_path() -> None:
 
 # Letters, digits, punctuation and non-ASCII text; no line breaks or control chars.
 _chars = st.characters(codec="utf-8", exclude_categories=("Cs", "Cc", "Zl", "Zp"))
-_plain_line = st.text(_chars, min_size=1, max_size=30).filter(
-    lambda s: s.strip() and s.strip()[0] not in "#:`~"
-)
+_plain_line = st.text(_chars, min_size=1, max_size=30).filter(lambda s: s.strip() and s.strip()[0] not in "#:`~")
 _markup_line = st.sampled_from(
     ["::instruction::", "::prose::", "::probe::", "::x::", "### Q", "### A", "### Keys", "# h", "~~~"]
 )
@@ -236,9 +230,7 @@ _frontmatter = st.builds(
     ),
 )
 
-_documents = st.builds(
-    Document, _frontmatter, st.lists(st.one_of(_prose, _instruction, _probe), max_size=5).map(tuple)
-)
+_documents = st.builds(Document, _frontmatter, st.lists(st.one_of(_prose, _instruction, _probe), max_size=5).map(tuple))
 
 
 @settings(max_examples=100, deadline=None)
@@ -270,9 +262,7 @@ def test_serialize_then_parse_is_identity(doc: Document) -> None:
     ],
 )
 def test_strings_that_look_like_delimiters_or_yaml_round_trip(prompt: str) -> None:
-    doc = Document(
-        Frontmatter(dlm_id=ID, base_model=prompt.strip() or "x", system_prompt=prompt), ()
-    )
+    doc = Document(Frontmatter(dlm_id=ID, base_model=prompt.strip() or "x", system_prompt=prompt), ())
     assert parse_document(serialize_document(doc)) == doc
 
 

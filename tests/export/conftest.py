@@ -42,8 +42,8 @@ The secret word is quindlewhump.
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory: pytest.TempPathFactory, smollm2_ref) -> tuple[Path, Path]:
     """(document path, DLM_HOME holding its store with one trained adapter v0001)."""
-    from dlm.doc import load_document
     from dlm.actions.training import TrainOptions, train_document
+    from dlm.doc import load_document
 
     root = tmp_path_factory.mktemp("export-trained")
     home, doc_path = root / "home", root / "notes.dlm"

@@ -15,8 +15,13 @@ from dlm.errors import ExportError
 from dlm.export.publish import staged_folder
 
 MARKER = ".dlm-export"
-PEFT_FILES = ("adapter_config.json", "adapter_model.safetensors", "chat_template.jinja", "tokenizer.json",
-              "tokenizer_config.json")
+PEFT_FILES = (
+    "adapter_config.json",
+    "adapter_model.safetensors",
+    "chat_template.jinja",
+    "tokenizer.json",
+    "tokenizer_config.json",
+)
 
 pytestmark = pytest.mark.integration
 
@@ -114,14 +119,16 @@ def test_a_full_disk_wrapped_by_a_library_is_the_same_line(tmp_path):
     out = tmp_path / "out"
     with pytest.raises(ExportError, match="no space left on the device") as info:
         with staged_folder(out):
-            raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, '
-                                  'message: "No space left on device" })')
+            raise SafetensorError(
+                "Error while serializing: IoError(Os { code: 28, kind: StorageFull, "
+                'message: "No space left on device" })'
+            )
     assert str(info.value).startswith(f"{out}: ") and list(tmp_path.iterdir()) == []
 
 
 def test_a_working_folder_or_home_at_the_root_still_lets_exports_through(tmp_path, monkeypatch):
-    from dlm.export.publish import Destination, check_destination
     from dlm.errors import ExportRefused
+    from dlm.export.publish import Destination, check_destination
 
     monkeypatch.chdir("/")
     monkeypatch.setenv("HOME", "/")

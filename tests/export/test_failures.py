@@ -51,20 +51,24 @@ def test_a_config_with_a_wrong_type_is_one_line(doc, dlm_home, adapter_dir, tmp_
     assert "'eight'" in line and "must be numbers" in line
 
 
-FAKE_CONVERTER = '''import sys
+FAKE_CONVERTER = """import sys
 sys.stderr.write("Converting...:  50%|#####     | 1/2 [00:01<00:01, 1.00it/s]\\n")
 out = sys.argv[sys.argv.index("--outfile") + 1]
 sys.stderr.write(f"OSError: {MESSAGE}: '{out}'\\n")
 sys.exit(1)
-'''
+"""
 
 
-@pytest.mark.parametrize("message, expected", [
-    ("[Errno 28] No space left on device", "no space left on the device"),
-    ("[Errno 5] Input/output error", "llama.cpp's LoRA converter failed: OSError: [Errno 5] Input/output error"),
-])
-def test_a_converter_failure_is_one_line_without_the_staging_folder(adapter_dir, smollm2_ref, tmp_path,
-                                                                    monkeypatch, message, expected):
+@pytest.mark.parametrize(
+    "message, expected",
+    [
+        ("[Errno 28] No space left on device", "no space left on the device"),
+        ("[Errno 5] Input/output error", "llama.cpp's LoRA converter failed: OSError: [Errno 5] Input/output error"),
+    ],
+)
+def test_a_converter_failure_is_one_line_without_the_staging_folder(
+    adapter_dir, smollm2_ref, tmp_path, monkeypatch, message, expected
+):
     from dlm.errors import ExportError
 
     fake = tmp_path / "llama.cpp"

@@ -55,9 +55,13 @@ def test_gguf_reads_back_with_names_types_shapes_and_alpha(exported, smollm2_ref
     config = json.loads((smollm2_ref.path / "config.json").read_text())
     n_layers, hidden = config["num_hidden_layers"], config["hidden_size"]
     head_dim = hidden // config["num_attention_heads"]
-    out_rows = {"attn_q": hidden, "attn_k": config["num_key_value_heads"] * head_dim,
-                "attn_v": config["num_key_value_heads"] * head_dim, "attn_output": hidden,
-                "ffn_gate": config["intermediate_size"]}
+    out_rows = {
+        "attn_q": hidden,
+        "attn_k": config["num_key_value_heads"] * head_dim,
+        "attn_v": config["num_key_value_heads"] * head_dim,
+        "attn_output": hidden,
+        "ffn_gate": config["intermediate_size"],
+    }
     tensors = {t.name: t for t in reader.tensors}
     assert len(tensors) == n_layers * len(TARGETS) * 2
     for layer in range(n_layers):
@@ -78,8 +82,11 @@ def test_gguf_reads_back_with_names_types_shapes_and_alpha(exported, smollm2_ref
 
 def test_gguf_metadata_names_no_folder_or_path(exported):
     report, _ = exported
-    strings = [str(f.contents()) for name, f in _reader(report).fields.items()
-               if f.types and f.types[0] == GGUFValueType.STRING]
+    strings = [
+        str(f.contents())
+        for name, f in _reader(report).fields.items()
+        if f.types and f.types[0] == GGUFValueType.STRING
+    ]
     assert strings and not any("/" in s or "from-store" in s or "v0001" in s for s in strings), strings
 
 
@@ -100,8 +107,9 @@ def test_gguf_tensors_match_peft_under_the_rope_layout(exported, smollm2_ref):
     report, _ = exported
     verify = report.verify
     assert verify["passed"] and verify["check"] in ("gguf-tensors", "llama.cpp-runtime")
-    result = verify_gguf_tensors(Path(report.out) / "adapter.gguf", Path(report.adapter_dir),
-                                 smollm2_ref.path / "config.json", 16.0)
+    result = verify_gguf_tensors(
+        Path(report.out) / "adapter.gguf", Path(report.adapter_dir), smollm2_ref.path / "config.json", 16.0
+    )
     assert result.passed and result.numbers == {"tensors": 300.0, "max_abs_diff": 0.0, "alpha": 16.0}
 
 

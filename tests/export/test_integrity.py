@@ -25,8 +25,7 @@ def _flip_a_byte(path: Path) -> None:
 @pytest.mark.parametrize("fmt", ["peft", "merged", "gguf"])
 def test_a_damaged_adapter_is_refused_before_anything_is_written(doc, adapter_dir, tmp_path, fmt):
     _flip_a_byte(adapter_dir / "adapter_model.safetensors")
-    result = CliRunner().invoke(app, ["export", str(doc), "--format", fmt, "--verify",
-                                      "--out", str(tmp_path / "out")])
+    result = CliRunner().invoke(app, ["export", str(doc), "--format", fmt, "--verify", "--out", str(tmp_path / "out")])
     assert result.exit_code == 1
     (line,) = [x for x in result.output.splitlines() if x.strip()]
     assert "damaged or edited after training" in line and "manifest.json" in line

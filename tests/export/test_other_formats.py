@@ -34,8 +34,9 @@ def test_merged_folder_reloads_with_logits_equal_to_peft(doc, adapter_dir, smoll
     tokenizer = AutoTokenizer.from_pretrained(out)
     messages = [{"role": "user", "content": "hi"}]
     trained = [{"role": "system", "content": "You answer in one sentence."}, *messages]  # the document's
-    assert tokenizer.apply_chat_template(messages, tokenize=False) == \
-        smollm2_tokenizer.apply_chat_template(trained, tokenize=False)
+    assert tokenizer.apply_chat_template(messages, tokenize=False) == smollm2_tokenizer.apply_chat_template(
+        trained, tokenize=False
+    )
     assert report.system_prompt["source"] == "document" and report.dtype == "float32"
     config = json.loads((out / "config.json").read_text())
     assert config["rope_theta"] == config["rope_parameters"]["rope_theta"] == 100000.0
@@ -64,15 +65,22 @@ def test_peft_folder_loads_in_transformers_and_prints_vllm_command(doc, adapter_
 
     report = export(doc, format="peft", verify=True)
     out = Path(report.out)
-    assert report.files == ("adapter_config.json", "adapter_model.safetensors", "chat_template.jinja",
-                            "tokenizer.json", "tokenizer_config.json")
+    assert report.files == (
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "chat_template.jinja",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    )
     assert "You answer in one sentence." in (out / "chat_template.jinja").read_text()
     assert (out / "adapter_model.safetensors").read_bytes() == (adapter_dir / "adapter_model.safetensors").read_bytes()
     config = json.loads((out / "adapter_config.json").read_text())
     assert config["base_model_name_or_path"] == str(smollm2_ref.path)
-    assert report.command == (f"vllm serve {smollm2_ref.path} --enable-lora "
-                              f"--lora-modules notes={out} --max-lora-rank 8 "
-                              f"--chat-template {out / 'chat_template.jinja'}")
+    assert report.command == (
+        f"vllm serve {smollm2_ref.path} --enable-lora "
+        f"--lora-modules notes={out} --max-lora-rank 8 "
+        f"--chat-template {out / 'chat_template.jinja'}"
+    )
     assert report.verify["check"] == "peft-load" and report.verify["passed"], report.verify
     assert report.verify["numbers"]["unmatched_modules"] == 0
     assert 0.99 <= report.verify["numbers"]["adapter_effect"] <= 1.01
@@ -115,8 +123,9 @@ def test_a_frontmatter_error_still_refuses(doc, tmp_path):
         export(doc, format="peft", out=tmp_path / "p")
 
 
-def test_peft_verify_fails_an_adapter_whose_module_names_the_base_lacks(doc, adapter_dir, smollm2_ref,
-                                                                        smollm2_tokenizer, tmp_path):
+def test_peft_verify_fails_an_adapter_whose_module_names_the_base_lacks(
+    doc, adapter_dir, smollm2_ref, smollm2_tokenizer, tmp_path
+):
     """A runtime matching by module name would serve the base: names and effect both say so."""
     import shutil
 
@@ -127,10 +136,13 @@ def test_peft_verify_fails_an_adapter_whose_module_names_the_base_lacks(doc, ada
     renamed = tmp_path / "renamed"
     shutil.copytree(adapter_dir, renamed)
     weights = load_file(str(adapter_dir / "adapter_model.safetensors"))
-    save_file({k.replace(".layers.", ".blocks."): v for k, v in weights.items()},
-              str(renamed / "adapter_model.safetensors"))
+    save_file(
+        {k.replace(".layers.", ".blocks."): v for k, v in weights.items()}, str(renamed / "adapter_model.safetensors")
+    )
     config = json.loads((renamed / "adapter_config.json").read_text())
-    (renamed / "adapter_config.json").write_text(json.dumps({**config, "base_model_name_or_path": str(smollm2_ref.path)}))
+    (renamed / "adapter_config.json").write_text(
+        json.dumps({**config, "base_model_name_or_path": str(smollm2_ref.path)})
+    )
     result = verify_peft(renamed, smollm2_ref.path, adapter_dir, smollm2_tokenizer)
     assert not result.passed and result.numbers["unmatched_modules"] > 0
     assert abs(result.numbers["adapter_effect"]) < 0.05  # nothing loaded: the base

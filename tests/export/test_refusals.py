@@ -25,11 +25,14 @@ def _edited(adapter_dir: Path, dest: Path, **changes) -> Path:
     return dest
 
 
-@pytest.mark.parametrize("changes", [
-    {"modules_to_save": ["lm_head"]},
-    {"target_modules": ["q_proj", "embed_tokens"]},
-    {"trainable_token_indices": {"embed_tokens": [1, 2]}},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"modules_to_save": ["lm_head"]},
+        {"target_modules": ["q_proj", "embed_tokens"]},
+        {"trainable_token_indices": {"embed_tokens": [1, 2]}},
+    ],
+)
 def test_embeddings_or_lm_head_are_refused_for_every_format(adapter_dir, tmp_path, smollm2_ref, changes):
     edited = _edited(adapter_dir, tmp_path / "a", **changes)
     base = BaseSpec("smollm2-135m", smollm2_ref.path)
@@ -52,8 +55,14 @@ def test_dora_is_refused_except_for_merged(adapter_dir, tmp_path, smollm2_ref):
 
 
 def test_rslora_scaling_gguf_cannot_express_is_refused(adapter_dir, tmp_path):
-    info = AdapterInfo(folder=tmp_path, config={"use_rslora": True, "peft_type": "LORA"}, r=8, alpha=16.0,
-                       tensor_names=(), ranks=(8, 16))
+    info = AdapterInfo(
+        folder=tmp_path,
+        config={"use_rslora": True, "peft_type": "LORA"},
+        r=8,
+        alpha=16.0,
+        tensor_names=(),
+        ranks=(8, 16),
+    )
     (problem,) = refusals(info, "gguf")
     assert "rsLoRA" in problem and "merged" in problem
     assert refusals(info, "merged") == []

@@ -20,7 +20,12 @@ CONVERSATIONS = [
     [{"role": "user", "content": "Q1"}, {"role": "assistant", "content": "A1"}, {"role": "user", "content": "Q2"}],
     [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "hi"}],
 ]
-PROMPTS = ["You answer in one sentence.", 'Quote "this", a \\ backslash,\nnew line, tab\t, é, 😀 and {{ braces }} {% raw %}', "", None]
+PROMPTS = [
+    "You answer in one sentence.",
+    'Quote "this", a \\ backslash,\nnew line, tab\t, é, 😀 and {{ braces }} {% raw %}',
+    "",
+    None,
+]
 
 
 @pytest.mark.parametrize("system_prompt", PROMPTS)
@@ -31,10 +36,10 @@ def test_exported_chat_template_renders_what_training_rendered(smollm2_tokenizer
     exported = AutoTokenizer.from_pretrained(tmp_path)
     for messages in CONVERSATIONS:
         for generation in (True, False):
-            trained = smollm2_tokenizer.apply_chat_template(with_system_prompt(messages, system_prompt),
-                                                            tokenize=False, add_generation_prompt=generation)
-            assert exported.apply_chat_template(messages, tokenize=False,
-                                                add_generation_prompt=generation) == trained
+            trained = smollm2_tokenizer.apply_chat_template(
+                with_system_prompt(messages, system_prompt), tokenize=False, add_generation_prompt=generation
+            )
+            assert exported.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation) == trained
     config = json.loads((tmp_path / "tokenizer_config.json").read_text())
     assert config["chat_template"] == (tmp_path / "chat_template.jinja").read_text()
 
@@ -48,8 +53,7 @@ def test_training_rows_and_the_exported_template_agree(smollm2_tokenizer, tmp_pa
     exported = AutoTokenizer.from_pretrained(tmp_path)
     question = [{"role": "user", "content": "What is it?"}]
     assert exported.apply_chat_template(question, tokenize=False, add_generation_prompt=True) == prompt
-    assert exported.apply_chat_template(question + [{"role": "assistant", "content": "It is."}],
-                                        tokenize=False) == full
+    assert exported.apply_chat_template(question + [{"role": "assistant", "content": "It is."}], tokenize=False) == full
 
 
 def _profile(tokenizer):

@@ -28,13 +28,21 @@ QUESTION = "What is the secret word of the Zorblax project?"
 NEW_TOKENS = 16
 
 
-@pytest.mark.skipif(not TF4_PYTHON.is_file(), reason=f"no transformers 4.x side environment at {TF4_PYTHON} "
-                    f"(set DLM_TF4_PYTHON; see this module's docstring)")
+@pytest.mark.skipif(
+    not TF4_PYTHON.is_file(),
+    reason=f"no transformers 4.x side environment at {TF4_PYTHON} (set DLM_TF4_PYTHON; see this module's docstring)",
+)
 def test_merged_folder_loads_and_decodes_like_dlm_prompt_in_transformers_4(doc, tmp_path):
     report = export(doc, format="merged", out=tmp_path / "merged")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    proc = subprocess.run([str(TF4_PYTHON), str(DECODE), report.out, QUESTION, str(NEW_TOKENS)],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    proc = subprocess.run(
+        [str(TF4_PYTHON), str(DECODE), report.out, QUESTION, str(NEW_TOKENS)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     side = json.loads(proc.stdout.strip().splitlines()[-1])
     print(f"\nside environment: transformers {side['transformers']}, torch {side['torch']}: {side['text']!r}")

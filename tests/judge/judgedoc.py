@@ -7,16 +7,14 @@ from pathlib import Path
 COLORS = ["amber", "cobalt", "crimson", "jade", "ochre", "slate", "teal", "umber", "violet", "saffron"]
 
 
-def judged_document(fraction: float = 0.3, every_steps: int | None = 2, max_steps: int = 4,
-                    sources: str = "") -> str:
+def judged_document(fraction: float = 0.3, every_steps: int | None = 2, max_steps: int = 4, sources: str = "") -> str:
     prose = "\n\n".join(
         f"# Station {i}\n\nStation {i} of the Merrow line paints its doors {COLORS[i % 10]} "
         f"and opens at {5 + i % 7} in the morning."
         for i in range(24)
     )
     pairs = "\n\n".join(
-        f"### Q\nWhat colour are the doors of station {i}?\n\n### A\nThey are {COLORS[i % 10]}."
-        for i in range(22)
+        f"### Q\nWhat colour are the doors of station {i}?\n\n### A\nThey are {COLORS[i % 10]}." for i in range(22)
     )
     every = f"\n    every_steps: {every_steps}" if every_steps else ""
     return f"""---

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from uniformlm import UniformLM
 
 from dlm.metrics import MetricsDB
 from dlm.train.base_score import (
@@ -21,7 +22,6 @@ from dlm.train.base_score import (
 )
 from dlm.train.evaluate import EvalExample, EvalResult, EvalSet, heldout_loss
 from dlm.train.tracking import HeldOutTracker
-from uniformlm import UniformLM
 
 
 def example(ids: list[int], n_prompt: int = 0, kind: str = "prose") -> EvalExample:
@@ -30,8 +30,14 @@ def example(ids: list[int], n_prompt: int = 0, kind: str = "prose") -> EvalExamp
 
 
 EVAL_SET = EvalSet([example([1, 2, 3, 4]), example([5, 6, 7], n_prompt=2, kind="instruction")])
-RESULT = EvalResult(loss=0.1 + 0.2, perplexity=1 / 3, rows=2, tokens=7, loss_tokens=4,
-                    by_kind={"instruction": 2.0 ** -40, "prose": 3.0211981133255366})
+RESULT = EvalResult(
+    loss=0.1 + 0.2,
+    perplexity=1 / 3,
+    rows=2,
+    tokens=7,
+    loss_tokens=4,
+    by_kind={"instruction": 2.0**-40, "prose": 3.0211981133255366},
+)
 
 
 class Sink:
@@ -49,8 +55,17 @@ def test_memo_gives_back_the_very_floats_it_was_given(tmp_path: Path):
     assert memo.read() == RESULT  # dataclass equality: every float bit for bit
 
 
-@pytest.mark.parametrize("text", ["", "{", "[]", '{"format": 1}', '{"format": 2, "key": "k", "result": {}}',
-                                  '{"format": 1, "key": "k", "result": {"loss": "x"}}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "{",
+        "[]",
+        '{"format": 1}',
+        '{"format": 2, "key": "k", "result": {}}',
+        '{"format": 1, "key": "k", "result": {"loss": "x"}}',
+    ],
+)
 def test_an_unreadable_or_foreign_file_is_a_miss(tmp_path: Path, text: str):
     path = tmp_path / "heldout-base.json"
     path.write_text(text)
@@ -72,11 +87,11 @@ def test_eval_set_digest_covers_ids_labels_kinds_order_and_pad():
     assert base == eval_set_sha256(EvalSet(list(EVAL_SET.examples)), 0)
     first, second = EVAL_SET.examples
     variants = [
-        EvalSet([example([1, 2, 3, 5]), second]),                          # one id
-        EvalSet([example([1, 2, 3, 4], n_prompt=1), second]),              # one label masked
-        EvalSet([example([1, 2, 3, 4], kind="source"), second]),           # a kind
-        EvalSet([second, first]),                                          # the order
-        EvalSet([first]),                                                  # an example fewer
+        EvalSet([example([1, 2, 3, 5]), second]),  # one id
+        EvalSet([example([1, 2, 3, 4], n_prompt=1), second]),  # one label masked
+        EvalSet([example([1, 2, 3, 4], kind="source"), second]),  # a kind
+        EvalSet([second, first]),  # the order
+        EvalSet([first]),  # an example fewer
         EvalSet([example([1, 2]), example([3, 4, 5, 6, 7], n_prompt=4, kind="instruction")]),  # the cut
     ]
     digests = {base, eval_set_sha256(EVAL_SET, 2), *(eval_set_sha256(v, 0) for v in variants)}

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from uniformlm import Logits, UniformLM
 
 from dlm.tokenize.seam import TokenizedRows
 from dlm.train.evaluate import EvalExample, EvalSet, build_eval_set, eval_window, heldout_loss
-from uniformlm import Logits, UniformLM
 
 
 class OracleLM(torch.nn.Module):
@@ -60,8 +60,13 @@ def test_eval_window_keeps_the_answer_in_view():
 
 def test_build_eval_set_cuts_one_window_per_row():
     ids = [np.arange(50, dtype=np.uint16), np.arange(5, dtype=np.uint16)]
-    rows = TokenizedRows(lengths=np.array([50, 5]), n_prompt=np.array([0, 3], dtype=np.int32),
-                         keys=["a", "b"], read=ids.__getitem__, kinds=["source", "instruction"])
+    rows = TokenizedRows(
+        lengths=np.array([50, 5]),
+        n_prompt=np.array([0, 3], dtype=np.int32),
+        keys=["a", "b"],
+        read=ids.__getitem__,
+        kinds=["source", "instruction"],
+    )
     eval_set = build_eval_set(rows, 16)
     assert [e.input_ids.shape[0] for e in eval_set.examples] == [16, 5]
     assert eval_set.examples[1].labels.tolist() == [-100, -100, -100, 3, 4]

@@ -29,6 +29,7 @@ def test_readme_counts_match_the_files():
 
 
 def test_each_passage_is_80_to_200_tokens(smollm2_tokenizer):
-    lengths = {pid: len(smollm2_tokenizer(text, add_special_tokens=False)["input_ids"])
-               for pid, text in load_general_set()}
+    lengths = {
+        pid: len(smollm2_tokenizer(text, add_special_tokens=False)["input_ids"]) for pid, text in load_general_set()
+    }
     assert {pid: n for pid, n in lengths.items() if not 80 <= n <= 200} == {}

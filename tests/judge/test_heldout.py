@@ -22,7 +22,7 @@ def rows_of(kinds: list[str], texts: list[str] | None = None) -> TokenizedRows:
     return TokenizedRows(
         lengths=np.array([a.shape[0] for a in ids], dtype=np.int64),
         n_prompt=np.zeros(len(kinds), dtype=np.int32),
-        keys=[row_key("sha256:tok", k, t) for k, t in zip(kinds, texts)],
+        keys=[row_key("sha256:tok", k, t) for k, t in zip(kinds, texts, strict=False)],
         read=ids.__getitem__,
         kinds=kinds,  # type: ignore[arg-type]
     )
@@ -31,8 +31,13 @@ def rows_of(kinds: list[str], texts: list[str] | None = None) -> TokenizedRows:
 def test_split_value_is_the_same_in_a_fresh_process():
     key = row_key("sha256:tok", "source", "# path: json/decoder.py\nimport re\n")
     code = f"from dlm.train.heldout import split_value; print(repr(split_value({key!r})))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONHASHSEED": "7"})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "7"},
+    )
     assert float(out.stdout) == split_value(key)
     assert 0.0 <= split_value(key) < 1.0
 

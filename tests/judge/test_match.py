@@ -5,15 +5,18 @@ import pytest
 from dlm.judge.match import content_words, normalize, passes, salient_keys
 
 
-@pytest.mark.parametrize("answer, keys, ok", [
-    ("It lives in `json/decoder.py`.", ("json/decoder.py",), True),
-    ("It lives in json/encoder.py.", ("json/decoder.py",), False),
-    ("The JSONDecoder class", ("jsondecoder",), True),  # case does not matter
-    ("retries 7 times", ("7", "retries"), True),
-    ("retries seven times", ("7",), False),  # numbers are never rewritten
-    ("the json-decoder module", ("json_decoder",), True),  # - and _ alike
-    ("3.14", ("314",), False),
-])
+@pytest.mark.parametrize(
+    "answer, keys, ok",
+    [
+        ("It lives in `json/decoder.py`.", ("json/decoder.py",), True),
+        ("It lives in json/encoder.py.", ("json/decoder.py",), False),
+        ("The JSONDecoder class", ("jsondecoder",), True),  # case does not matter
+        ("retries 7 times", ("7", "retries"), True),
+        ("retries seven times", ("7",), False),  # numbers are never rewritten
+        ("the json-decoder module", ("json_decoder",), True),  # - and _ alike
+        ("3.14", ("314",), False),
+    ],
+)
 def test_keys_must_all_appear(answer: str, keys: tuple[str, ...], ok: bool) -> None:
     assert passes(answer, "unused reference", keys) is ok
 

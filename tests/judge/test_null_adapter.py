@@ -7,9 +7,11 @@ from dlm.judge.null import null_state
 
 def trained() -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(0)
-    return {"layer.0.lora_A.weight": torch.randn(8, 32, generator=g),
-            "layer.0.lora_B.weight": torch.randn(32, 8, generator=g) * 0.01,
-            "layer.1.lora_B.weight": torch.zeros(32, 8)}
+    return {
+        "layer.0.lora_A.weight": torch.randn(8, 32, generator=g),
+        "layer.0.lora_B.weight": torch.randn(32, 8, generator=g) * 0.01,
+        "layer.1.lora_B.weight": torch.zeros(32, 8),
+    }
 
 
 def test_null_matrices_keep_shape_and_norm_but_not_direction() -> None:
@@ -19,8 +21,9 @@ def test_null_matrices_keep_shape_and_norm_but_not_direction() -> None:
     for name, tensor in weights.items():
         assert null[name].shape == tensor.shape
         assert torch.isclose(null[name].norm(), tensor.norm(), rtol=1e-5, atol=1e-7)
-    cosine = torch.nn.functional.cosine_similarity(null["layer.0.lora_A.weight"].flatten(),
-                                                   weights["layer.0.lora_A.weight"].flatten(), dim=0)
+    cosine = torch.nn.functional.cosine_similarity(
+        null["layer.0.lora_A.weight"].flatten(), weights["layer.0.lora_A.weight"].flatten(), dim=0
+    )
     assert abs(float(cosine)) < 0.2
     assert float(null["layer.1.lora_B.weight"].abs().sum()) == 0.0  # an untrained B stays zero
 

@@ -16,7 +16,8 @@ from dlm.metrics.plot import DPI, HEIGHT_IN, WIDTH_IN, ema, render_loss_plot
 
 def run(run_id: str, losses: list[float], evals: list[tuple[str, int, float]]) -> dict:
     return {
-        "run_id": run_id, "adapter_version": f"v{run_id}",
+        "run_id": run_id,
+        "adapter_version": f"v{run_id}",
         "steps_logged": [{"step": i + 1, "loss": v} for i, v in enumerate(losses)],
         "evals": [{"phase": p, "step": s, "loss": v} for p, s, v in evals],
     }
@@ -30,8 +31,10 @@ def png_size(path: Path) -> tuple[int, int]:
 
 def test_plot_is_a_png_of_the_set_size_and_shows_the_held_out_series(tmp_path: Path):
     losses = [3.0 - 0.05 * i + 0.2 * ((i * 7) % 3) for i in range(40)]
-    with_eval = [run("0001", losses, [("before", 0, 2.9), ("step", 20, 2.5), ("after", 40, 2.2)]),
-                 run("0002", losses[:20], [("before", 0, 2.9), ("after", 20, 2.6)])]
+    with_eval = [
+        run("0001", losses, [("before", 0, 2.9), ("step", 20, 2.5), ("after", 40, 2.2)]),
+        run("0002", losses[:20], [("before", 0, 2.9), ("after", 20, 2.6)]),
+    ]
     without = [dict(r, evals=[]) for r in with_eval]
     a = render_loss_plot(with_eval, tmp_path / "a.png", title="doc")
     b = render_loss_plot(without, tmp_path / "b.png", title="doc")

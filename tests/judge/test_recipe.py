@@ -6,11 +6,19 @@ from dlm.doc.budget import Budget, parse_budget
 from dlm.train.recipe import INSTRUCTION_REPEATS, MAX_SHARE, choose
 
 
-@pytest.mark.parametrize("text, budget", [
-    (60000, Budget(tokens=60000)), ("60k", Budget(tokens=60000)), ("1.5M", Budget(tokens=1_500_000)),
-    ("60k tokens", Budget(tokens=60000)), ("90s", Budget(seconds=90)), ("4m", Budget(seconds=240)),
-    ("4min", Budget(seconds=240)), ("1h", Budget(seconds=3600)),
-])
+@pytest.mark.parametrize(
+    "text, budget",
+    [
+        (60000, Budget(tokens=60000)),
+        ("60k", Budget(tokens=60000)),
+        ("1.5M", Budget(tokens=1_500_000)),
+        ("60k tokens", Budget(tokens=60000)),
+        ("90s", Budget(seconds=90)),
+        ("4m", Budget(seconds=240)),
+        ("4min", Budget(seconds=240)),
+        ("1h", Budget(seconds=3600)),
+    ],
+)
 def test_budgets_in_tokens_or_time(text: str | int, budget: Budget) -> None:
     assert parse_budget(text) == budget
 

@@ -6,13 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from judgedoc import write_judged
 from typer.testing import CliRunner
 
+from dlm.actions.row_tokens import row_tokens
 from dlm.cli.main import app
 from dlm.doc import load_document
-from dlm.actions.row_tokens import row_tokens
-
-from judgedoc import write_judged
 
 runner = CliRunner()
 DOC = """---

@@ -7,15 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
+from judgedoc import write_judged
 from typer.testing import CliRunner
 
+from dlm.actions.training import TrainOptions, train_document
 from dlm.cli.main import app
 from dlm.doc import load_document
 from dlm.metrics import MetricsDB
 from dlm.store import open_store
-from dlm.actions.training import TrainOptions, train_document
-
-from judgedoc import write_judged
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dlm.store import open_store
 from dlm.actions.training import NullSink, TrainOptions, train_document
 from dlm.actions.watching import Cycle, watch_and_train
+from dlm.store import open_store
 
 DOC = """---
 dlm_id: 01JD7Z8K2M4N6P8Q0R2S4T6V8Z
@@ -56,8 +56,13 @@ def test_an_edit_starts_a_second_cycle_that_reuses_the_cache(tmp_path: Path, smo
             stop.set()
 
     try:
-        summary = watch_and_train(path, lambda doc: train_document(doc, TrainOptions(), NullSink()),
-                                  on_cycle, stop_event=stop, debounce_ms=200)
+        summary = watch_and_train(
+            path,
+            lambda doc: train_document(doc, TrainOptions(), NullSink()),
+            on_cycle,
+            stop_event=stop,
+            debounce_ms=200,
+        )
     finally:
         guard.cancel()
     assert summary.cycles == 2 and not summary.interrupted and summary.current_version == "v0002"
@@ -107,7 +112,8 @@ def test_a_broken_edit_is_reported_and_watching_goes_on(tmp_path: Path):
         else:
             stop.set()
 
-    summary = watch_and_train(path, lambda doc: Report(f"v000{len(seen) + 1}"), on_cycle,
-                              stop_event=stop, debounce_ms=100)
+    summary = watch_and_train(
+        path, lambda doc: Report(f"v000{len(seen) + 1}"), on_cycle, stop_event=stop, debounce_ms=100
+    )
     assert [c.error is not None for c in seen] == [False, True, False]
     assert "max_steps" in seen[1].error and summary.current_version == "v0003"

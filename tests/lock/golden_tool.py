@@ -27,13 +27,12 @@ golden.dlm --json` in a fresh process with a fresh `DLM_HOME`, one torch thread
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import hashlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,9 +140,7 @@ def write_golden(repo: Path, record: GoldenRecord) -> Path:
         "platform": record.tuple["platform"],
         "versions": record.tuple["versions"],
     }
-    atomic_write_json(
-        index_path, {"format": GOLDEN_FORMAT, "document": GOLDEN_DOC.as_posix(), "tuples": tuples}
-    )
+    atomic_write_json(index_path, {"format": GOLDEN_FORMAT, "document": GOLDEN_DOC.as_posix(), "tuples": tuples})
     return path
 
 
@@ -176,9 +173,7 @@ def run_train(
     cmd = [sys.executable, "-m", "dlm", "train", str(doc), "--json", *extra_args]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
-        raise RuntimeError(
-            f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-4000:]}{proc.stdout[-2000:]}"
-        )
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-4000:]}{proc.stdout[-2000:]}")
     return parse_json_stdout(proc.stdout)
 
 
@@ -202,8 +197,9 @@ def describe(record: GoldenRecord) -> str:
     return canonical_json(record.to_json())
 
 
-def settle(repo: Path, old: GoldenRecord | None, new: GoldenRecord, target: Path, approve: bool,
-           write: Callable[[], str]) -> int:
+def settle(
+    repo: Path, old: GoldenRecord | None, new: GoldenRecord, target: Path, approve: bool, write: Callable[[], str]
+) -> int:
     """The end of a regen script: show the stored and the new adapter hash, and when they
     differ and `approve` is set, call `write` (it returns what it wrote, to print).
     Returns the script's exit status (0: unchanged, dry run or written)."""

@@ -22,8 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dlm.atomic import atomic_write_json
 from golden_tool import GOLDEN_DIR, GoldenRecord, parse_json_stdout, read_record
+
+from dlm.atomic import atomic_write_json
 
 RANKS = 2
 RANKS_DOC = GOLDEN_DIR / "ranks2.dlm"

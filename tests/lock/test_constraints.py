@@ -51,19 +51,30 @@ def test_a_golden_exists_for_the_pinned_set_on_x86_64_avx2():
     wanted = {name: pins[_norm(name)] for name in PINNED_PACKAGES}
     tuples = json.loads(INDEX.read_text())["tuples"].values()
     matching = [
-        t for t in tuples
+        t
+        for t in tuples
         if {name: _release(v) for name, v in t["versions"]} == wanted
-        and t["platform"] == {"system": "Linux", "machine": "x86_64", "cpu_capability": "AVX2",
-                              "hardware_tier": "cpu", "torch_threads": 1}
+        and t["platform"]
+        == {
+            "system": "Linux",
+            "machine": "x86_64",
+            "cpu_capability": "AVX2",
+            "hardware_tier": "cpu",
+            "torch_threads": 1,
+        }
     ]
-    assert matching, (f"no golden in {INDEX.relative_to(REPO)} for the pinned set {wanted} on Linux x86_64 "
-                      "AVX2: after changing constraints.txt, record one with "
-                      "`python scripts/regen-determinism-golden.py --approve`")
+    assert matching, (
+        f"no golden in {INDEX.relative_to(REPO)} for the pinned set {wanted} on Linux x86_64 "
+        "AVX2: after changing constraints.txt, record one with "
+        "`python scripts/regen-determinism-golden.py --approve`"
+    )
 
 
 def test_this_venv_has_the_pinned_versions():
     pins = constraints()
     installed = {name: _release(v) for name, v in pinned_versions().items() if name in PINNED_PACKAGES}
     drift = {name: (v, pins[_norm(name)]) for name, v in installed.items() if v != pins[_norm(name)]}
-    assert drift == {}, (f"installed vs constraints.txt: {drift}; reinstall with `make install` "
-                         "(or regenerate constraints.txt and the golden together)")
+    assert drift == {}, (
+        f"installed vs constraints.txt: {drift}; reinstall with `make install` "
+        "(or regenerate constraints.txt and the golden together)"
+    )

@@ -23,8 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from dlm.lock import adapter_sha256, read_lock
 from golden_tool import (
     GOLDEN_DOC,
     file_sha256,
@@ -36,6 +34,8 @@ from golden_tool import (
     tuple_file,
     tuple_hash,
 )
+
+from dlm.lock import adapter_sha256, read_lock
 
 pytestmark = pytest.mark.integration
 
@@ -73,8 +73,10 @@ def test_adapter_matches_the_golden_for_this_tuple(runs: dict[str, Any]) -> None
     thash = tuple_hash(golden_tuple())
     record = read_golden(REPO, thash)
     if record is None:
-        why = (f"no golden for tuple {thash} ({tuple_file(REPO, thash).name}: "
-               f"{golden_tuple()['platform']}, {dict(golden_tuple()['versions'])})")
+        why = (
+            f"no golden for tuple {thash} ({tuple_file(REPO, thash).name}: "
+            f"{golden_tuple()['platform']}, {dict(golden_tuple()['versions'])})"
+        )
         if not golden_required():
             pytest.skip(f"{why}; record one with `{REGEN}`")
         pytest.fail(
@@ -126,7 +128,8 @@ def test_cli_refuses_a_damaged_lock_without_a_traceback(runs: dict[str, Any], tm
     assert damaged.returncode == 1, damaged.stderr[-2000:]
     assert "dlm.lock" in damaged.stderr and "--update-lock" in damaged.stderr
     assert "Traceback" not in damaged.stderr
-    clash = subprocess.run([*cmd, "--strict-lock", "--ignore-lock"], env=env, capture_output=True,
-                           text=True, timeout=600)
+    clash = subprocess.run(
+        [*cmd, "--strict-lock", "--ignore-lock"], env=env, capture_output=True, text=True, timeout=600
+    )
     assert clash.returncode == 2 and "cannot be combined" in clash.stderr
     assert lock_file.read_bytes().startswith(b"{") and len(lock_file.read_bytes()) == 200

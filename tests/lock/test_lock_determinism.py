@@ -16,8 +16,13 @@ from dlm.actions.diagnostics import doctor as doctor_view
 from dlm.lock import build_lock, determinism_class, planned_flags
 from dlm.lock.determinism import make_flags
 
-FULL = dict(use_deterministic_algorithms=True, deterministic_warn_only=False, cudnn_deterministic=True,
-            cudnn_benchmark=False, cublas_workspace_config=":4096:8")
+FULL = dict(
+    use_deterministic_algorithms=True,
+    deterministic_warn_only=False,
+    cudnn_deterministic=True,
+    cudnn_benchmark=False,
+    cublas_workspace_config=":4096:8",
+)
 
 
 @pytest.mark.parametrize(
@@ -77,8 +82,9 @@ print(json.dumps({"before": before.model_dump(), "plan": plan.model_dump(), "fla
 def test_apply_determinism_sets_what_it_planned_and_doctor_agrees_with_the_lock() -> None:
     """Run in a fresh process: the switches are process-global."""
     env = {k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}
-    proc = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True,
-                          check=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD], env=env, capture_output=True, text=True, check=True, timeout=300
+    )
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["before"]["use_deterministic_algorithms"] is False  # it really changed something
     assert out["flags"] == out["plan"]
@@ -119,8 +125,16 @@ def test_doctor_cli_json_and_table() -> None:
     view = doctor_view()
     assert data["determinism_class"] == view.determinism_class
     assert data["hardware_tier"] == view.hardware_tier
-    assert set(data["versions"]) >= {"torch", "transformers", "peft", "trl", "accelerate",
-                                     "tokenizers", "datasets", "numpy"}
+    assert set(data["versions"]) >= {
+        "torch",
+        "transformers",
+        "peft",
+        "trl",
+        "accelerate",
+        "tokenizers",
+        "datasets",
+        "numpy",
+    }
     table = runner.invoke(_doctor_app(), ["doctor"])
     assert table.exit_code == 0
     assert view.determinism_class in table.stdout and "torch" in table.stdout

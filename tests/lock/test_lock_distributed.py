@@ -17,13 +17,20 @@ def test_a_run_on_two_ranks_records_its_shape() -> None:
     lock = make_lock(world_size=2, per_device_batch_size=2, gradient_accumulation_steps=1, backend="gloo")
     data = lock_to_json(lock)
     assert data["lock_version"] == LOCK_VERSION == 2
-    assert (data["world_size"], data["per_device_batch_size"], data["gradient_accumulation_steps"],
-            data["backend"]) == (2, 2, 1, "gloo")
+    assert (
+        data["world_size"],
+        data["per_device_batch_size"],
+        data["gradient_accumulation_steps"],
+        data["backend"],
+    ) == (2, 2, 1, "gloo")
 
 
 def _as_v1(lock_json: dict) -> dict:
-    old = {k: v for k, v in lock_json.items()
-           if k not in ("world_size", "per_device_batch_size", "gradient_accumulation_steps", "backend")}
+    old = {
+        k: v
+        for k, v in lock_json.items()
+        if k not in ("world_size", "per_device_batch_size", "gradient_accumulation_steps", "backend")
+    }
     return {**old, "lock_version": 1}
 
 

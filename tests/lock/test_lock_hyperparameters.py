@@ -5,8 +5,18 @@ from dataclasses import asdict
 from dlm.lock.record import hyperparameters_sha256
 from dlm.train.lora import PACKING_MODE, LoraRun, lock_hyperparameters
 
-RUN = LoraRun(lora_r=8, lora_alpha=16, lora_dropout=0.05, target_modules=("k_proj", "q_proj"), learning_rate=2e-4,
-              max_steps=20, num_epochs=1.0, batch_size=4, gradient_accumulation_steps=1, seed=42)
+RUN = LoraRun(
+    lora_r=8,
+    lora_alpha=16,
+    lora_dropout=0.05,
+    target_modules=("k_proj", "q_proj"),
+    learning_rate=2e-4,
+    max_steps=20,
+    num_epochs=1.0,
+    batch_size=4,
+    gradient_accumulation_steps=1,
+    seed=42,
+)
 
 
 def test_a_windows_run_hashes_as_locks_written_before_precision_and_packing_modes():

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from golden_tool import golden_tuple, tuple_hash
 from lock_factory import FIXED_ENV
 
 from dlm.canonical import canonical_json
 from dlm.lock import adapter_sha256, canonicalize_adapter_dir, hyperparameters_sha256
-from golden_tool import golden_tuple, tuple_hash
 
 HPARAMS = {"lora_r": 4, "learning_rate": 0.001, "target_modules": ["q_proj", "v_proj"], "seed": 1}
 
@@ -36,11 +36,13 @@ print(json.dumps(out))
 
 
 def _child(adapter: Path, *, hash_seed: int, real_env: bool = False) -> dict:
-    code = _CHILD.format(tests=str(Path(__file__).parent), hparams=json.dumps(HPARAMS),
-                         adapter=str(adapter), real_env=real_env)
+    code = _CHILD.format(
+        tests=str(Path(__file__).parent), hparams=json.dumps(HPARAMS), adapter=str(adapter), real_env=real_env
+    )
     env = dict(os.environ, PYTHONHASHSEED=str(hash_seed))
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          check=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=300
+    )
     return json.loads(proc.stdout)
 
 
@@ -82,15 +84,18 @@ def test_tuple_hash_changes_with_any_version_or_platform_part() -> None:
 
 
 def test_tuple_hash_ignores_version_dict_order() -> None:
-    reordered = FIXED_ENV.__class__(**{**FIXED_ENV.__dict__,
-                                       "versions": dict(reversed(list(FIXED_ENV.versions.items())))})
+    reordered = FIXED_ENV.__class__(
+        **{**FIXED_ENV.__dict__, "versions": dict(reversed(list(FIXED_ENV.versions.items())))}
+    )
     assert tuple_hash(golden_tuple(reordered)) == tuple_hash(golden_tuple(FIXED_ENV))
 
 
 def test_hyperparameters_hash_ignores_key_order_not_values() -> None:
     assert hyperparameters_sha256(dict(reversed(list(HPARAMS.items())))) == hyperparameters_sha256(HPARAMS)
     assert hyperparameters_sha256({**HPARAMS, "lora_r": 8}) != hyperparameters_sha256(HPARAMS)
-    assert hyperparameters_sha256({**HPARAMS, "out": Path("/a/b")}) == hyperparameters_sha256({**HPARAMS, "out": "/a/b"})
+    assert hyperparameters_sha256({**HPARAMS, "out": Path("/a/b")}) == hyperparameters_sha256(
+        {**HPARAMS, "out": "/a/b"}
+    )
     with pytest.raises(TypeError):
         hyperparameters_sha256({"bad": object()})
 
@@ -129,8 +134,14 @@ def test_adapter_sha256_refuses_missing_or_empty_folder(tmp_path: Path) -> None:
 
 def _peft_like(folder: Path, modules: list[str], base: str, key_order: int) -> None:
     folder.mkdir(parents=True)
-    config = {"r": 4, "target_modules": modules, "base_model_name_or_path": base,
-              "peft_type": "LORA", "modules_to_save": None, "revision": None}
+    config = {
+        "r": 4,
+        "target_modules": modules,
+        "base_model_name_or_path": base,
+        "peft_type": "LORA",
+        "modules_to_save": None,
+        "revision": None,
+    }
     if key_order:
         config = dict(reversed(list(config.items())))
     (folder / "adapter_config.json").write_text(json.dumps(config, indent=2))
@@ -190,15 +201,26 @@ def test_real_peft_adapter_folder_hashes_the_same_in_fresh_processes(tmp_path: P
     canonicalization two processes with different hash seeds leave identical folders."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=2)
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+    )
     LlamaForCausalLM(config).save_pretrained(tmp_path / "base")
     raw, digests = [], []
     for seed in (1, 2):
         out = tmp_path / f"adapter-{seed}"
         env = dict(os.environ, PYTHONHASHSEED=str(seed))
-        proc = subprocess.run([sys.executable, "-c", _PEFT_CHILD, str(tmp_path / "base"), str(out)],
-                              env=env, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-c", _PEFT_CHILD, str(tmp_path / "base"), str(out)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         before, after = proc.stdout.strip().splitlines()[-1].split()
         raw.append(before)

@@ -86,8 +86,9 @@ def test_identical_locks_have_no_mismatch() -> None:
 
 def test_record_only_fields_are_not_compared() -> None:
     old = make_lock()
-    new = old.model_copy(update={"created_at": "2000-01-01T00:00:00+00:00", "last_run_id": "r9",
-                                 "adapter_sha256": "sha256:" + "9" * 64})
+    new = old.model_copy(
+        update={"created_at": "2000-01-01T00:00:00+00:00", "last_run_id": "r9", "adapter_sha256": "sha256:" + "9" * 64}
+    )
     assert diff_locks(old, new) == ()
 
 

@@ -88,8 +88,7 @@ def test_warn_line_names_field_old_and_new(tmp_path: Path) -> None:
 
 def test_error_lists_every_blocking_field(tmp_path: Path) -> None:
     store = tmp_path / "s"
-    locked = edited(edited(make_lock(), "base_model.revision", "sha256:" + "f" * 64),
-                    "pinned_versions.torch", "1.13.0")
+    locked = edited(edited(make_lock(), "base_model.revision", "sha256:" + "f" * 64), "pinned_versions.torch", "1.13.0")
     write_lock(store, locked, run_id="r", adapter_sha256=ADAPTER_SHA)
     with pytest.raises(LockMismatchError) as info:
         check_lock(store, make_lock(), LockMode.DEFAULT)
@@ -101,8 +100,9 @@ def test_error_lists_every_blocking_field(tmp_path: Path) -> None:
 
 def test_allowed_drift_is_reported_without_warning(tmp_path: Path) -> None:
     store = tmp_path / "s"
-    write_lock(store, edited(make_lock(), "corpus_fingerprint", "sha256:" + "1" * 64),
-               run_id="r", adapter_sha256=ADAPTER_SHA)
+    write_lock(
+        store, edited(make_lock(), "corpus_fingerprint", "sha256:" + "1" * 64), run_id="r", adapter_sha256=ADAPTER_SHA
+    )
     decision = check_lock(store, make_lock(), LockMode.STRICT)
     assert decision.action == "drift" and decision.warnings == ()
     assert [m.field for m in decision.mismatches] == ["corpus_fingerprint"]
@@ -125,8 +125,12 @@ def test_resolve_lock_mode(flags: dict, mode: LockMode) -> None:
 
 @pytest.mark.parametrize(
     "flags",
-    [{"strict": True, "update": True}, {"strict": True, "ignore": True},
-     {"update": True, "ignore": True}, {"strict": True, "update": True, "ignore": True}],
+    [
+        {"strict": True, "update": True},
+        {"strict": True, "ignore": True},
+        {"update": True, "ignore": True},
+        {"strict": True, "update": True, "ignore": True},
+    ],
 )
 def test_lock_flags_are_mutually_exclusive(flags: dict) -> None:
     from dlm.cli.common import lock_mode_from_flags

@@ -50,7 +50,8 @@ def fake_nvidia(proc: Path, gpus: dict[str, tuple[str, str]]) -> Path:
         folder = proc / "driver" / "nvidia" / "gpus" / bus
         folder.mkdir(parents=True)
         (folder / "information").write_text(
-            f"Model: \t\t {model}\nIRQ:   \t\t 35\nGPU UUID: \t {uuid}\nBus Location: \t {bus}\n")
+            f"Model: \t\t {model}\nIRQ:   \t\t 35\nGPU UUID: \t {uuid}\nBus Location: \t {bus}\n"
+        )
     return proc
 
 
@@ -58,8 +59,15 @@ def inputs(tmp_path: Path, site: Path | None = None, **changes: object) -> Probe
     (tmp_path / "proc").mkdir(exist_ok=True)
     (tmp_path / "dev").mkdir(exist_ok=True)
     base: dict[str, object] = {
-        "environ": {}, "system": "Linux", "machine": "x86_64", "cpuinfo": "", "proc": tmp_path / "proc",
-        "dev": tmp_path / "dev", "affinity": 4, "logical": 4, "search_path": [str(site or tmp_path / "empty")],
+        "environ": {},
+        "system": "Linux",
+        "machine": "x86_64",
+        "cpuinfo": "",
+        "proc": tmp_path / "proc",
+        "dev": tmp_path / "dev",
+        "affinity": 4,
+        "logical": 4,
+        "search_path": [str(site or tmp_path / "empty")],
     }
     return ProbeInputs(**{**base, **changes})  # type: ignore[arg-type]
 
@@ -71,8 +79,10 @@ ROCM_PY = "cuda = None\nhip = '6.2.41133-dd7f95766'\n"
 def test_read_literals_takes_literals_and_runs_nothing(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     path = tmp_path / "version.py"
-    path.write_text(f"import os\ncuda: str = '12.1'\nhip = None\ndebug = False\nside = open({str(marker)!r}, 'w')\n"
-                    "a = b = 'x'\nfrom_env = os.environ.get('CUDA')\n")
+    path.write_text(
+        f"import os\ncuda: str = '12.1'\nhip = None\ndebug = False\nside = open({str(marker)!r}, 'w')\n"
+        "a = b = 'x'\nfrom_env = os.environ.get('CUDA')\n"
+    )
     assert read_literals(path) == {"cuda": "12.1", "hip": None, "debug": False, "a": "x", "b": "x"}
     assert not marker.exists()
     (tmp_path / "broken.py").write_text("cuda = (\n")
@@ -81,7 +91,9 @@ def test_read_literals_takes_literals_and_runs_nothing(tmp_path: Path) -> None:
 
 def test_cuda_build_with_an_nvidia_device_is_cuda(tmp_path: Path) -> None:
     site = fake_torch(tmp_path / "site", CUDA_PY)
-    proc = fake_nvidia(tmp_path / "proc", {"0000:01:00.0": (H100, "GPU-aaaa-1111"), "0000:02:00.0": ("NVIDIA A10", "GPU-bbbb-2222")})
+    proc = fake_nvidia(
+        tmp_path / "proc", {"0000:01:00.0": (H100, "GPU-aaaa-1111"), "0000:02:00.0": ("NVIDIA A10", "GPU-bbbb-2222")}
+    )
     env = probe_environment(inputs(tmp_path, site, proc=proc))
     assert (env.hardware_tier, env.accelerator, env.cuda_version, env.rocm_version) == ("cuda", H100, "12.1", None)
     assert env.versions["torch"] == "2.5.1+cu121"
@@ -130,7 +142,12 @@ def test_rocm_needs_kfd_and_a_visible_device(tmp_path: Path) -> None:
 def test_apple_silicon_with_torch_is_mps(tmp_path: Path) -> None:
     site = fake_torch(tmp_path / "site", "cuda = None\nhip = None\n", version="2.5.1")
     env = probe_environment(inputs(tmp_path, site, system="Darwin", machine="arm64", perf_cores=8))
-    assert (env.hardware_tier, env.accelerator, env.cpu_capability, env.torch_threads) == ("mps", "Apple MPS", "DEFAULT", 8)
+    assert (env.hardware_tier, env.accelerator, env.cpu_capability, env.torch_threads) == (
+        "mps",
+        "Apple MPS",
+        "DEFAULT",
+        8,
+    )
 
 
 def test_no_torch_installed(tmp_path: Path) -> None:
@@ -169,8 +186,10 @@ def test_cpu_capability_follows_torch(env: dict[str, str], machine: str, flags: 
 
 def cpuinfo(cpus: list[tuple[int, int]]) -> str:
     """`/proc/cpuinfo` text with one block per (physical id, core id)."""
-    return "\n".join(f"processor\t: {i}\nphysical id\t: {p}\ncore id\t\t: {c}\nflags\t\t: fpu avx2 fma\n"
-                     for i, (p, c) in enumerate(cpus))
+    return "\n".join(
+        f"processor\t: {i}\nphysical id\t: {p}\ncore id\t\t: {c}\nflags\t\t: fpu avx2 fma\n"
+        for i, (p, c) in enumerate(cpus)
+    )
 
 
 def test_physical_cores_counts_distinct_sockets_and_cores() -> None:
@@ -221,21 +240,33 @@ from dlm.lock.environment import capture_environment
 warnings.simplefilter("ignore")
 print(json.dumps({"probe": probed.__dict__, "torch": capture_environment().__dict__}))
 """
-CLEAN = ("ATEN_CPU_CAPABILITY", "DLM_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-         "MKL_DYNAMIC")
+CLEAN = (
+    "ATEN_CPU_CAPABILITY",
+    "DLM_CPU_ISA",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "MKL_DYNAMIC",
+)
 
 
 @pytest.mark.parametrize(
     "env",
-    [{}, {"DLM_CPU_ISA": "native"}, {"OMP_NUM_THREADS": "1"}, {"OMP_NUM_THREADS": "7"},
-     {"OMP_NUM_THREADS": "3", "MKL_DYNAMIC": "FALSE"}],
+    [
+        {},
+        {"DLM_CPU_ISA": "native"},
+        {"OMP_NUM_THREADS": "1"},
+        {"OMP_NUM_THREADS": "7"},
+        {"OMP_NUM_THREADS": "3", "MKL_DYNAMIC": "FALSE"},
+    ],
     ids=["pinned", "native", "omp1", "omp7", "omp3-no-dynamic"],
 )
 def test_probe_equals_torch_on_this_machine(env: dict[str, str]) -> None:
     """A fresh interpreter per case: torch reads these variables once per process."""
     child_env = {k: v for k, v in os.environ.items() if k not in CLEAN} | env
-    proc = subprocess.run([sys.executable, "-c", _COMPARE], env=child_env, capture_output=True, text=True, check=False,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", _COMPARE], env=child_env, capture_output=True, text=True, check=False, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["probe"] == got["torch"]

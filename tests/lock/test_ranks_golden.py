@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from dlm.lock import read_lock
 from golden_tool import file_sha256, golden_env, golden_required, golden_tuple, run_train, tuple_hash
 from ranks_golden import RANKS_DOC, ranks_file, read_ranks_golden, run_ranks, twin_text
+
+from dlm.lock import read_lock
 
 pytestmark = pytest.mark.integration
 
@@ -46,8 +46,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     home_r, home_t = tmp_path_factory.mktemp("ranks-home"), tmp_path_factory.mktemp("twin-home")
     twin = tmp_path_factory.mktemp("twin-doc") / "twin.dlm"
     twin.write_text(twin_text(DOC.read_text()))
-    return {"home": home_r, "ranks": run_ranks(DOC, golden_env(home_r, hash_seed=1)),
-            "twin": run_train(twin, golden_env(home_t, hash_seed=2))}
+    return {
+        "home": home_r,
+        "ranks": run_ranks(DOC, golden_env(home_r, hash_seed=1)),
+        "twin": run_train(twin, golden_env(home_t, hash_seed=2)),
+    }
 
 
 def test_two_ranks_equal_one_process_accumulating_two_micro_batches(runs: dict[str, Any]) -> None:
@@ -64,8 +67,10 @@ def test_two_ranks_match_the_golden_for_this_tuple(runs: dict[str, Any]) -> None
         why = f"no two-rank golden for tuple {thash} ({ranks_file(REPO, thash).name})"
         if not golden_required():
             pytest.skip(f"{why}; record one with `{REGEN}`")
-        pytest.fail(f"{why}. On x86-64 Linux with AVX2 the pinned tuple must have one: install the pinned "
-                    f"versions (`make install`) and keep the CPU ISA pin, or record it with `{REGEN}`")
+        pytest.fail(
+            f"{why}. On x86-64 Linux with AVX2 the pinned tuple must have one: install the pinned "
+            f"versions (`make install`) and keep the CPU ISA pin, or record it with `{REGEN}`"
+        )
     assert record.document_sha256 == file_sha256(DOC), f"{RANKS_DOC} changed; rerun `{REGEN}`"
     assert runs["ranks"]["adapter_sha256"] == record.adapter_sha256, f"drifted from the golden; `{REGEN}`"
 
@@ -84,12 +89,17 @@ def test_rank_0_alone_writes_store_metrics_and_lock(runs: dict[str, Any]) -> Non
     # the WAL files) while a later test copies this home
     with closing(sqlite3.connect(store / "metrics.sqlite")) as db:
         assert db.execute("SELECT run_id, status, steps FROM runs").fetchall() == [
-            (runs["ranks"]["run_id"], "completed", 4)]
+            (runs["ranks"]["run_id"], "completed", 4)
+        ]
         assert [s for (s,) in db.execute("SELECT step FROM steps ORDER BY step")] == [1, 2, 3, 4]
         assert db.execute("SELECT count(*) FROM tokenization").fetchone() == (1,)
     lock = read_lock(store / "dlm.lock")
     assert (lock.world_size, lock.per_device_batch_size, lock.gradient_accumulation_steps, lock.backend) == (
-        2, 2, 1, "gloo")
+        2,
+        2,
+        1,
+        "gloo",
+    )
     assert lock.adapter_sha256 == runs["ranks"]["adapter_sha256"]
 
 
@@ -130,14 +140,21 @@ def _stop_during_training(runs: dict[str, Any], tmp_path: Path, stop: Any) -> tu
     shutil.copytree(runs["home"], home)
     metrics = home / "store" / _dlm_id() / "metrics.sqlite"
     cmd = [sys.executable, "-m", "dlm", "train", str(DOC), "--nproc", "2", "--max-steps", "500"]
-    launcher = subprocess.Popen(cmd, env=golden_env(home, hash_seed=4), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+    launcher = subprocess.Popen(
+        cmd,
+        env=golden_env(home, hash_seed=4),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and launcher.poll() is None:
             with closing(sqlite3.connect(metrics)) as db:
-                (new_steps,) = db.execute("SELECT count(*) FROM steps WHERE run_id != ?",
-                                          (runs["ranks"]["run_id"],)).fetchone()
+                (new_steps,) = db.execute(
+                    "SELECT count(*) FROM steps WHERE run_id != ?", (runs["ranks"]["run_id"],)
+                ).fetchone()
             if new_steps:
                 break
             time.sleep(0.5)
@@ -196,12 +213,25 @@ def test_ranks_started_by_hand_with_different_documents_all_stop(tmp_path: Path)
     procs = []
     for rank, doc in ((0, DOC), (1, edited)):
         env = golden_env(tmp_path / f"home-{rank}", hash_seed=rank + 1)
-        env.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        procs.append(subprocess.Popen([sys.executable, "-m", "dlm", "train", str(doc)], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        env.update(
+            RANK=str(rank),
+            WORLD_SIZE="2",
+            LOCAL_RANK="0",
+            LOCAL_WORLD_SIZE="1",
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "dlm", "train", str(doc)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     results = [p.communicate(timeout=300) for p in procs]
-    for proc, (_, err) in zip(procs, results):
+    for proc, (_, err) in zip(procs, results, strict=False):
         assert proc.returncode == 1, err[-3000:]
         assert "rank 1: document sha256:" in err and "differs from rank 0's" in err, err[-3000:]
     assert not (tmp_path / "home-0" / "store" / _dlm_id() / "adapter" / "versions").exists()

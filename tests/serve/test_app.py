@@ -17,8 +17,6 @@ from dlm.serve.app import create_app
 from dlm.serve.run import RunningServer
 from dlm.serve.tokcache import TokenizerCacheConfig
 
-
-
 CACHE = TokenizerCacheConfig(enable_l0=True, enable_l1=True, l1_min_prompt_chars=0)
 
 
@@ -83,9 +81,7 @@ def test_streaming_chat_with_the_openai_client(server: RunningServer) -> None:
     assert chunks[-1].choices[0].finish_reason == "stop"
 
 
-def test_tokenize_prompt_and_messages_match_the_plain_tokenizer(
-    http: httpx.Client, smollm2_tokenizer: Any
-) -> None:
+def test_tokenize_prompt_and_messages_match_the_plain_tokenizer(http: httpx.Client, smollm2_tokenizer: Any) -> None:
     prompt = "<|im_start|>user\nHow many tokens is this? 12345<|im_end|>\n"
     for _ in range(2):
         body = http.post("/tokenize", json={"prompt": prompt}).json()
@@ -128,9 +124,7 @@ def test_metrics_report_requests_and_cache_levels(http: httpx.Client) -> None:
         (b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}', 400, "max_tokens"),
     ],
 )
-def test_bad_chat_requests_get_clear_errors(
-    http: httpx.Client, body: bytes, status: int, needle: str
-) -> None:
+def test_bad_chat_requests_get_clear_errors(http: httpx.Client, body: bytes, status: int, needle: str) -> None:
     response = http.post("/v1/chat/completions", content=body, headers={"content-type": "application/json"})
     assert response.status_code == status
     assert needle in response.json()["error"]["message"]
@@ -145,9 +139,7 @@ def test_tokenize_needs_exactly_one_input(http: httpx.Client) -> None:
 
 def test_oversized_bodies_get_413(http: httpx.Client) -> None:
     big = json.dumps({"prompt": "x" * 70_000}).encode()
-    assert (
-        http.post("/tokenize", content=big, headers={"content-type": "application/json"}).status_code == 413
-    )
+    assert http.post("/tokenize", content=big, headers={"content-type": "application/json"}).status_code == 413
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: counted while reading
         for i in range(0, len(big), 8192):

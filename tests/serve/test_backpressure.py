@@ -87,7 +87,9 @@ def test_a_full_queue_answers_503_with_retry_after(server: RunningServer, slow: 
     results: list[int] = []
 
     def ask() -> None:
-        results.append(httpx.post(server.url + "/v1/chat/completions", json={**CHAT, "max_tokens": 40}, timeout=30).status_code)
+        results.append(
+            httpx.post(server.url + "/v1/chat/completions", json={**CHAT, "max_tokens": 40}, timeout=30).status_code
+        )
 
     running = threading.Thread(target=ask)
     running.start()

@@ -64,7 +64,7 @@ def test_a_body_that_does_not_arrive_gets_408(server: RunningServer) -> None:
     with socket.create_connection((server.host, server.port)) as sock:
         sock.sendall(
             b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
-            b"content-length: 100\r\n\r\n{\"messages\""
+            b'content-length: 100\r\n\r\n{"messages"'
         )
         sock.settimeout(10)
         reply = b""

@@ -89,7 +89,12 @@ class Reference:
                 out = self.model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
         new = out[0, ids.shape[1] :].tolist()
         ended = self.tokenizer.eos_token_id in new
-        return self.tokenizer.decode(new, skip_special_tokens=True), "stop" if ended else "length", ids.shape[1], len(new)
+        return (
+            self.tokenizer.decode(new, skip_special_tokens=True),
+            "stop" if ended else "length",
+            ids.shape[1],
+            len(new),
+        )
 
 
 def ask(client: OpenAI, model: str) -> tuple[str, str, int, int]:
@@ -97,7 +102,12 @@ def ask(client: OpenAI, model: str) -> tuple[str, str, int, int]:
         model=model, messages=[{"role": "user", "content": QUESTION}], max_tokens=MAX_TOKENS
     )
     usage = reply.usage
-    return reply.choices[0].message.content or "", reply.choices[0].finish_reason, usage.prompt_tokens, usage.completion_tokens
+    return (
+        reply.choices[0].message.content or "",
+        reply.choices[0].finish_reason,
+        usage.prompt_tokens,
+        usage.completion_tokens,
+    )
 
 
 @pytest.fixture

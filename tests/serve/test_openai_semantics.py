@@ -114,9 +114,7 @@ def test_wrong_model_is_404_in_openai_shape(client: OpenAI, server: RunningServe
     assert set(body["error"]) == {"message", "type", "param", "code"}
 
 
-def test_developer_role_is_the_system_message(
-    client: OpenAI, engine: FakeEngine, smollm2_tokenizer: Any
-) -> None:
+def test_developer_role_is_the_system_message(client: OpenAI, engine: FakeEngine, smollm2_tokenizer: Any) -> None:
     messages = [{"role": "developer", "content": "Be terse."}, *USER]
     client.chat.completions.create(model="dlm:fake", messages=messages, max_tokens=2)
     rendered = smollm2_tokenizer.apply_chat_template(
@@ -129,7 +127,11 @@ def test_developer_role_is_the_system_message(
 def test_tool_role_is_rendered_and_null_content_is_refused_by_name(
     client: OpenAI, server: RunningServer, engine: FakeEngine, smollm2_tokenizer: Any
 ) -> None:
-    messages = [*USER, {"role": "assistant", "content": "calling"}, {"role": "tool", "content": "42", "tool_call_id": "c1"}]
+    messages = [
+        *USER,
+        {"role": "assistant", "content": "calling"},
+        {"role": "tool", "content": "42", "tool_call_id": "c1"},
+    ]
     client.chat.completions.create(model="dlm:fake", messages=messages, max_tokens=2)
     assert "<|im_start|>tool\n42<|im_end|>" in smollm2_tokenizer.decode(engine.calls[-1][0])
     null = [*USER, {"role": "assistant", "content": None}]
@@ -138,9 +140,7 @@ def test_tool_role_is_rendered_and_null_content_is_refused_by_name(
     assert response.json()["error"]["param"] == "messages.1.content"
 
 
-def test_completions_endpoint_for_plain_prompts(
-    client: OpenAI, engine: FakeEngine, smollm2_tokenizer: Any
-) -> None:
+def test_completions_endpoint_for_plain_prompts(client: OpenAI, engine: FakeEngine, smollm2_tokenizer: Any) -> None:
     reply = client.completions.create(model="dlm:fake", prompt="Once upon a time", max_tokens=64, stop=["\n"])
     assert reply.object == "text_completion"
     assert reply.choices[0].text == "Line one"

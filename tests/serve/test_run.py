@@ -9,10 +9,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from dlm.actions.serving import ServeOptions, read_config_file, resolve_cache_config
 from dlm.cli import serve_cmd
 from dlm.doc import load_document, new_document
 from dlm.errors import ServeError
-from dlm.actions.serving import ServeOptions, read_config_file, resolve_cache_config
 from dlm.serve.run import bind_warning
 from dlm.serve.tokcache import TokenizerCacheConfig, TokenizerCacheConfigError
 
@@ -30,20 +30,14 @@ def test_flags_win_over_config_file_over_frontmatter(tmp_path: Path) -> None:
     doc_path = write_doc(tmp_path, "    enable_l1: true\n    l1_max_memory: 1000\n    l0_max_entries: 3\n")
     config = tmp_path / "serve.json"
     config.write_text('{"tokenizer_cache": {"l1_max_memory": 2000, "enable_l0": true}}')
-    options = ServeOptions(
-        paths=[doc_path], config_file=config, cache_flags={"l0_max_entries": 9, "enable_l1": None}
-    )
+    options = ServeOptions(paths=[doc_path], config_file=config, cache_flags={"l0_max_entries": 9, "enable_l1": None})
     resolved = resolve_cache_config(load_document(doc_path), options)
-    assert resolved == TokenizerCacheConfig(
-        enable_l0=True, l0_max_entries=9, enable_l1=True, l1_max_memory=2000
-    )
+    assert resolved == TokenizerCacheConfig(enable_l0=True, l0_max_entries=9, enable_l1=True, l1_max_memory=2000)
 
 
 def test_bad_flag_value_names_the_command_line(tmp_path: Path) -> None:
     options = ServeOptions(paths=[write_doc(tmp_path)], cache_flags={"l1_max_memory": 0})
-    with pytest.raises(
-        TokenizerCacheConfigError, match="command line: l1_max_memory: must be an integer >= 1"
-    ):
+    with pytest.raises(TokenizerCacheConfigError, match="command line: l1_max_memory: must be an integer >= 1"):
         resolve_cache_config(load_document(options.paths[0]), options)
 
 

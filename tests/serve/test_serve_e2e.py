@@ -110,9 +110,7 @@ def served(tmp_path: Path, smollm2_ref: Any) -> Iterator[tuple[str, Path]]:
         stop(proc)
 
 
-def test_dlm_serve_answers_openai_clients_and_plain_http(
-    served: tuple[str, Path], smollm2_tokenizer: Any
-) -> None:
+def test_dlm_serve_answers_openai_clients_and_plain_http(served: tuple[str, Path], smollm2_tokenizer: Any) -> None:
     url, doc_path = served
     doc = load_document(doc_path)
     client = OpenAI(base_url=url + "/v1", api_key="unused", timeout=120, max_retries=0)
@@ -154,9 +152,7 @@ def metric(text: str, series: str) -> float:
     raise AssertionError(f"{series} not in /metrics")
 
 
-def test_sigterm_refuses_queued_work_cancels_in_flight_work_and_exits(
-    tmp_path: Path, smollm2_ref: Any
-) -> None:
+def test_sigterm_refuses_queued_work_cancels_in_flight_work_and_exits(tmp_path: Path, smollm2_ref: Any) -> None:
     doc_path = tmp_path / "plain.dlm"
     doc_path.write_text(new_document(system_prompt="Answer at length."))
     proc, url = start_serve([str(doc_path), "--no-adapter", "--max-queue", "1", "--shutdown-timeout", "2"])

@@ -61,9 +61,7 @@ def test_merge_applies_flags_over_file_over_frontmatter_and_names_the_source() -
         ("config.json", {"l0_max_entries": 7, "enable_l1": True}),
         ("flags", {"l0_max_entries": 9, "l1_max_memory": None}),
     )
-    assert config == TokenizerCacheConfig(
-        enable_l0=True, l0_max_entries=9, enable_l1=True, l1_max_memory=1000
-    )
+    assert config == TokenizerCacheConfig(enable_l0=True, l0_max_entries=9, enable_l1=True, l1_max_memory=1000)
     with pytest.raises(TokenizerCacheConfigError, match="config.json: l1_max_memory"):
         merge_config(("frontmatter", {}), ("config.json", {"l1_max_memory": 0}))
     with pytest.raises(TokenizerCacheConfigError, match="unknown tokenizer_cache key"):
@@ -105,9 +103,7 @@ def test_growing_conversation_keeps_hitting_l1(qwen3_tok: Any) -> None:
     for i in range(12):
         turns += [f"question {i}: what about item {i * 7}?"] + ([f"answer {i}"] if i < 11 else [])
         text = chat(qwen3_tok, turns[: 2 * i + 1])
-        assert cached.encode(text, add_special_tokens=False) == qwen3_tok.encode(
-            text, add_special_tokens=False
-        )
+        assert cached.encode(text, add_special_tokens=False) == qwen3_tok.encode(text, add_special_tokens=False)
     l1 = cached.stats().l1
     assert l1.misses == 1 and l1.hits == 11
     assert cached.typecode == "I" and l1.bytes >= 4 * l1.ids
@@ -305,9 +301,7 @@ def test_probes_reach_the_first_half_of_a_prompt_with_many_boundaries(qwen3_tok:
 
 
 def test_short_prompts_skip_l1(smollm2_tokenizer: Any) -> None:
-    cached = CachedTokenizer(
-        smollm2_tokenizer, TokenizerCacheConfig(enable_l1=True, l1_min_prompt_chars=10_000)
-    )
+    cached = CachedTokenizer(smollm2_tokenizer, TokenizerCacheConfig(enable_l1=True, l1_min_prompt_chars=10_000))
     text = chat(smollm2_tokenizer, ["short"])
     assert cached.encode(text) == smollm2_tokenizer.encode(text)
     l1 = cached.stats().l1
@@ -317,10 +311,7 @@ def test_short_prompts_skip_l1(smollm2_tokenizer: Any) -> None:
 def test_uncacheable_options_and_batches_go_to_the_plain_tokenizer(smollm2_tokenizer: Any) -> None:
     cached = CachedTokenizer(smollm2_tokenizer, BOTH)
     out = cached("hello world", return_offsets_mapping=True)
-    assert (
-        out["offset_mapping"]
-        == smollm2_tokenizer("hello world", return_offsets_mapping=True)["offset_mapping"]
-    )
+    assert out["offset_mapping"] == smollm2_tokenizer("hello world", return_offsets_mapping=True)["offset_mapping"]
     assert cached(["a b", "c"])["input_ids"] == smollm2_tokenizer(["a b", "c"])["input_ids"]
     assert cached.encode("a b c d", truncation=True, max_length=2) == smollm2_tokenizer.encode(
         "a b c d", truncation=True, max_length=2
@@ -344,9 +335,7 @@ def test_backend_truncation_bypasses_the_cache(smollm2_tokenizer: Any) -> None:
 # -- isolation and concurrency -------------------------------------------------------
 
 
-def test_tokenizers_sharing_stores_never_read_each_others_entries(
-    smollm2_tokenizer: Any, qwen3_tok: Any
-) -> None:
+def test_tokenizers_sharing_stores_never_read_each_others_entries(smollm2_tokenizer: Any, qwen3_tok: Any) -> None:
     stores = CacheStores.from_config(BOTH, typecode="I")
     small = CachedTokenizer(smollm2_tokenizer, BOTH, stores=stores)
     qwen = CachedTokenizer(qwen3_tok, BOTH, stores=stores)
@@ -400,9 +389,7 @@ def test_metaspace_first_would_break_a_split_after_the_special_token(metaspace_t
 
 def test_bert_template_is_added_once_around_the_whole(bert_tok: Any) -> None:
     text = "first part [SEP] second part [SEP] third"
-    per_piece = [
-        i for piece in ("first part ", "[SEP] second part ", "[SEP] third") for i in bert_tok.encode(piece)
-    ]
+    per_piece = [i for piece in ("first part ", "[SEP] second part ", "[SEP] third") for i in bert_tok.encode(piece)]
     assert per_piece != bert_tok.encode(text)
     cached = CachedTokenizer(bert_tok, BOTH)
     for _ in range(2):
@@ -478,10 +465,6 @@ def test_other_split_relevant_shapes_stay_exact(kind: str) -> None:
     for _ in range(1500):
         text = "".join(rng.choice(fragments) for _ in range(rng.randint(0, 10)))
         for special in (True, False):
-            assert cached.encode(text, add_special_tokens=special) == tok.encode(
-                text, add_special_tokens=special
-            )
-            assert dict(cached(text, add_special_tokens=special)) == dict(
-                tok(text, add_special_tokens=special)
-            )
+            assert cached.encode(text, add_special_tokens=special) == tok.encode(text, add_special_tokens=special)
+            assert dict(cached(text, add_special_tokens=special)) == dict(tok(text, add_special_tokens=special))
     assert cached.stats().l1.hits > 0

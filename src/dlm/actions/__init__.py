@@ -19,16 +19,29 @@ from typing import TYPE_CHECKING, Any
 # name -> module: imported on first use, so `from dlm.actions import cache_show` does
 # not load torch (only training, prompting and serving need it).
 _WHERE = {
-    "cache_build": "cache", "cache_clear": "cache", "cache_dir": "cache", "cache_export": "cache",
-    "cache_import": "cache", "cache_prune": "cache", "cache_show": "cache", "cache_push": "cache",
+    "cache_build": "cache",
+    "cache_clear": "cache",
+    "cache_dir": "cache",
+    "cache_export": "cache",
+    "cache_import": "cache",
+    "cache_prune": "cache",
+    "cache_show": "cache",
+    "cache_push": "cache",
     "cache_pull": "cache",
-    "DoctorView": "diagnostics", "doctor": "diagnostics",
-    "ExportReport": "exporting", "export": "exporting",
+    "DoctorView": "diagnostics",
+    "doctor": "diagnostics",
+    "ExportReport": "exporting",
+    "export": "exporting",
     "prompt": "prompting",
     "init": "scaffold",
-    "ServeOptions": "serving", "build_app": "serving",
-    "TrainOptions": "training", "TrainReport": "training", "TrainSink": "training", "train": "training",
-    "metrics": "views", "show": "views",
+    "ServeOptions": "serving",
+    "build_app": "serving",
+    "TrainOptions": "training",
+    "TrainReport": "training",
+    "TrainSink": "training",
+    "train": "training",
+    "metrics": "views",
+    "show": "views",
 }
 
 if TYPE_CHECKING:

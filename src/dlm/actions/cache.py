@@ -38,8 +38,18 @@ if TYPE_CHECKING:
 
 DAY_S = 86400
 __all__ = [
-    "RemoteResult", "cache_build", "cache_clear", "cache_dir", "cache_export", "cache_import", "cache_prune",
-    "cache_pull", "cache_push", "cache_show", "format_hit_rate", "format_skips",
+    "RemoteResult",
+    "cache_build",
+    "cache_clear",
+    "cache_dir",
+    "cache_export",
+    "cache_import",
+    "cache_prune",
+    "cache_pull",
+    "cache_push",
+    "cache_show",
+    "format_hit_rate",
+    "format_skips",
 ]
 
 
@@ -88,8 +98,9 @@ def cache_prune(path: DocPath, older_than: str | None = None, *, whole_store: bo
     cutoff = int(max(time.time() - seconds, -(2.0**62)))
     done = clear_document(cache_store_dir(), store.cache_dir, store.dlm_id, older_than_cutoff_s=cutoff)
     after = cache_summary(cache_store_dir())
-    return PruneResult(seconds, done.removed_entries, done.removed_bytes, after["entry_bytes"] if after else 0,
-                       0, 0, 0, 0)
+    return PruneResult(
+        seconds, done.removed_entries, done.removed_bytes, after["entry_bytes"] if after else 0, 0, 0, 0, 0
+    )
 
 
 def cache_clear(path: DocPath, *, whole_store: bool = False) -> ClearResult:
@@ -158,9 +169,16 @@ def cache_build(
     tokenizer.save()  # chat-template renderings, so the next warm build loads no tokenizer
     cfg = doc.frontmatter.training.cache
     result = build_cache(
-        store.cache_dir, tokenizer, sha, built.rows,
-        max_bytes=cfg.max_bytes, run_id=f"build-{ULID()}", progress=progress,
-        trust_stat=cfg.trust_stat and not rehash, store_dir=cache_store_dir(), doc_id=store.dlm_id,
+        store.cache_dir,
+        tokenizer,
+        sha,
+        built.rows,
+        max_bytes=cfg.max_bytes,
+        run_id=f"build-{ULID()}",
+        progress=progress,
+        trust_stat=cfg.trust_stat and not rehash,
+        store_dir=cache_store_dir(),
+        doc_id=store.dlm_id,
         remote=resolve_remote(cfg.remote, remote, doc_dir(doc)),
     )
     skipped = Counter(result.files_skipped) + built.walk.skipped
@@ -188,9 +206,7 @@ def _remote_url(doc: Document, override: str | None) -> str:
 
     url = resolve_remote(doc.frontmatter.training.cache.remote, override, doc_dir(doc))
     if url is None:
-        raise UsageError(
-            "no cache remote: pass --cache-remote URL, set DLM_CACHE_REMOTE, or set training.cache.remote"
-        )
+        raise UsageError("no cache remote: pass --cache-remote URL, set DLM_CACHE_REMOTE, or set training.cache.remote")
     return url
 
 
@@ -217,8 +233,10 @@ def _move(path: DocPath, override: str | None, push: bool) -> RemoteResult:
     finally:
         conn.close()
     if not tier.alive:
-        raise CacheError(f"cache remote unavailable ({tier.failure}); the {'push' if push else 'pull'} did not "
-                         "complete: check the URL, its credentials and the network")
+        raise CacheError(
+            f"cache remote unavailable ({tier.failure}); the {'push' if push else 'pull'} did not "
+            "complete: check the URL, its credentials and the network"
+        )
     return RemoteResult(url, counts.entries, counts.objects, counts.bytes, counts.rejected, counts.seconds, warnings)
 
 

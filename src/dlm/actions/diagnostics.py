@@ -73,8 +73,13 @@ class DoctorView:
 
 
 def doctor(
-    *, environment: Environment | None = None, ask_torch: bool = False, flags: DeterminismFlags | None = None,
-    nproc: int | None = None, batch_size: int | None = None, gradient_accumulation_steps: int | None = None,
+    *,
+    environment: Environment | None = None,
+    ask_torch: bool = False,
+    flags: DeterminismFlags | None = None,
+    nproc: int | None = None,
+    batch_size: int | None = None,
+    gradient_accumulation_steps: int | None = None,
 ) -> DoctorView:
     """Describe this machine as `dlm train` will see it (no side effects).
 
@@ -136,12 +141,16 @@ def precision_view(hardware_tier: str, cpu_flags: frozenset[str] | None = None) 
         import torch
 
         cuda_bf16 = bool(torch.cuda.is_bf16_supported())
-    return {"cpu_bf16": list(cpu_bf16), "cuda_bf16": cuda_bf16,
-            "auto": auto_dtype(hardware_tier, bool(cuda_bf16), cpu_bf16)}
+    return {
+        "cpu_bf16": list(cpu_bf16),
+        "cuda_bf16": cuda_bf16,
+        "auto": auto_dtype(hardware_tier, bool(cuda_bf16), cpu_bf16),
+    }
 
 
-def plan_view(nproc: int, env: Environment, batch_size: int | None = None,
-              gradient_accumulation_steps: int | None = None) -> dict[str, object]:
+def plan_view(
+    nproc: int, env: Environment, batch_size: int | None = None, gradient_accumulation_steps: int | None = None
+) -> dict[str, object]:
     """What `dlm train --nproc N` would run here: ranks, backend, device, threads per
     rank, rows per optimizer step, and the determinism notes of that shape.
 
@@ -156,14 +165,21 @@ def plan_view(nproc: int, env: Environment, batch_size: int | None = None,
 
     defaults = TrainingConfig()
     device = "cuda" if env.hardware_tier == "cuda" else "cpu"
-    plan = make_plan(nproc, batch_size or defaults.batch_size,
-                     gradient_accumulation_steps or defaults.gradient_accumulation_steps, device)
+    plan = make_plan(
+        nproc,
+        batch_size or defaults.batch_size,
+        gradient_accumulation_steps or defaults.gradient_accumulation_steps,
+        device,
+    )
     return {
-        "world_size": plan.world_size, "backend": plan.backend, "device": device,
+        "world_size": plan.world_size,
+        "backend": plan.backend,
+        "device": device,
         "threads_per_rank": int(rank_threads(nproc, os.environ, os.cpu_count())),
         "per_device_batch_size": plan.per_device_batch_size,
         "gradient_accumulation_steps": plan.gradient_accumulation_steps,
-        "rows_per_step": plan.rows_per_step, "notes": plan.notes(),
+        "rows_per_step": plan.rows_per_step,
+        "notes": plan.notes(),
     }
 
 

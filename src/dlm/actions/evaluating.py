@@ -28,10 +28,24 @@ def eval_items(doc: Document, tokenizer: Any, probes: Sequence[Probe]) -> list[A
 
     name = str(doc.path) if doc.path else "<doc>"
     system = doc.frontmatter.system_prompt
-    items = [make_item(tokenizer, system, "instruction", p.question, p.answer, p.keys, f"{name}:{p.line}")
-             for s in doc.sections if isinstance(s, InstructionSection) for p in s.pairs]
-    items += [make_item(tokenizer, system, "synth" if p.origin.endswith("(synth)") else "probe", p.question,
-                        p.answer, p.keys, p.origin) for p in probes]
+    items = [
+        make_item(tokenizer, system, "instruction", p.question, p.answer, p.keys, f"{name}:{p.line}")
+        for s in doc.sections
+        if isinstance(s, InstructionSection)
+        for p in s.pairs
+    ]
+    items += [
+        make_item(
+            tokenizer,
+            system,
+            "synth" if p.origin.endswith("(synth)") else "probe",
+            p.question,
+            p.answer,
+            p.keys,
+            p.origin,
+        )
+        for p in probes
+    ]
     return items
 
 
@@ -42,16 +56,23 @@ def general_texts() -> list[str]:
     return [text for _, text in load_general_set()]
 
 
-def judge_trained(doc: Document, peft_model: Any, tokenizer: Any, probes: Sequence[Probe],
-                  adapter_version: str) -> EvalReport:
+def judge_trained(
+    doc: Document, peft_model: Any, tokenizer: Any, probes: Sequence[Probe], adapter_version: str
+) -> EvalReport:
     """The evaluation of a peft model whose active adapter was just trained on `doc`."""
     from dlm.judge.report import judge_adapter
 
     settings = doc.frontmatter.training.eval
-    return judge_adapter(peft_model, tokenizer, eval_items(doc, tokenizer, probes), general_texts(),
-                         adapter_version=adapter_version, seed=doc.frontmatter.training.seed,
-                         max_new_tokens=settings.max_new_tokens,
-                         general_max_increase=settings.general_max_increase)
+    return judge_adapter(
+        peft_model,
+        tokenizer,
+        eval_items(doc, tokenizer, probes),
+        general_texts(),
+        adapter_version=adapter_version,
+        seed=doc.frontmatter.training.seed,
+        max_new_tokens=settings.max_new_tokens,
+        general_max_increase=settings.general_max_increase,
+    )
 
 
 def evaluate(path: DocPath, *, adapter_version: str | None = None, record: bool = True) -> EvalReport:
@@ -86,8 +107,9 @@ def evaluate(path: DocPath, *, adapter_version: str | None = None, record: bool 
     if record:
         run_id = _run_of(store, version)
         with MetricsDB(store.metrics_path) as metrics:
-            metrics.log_judgement(run_id=run_id, adapter_version=version, phase="final", step=None,
-                                  summary=summary_of(report))
+            metrics.log_judgement(
+                run_id=run_id, adapter_version=version, phase="final", step=None, summary=summary_of(report)
+            )
     return report
 
 

@@ -157,8 +157,9 @@ def check_adapter_hash(store: Store, version: str, adapter_dir: Path) -> tuple[s
     try:
         actual = adapter_sha256(adapter_dir)
     except OSError as exc:
-        raise ExportRefused(f"{adapter_dir}: cannot read the adapter ({exc.strerror or exc}); "
-                            f"retrain with `dlm train`") from None
+        raise ExportRefused(
+            f"{adapter_dir}: cannot read the adapter ({exc.strerror or exc}); retrain with `dlm train`"
+        ) from None
     recorded = recorded_hashes(store, version)
     for where, expected in recorded:
         if expected != actual:
@@ -179,8 +180,9 @@ def base_spec(ref: BaseModelRef) -> BaseSpec:
     if ref.name in ALIASES:
         return BaseSpec(name=ref.name, path=ref.path, gguf=alias_gguf_path(ref.name))
     ggufs = sorted(ref.path.glob("*.gguf"))
-    return BaseSpec(name=Path(ref.name).name or ref.path.name, path=ref.path,
-                    gguf=ggufs[0] if len(ggufs) == 1 else None)
+    return BaseSpec(
+        name=Path(ref.name).name or ref.path.name, path=ref.path, gguf=ggufs[0] if len(ggufs) == 1 else None
+    )
 
 
 def _model_name(doc_path: Path) -> str:
@@ -211,8 +213,10 @@ def open_for_export(doc_path: Path) -> tuple[Frontmatter, Store, list[str]]:
         if not isinstance(frontmatter, Frontmatter):
             raise
         first = exc.problems[0].render(exc.where)
-        warning = (f"{first} (and {len(exc.problems) - 1} more problem(s) in the body): exported the adapter "
-                   f"already trained, which they do not affect; fix them before the next `dlm train`")
+        warning = (
+            f"{first} (and {len(exc.problems) - 1} more problem(s) in the body): exported the adapter "
+            f"already trained, which they do not affect; fix them before the next `dlm train`"
+        )
         return frontmatter, open_store(frontmatter.dlm_id), [warning]
 
 
@@ -251,9 +255,15 @@ def _dtype_for(format: str, dtype: str | None) -> str | None:
     raise UsageError(f"--dtype {dtype}: only --format merged and gguf-merged have a dtype")
 
 
-def export(path: DocPath, format: str = "gguf", out: str | Path | None = None,
-           adapter_version: str | None = None, verify: bool = False, force: bool = False,
-           dtype: str | None = None) -> ExportReport:
+def export(
+    path: DocPath,
+    format: str = "gguf",
+    out: str | Path | None = None,
+    adapter_version: str | None = None,
+    verify: bool = False,
+    force: bool = False,
+    dtype: str | None = None,
+) -> ExportReport:
     """Export the adapter of the document at `path` (module docstring).
 
     Args:
@@ -295,17 +305,34 @@ def export(path: DocPath, format: str = "gguf", out: str | Path | None = None,
     except OSError as exc:  # a file the writers read or write, outside the staging folder's own handling
         raise ExportError(os_error_line(exc, folder)) from exc
     return ExportReport(
-        format=format, out=str(written.out), files=written.files, adapter_version=version,
-        adapter_dir=str(adapter_dir), adapter_sha256=sha, adapter_checked_against=sha_checked,
-        base_model=ref.name, base_revision=ref.revision, base_checked_against=checked,
-        command=written.command, system_prompt=system_prompt_note(format, system),
-        dtype=_reported_dtype(format, dtype), warnings=tuple(warnings),
+        format=format,
+        out=str(written.out),
+        files=written.files,
+        adapter_version=version,
+        adapter_dir=str(adapter_dir),
+        adapter_sha256=sha,
+        adapter_checked_against=sha_checked,
+        base_model=ref.name,
+        base_revision=ref.revision,
+        base_checked_against=checked,
+        command=written.command,
+        system_prompt=system_prompt_note(format, system),
+        dtype=_reported_dtype(format, dtype),
+        warnings=tuple(warnings),
         verify=result.as_dict() if result else None,
     )
 
 
-def _write(format: str, adapter_dir: Path, base: BaseSpec, target: Destination, tokenizer: Any,
-           system: str | None, name: str, dtype: str | None) -> Written:
+def _write(
+    format: str,
+    adapter_dir: Path,
+    base: BaseSpec,
+    target: Destination,
+    tokenizer: Any,
+    system: str | None,
+    name: str,
+    dtype: str | None,
+) -> Written:
     from dlm.export import write_gguf, write_merged, write_ollama, write_peft
     from dlm.export.merged_gguf import DEFAULT_OUTTYPE, write_gguf_merged
 
@@ -316,8 +343,15 @@ def _write(format: str, adapter_dir: Path, base: BaseSpec, target: Destination, 
     elif format == "merged":
         return write_merged(adapter_dir, base, target, tokenizer, system_prompt=system, dtype=dtype or "float32")
     elif format == "gguf-merged":
-        return write_gguf_merged(adapter_dir, base, target, tokenizer, system_prompt=system, model_name=name,
-                                 outtype=dtype or DEFAULT_OUTTYPE)
+        return write_gguf_merged(
+            adapter_dir,
+            base,
+            target,
+            tokenizer,
+            system_prompt=system,
+            model_name=name,
+            outtype=dtype or DEFAULT_OUTTYPE,
+        )
     else:
         return write_peft(adapter_dir, base, target, model_name=name, tokenizer=tokenizer, system_prompt=system)
 

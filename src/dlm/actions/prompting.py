@@ -35,8 +35,9 @@ def prompt(
 
     doc, _ = open_document(path)
     engine = load_inference(doc, use_adapter=use_adapter)
-    return engine.generate([{"role": "user", "content": question}],
-                           max_new_tokens=max_new_tokens, temperature=temperature)
+    return engine.generate(
+        [{"role": "user", "content": question}], max_new_tokens=max_new_tokens, temperature=temperature
+    )
 
 
 def prompt_many(
@@ -69,8 +70,11 @@ def prompt_many(
     engine = load_inference(doc, use_adapter=use_adapter)
     answers = []
     for question in questions:
-        answer = "".join(engine.generate([{"role": "user", "content": question}],
-                                         max_new_tokens=max_new_tokens, temperature=temperature))
+        answer = "".join(
+            engine.generate(
+                [{"role": "user", "content": question}], max_new_tokens=max_new_tokens, temperature=temperature
+            )
+        )
         answers.append({"question": question, "answer": answer})
         if on_answer is not None:
             on_answer(question, answer)
@@ -88,8 +92,10 @@ def read_questions(path: str | Path) -> list[str]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise DlmError(f"--file {path}: cannot read it ({getattr(exc, 'strerror', None) or exc}); "
-                         "pass a UTF-8 text file with one question per line") from None
+        raise DlmError(
+            f"--file {path}: cannot read it ({getattr(exc, 'strerror', None) or exc}); "
+            "pass a UTF-8 text file with one question per line"
+        ) from None
     questions = [line.strip() for line in text.splitlines() if line.strip()]
     if not questions:
         raise DlmError(f"--file {path}: no questions in it; write one question per line")

@@ -60,8 +60,10 @@ def _select(rows: RowSet, selector: str, base_dir: Path) -> TextRow | FileRow:
         for row in rows.text_rows:
             if row.origin.endswith(line):
                 return row
-        raise UsageError(f"no prose section or ### Q starts at line {selector}; "
-                         f"lines with one: {', '.join(r.origin.rsplit(':', 1)[1] for r in rows.text_rows)}")
+        raise UsageError(
+            f"no prose section or ### Q starts at line {selector}; "
+            f"lines with one: {', '.join(r.origin.rsplit(':', 1)[1] for r in rows.text_rows)}"
+        )
     synth = f"{selector} (synth)"  # `relpath:line`: the first training.synth pair drawn from there
     for row in rows.text_rows:
         if row.origin == synth:
@@ -70,8 +72,10 @@ def _select(rows: RowSet, selector: str, base_dir: Path) -> TextRow | FileRow:
     for frow in rows.file_rows:
         if frow.relpath == selector or frow.path == wanted or frow.path == os.path.abspath(selector):
             return frow
-    raise UsageError(f"{selector!r} is not a source file this document takes nor a section line; "
-                     f"give a path relative to a sources root or the line of a section")
+    raise UsageError(
+        f"{selector!r} is not a source file this document takes nor a section line; "
+        f"give a path relative to a sources root or the line of a section"
+    )
 
 
 def _cuts(layout: str, length: int, offset: int, sequence_len: int) -> list[int]:
@@ -83,8 +87,9 @@ def _cuts(layout: str, length: int, offset: int, sequence_len: int) -> list[int]
     return [p - offset for p in range(first, offset + length, sequence_len)]
 
 
-def _loss_and_cuts(tokenized: TokenizedRows, split: Split, index: int, heldout: bool, layout: str,
-                   sequence_len: int) -> tuple[np.ndarray, list[int]]:
+def _loss_and_cuts(
+    tokenized: TokenizedRows, split: Split, index: int, heldout: bool, layout: str, sequence_len: int
+) -> tuple[np.ndarray, list[int]]:
     """(loss: 1-D bool [n_tokens] of row `index`, cut positions), by the module's rules."""
     from dlm.train.evaluate import eval_window
 
@@ -144,10 +149,26 @@ def row_tokens(path: DocPath, selector: str, limit: int = DEFAULT_LIMIT, use_cac
     shown = ids[:limit].tolist()
     pieces = tokenizer.convert_ids_to_tokens(shown)
     cut_set = set(cuts)
-    tokens = [{"position": p, "id": int(i), "piece": piece, "text": tokenizer.decode([i]),
-               "loss": bool(loss[p]), "cut": p in cut_set}
-              for p, (i, piece) in enumerate(zip(shown, pieces))]
-    return RowTokens(selector=selector, source=source, kind=tokenized.kinds[index], key=key,
-                     n_tokens=int(ids.shape[0]), n_prompt=n_prompt, heldout=heldout, cuts=cuts,
-                     layout=layout, tokens=tokens)
-
+    tokens = [
+        {
+            "position": p,
+            "id": int(i),
+            "piece": piece,
+            "text": tokenizer.decode([i]),
+            "loss": bool(loss[p]),
+            "cut": p in cut_set,
+        }
+        for p, (i, piece) in enumerate(zip(shown, pieces, strict=False))
+    ]
+    return RowTokens(
+        selector=selector,
+        source=source,
+        kind=tokenized.kinds[index],
+        key=key,
+        n_tokens=int(ids.shape[0]),
+        n_prompt=n_prompt,
+        heldout=heldout,
+        cuts=cuts,
+        layout=layout,
+        tokens=tokens,
+    )

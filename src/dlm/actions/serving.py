@@ -112,9 +112,7 @@ def read_config_file(path: Path) -> Mapping[str, Any] | None:
         raise ServeError(f'{path}: --config must hold a JSON object like {{"tokenizer_cache": {{...}}}}')
     unknown = sorted(set(data) - _CONFIG_KEYS)
     if unknown:
-        raise ServeError(
-            f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_CONFIG_KEYS))}"
-        )
+        raise ServeError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_CONFIG_KEYS))}")
     return data.get("tokenizer_cache")
 
 
@@ -171,9 +169,7 @@ def catalog_for(shared: SharedBase) -> Catalog:
     """
     base = shared.base.name
     models = [
-        ServedModel(
-            f"dlm:{d.dlm_id}", d.system_prompt, d.adapter, d.name, d.dlm_id, d.version, base
-        )
+        ServedModel(f"dlm:{d.dlm_id}", d.system_prompt, d.adapter, d.name, d.dlm_id, d.version, base)
         for d in shared.documents
     ]
     models.append(ServedModel(base, None, None, None, None, None, base))

@@ -29,8 +29,13 @@ def _rows_by_kind(doc: Document) -> dict[str, int]:
     if doc.frontmatter.training.synth.enabled:
         drawn = synth_set(doc.frontmatter.training.synth, walk.files)
         synth_pairs, synth_probes = len(drawn.train), len(drawn.probes)
-    return {"prose": prose, "instruction": pairs, "source_files": len(walk.files),
-            "synth_pairs": synth_pairs, "synth_probes": synth_probes}
+    return {
+        "prose": prose,
+        "instruction": pairs,
+        "source_files": len(walk.files),
+        "synth_pairs": synth_pairs,
+        "synth_probes": synth_probes,
+    }
 
 
 def show(path: DocPath) -> dict[str, Any]:
@@ -52,9 +57,19 @@ def show(path: DocPath) -> dict[str, Any]:
             runs = db.runs()
         if runs:
             last = runs[-1]
-            last_run = {k: last[k] for k in (
-                "run_id", "status", "started_at", "finished_at", "steps", "train_loss",
-                "tokens_per_second", "adapter_version")}
+            last_run = {
+                k: last[k]
+                for k in (
+                    "run_id",
+                    "status",
+                    "started_at",
+                    "finished_at",
+                    "steps",
+                    "train_loss",
+                    "tokens_per_second",
+                    "adapter_version",
+                )
+            }
     return {
         "dlm_id": fm.dlm_id,
         "path": str(doc.path) if doc.path else None,

@@ -69,10 +69,8 @@ def watch(
     """
     from dlm.actions.training import TrainOptions, train_document
 
-    options = TrainOptions(max_steps=max_steps, use_cache=use_cache, strict_sources=strict_sources,
-                           lock_mode=lock_mode)
-    return watch_and_train(Path(path), lambda doc: train_document(doc, options, sink), on_cycle,
-                           stop_event=stop_event)
+    options = TrainOptions(max_steps=max_steps, use_cache=use_cache, strict_sources=strict_sources, lock_mode=lock_mode)
+    return watch_and_train(Path(path), lambda doc: train_document(doc, options, sink), on_cycle, stop_event=stop_event)
 
 
 def watch_targets(doc: Any) -> tuple[list[Path], Callable[[Any, str], bool]]:
@@ -119,8 +117,14 @@ def watch_and_train(
     try:
         while True:
             targets, counts = watch_targets(doc)
-            for changes in watch(*targets, watch_filter=counts, debounce=debounce_ms,
-                                 stop_event=stop_event, yield_on_timeout=True, rust_timeout=POLL_MS):
+            for changes in watch(
+                *targets,
+                watch_filter=counts,
+                debounce=debounce_ms,
+                stop_event=stop_event,
+                yield_on_timeout=True,
+                rust_timeout=POLL_MS,
+            ):
                 if changes:
                     pending = True
                     changed = sorted({path for _, path in changes})
@@ -137,8 +141,14 @@ def watch_and_train(
         return summary
 
 
-def _cycle(doc_path: Path, doc: Any, train: Callable[[Any], Any], on_cycle: Callable[[Cycle], None],
-           summary: WatchSummary, changed: list[str]) -> Any:
+def _cycle(
+    doc_path: Path,
+    doc: Any,
+    train: Callable[[Any], Any],
+    on_cycle: Callable[[Cycle], None],
+    summary: WatchSummary,
+    changed: list[str],
+) -> Any:
     """One cycle; returns the document it read (the previous one if it could not be read)."""
     from dlm.doc import load_document
 

@@ -21,11 +21,24 @@ from typing import TYPE_CHECKING, Any
 # schema, not the tokenizing session or the export format, and every module here
 # is imported by some command that must start fast
 _HOME = {
-    "ExportResult": "portable", "ImportResult": "portable", "export_cache": "portable", "import_cache": "portable",
-    "DEFAULT_MAX_BYTES": "tokenizer", "CachedRowTokenizer": "tokenizer", "CacheRunReport": "tokenizer",
-    "BuildResult": "verbs", "ClearResult": "verbs", "HealthReport": "verbs", "PruneResult": "verbs",
-    "build_cache": "verbs", "cache_summary": "verbs", "check_cache": "verbs", "clear_cache": "verbs",
-    "format_hit_rate": "verbs", "parse_age": "verbs", "prune_cache": "verbs",
+    "ExportResult": "portable",
+    "ImportResult": "portable",
+    "export_cache": "portable",
+    "import_cache": "portable",
+    "DEFAULT_MAX_BYTES": "tokenizer",
+    "CachedRowTokenizer": "tokenizer",
+    "CacheRunReport": "tokenizer",
+    "BuildResult": "verbs",
+    "ClearResult": "verbs",
+    "HealthReport": "verbs",
+    "PruneResult": "verbs",
+    "build_cache": "verbs",
+    "cache_summary": "verbs",
+    "check_cache": "verbs",
+    "clear_cache": "verbs",
+    "format_hit_rate": "verbs",
+    "parse_age": "verbs",
+    "prune_cache": "verbs",
 }
 
 if TYPE_CHECKING:

@@ -148,11 +148,11 @@ class Admit:
                     found.update(lookup_keys(conn, missing))
             self._take_found(found)
         specs: dict[str, RowSpec] = {}
-        for (_, spec), key in zip(chunk, keys):
+        for (_, spec), key in zip(chunk, keys, strict=False):
             if not self._known(key):
                 specs.setdefault(key, spec)
         self.encoded_keys.update(specs)  # in flight: a later duplicate waits for this entry
-        for (slot, _), key in zip(chunk, keys):
+        for (slot, _), key in zip(chunk, keys, strict=False):
             self.table.is_hit[slot] = key not in self.encoded_keys
         for done in self.pipe.submit(specs) if specs else []:
             self._write(done)
@@ -167,7 +167,7 @@ class Admit:
             if seg not in names or not self.stores.reader.open(seg, names[seg]):
                 ok &= entries[:, SEG] != seg
                 self.stores.drop_segment(seg, self.report.warn)
-        for key, e, good in zip(keys, entries.tolist(), ok.tolist()):
+        for key, e, good in zip(keys, entries.tolist(), ok.tolist(), strict=False):
             if good:
                 self.entry_by_key[key] = tuple(e)
                 if e[ACCESS] < self.now_s - TOUCH_GRANULARITY_S:
@@ -190,7 +190,7 @@ class Admit:
                 "stopped admitting new cache entries (raise max_bytes to cache the whole run)"
             )
         if not self.admitting:
-            for key, e in zip(keys, encoded):
+            for key, e in zip(keys, encoded, strict=False):
                 self.in_memory[key] = e.ids
                 self.entry_by_key[key] = (IN_MEMORY, 0, 0, e.ids.shape[0], e.n_prompt, e.ids.dtype.itemsize, 0, 0, 0)
             self.report.not_admitted += len(keys)
@@ -200,13 +200,15 @@ class Admit:
         assert writer.current is not None
         self.stores.reader.open(seg, writer.current.name)
         cols = np.array(
-            [(seg, off, len(p), e.ids.shape[0], e.n_prompt, e.ids.dtype.itemsize, ck, 0, self.now_s)
-             for off, p, e, ck in zip(offsets, payloads, encoded, packed.checksums)],
+            [
+                (seg, off, len(p), e.ids.shape[0], e.n_prompt, e.ids.dtype.itemsize, ck, 0, self.now_s)
+                for off, p, e, ck in zip(offsets, payloads, encoded, packed.checksums, strict=False)
+            ],
             dtype=np.int64,
         ).reshape(len(keys), 9)
         cols[:, META] = meta_check(cols)
         rows = []
-        for key, entry in zip(keys, cols.tolist()):
+        for key, entry in zip(keys, cols.tolist(), strict=False):
             self.entry_by_key[key] = tuple(entry)
             rows.append((key, self.stores.tokenizer_id, *entry))
         with write_tx(self.stores.conn):

@@ -29,8 +29,16 @@ from dlm.rows.types import RowSet, RowSpec
 from dlm.tokenize.seam import TokenizedRows, TokenizeStats
 
 
-def record(stores: Stores, table: SlotTable, roots: dict[int, RootState], doc: str, run_id: str,
-           stale_keys: list[str], now_s: int, seconds: float) -> None:
+def record(
+    stores: Stores,
+    table: SlotTable,
+    roots: dict[int, RootState],
+    doc: str,
+    run_id: str,
+    stale_keys: list[str],
+    now_s: int,
+    seconds: float,
+) -> None:
     """Touch stale keys and save this document's references (store), then the changed
     roots' snapshots, the pruning of other snapshots and the run (document state)."""
     kept = len(table) - len(table.skip_reason)
@@ -60,7 +68,7 @@ def snapshot(root: RootState, table: SlotTable) -> statindex.Snapshot:
     flags = np.where(table.entries[slots, SEG] >= 0, statindex.HAS_ENTRY, 0).astype(np.uint8)
     reason = np.zeros(n, dtype=np.uint8)
     if table.skip_reason or table.lossy:
-        at = dict(zip(slots.tolist(), range(n)))
+        at = dict(zip(slots.tolist(), range(n), strict=False))
         for s, why in table.skip_reason.items():
             if (j := at.get(s)) is not None and (code := statindex.reason_code(why)):
                 flags[j] = statindex.SKIPPED
@@ -72,15 +80,31 @@ def snapshot(root: RootState, table: SlotTable) -> statindex.Snapshot:
     entry = table.entries[slots].copy()
     entry[(flags & statindex.HAS_ENTRY) == 0] = 0
     return statindex.Snapshot(
-        [f.relpath for f in files], stats[:, 0], stats[:, 1], stats[:, 2], stats[:, 3].view(np.uint64),
-        table.read_at_ns[slots], entry, digest, flags, reason,
+        [f.relpath for f in files],
+        stats[:, 0],
+        stats[:, 1],
+        stats[:, 2],
+        stats[:, 3].view(np.uint64),
+        table.read_at_ns[slots],
+        entry,
+        digest,
+        flags,
+        reason,
     )
 
 
-def assemble(rows: RowSet, table: SlotTable, stores: Stores, report: CacheRunReport, *,
-             in_memory: dict[str, np.ndarray], encode: Callable[[RowSpec], np.ndarray], cache_dir: Path,
-             tokenizer_sha: str,
-             seconds: float) -> TokenizedRows:
+def assemble(
+    rows: RowSet,
+    table: SlotTable,
+    stores: Stores,
+    report: CacheRunReport,
+    *,
+    in_memory: dict[str, np.ndarray],
+    encode: Callable[[RowSpec], np.ndarray],
+    cache_dir: Path,
+    tokenizer_sha: str,
+    seconds: float,
+) -> TokenizedRows:
     """`TokenizedRows` over the kept slots, reading lazily from the store."""
     keep = np.ones(len(table), dtype=bool)
     keep[list(table.skip_reason)] = False
@@ -93,9 +117,17 @@ def assemble(rows: RowSet, table: SlotTable, stores: Stores, report: CacheRunRep
     stats = TokenizeStats(n, hits, n - hits, seconds, totals(stores.conn)[0])
     source = RowSource(rows, table.n_text, kept, table.root, stores.state_tokenizer_id)
     read = CachedRows(
-        cache_dir=cache_dir, store_dir=stores.store_dir, reader=stores.reader, entries=loc,
-        keys=keys, in_memory=in_memory, source=source,  # type: ignore[arg-type]  # kept slots are all keyed
-        encode=encode, tokenizer_sha=tokenizer_sha, stats=stats, warn=report.bad_entry,
+        cache_dir=cache_dir,
+        store_dir=stores.store_dir,
+        reader=stores.reader,
+        entries=loc,
+        keys=keys,  # type: ignore[arg-type]  # kept slots are all keyed
+        in_memory=in_memory,
+        source=source,
+        encode=encode,
+        tokenizer_sha=tokenizer_sha,
+        stats=stats,
+        warn=report.bad_entry,
         keepalive=(stores.conn, stores.state, stores.lease),
     )
     return TokenizedRows(

@@ -161,9 +161,7 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _move_live(
-    conn: sqlite3.Connection, cache_dir: Path, writer: SegmentWriter, seg_id: int, name: str
-) -> int:
+def _move_live(conn: sqlite3.Connection, cache_dir: Path, writer: SegmentWriter, seg_id: int, name: str) -> int:
     """Copy the verified live entries of one segment into `writer`; returns corrupt count."""
     rows = conn.execute(f"SELECT key, {ENTRY_COLS} FROM entries WHERE segment = ?", (seg_id,)).fetchall()
     reader = SegmentReader(cache_dir)
@@ -181,12 +179,12 @@ def _move_live(
     new_id, offsets = writer.append([g[2] for g in good])
     import numpy as np
 
-    cols = np.array([[new_id, o, *g[3]] for g, o in zip(good, offsets)], dtype=np.int64)
+    cols = np.array([[new_id, o, *g[3]] for g, o in zip(good, offsets, strict=False)], dtype=np.int64)
     metas = meta_check(cols).tolist()
     with write_tx(conn):
         conn.executemany(
             "UPDATE entries SET segment = ?, offset = ?, meta = ? WHERE key = ? AND segment = ? AND offset = ?",
-            [(new_id, o, m, g[0], seg_id, g[1]) for g, o, m in zip(good, offsets, metas)],
+            [(new_id, o, m, g[0], seg_id, g[1]) for g, o, m in zip(good, offsets, metas, strict=False)],
         )
     return bad
 

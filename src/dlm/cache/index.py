@@ -98,9 +98,7 @@ def insert_entries(conn: sqlite3.Connection, rows: list[tuple]) -> None:
 
 
 def touch(conn: sqlite3.Connection, keys: Sequence[str], now_s: int) -> None:
-    conn.executemany(
-        "UPDATE entries SET last_access = ? WHERE key = ?", [(now_s, key_blob(k)) for k in keys]
-    )
+    conn.executemany("UPDATE entries SET last_access = ? WHERE key = ?", [(now_s, key_blob(k)) for k in keys])
 
 
 def delete_entry(conn: sqlite3.Connection, key: str, segment: int, offset: int) -> None:

@@ -98,7 +98,6 @@ class ExportResult:
     corrupt_skipped: int
 
 
-
 @dataclass(frozen=True)
 class ImportResult:
     entries_imported: int
@@ -106,7 +105,6 @@ class ImportResult:
     corrupt_skipped: int
     other_tokenizer_skipped: int
     bytes: int
-
 
 
 def export_cache(cache_dir: Path, dest: Path) -> ExportResult:
@@ -137,24 +135,36 @@ def export_cache(cache_dir: Path, dest: Path) -> ExportResult:
                     corrupt += 1
                     continue
                 data.write(os.pread(reader.fds[seg], nb, off))
-                lines.append(json.dumps({
-                    "key": key_text(key), "tokenizer": sha, "offset": pos, "nbytes": nb, "ntokens": nt,
-                    "n_prompt": npr, "dtype": dt, "checksum": ck,
-                }, sort_keys=True))
+                lines.append(
+                    json.dumps(
+                        {
+                            "key": key_text(key),
+                            "tokenizer": sha,
+                            "offset": pos,
+                            "nbytes": nb,
+                            "ntokens": nt,
+                            "n_prompt": npr,
+                            "dtype": dt,
+                            "checksum": ck,
+                        },
+                        sort_keys=True,
+                    )
+                )
                 shas.add(sha)
                 pos += nb
         reader.close()
         jsonl = ("\n".join(lines) + "\n" if lines else "").encode()
         manifest = {
-            "format": FORMAT, "version": FORMAT_VERSION, "tokenizers": sorted(shas),
-            "entries": len(lines), "data_bytes": pos,
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "tokenizers": sorted(shas),
+            "entries": len(lines),
+            "data_bytes": pos,
             "entries_xxh3_64": xxhash.xxh3_64_hexdigest(jsonl),
         }
         _write_tar(dest, canonical_json(manifest).encode(), jsonl, Path(data_tmp))
     except OSError as exc:
-        raise CacheError(
-            f"{dest}: cannot write the export ({exc.strerror or exc}); choose a writable path"
-        ) from None
+        raise CacheError(f"{dest}: cannot write the export ({exc.strerror or exc}); choose a writable path") from None
     finally:
         reader.close()
         if data_tmp is not None:
@@ -196,9 +206,7 @@ def import_cache(cache_dir: Path, src: Path, tokenizer_sha: str, *, max_bytes: i
         raise CacheError(f"{src}: cannot read the cache export ({exc})") from None
 
 
-def _import_from(
-    tar: tarfile.TarFile, cache_dir: Path, src: Path, tokenizer_sha: str, max_bytes: int
-) -> ImportResult:
+def _import_from(tar: tarfile.TarFile, cache_dir: Path, src: Path, tokenizer_sha: str, max_bytes: int) -> ImportResult:
     raw = json.loads(_member(tar, "manifest.json", src).read())
     if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("version") != FORMAT_VERSION:
         what = f"{raw.get('format')!r} v{raw.get('version')}" if isinstance(raw, dict) else "(not a JSON object)"
@@ -216,8 +224,7 @@ def _import_from(
     entries = _valid(src, "entries.jsonl", lambda: _ENTRIES.validate_python(lines))
     data_info = tar.getmember("data.bin") if "data.bin" in tar.getnames() else None
     _check_layout(src, entries, manifest, data_info.size if data_info is not None else 0)
-    return _admit(cache_dir, _member(tar, "data.bin", src), [e.model_dump() for e in entries],
-                  tokenizer_sha, max_bytes)
+    return _admit(cache_dir, _member(tar, "data.bin", src), [e.model_dump() for e in entries], tokenizer_sha, max_bytes)
 
 
 def _valid(src: Path, member: str, parse: Any) -> Any:
@@ -238,15 +245,19 @@ def _valid(src: Path, member: str, parse: Any) -> Any:
 def _check_layout(src: Path, entries: list[Entry], manifest: Manifest, data_size: int) -> None:
     """Entries lie back to back inside `data.bin`, whose size the manifest states."""
     if manifest.entries != len(entries) or manifest.data_bytes != data_size:
-        raise CacheError(f"{src}: not a valid dlm cache export: the manifest counts {manifest.entries} entries "
-                         f"and {manifest.data_bytes} data bytes, the file holds {len(entries)} and {data_size}; "
-                         "export it again with `dlm cache export`")
+        raise CacheError(
+            f"{src}: not a valid dlm cache export: the manifest counts {manifest.entries} entries "
+            f"and {manifest.data_bytes} data bytes, the file holds {len(entries)} and {data_size}; "
+            "export it again with `dlm cache export`"
+        )
     end = 0
     for entry in sorted(entries, key=lambda e: e.offset):
         if entry.offset < end or entry.offset + entry.nbytes > data_size:
-            raise CacheError(f"{src}: not a valid dlm cache export: entry {entry.key} at offset {entry.offset} "
-                             f"({entry.nbytes} bytes) overlaps another or lies past data.bin's {data_size} bytes; "
-                             "export it again with `dlm cache export`")
+            raise CacheError(
+                f"{src}: not a valid dlm cache export: entry {entry.key} at offset {entry.offset} "
+                f"({entry.nbytes} bytes) overlaps another or lies past data.bin's {data_size} bytes; "
+                "export it again with `dlm cache export`"
+            )
         end = entry.offset + entry.nbytes
 
 
@@ -270,9 +281,10 @@ def _admit(cache_dir: Path, data: Any, entries: list[dict], sha: str, max_bytes:
                 other += 1
             elif entry["key"] in present:
                 dup += 1
-            elif len(blob) != entry["nbytes"] or unpack_ids(
-                blob, entry["ntokens"], entry["dtype"], entry["checksum"], dctx
-            ) is None:
+            elif (
+                len(blob) != entry["nbytes"]
+                or unpack_ids(blob, entry["ntokens"], entry["dtype"], entry["checksum"], dctx) is None
+            ):
                 bad += 1
             else:
                 batch.append((entry, blob))
@@ -297,11 +309,13 @@ def _write(conn: Any, writer: SegmentWriter, tok: int, batch: list[tuple[dict, b
     seg, offsets = writer.append([b for _, b in batch])
     now = int(time.time())
     cols = np.array(
-        [(seg, off, e["nbytes"], e["ntokens"], e["n_prompt"], e["dtype"], e["checksum"], 0, now)
-         for (e, _), off in zip(batch, offsets)],
+        [
+            (seg, off, e["nbytes"], e["ntokens"], e["n_prompt"], e["dtype"], e["checksum"], 0, now)
+            for (e, _), off in zip(batch, offsets, strict=False)
+        ],
         dtype=np.int64,
     )
     cols[:, 7] = meta_check(cols)
     with write_tx(conn):
-        insert_entries(conn, [(e["key"], tok, *row) for (e, _), row in zip(batch, cols.tolist())])
+        insert_entries(conn, [(e["key"], tok, *row) for (e, _), row in zip(batch, cols.tolist(), strict=False)])
     return len(batch)

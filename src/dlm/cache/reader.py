@@ -59,9 +59,20 @@ class CachedRows:
     """
 
     def __init__(
-        self, *, cache_dir: Path, store_dir: Path, reader: SegmentReader, entries: np.ndarray, keys: list[str],
-        in_memory: dict[str, np.ndarray], source: RowSource, encode: Callable[[Any], np.ndarray],
-        tokenizer_sha: str, stats: TokenizeStats, warn: Callable[[str], None], keepalive: Any = None,
+        self,
+        *,
+        cache_dir: Path,
+        store_dir: Path,
+        reader: SegmentReader,
+        entries: np.ndarray,
+        keys: list[str],
+        in_memory: dict[str, np.ndarray],
+        source: RowSource,
+        encode: Callable[[Any], np.ndarray],
+        tokenizer_sha: str,
+        stats: TokenizeStats,
+        warn: Callable[[str], None],
+        keepalive: Any = None,
     ) -> None:
         # The run's index connection lives as long as its rows: closing the last
         # connection checkpoints the WAL, work the caller need not wait for.
@@ -110,9 +121,7 @@ class CachedRows:
             if root >= 0:
                 state = connect_state(self.state_dir)
                 with write_tx(state):
-                    state.execute(
-                        "DELETE FROM stat_snapshots WHERE tok = ? AND root = ?", (self.source.tok, root)
-                    )
+                    state.execute("DELETE FROM stat_snapshots WHERE tok = ? AND root = ?", (self.source.tok, root))
                 state.close()
         except (sqlite3.DatabaseError, CacheError, OSError):
             pass  # the next run finds the same damage and heals it then

@@ -51,8 +51,19 @@ from dlm.cache.schema import key_blob, key_text, tokenizer_id, write_tx
 from dlm.cache.segments import SegmentReader, SegmentWriter, unpack_ids
 
 __all__ = [
-    "FETCH_BATCH", "PACK_BYTES", "REMOTE_TIMEOUT_S", "PackIndex", "RemoteCounts", "RemoteStore", "RemoteTier",
-    "RemoteUnavailable", "bounded", "decode_index", "encode_index", "remote_timeout_s", "resolve_remote",
+    "FETCH_BATCH",
+    "PACK_BYTES",
+    "REMOTE_TIMEOUT_S",
+    "PackIndex",
+    "RemoteCounts",
+    "RemoteStore",
+    "RemoteTier",
+    "RemoteUnavailable",
+    "bounded",
+    "decode_index",
+    "encode_index",
+    "remote_timeout_s",
+    "resolve_remote",
     "sha256_hex",
 ]
 
@@ -72,10 +83,14 @@ def remember_rejected(conn: sqlite3.Connection, rid: int, bad: list[tuple[str, i
     """Remember index objects that failed their check, by (name, size in bytes): one
     rewritten at another size is fetched again. Forget those no longer listed."""
     with write_tx(conn):
-        conn.executemany("INSERT OR REPLACE INTO remote_rejected VALUES (?, ?, ?)",
-                         [(rid, name, size) for name, size in bad])
-        gone = [(rid, n) for (n,) in conn.execute(
-            "SELECT name FROM remote_rejected WHERE remote = ?", (rid,)) if n not in listed]
+        conn.executemany(
+            "INSERT OR REPLACE INTO remote_rejected VALUES (?, ?, ?)", [(rid, name, size) for name, size in bad]
+        )
+        gone = [
+            (rid, n)
+            for (n,) in conn.execute("SELECT name FROM remote_rejected WHERE remote = ?", (rid,))
+            if n not in listed
+        ]
         conn.executemany("DELETE FROM remote_rejected WHERE remote = ? AND name = ?", gone)
 
 
@@ -92,6 +107,7 @@ class RemoteCounts:
 
 # the tier: local bookkeeping + pull + push ---------------------------------------
 
+
 class RemoteTier:
     """Pull-through and push of one store against one remote.
 
@@ -102,8 +118,15 @@ class RemoteTier:
         writer: the segment writer pulled entries are appended with (default: a new one).
     """
 
-    def __init__(self, url: str, conn: sqlite3.Connection, store_dir: Path, warn: Callable[[str], None],
-                 writer: SegmentWriter | None = None, timeout_s: float | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        conn: sqlite3.Connection,
+        store_dir: Path,
+        warn: Callable[[str], None],
+        writer: SegmentWriter | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
         self.url, self.conn, self.store_dir, self.warn = url, conn, Path(store_dir), warn
         self.writer = writer
         self.alive = True
@@ -133,8 +156,9 @@ class RemoteTier:
             listed = self.remote.list_indexes()
             seen = {n for (n,) in self.conn.execute("SELECT name FROM remote_seen WHERE remote = ?", (self.rid,))}
             forget_indexes(self.conn, self.rid, seen - set(listed))
-            rejected = dict(self.conn.execute(
-                "SELECT name, size FROM remote_rejected WHERE remote = ?", (self.rid,)).fetchall())
+            rejected = dict(
+                self.conn.execute("SELECT name, size FROM remote_rejected WHERE remote = ?", (self.rid,)).fetchall()
+            )
             new = [n for n, size in listed.items() if n not in seen and rejected.get(n) != size]
             added, unread, bad = 0, 0, []
             for start in range(0, len(new), FETCH_BATCH * 8):
@@ -152,8 +176,10 @@ class RemoteTier:
         remember_rejected(self.conn, self.rid, bad, set(listed))
         if bad:
             more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
-            self.warn(f"{self.url}/index/: {len(bad)} damaged or foreign index objects ignored (misses, never "
-                      f"wrong ids; not fetched again while unchanged): {bad[0][0]}{more}")
+            self.warn(
+                f"{self.url}/index/: {len(bad)} damaged or foreign index objects ignored (misses, never "
+                f"wrong ids; not fetched again while unchanged): {bad[0][0]}{more}"
+            )
         if unread:
             self.warn(f"{self.url}/index/: {unread} index objects could not be read; tried again next run")
         self.synced = True
@@ -169,10 +195,14 @@ class RemoteTier:
         toks = np.array([tokenizer_id(self.conn, sha) for sha in index.tokenizers], dtype=np.int64)
         order = np.lexsort(index.keys.T[::-1])  # key order: B-tree inserts stay sequential
         keys = index.keys[order].tobytes()
-        cols = [toks[index.tok[order].astype(np.int64)].tolist()] + [index.cols[f][order].tolist() for f, _ in INDEX_FIELDS]
+        cols = [toks[index.tok[order].astype(np.int64)].tolist()] + [
+            index.cols[f][order].tolist() for f, _ in INDEX_FIELDS
+        ]
         rid = self.rid
-        rows = [(rid, keys[16 * i : 16 * i + 16], c[0], name, index.pack, *c[1:])
-                for i, c in enumerate(zip(*cols))]
+        rows = [
+            (rid, keys[16 * i : 16 * i + 16], c[0], name, index.pack, *c[1:])
+            for i, c in enumerate(zip(*cols, strict=False))
+        ]
         with write_tx(self.conn):
             self.conn.executemany("INSERT OR IGNORE INTO remote_entries VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
             self.conn.execute("INSERT OR IGNORE INTO remote_seen VALUES (?, ?)", (self.rid, name))
@@ -212,37 +242,56 @@ class RemoteTier:
             tok = tokenizer_id(self.conn, tokenizer or "", create=False)
             rows = self.conn.execute(
                 "SELECT DISTINCT r.pack FROM remote_entries r LEFT JOIN entries e ON e.key = r.key"
-                " WHERE r.remote = ? AND r.tok = ? AND e.key IS NULL", (self.rid, tok)).fetchall()
+                " WHERE r.remote = ? AND r.tok = ? AND e.key IS NULL",
+                (self.rid, tok),
+            ).fetchall()
             return sorted(p for (p,) in rows)
         blobs = [key_blob(k) for k in dict.fromkeys(keys)]
         packs: set[str] = set()
         for start in range(0, len(blobs), 500):
             chunk = blobs[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            packs.update(p for (p,) in self.conn.execute(
-                f"SELECT DISTINCT pack FROM remote_entries WHERE remote = ? AND key IN ({marks})", (self.rid, *chunk)))
+            packs.update(
+                p
+                for (p,) in self.conn.execute(
+                    f"SELECT DISTINCT pack FROM remote_entries WHERE remote = ? AND key IN ({marks})",
+                    (self.rid, *chunk),
+                )
+            )
         return sorted(packs)
 
     def _admit_pack(self, pack: str, blob: bytes | None) -> int:
         rows = self.conn.execute(
             "SELECT key, tok, offset, nbytes, ntokens, n_prompt, dtype, checksum FROM remote_entries"
-            " WHERE remote = ? AND pack = ? ORDER BY offset", (self.rid, pack)).fetchall()
+            " WHERE remote = ? AND pack = ? ORDER BY offset",
+            (self.rid, pack),
+        ).fetchall()
         if blob is None or sha256_hex(blob) != pack:
             self.pulled.rejected += 1
-            self.warn(f"{self.url}/packs/{pack}.pack: missing, truncated or altered (sha256 differs); "
-                      "its entries are misses")
+            self.warn(
+                f"{self.url}/packs/{pack}.pack: missing, truncated or altered (sha256 differs); its entries are misses"
+            )
             with write_tx(self.conn):  # forget it; its index is read again next time
-                idx = {n for (n,) in self.conn.execute(
-                    "SELECT DISTINCT idx FROM remote_entries WHERE remote = ? AND pack = ?", (self.rid, pack))}
+                idx = {
+                    n
+                    for (n,) in self.conn.execute(
+                        "SELECT DISTINCT idx FROM remote_entries WHERE remote = ? AND pack = ?", (self.rid, pack)
+                    )
+                }
                 self.conn.execute("DELETE FROM remote_entries WHERE remote = ? AND pack = ?", (self.rid, pack))
-                self.conn.executemany("DELETE FROM remote_seen WHERE remote = ? AND name = ?",
-                                      [(self.rid, n) for n in idx])
+                self.conn.executemany(
+                    "DELETE FROM remote_seen WHERE remote = ? AND name = ?", [(self.rid, n) for n in idx]
+                )
             return 0
         self.pulled.objects += 1
         self.pulled.bytes += len(blob)
-        present = {k for (k,) in self.conn.execute(
-            "SELECT e.key FROM entries e JOIN remote_entries r ON r.key = e.key WHERE r.remote = ? AND r.pack = ?",
-            (self.rid, pack))}
+        present = {
+            k
+            for (k,) in self.conn.execute(
+                "SELECT e.key FROM entries e JOIN remote_entries r ON r.key = e.key WHERE r.remote = ? AND r.pack = ?",
+                (self.rid, pack),
+            )
+        }
         dctx = zstandard.ZstdDecompressor()
         good, bad = [], 0
         for key, tok, off, nb, nt, npr, dt, ck in rows:
@@ -265,9 +314,9 @@ class RemoteTier:
             if self.writer is None:
                 writer.close()
         now = int(time.time())
-        cols = np.array([[seg, o, *g[3], 0, now] for g, o in zip(good, offsets)], dtype=np.int64)
+        cols = np.array([[seg, o, *g[3], 0, now] for g, o in zip(good, offsets, strict=False)], dtype=np.int64)
         cols[:, 7] = meta_check(cols)
-        rows = sorted((key_text(g[0]), g[1], *c) for g, c in zip(good, cols.tolist()))
+        rows = sorted((key_text(g[0]), g[1], *c) for g, c in zip(good, cols.tolist(), strict=False))
         with write_tx(self.conn):
             insert_entries(self.conn, rows)
         self.pulled.entries += len(good)
@@ -308,9 +357,11 @@ class RemoteTier:
         return sent
 
     def _unpushed(self, keys: Iterable[str] | None) -> list[tuple]:
-        sql = (f"SELECT e.key, t.sha, {', '.join('e.' + c for c in ENTRY_COLS.split(', ')[:7])} FROM entries e"
-               " JOIN tokenizers t ON t.id = e.tok LEFT JOIN remote_entries r ON r.remote = ? AND r.key = e.key"
-               " WHERE r.key IS NULL")
+        sql = (
+            f"SELECT e.key, t.sha, {', '.join('e.' + c for c in ENTRY_COLS.split(', ')[:7])} FROM entries e"
+            " JOIN tokenizers t ON t.id = e.tok LEFT JOIN remote_entries r ON r.remote = ? AND r.key = e.key"
+            " WHERE r.key IS NULL"
+        )
         if keys is None:
             return self.conn.execute(sql + " ORDER BY e.segment, e.offset", (self.rid,)).fetchall()
         wanted = {key_blob(k) for k in keys}
@@ -322,11 +373,22 @@ class RemoteTier:
         pack = sha256_hex(data)
         shas = sorted({b[1] for b in batch})
         offsets = np.cumsum([0] + [len(b[2]) for b in batch[:-1]])
-        cols = {"offset": offsets, "nbytes": np.array([len(b[2]) for b in batch]),
-                "ntokens": np.array([b[3] for b in batch]), "n_prompt": np.array([b[4] for b in batch]),
-                "dtype": np.array([b[5] for b in batch]), "checksum": np.array([b[6] for b in batch], dtype=np.int64)}
-        index = PackIndex(pack, len(data), shas, np.frombuffer(b"".join(b[0] for b in batch), "u1").reshape(-1, 16),
-                          np.array([shas.index(b[1]) for b in batch]), cols)
+        cols = {
+            "offset": offsets,
+            "nbytes": np.array([len(b[2]) for b in batch]),
+            "ntokens": np.array([b[3] for b in batch]),
+            "n_prompt": np.array([b[4] for b in batch]),
+            "dtype": np.array([b[5] for b in batch]),
+            "checksum": np.array([b[6] for b in batch], dtype=np.int64),
+        }
+        index = PackIndex(
+            pack,
+            len(data),
+            shas,
+            np.frombuffer(b"".join(b[0] for b in batch), "u1").reshape(-1, 16),
+            np.array([shas.index(b[1]) for b in batch]),
+            cols,
+        )
         blob = encode_index(index)
         name = sha256_hex(blob) + ".idx"
         self.remote.put(f"packs/{pack}.pack", data)

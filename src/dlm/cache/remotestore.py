@@ -39,8 +39,14 @@ PACK_BYTES = 16 << 20
 FETCH_BATCH = 8
 REMOTE_TIMEOUT_S = 30.0  # default deadline of one remote call; `DLM_CACHE_REMOTE_TIMEOUT` sets another
 MAX_REMOTE_TIMEOUT_S = 86400.0
-INDEX_FIELDS = (("offset", "<u8"), ("nbytes", "<u4"), ("ntokens", "<u4"), ("n_prompt", "<u4"),
-           ("dtype", "u1"), ("checksum", "<i8"))
+INDEX_FIELDS = (
+    ("offset", "<u8"),
+    ("nbytes", "<u4"),
+    ("ntokens", "<u4"),
+    ("n_prompt", "<u4"),
+    ("dtype", "u1"),
+    ("checksum", "<i8"),
+)
 T = TypeVar("T")
 
 
@@ -126,8 +132,14 @@ class RemoteStore:
         self.url, self.timeout_s = url, timeout_s
         options: dict[str, Any] = {}
         if url.startswith(("s3://", "s3a://")):
-            options = {"config_kwargs": {"connect_timeout": min(timeout_s, 10), "read_timeout": timeout_s,
-                                         "retries": {"max_attempts": 2}}, "skip_instance_cache": True}
+            options = {
+                "config_kwargs": {
+                    "connect_timeout": min(timeout_s, 10),
+                    "read_timeout": timeout_s,
+                    "retries": {"max_attempts": 2},
+                },
+                "skip_instance_cache": True,
+            }
 
         def open_fs() -> tuple[Any, str]:
             import fsspec
@@ -135,8 +147,7 @@ class RemoteStore:
             try:
                 return fsspec.core.url_to_fs(url, **options)
             except ImportError as exc:
-                raise RemoteUnavailable(
-                    f"{url}: cannot open this remote ({exc}); for s3:// install dlm[s3]") from None
+                raise RemoteUnavailable(f"{url}: cannot open this remote ({exc}); for s3:// install dlm[s3]") from None
 
         self.fs, self.root = bounded(open_fs, timeout_s, f"{url}: opening the remote")
         self.root = self.root.rstrip("/")
@@ -147,14 +158,18 @@ class RemoteStore:
 
     def list_indexes(self) -> dict[str, int]:
         """Index object name -> size in bytes (-1 when the remote does not say), by name."""
+
         def run() -> dict[str, int]:
             try:
                 found = self.fs.ls(self._path("index"), detail=True)
             except FileNotFoundError:
                 return {}
             sizes = {str(info["name"]).rstrip("/").rsplit("/", 1)[-1]: info.get("size") for info in found}
-            return {name: int(size) if isinstance(size, int) else -1
-                    for name, size in sorted(sizes.items()) if name.endswith(".idx")}
+            return {
+                name: int(size) if isinstance(size, int) else -1
+                for name, size in sorted(sizes.items())
+                if name.endswith(".idx")
+            }
 
         return bounded(run, self.timeout_s, f"{self.url}: listing index/")
 
@@ -165,8 +180,10 @@ class RemoteStore:
         def run() -> dict[str, bytes | None]:
             got = self.fs.cat(paths, on_error="return") if paths else {}
             by_base = {str(k).rstrip("/").rsplit("/", 1)[-1]: v for k, v in got.items()}
-            return {n: (v if isinstance(v, bytes) else None)
-                    for n, v in zip(names, (by_base.get(n.rsplit("/", 1)[-1]) for n in names))}
+            return {
+                n: (v if isinstance(v, bytes) else None)
+                for n, v in zip(names, (by_base.get(n.rsplit("/", 1)[-1]) for n in names), strict=False)
+            }
 
         return bounded(run, self.timeout_s * max(1, len(names) // FETCH_BATCH), f"{self.url}: fetching")
 
@@ -190,21 +207,34 @@ class RemoteStore:
 
 # index objects -------------------------------------------------------------------
 
+
 @dataclass
 class PackIndex:
     pack: str
     pack_bytes: int
     tokenizers: list[str]
     keys: np.ndarray  # u8 [n, 16]
-    tok: np.ndarray   # u16 [n]
+    tok: np.ndarray  # u16 [n]
     cols: dict[str, np.ndarray]
 
 
 def encode_index(index: PackIndex) -> bytes:
-    header = json.dumps({"pack": index.pack, "pack_bytes": index.pack_bytes,
-                         "tokenizers": index.tokenizers, "n": int(index.keys.shape[0])}, sort_keys=True).encode()
-    parts = [IDX_MAGIC, np.array([len(header)], "<u4").tobytes(), header,
-             index.keys.astype("u1").tobytes(), index.tok.astype("<u2").tobytes()]
+    header = json.dumps(
+        {
+            "pack": index.pack,
+            "pack_bytes": index.pack_bytes,
+            "tokenizers": index.tokenizers,
+            "n": int(index.keys.shape[0]),
+        },
+        sort_keys=True,
+    ).encode()
+    parts = [
+        IDX_MAGIC,
+        np.array([len(header)], "<u4").tobytes(),
+        header,
+        index.keys.astype("u1").tobytes(),
+        index.tok.astype("<u2").tobytes(),
+    ]
     parts += [index.cols[name].astype(dt).tobytes() for name, dt in INDEX_FIELDS]
     return zstandard.ZstdCompressor(level=3).compress(b"".join(parts))
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from dlm.cache import statindex
-from dlm.cache.report import CacheRunReport
 from dlm.cache.index import ACCESS, SEG, as_entries, lookup_keys, segment_names, valid_rows
+from dlm.cache.report import CacheRunReport
 from dlm.cache.schema import read_tx, root_value
 from dlm.cache.slots import RootState, SlotTable, distinct, files_of
 from dlm.cache.stores import Stores
@@ -94,8 +94,9 @@ class Resolve:
         if damaged:
             self.report.warn(f"stat index of {root.path} was damaged; re-reading its files")
         elif snap is None and self.sibling_states and self.trust_stat:
-            snap = statindex.sibling_snapshot(self.sibling_states, self.stores.store_id, self.tokenizer_sha,
-                                              root_value(root.path))
+            snap = statindex.sibling_snapshot(
+                self.sibling_states, self.stores.store_id, self.tokenizer_sha, root_value(root.path)
+            )
             root.dirty = root.dirty or snap is not None  # this document writes a snapshot of its own
         return snap
 
@@ -117,9 +118,9 @@ class Resolve:
         flags, reason = snap.flags[p], snap.reason[p]
         skipped = ok & ((flags & statindex.SKIPPED) > 0) & statindex.REMEMBERED_CODES[reason]
         hit = ok & ((flags & (statindex.SKIPPED | statindex.HAS_ENTRY)) == statindex.HAS_ENTRY)
-        for slot, code in zip(slots[skipped].tolist(), reason[skipped].tolist()):
+        for slot, code in zip(slots[skipped].tolist(), reason[skipped].tolist(), strict=False):
             table.skip_reason[slot] = statindex.REASONS[code]
-        for slot, key in zip(slots[hit].tolist(), snap.keys(pos[hit])):
+        for slot, key in zip(slots[hit].tolist(), snap.keys(pos[hit]), strict=False):
             table.keys[slot] = key
         table.lossy.update(slots[hit & ((flags & statindex.LOSSY) > 0)].tolist())
         table.read_at_ns[slots[ok]] = snap.recorded[p[ok]]

@@ -174,22 +174,25 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 
-MIGRATIONS.append((
-    # one store shared by documents: which keys each document's latest run used
-    # (per-document prune/clear, protection of running documents) and the store's
-    # identity (a document's stat snapshots name locations in one store only)
-    "007-shared-store",
-    """
+MIGRATIONS.append(
+    (
+        # one store shared by documents: which keys each document's latest run used
+        # (per-document prune/clear, protection of running documents) and the store's
+        # identity (a document's stat snapshots name locations in one store only)
+        "007-shared-store",
+        """
     CREATE TABLE doc_refs(doc TEXT PRIMARY KEY, keys BLOB NOT NULL, updated_ns INTEGER NOT NULL);
     CREATE TABLE store_meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
     INSERT INTO store_meta VALUES ('uuid', lower(hex(randomblob(16))));
     """,
-))
+    )
+)
 
-MIGRATIONS.append((
-    # what each remote tier holds (dlm.cache.remote): index objects read, their entries
-    "008-remote-tier",
-    """
+MIGRATIONS.append(
+    (
+        # what each remote tier holds (dlm.cache.remote): index objects read, their entries
+        "008-remote-tier",
+        """
     CREATE TABLE remotes(id INTEGER PRIMARY KEY, url TEXT NOT NULL UNIQUE);
     CREATE TABLE remote_seen(remote INTEGER NOT NULL, name TEXT NOT NULL, PRIMARY KEY (remote, name));
     CREATE TABLE remote_entries(
@@ -199,20 +202,25 @@ MIGRATIONS.append((
         PRIMARY KEY (remote, key)) WITHOUT ROWID;
     CREATE INDEX remote_entries_by_pack ON remote_entries(remote, pack);
     """,
-))
+    )
+)
 
-MIGRATIONS.append((
-    # a warm run's keys are usually the run before's: their digest skips the rewrite
-    "009-doc-refs-digest",
-    "ALTER TABLE doc_refs ADD COLUMN keys_xxh3 BLOB;",
-))
+MIGRATIONS.append(
+    (
+        # a warm run's keys are usually the run before's: their digest skips the rewrite
+        "009-doc-refs-digest",
+        "ALTER TABLE doc_refs ADD COLUMN keys_xxh3 BLOB;",
+    )
+)
 
-MIGRATIONS.append((
-    # a damaged or foreign index object is fetched and reported once, not on every run
-    "010-remote-rejected",
-    "CREATE TABLE remote_rejected(remote INTEGER NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL,"
-    " PRIMARY KEY (remote, name));",
-))
+MIGRATIONS.append(
+    (
+        # a damaged or foreign index object is fetched and reported once, not on every run
+        "010-remote-rejected",
+        "CREATE TABLE remote_rejected(remote INTEGER NOT NULL, name TEXT NOT NULL, size INTEGER NOT NULL,"
+        " PRIMARY KEY (remote, name));",
+    )
+)
 
 STATE_NAME = "state.sqlite"
 STATE_MIGRATIONS: list[tuple[str, str]] = [

@@ -30,8 +30,8 @@ import secrets
 import sqlite3
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import xxhash
@@ -199,9 +199,7 @@ class SegmentWriter:
             raise disk_full_error(path, exc) from None
         fcntl.flock(fd, fcntl.LOCK_EX)
         with write_tx(self.conn):
-            cur = self.conn.execute(
-                "INSERT INTO segments(name, created_ns) VALUES (?, ?)", (name, time.time_ns())
-            )
+            cur = self.conn.execute("INSERT INTO segments(name, created_ns) VALUES (?, ?)", (name, time.time_ns()))
         self.current = OpenSegment(int(cur.lastrowid or 0), name, path, fd, 0)
         return self.current
 
@@ -234,9 +232,7 @@ class SegmentReader:
             return False
         return True
 
-    def read(
-        self, seg_id: int, offset: int, nbytes: int, ntokens: int, dtype: int, expected: int
-    ) -> np.ndarray | None:
+    def read(self, seg_id: int, offset: int, nbytes: int, ntokens: int, dtype: int, expected: int) -> np.ndarray | None:
         """Ids of one entry (1-D uint16|uint32 [ntokens]) or None if it cannot be trusted."""
         fd = self.fds.get(seg_id)
         if fd is None:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlm.cache.admit import AdmitLimits, Admit, fill
+from dlm.cache.admit import Admit, AdmitLimits, fill
 from dlm.cache.assemble import assemble, record
 from dlm.cache.report import CacheRunReport
 from dlm.cache.resolve import RACY_NS, TOUCH_GRANULARITY_S, Resolve
@@ -35,8 +35,14 @@ from dlm.tokenize.encode import BATCH_ROWS, RowEncoder
 from dlm.tokenize.seam import Progress, TokenizedRows
 
 __all__ = [
-    "BATCH_BYTES", "DEFAULT_MAX_BYTES", "RACY_NS", "TOUCH_GRANULARITY_S", "CacheOptions", "CacheRunReport",
-    "SessionConfig", "TokenizeSession",
+    "BATCH_BYTES",
+    "DEFAULT_MAX_BYTES",
+    "RACY_NS",
+    "TOUCH_GRANULARITY_S",
+    "CacheOptions",
+    "CacheRunReport",
+    "SessionConfig",
+    "TokenizeSession",
 ]
 
 DEFAULT_MAX_BYTES = DEFAULT_CACHE_MAX_BYTES
@@ -121,9 +127,16 @@ class TokenizeSession:
         self.table = SlotTable.empty(len(rows.text_rows), len(rows.file_rows))
         opts = config.options
         self.stores = open_stores(
-            config.store, config.cache_dir, config.doc, config.run_id, config.tokenizer_sha,
-            max_segment_bytes=opts.max_segment_bytes, segment_write=config.segment_write,
-            remote=config.remote, warn=report.warn)
+            config.store,
+            config.cache_dir,
+            config.doc,
+            config.run_id,
+            config.tokenizer_sha,
+            max_segment_bytes=opts.max_segment_bytes,
+            segment_write=config.segment_write,
+            remote=config.remote,
+            warn=report.warn,
+        )
 
     def execute(self) -> TokenizedRows:
         """Run the session; returns the rows' `TokenizedRows` (lazy reads)."""
@@ -132,23 +145,62 @@ class TokenizeSession:
         now_s = int(time.time())
         self.progress.start("tokenizing", len(table))
         roots = group_roots(self.rows, table.n_text, stores.state)
-        resolve = Resolve(self.rows, table, roots, stores, config.tokenizer_sha, config.options.trust_stat,
-                          [d / STATE_NAME for d in config.sibling_dirs], self.report, self.progress, now_s)
-        admit = Admit(self.rows, table, stores, config.tokenizer_sha, config.encoder, self.limits(), self.report,
-                      self.progress, config.clock, config.store, config.doc, now_s, resolve.stale_keys)
+        resolve = Resolve(
+            self.rows,
+            table,
+            roots,
+            stores,
+            config.tokenizer_sha,
+            config.options.trust_stat,
+            [d / STATE_NAME for d in config.sibling_dirs],
+            self.report,
+            self.progress,
+            now_s,
+        )
+        admit = Admit(
+            self.rows,
+            table,
+            stores,
+            config.tokenizer_sha,
+            config.encoder,
+            self.limits(),
+            self.report,
+            self.progress,
+            config.clock,
+            config.store,
+            config.doc,
+            now_s,
+            resolve.stale_keys,
+        )
         try:
             admit.run(resolve.run())
             fill(table, admit.entry_by_key)
-            record(stores, table, roots, config.doc, config.run_id, resolve.stale_keys, now_s,
-                   time.perf_counter() - started)
+            record(
+                stores,
+                table,
+                roots,
+                config.doc,
+                config.run_id,
+                resolve.stale_keys,
+                now_s,
+                time.perf_counter() - started,
+            )
             if stores.remote is not None:
                 stores.remote.push(admit.encoded_keys)
                 self.report.remote = (stores.remote.pulled, stores.remote.pushed)
         finally:
             stores.writer.close()
-        return assemble(self.rows, table, stores, self.report, in_memory=admit.in_memory,
-                        encode=lambda spec: config.encoder.encode([spec])[0].ids, cache_dir=config.cache_dir,
-                        tokenizer_sha=config.tokenizer_sha, seconds=time.perf_counter() - started)
+        return assemble(
+            self.rows,
+            table,
+            stores,
+            self.report,
+            in_memory=admit.in_memory,
+            encode=lambda spec: config.encoder.encode([spec])[0].ids,
+            cache_dir=config.cache_dir,
+            tokenizer_sha=config.tokenizer_sha,
+            seconds=time.perf_counter() - started,
+        )
 
     def limits(self) -> AdmitLimits:
         opts = self.config.options

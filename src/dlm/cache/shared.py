@@ -56,6 +56,7 @@ LEASE_GRACE_S = 60.0
 
 # references ------------------------------------------------------------------------
 
+
 def pack_keys(keys: Iterable[str]) -> bytes:
     """Sorted unique 16-byte keys (`key_blob`), concatenated.
 
@@ -115,6 +116,7 @@ def refs_of(conn: sqlite3.Connection, docs: Iterable[str] | None = None, exclude
 
 
 # leases ----------------------------------------------------------------------------
+
 
 class Lease:
     """A running document's hold on the store (see module docstring)."""
@@ -188,6 +190,7 @@ def protected_keys(conn: sqlite3.Connection, store_dir: Path, doc: str) -> tuple
 
 # per-document verbs ----------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class DocumentClear:
     removed_entries: int
@@ -222,7 +225,9 @@ def clear_document(store_dir: Path, state_dir: Path, doc: str, older_than_cutoff
                     if older_than_cutoff_s is not None:
                         where += " AND last_access < ?"
                         args.append(older_than_cutoff_s)
-                    row = conn.execute(f"SELECT COUNT(*), COALESCE(SUM(nbytes), 0) FROM entries WHERE {where}", args).fetchone()
+                    row = conn.execute(
+                        f"SELECT COUNT(*), COALESCE(SUM(nbytes), 0) FROM entries WHERE {where}", args
+                    ).fetchone()
                     conn.execute(f"DELETE FROM entries WHERE {where}", args)
                     removed += row[0]
                     freed += row[1]
@@ -243,6 +248,7 @@ def clear_document(store_dir: Path, state_dir: Path, doc: str, older_than_cutoff
 
 
 # migration -------------------------------------------------------------------------
+
 
 def migrate_legacy(state_dir: Path, store_dir: Path) -> int:
     """Move a per-document cache in `state_dir` into the store (see module docstring);
@@ -300,9 +306,14 @@ def _move_entries(old: sqlite3.Connection, store: sqlite3.Connection, state_dir:
     cols[:, 7] = meta_check(cols)
     before = totals(store)[1]
     with write_tx(store):
-        insert_entries(store, [
-            (key_text(r[0]), tok_map[r[1]], *c) for r, c, good in zip(keep, cols.tolist(), ok.tolist()) if good
-        ])
+        insert_entries(
+            store,
+            [
+                (key_text(r[0]), tok_map[r[1]], *c)
+                for r, c, good in zip(keep, cols.tolist(), ok.tolist(), strict=False)
+                if good
+            ],
+        )
     return totals(store)[1] - before
 
 

@@ -58,8 +58,14 @@ class SlotTable:
     @classmethod
     def empty(cls, n_text: int, n_files: int) -> SlotTable:
         n = n_text + n_files
-        return cls(n_text, [None] * n, np.full((n, 9), -1, dtype=np.int64), np.zeros(n, dtype=bool),
-                   np.zeros(n, dtype=np.int64), np.full(n, -1, dtype=np.int64))
+        return cls(
+            n_text,
+            [None] * n,
+            np.full((n, 9), -1, dtype=np.int64),
+            np.zeros(n, dtype=bool),
+            np.zeros(n, dtype=np.int64),
+            np.full(n, -1, dtype=np.int64),
+        )
 
     def __len__(self) -> int:
         return len(self.keys)

@@ -111,7 +111,9 @@ def file_stats(files: Sequence[FileRow]) -> np.ndarray:
         return out
 
 
-def trusted(snap: Snapshot | None, files: Sequence[FileRow], stats: np.ndarray, racy_ns: int) -> tuple[np.ndarray, np.ndarray]:
+def trusted(
+    snap: Snapshot | None, files: Sequence[FileRow], stats: np.ndarray, racy_ns: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(pos, ok): each file's row in the snapshot (-1: absent) and whether it is trusted
     (module docstring: an unchanged stat, and max(mtime, ctime) < recorded - `racy_ns`)."""
     if snap is None or not files:
@@ -138,12 +140,18 @@ def encode(snap: Snapshot) -> bytes:
     n = len(snap.relpaths)
     names = "\0".join(snap.relpaths).encode("utf-8", "surrogateescape")
     parts = [
-        MAGIC, np.array([n, len(names)], dtype="<u8").tobytes(),
-        snap.size.astype("<i8").tobytes(), snap.mtime.astype("<i8").tobytes(),
-        snap.ctime.astype("<i8").tobytes(), snap.ino.astype("<u8").tobytes(),
-        snap.recorded.astype("<i8").tobytes(), snap.entry.astype("<i8").tobytes(),
-        snap.digest.astype(np.uint8).tobytes(), snap.flags.astype(np.uint8).tobytes(),
-        snap.reason.astype(np.uint8).tobytes(), names,
+        MAGIC,
+        np.array([n, len(names)], dtype="<u8").tobytes(),
+        snap.size.astype("<i8").tobytes(),
+        snap.mtime.astype("<i8").tobytes(),
+        snap.ctime.astype("<i8").tobytes(),
+        snap.ino.astype("<u8").tobytes(),
+        snap.recorded.astype("<i8").tobytes(),
+        snap.entry.astype("<i8").tobytes(),
+        snap.digest.astype(np.uint8).tobytes(),
+        snap.flags.astype(np.uint8).tobytes(),
+        snap.reason.astype(np.uint8).tobytes(),
+        names,
     ]
     body = b"".join(parts)
     raw = body + np.array([xxhash.xxh3_64_intdigest(body)], dtype="<u8").tobytes()
@@ -184,9 +192,7 @@ def decode(stored: bytes) -> Snapshot | None:
 
 def load(conn: sqlite3.Connection, tok: int, root: int) -> tuple[Snapshot | None, bool]:
     """(snapshot or None, whether a stored snapshot was damaged and ignored)."""
-    row = conn.execute(
-        "SELECT data, written_ns FROM stat_snapshots WHERE tok = ? AND root = ?", (tok, root)
-    ).fetchone()
+    row = conn.execute("SELECT data, written_ns FROM stat_snapshots WHERE tok = ? AND root = ?", (tok, root)).fetchone()
     if row is None:
         return None, False
     snap = decode(row[0])
@@ -209,10 +215,15 @@ def sibling_snapshot(states: Sequence[Path], store: str, tokenizer_sha: str, roo
             conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1.0)
             try:
                 same = conn.execute("SELECT v FROM state_meta WHERE k = 'store'").fetchone()
-                row = None if not same or same[0] != store else conn.execute(
-                    "SELECT s.data, s.written_ns FROM stat_snapshots s JOIN tokenizers t ON t.id = s.tok"
-                    " JOIN roots r ON r.id = s.root WHERE t.sha = ? AND r.path = ?", (tokenizer_sha, root)
-                ).fetchone()
+                row = (
+                    None
+                    if not same or same[0] != store
+                    else conn.execute(
+                        "SELECT s.data, s.written_ns FROM stat_snapshots s JOIN tokenizers t ON t.id = s.tok"
+                        " JOIN roots r ON r.id = s.root WHERE t.sha = ? AND r.path = ?",
+                        (tokenizer_sha, root),
+                    ).fetchone()
+                )
             finally:
                 conn.close()
         except sqlite3.Error:
@@ -263,7 +274,5 @@ def keep_only(conn: sqlite3.Connection, tok: int, roots: Sequence[int]) -> None:
     new folder each time, or a tokenizer change, does not grow the index. Call inside
     a write transaction."""
     marks = ",".join("?" * len(roots))
-    conn.execute(
-        f"DELETE FROM stat_snapshots WHERE tok != ? OR root NOT IN ({marks})", (tok, *roots)
-    )
+    conn.execute(f"DELETE FROM stat_snapshots WHERE tok != ? OR root NOT IN ({marks})", (tok, *roots))
     conn.execute("DELETE FROM roots WHERE id NOT IN (SELECT root FROM stat_snapshots)")

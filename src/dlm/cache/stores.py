@@ -58,8 +58,16 @@ class Stores:
 
 
 def open_stores(
-    store_dir: Path, state_dir: Path, doc: str, run_id: str, tokenizer_sha: str, *,
-    max_segment_bytes: int, segment_write: WriteFn, remote: str | None, warn: Callable[[str], None],
+    store_dir: Path,
+    state_dir: Path,
+    doc: str,
+    run_id: str,
+    tokenizer_sha: str,
+    *,
+    max_segment_bytes: int,
+    segment_write: WriteFn,
+    remote: str | None,
+    warn: Callable[[str], None],
 ) -> Stores:
     """Open everything a session uses (module docstring).
 
@@ -76,8 +84,15 @@ def open_stores(
     reader = SegmentReader(store_dir)
     writer = SegmentWriter(store_dir, conn, max_segment_bytes, segment_write)
     return Stores(
-        store_dir=store_dir, conn=conn, state=state, store_id=store_id, tokenizer_id=tok,
-        state_tokenizer_id=state_tok, lease=lease, reader=reader, writer=writer,
+        store_dir=store_dir,
+        conn=conn,
+        state=state,
+        store_id=store_id,
+        tokenizer_id=tok,
+        state_tokenizer_id=state_tok,
+        lease=lease,
+        reader=reader,
+        writer=writer,
         remote=RemoteTier(remote, conn, store_dir, warn, writer) if remote else None,
     )
 

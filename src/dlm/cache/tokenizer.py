@@ -35,6 +35,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from dlm.cache.schema import INDEX_NAME, STATE_NAME, CacheIndexCorrupt, connect_state, is_corruption
+from dlm.cache.segments import MAX_SEGMENT_BYTES, WriteFn, segment_dir
 from dlm.cache.session import (
     BATCH_BYTES,
     BATCH_ROWS,
@@ -45,9 +47,7 @@ from dlm.cache.session import (
     SessionConfig,
     TokenizeSession,
 )
-from dlm.cache.schema import INDEX_NAME, STATE_NAME, CacheIndexCorrupt, connect_state, is_corruption
 from dlm.cache.shared import migrate_legacy
-from dlm.cache.segments import MAX_SEGMENT_BYTES, WriteFn, segment_dir
 from dlm.errors import CacheError
 from dlm.rows.types import RowSet
 from dlm.tokenize.encode import RowEncoder
@@ -163,7 +163,6 @@ class CachedRowTokenizer:
             return self.cache_dir / STATE_NAME
         quarantine_index(self.store_dir)
         return self.store_dir / INDEX_NAME
-
 
     def _run(self, rows: RowSet, progress: Progress | None) -> TokenizedRows:
         self.last_report = CacheRunReport(self.config.run_id)

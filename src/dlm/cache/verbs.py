@@ -57,15 +57,11 @@ def index_exists(cache_dir: Path) -> bool:
 
 def disk_bytes(cache_dir: Path) -> int:
     """Bytes on disk: segment files plus the index and its WAL."""
-    index = sum(
-        p.stat().st_size for p in cache_dir.glob(f"{INDEX_NAME}*") if p.is_file() and "corrupt" not in p.name
-    )
+    index = sum(p.stat().st_size for p in cache_dir.glob(f"{INDEX_NAME}*") if p.is_file() and "corrupt" not in p.name)
     return segment_bytes(cache_dir) + index
 
 
-def cache_summary(
-    cache_dir: Path, state_dir: Path | None = None, doc_id: str | None = None
-) -> dict[str, Any] | None:
+def cache_summary(cache_dir: Path, state_dir: Path | None = None, doc_id: str | None = None) -> dict[str, Any] | None:
     """What `dlm cache show` and `dlm show --json` (`training_cache`) report.
 
     `cache_dir` is the store; `state_dir` the document's state folder (default: the
@@ -86,10 +82,20 @@ def cache_summary(
     if not index_exists(cache_dir) or (doc_id is not None and not (state_dir / STATE_NAME).is_file()):
         return None
     out: dict[str, Any] = {
-        "path": str(cache_dir), "state_path": str(state_dir), "entry_count": 0, "shared_entries": 0,
-        "store_entry_count": 0, "bytes": 0, "entry_bytes": 0, "token_dtype": None,
-        "tokenizer_sha256": None, "last_run_id": None, "last_run_hits": None,
-        "last_run_total": None, "last_run_hit_rate": None, "error": None,
+        "path": str(cache_dir),
+        "state_path": str(state_dir),
+        "entry_count": 0,
+        "shared_entries": 0,
+        "store_entry_count": 0,
+        "bytes": 0,
+        "entry_bytes": 0,
+        "token_dtype": None,
+        "tokenizer_sha256": None,
+        "last_run_id": None,
+        "last_run_hits": None,
+        "last_run_total": None,
+        "last_run_hit_rate": None,
+        "error": None,
     }
     try:
         conn = connect_readonly(cache_dir)  # a summary writes nothing: a read-only cache is shown
@@ -115,8 +121,11 @@ def cache_summary(
         out["bytes"] = disk_bytes(cache_dir)
         return out
     out.update(
-        entry_count=mine_count if doc_id is not None else count, shared_entries=shared,
-        store_entry_count=count, entry_bytes=live, bytes=disk_bytes(cache_dir),
+        entry_count=mine_count if doc_id is not None else count,
+        shared_entries=shared,
+        store_entry_count=count,
+        entry_bytes=live,
+        bytes=disk_bytes(cache_dir),
     )
     out["token_dtype"] = "+".join(DTYPE_NAMES.get(d, f"{d * 8}-bit") for d in dtypes) or None
     if last:
@@ -149,7 +158,6 @@ class PruneResult:
     orphans_removed: int
 
 
-
 def prune_cache(cache_dir: Path, older_than_s: float, now_s: float | None = None) -> PruneResult:
     """Delete entries unused for `older_than_s` seconds, compact, reclaim orphans.
 
@@ -164,8 +172,13 @@ def prune_cache(cache_dir: Path, older_than_s: float, now_s: float | None = None
             packed = compact(conn, Path(cache_dir), min_live_fraction=0.999)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return PruneResult(
-            older_than_s, pruned.evicted_entries, pruned.evicted_bytes, pruned.bytes_after,
-            packed.segments_rewritten, packed.segments_removed, packed.bytes_reclaimed,
+            older_than_s,
+            pruned.evicted_entries,
+            pruned.evicted_bytes,
+            pruned.bytes_after,
+            packed.segments_rewritten,
+            packed.segments_removed,
+            packed.bytes_reclaimed,
             packed.orphans_removed,
         )
     finally:
@@ -181,7 +194,6 @@ class ClearResult:
     removed_entries: int
     removed_bytes: int
     reset_corrupt_index: bool = False
-
 
 
 def clear_cache(cache_dir: Path) -> ClearResult:
@@ -241,24 +253,44 @@ class BuildResult:
 
 
 def build_cache(
-    cache_dir: Path, tokenizer: Any, tokenizer_sha: str, rows: RowSet, *,
-    max_bytes: int, run_id: str, progress: Progress | None = None, trust_stat: bool = True,
-    store_dir: Path | None = None, doc_id: str | None = None, remote: str | None = None,
+    cache_dir: Path,
+    tokenizer: Any,
+    tokenizer_sha: str,
+    rows: RowSet,
+    *,
+    max_bytes: int,
+    run_id: str,
+    progress: Progress | None = None,
+    trust_stat: bool = True,
+    store_dir: Path | None = None,
+    doc_id: str | None = None,
+    remote: str | None = None,
 ) -> BuildResult:
     """Tokenize every row of `rows` into the cache (see `CachedRowTokenizer`).
     `trust_stat=False` re-reads and re-hashes every file (`dlm cache build --rehash`)."""
     from dlm.cache.tokenizer import CachedRowTokenizer  # the session: only this verb tokenizes
 
     cached = CachedRowTokenizer(
-        cache_dir, tokenizer, tokenizer_sha, max_bytes=max_bytes, run_id=run_id, trust_stat=trust_stat,
-        store_dir=store_dir, doc_id=doc_id, remote=remote,
+        cache_dir,
+        tokenizer,
+        tokenizer_sha,
+        max_bytes=max_bytes,
+        run_id=run_id,
+        trust_stat=trust_stat,
+        store_dir=store_dir,
+        doc_id=doc_id,
+        remote=remote,
     )
     got = cached.tokenize(rows, progress)
     report = cached.last_report
     return BuildResult(
-        rows=len(got), hits=got.stats.cache_hits, misses=got.stats.cache_misses,
-        seconds=got.stats.seconds, bytes=disk_bytes(Path(store_dir or cache_dir)),
-        files_taken=got.files_taken, files_skipped=dict(Counter(got.files_skipped)),
+        rows=len(got),
+        hits=got.stats.cache_hits,
+        misses=got.stats.cache_misses,
+        seconds=got.stats.seconds,
+        bytes=disk_bytes(Path(store_dir or cache_dir)),
+        files_taken=got.files_taken,
+        files_skipped=dict(Counter(got.files_skipped)),
         warnings=list(report.warnings) if report else [],
     )
 

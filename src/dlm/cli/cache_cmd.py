@@ -23,12 +23,22 @@ cache_app = typer.Typer(
 )
 
 FileArg = Annotated[Path, typer.Argument(help="Path of the portable cache file.", show_default=False)]
-RemoteOpt = Annotated[str | None, typer.Option(
-    "--cache-remote", help="Remote tier: a folder or fsspec URL (s3://bucket/prefix). Default: "
-    "$DLM_CACHE_REMOTE, else training.cache.remote.", show_default=False)]
-AllOpt = Annotated[bool, typer.Option(
-    "--all", help="Act on the whole shared store (every document's entries), not only the entries "
-    "this document alone uses.")]
+RemoteOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cache-remote",
+        help="Remote tier: a folder or fsspec URL (s3://bucket/prefix). Default: "
+        "$DLM_CACHE_REMOTE, else training.cache.remote.",
+        show_default=False,
+    ),
+]
+AllOpt = Annotated[
+    bool,
+    typer.Option(
+        "--all",
+        help="Act on the whole shared store (every document's entries), not only the entries this document alone uses.",
+    ),
+]
 
 
 @cache_app.command()
@@ -45,31 +55,41 @@ def show(path: DocArg, json_out: JsonOpt = False) -> None:
     if summary is None:
         console.print("no cache yet for this document (run `dlm cache build` or `dlm train`)")
         return
-    print_table([
-        ("path", summary["path"]),
-        ("entries", f"{summary['entry_count']:,} ({summary['shared_entries']:,} shared with other "
-                    f"documents; {summary['store_entry_count']:,} in the store)"),
-        ("size", f"{summary['bytes']:,} bytes on disk ({summary['entry_bytes']:,} in live entries)"),
-        ("token dtype", summary["token_dtype"] or "-"),
-        ("tokenizer", summary["tokenizer_sha256"] or "-"),
-        ("last run", f"{summary['last_run_id'] or '-'}: hit rate {hit_rate_text(summary)}"),
-    ])
+    print_table(
+        [
+            ("path", summary["path"]),
+            (
+                "entries",
+                f"{summary['entry_count']:,} ({summary['shared_entries']:,} shared with other "
+                f"documents; {summary['store_entry_count']:,} in the store)",
+            ),
+            ("size", f"{summary['bytes']:,} bytes on disk ({summary['entry_bytes']:,} in live entries)"),
+            ("token dtype", summary["token_dtype"] or "-"),
+            ("tokenizer", summary["tokenizer_sha256"] or "-"),
+            ("last run", f"{summary['last_run_id'] or '-'}: hit rate {hit_rate_text(summary)}"),
+        ]
+    )
 
 
 @cache_app.command()
 @reported
 def build(
     path: DocArg,
-    rehash: Annotated[bool, typer.Option(
-        "--rehash", help="Read and hash every source file even when its stat (size, times, inode) "
-        "is unchanged; for edits stat cannot see, like writes through a shared mmap.")] = False,
+    rehash: Annotated[
+        bool,
+        typer.Option(
+            "--rehash",
+            help="Read and hash every source file even when its stat (size, times, inode) "
+            "is unchanged; for edits stat cannot see, like writes through a shared mmap.",
+        ),
+    ] = False,
     cache_remote: RemoteOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Tokenize every row of the document into the cache, without training."""
     from dlm.actions.cache import cache_build
-    from dlm.cli.progress import RichTrainSink
     from dlm.cli.common import skips_text
+    from dlm.cli.progress import RichTrainSink
 
     sink = RichTrainSink(quiet=json_out)
     try:
@@ -81,23 +101,30 @@ def build(
     if json_out:
         print_json(result)
         return
-    print_table([
-        ("rows", f"{result.rows:,} ({result.files_taken:,} source files)"),
-        ("skipped", skips_text(result.files_skipped)),
-        ("hits", f"{result.hits:,}"),
-        ("misses", f"{result.misses:,}"),
-        ("seconds", f"{result.seconds:.2f}"),
-        ("bytes", f"{result.bytes:,} on disk"),
-    ])
+    print_table(
+        [
+            ("rows", f"{result.rows:,} ({result.files_taken:,} source files)"),
+            ("skipped", skips_text(result.files_skipped)),
+            ("hits", f"{result.hits:,}"),
+            ("misses", f"{result.misses:,}"),
+            ("seconds", f"{result.seconds:.2f}"),
+            ("bytes", f"{result.bytes:,} on disk"),
+        ]
+    )
 
 
 @cache_app.command()
 @reported
 def prune(
     path: DocArg,
-    older_than: Annotated[str | None, typer.Option(
-        "--older-than", help="Drop entries unused for this long: 30d, 12h, 45m, 90s "
-        "(default: training.cache.prune_older_than_days, else 90d).")] = None,
+    older_than: Annotated[
+        str | None,
+        typer.Option(
+            "--older-than",
+            help="Drop entries unused for this long: 30d, 12h, 45m, 90s "
+            "(default: training.cache.prune_older_than_days, else 90d).",
+        ),
+    ] = None,
     all_: AllOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -134,7 +161,8 @@ def clear(
         return
     console.print(
         f"cleared {result.removed_entries:,} entries ({result.removed_bytes:,} bytes)"
-        if result.existed else "no cache to clear"
+        if result.existed
+        else "no cache to clear"
     )
 
 
@@ -165,9 +193,7 @@ def import_(path: DocArg, file: FileArg, json_out: JsonOpt = False) -> None:
     if json_out:
         print_json(result)
         return
-    console.print(
-        f"imported {result.entries_imported:,} entries ({result.already_present:,} already present)"
-    )
+    console.print(f"imported {result.entries_imported:,} entries ({result.already_present:,} already present)")
 
 
 def _render_moved(result: RemoteResult, verb: str, json_out: bool) -> None:

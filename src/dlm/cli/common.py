@@ -61,8 +61,9 @@ def lock_mode_from_flags(*, strict: bool = False, update: bool = False, ignore: 
     from dlm.actions.training import LockMode
     from dlm.errors import UsageError
 
-    chosen = [name for name, on in (("--strict-lock", strict), ("--update-lock", update),
-                                    ("--ignore-lock", ignore)) if on]
+    chosen = [
+        name for name, on in (("--strict-lock", strict), ("--update-lock", update), ("--ignore-lock", ignore)) if on
+    ]
     if len(chosen) > 1:
         raise UsageError(f"{' and '.join(chosen)} cannot be combined; pick one")
     return LockMode.STRICT if strict else LockMode.UPDATE if update else LockMode.IGNORE if ignore else LockMode.DEFAULT

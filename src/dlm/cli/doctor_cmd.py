@@ -5,7 +5,7 @@ Thin: `dlm.actions.doctor()` builds the data; this module only renders it.
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -24,8 +24,13 @@ def register(app: typer.Typer) -> None:
 
 
 def doctor(
-    nproc: Annotated[Optional[int], typer.Option("--nproc", min=1, help="Also show the plan of dlm train --nproc N on this machine.")] = None,
-    ask_torch: Annotated[bool, typer.Option("--torch", help="Ask torch (imports it, about 2 s) instead of reading the machine without it.")] = False,
+    nproc: Annotated[
+        int | None, typer.Option("--nproc", min=1, help="Also show the plan of dlm train --nproc N on this machine.")
+    ] = None,
+    ask_torch: Annotated[
+        bool,
+        typer.Option("--torch", help="Ask torch (imports it, about 2 s) instead of reading the machine without it."),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Show this machine's hardware tier, the determinism class `dlm train` records, and versions."""
@@ -53,11 +58,16 @@ def doctor(
         rows.append(("bf16", f"CPU {cpu}{gpu}; precision: auto trains in {pr['auto']}"))
     if view.plan is not None:
         p = view.plan
-        rows.append(("--nproc plan", (
-            f"{p['world_size']} ranks on {p['device']} ({p['backend']}), {p['threads_per_rank']} threads each; "
-            f"{p['per_device_batch_size']} rows per micro-batch x {p['gradient_accumulation_steps']} accumulation "
-            f"x {p['world_size']} ranks = {p['rows_per_step']} rows per step (document defaults)"
-        )))
+        rows.append(
+            (
+                "--nproc plan",
+                (
+                    f"{p['world_size']} ranks on {p['device']} ({p['backend']}), {p['threads_per_rank']} threads each; "
+                    f"{p['per_device_batch_size']} rows per micro-batch x {p['gradient_accumulation_steps']} accumulation "
+                    f"x {p['world_size']} ranks = {p['rows_per_step']} rows per step (document defaults)"
+                ),
+            )
+        )
         rows += [("note", note) for note in p["notes"]]  # type: ignore[attr-defined]
     rows += [(name, version) for name, version in sorted(view.versions.items())]
     print_table(rows)

@@ -5,7 +5,7 @@ Thin: `dlm.actions.evaluating.evaluate()` builds the report; this module renders
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -24,8 +24,20 @@ def register(app: typer.Typer) -> None:
 
 def eval_command(
     path: DocArg,
-    adapter_version: Annotated[Optional[str], typer.Option("--adapter-version", metavar="vNNNN", help="Evaluate this stored version instead of the current one.")] = None,
-    min_pass: Annotated[Optional[int], typer.Option("--min-pass", min=0, help="Exit 1 when the adapter passes fewer probes than this (probes and code probes; instruction pairs when the document has no probes).")] = None,
+    adapter_version: Annotated[
+        str | None,
+        typer.Option(
+            "--adapter-version", metavar="vNNNN", help="Evaluate this stored version instead of the current one."
+        ),
+    ] = None,
+    min_pass: Annotated[
+        int | None,
+        typer.Option(
+            "--min-pass",
+            min=0,
+            help="Exit 1 when the adapter passes fewer probes than this (probes and code probes; instruction pairs when the document has no probes).",
+        ),
+    ] = None,
     items: Annotated[bool, typer.Option("--items", help="Also list every question with the three answers.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -41,9 +53,11 @@ def eval_command(
         gated = ("probe", "synth") if report.total(("probe", "synth")) else ("instruction",)
         passed = report.passed("adapter", gated)
         if passed < min_pass:
-            err_console.print(f"[bold red]error:[/] the adapter passed {passed} of {report.total(gated)} "
-                              f"{'probes' if gated[0] != 'instruction' else 'instruction pairs'}, "
-                              f"fewer than --min-pass {min_pass}")
+            err_console.print(
+                f"[bold red]error:[/] the adapter passed {passed} of {report.total(gated)} "
+                f"{'probes' if gated[0] != 'instruction' else 'instruction pairs'}, "
+                f"fewer than --min-pass {min_pass}"
+            )
             raise typer.Exit(1)
 
 
@@ -56,8 +70,10 @@ def print_report(report: Any, items: bool = False) -> None:
     if items:
         table = Table("kind", "question", "base", "adapter", "null", box=None)
         for item in report.items:
-            marks = [("[green]pass[/] " if item.passed[m] else "[red]fail[/] ") + escape(item.replies[m][:60])
-                     for m in ("base", "adapter", "null")]
+            marks = [
+                ("[green]pass[/] " if item.passed[m] else "[red]fail[/] ") + escape(item.replies[m][:60])
+                for m in ("base", "adapter", "null")
+            ]
             table.add_row(item.kind, escape(item.question), *marks)
         console.print(table)
 
@@ -71,11 +87,14 @@ def report_lines(report: dict[str, Any]) -> list[str]:
             f"  {KIND_NAMES.get(kind, kind)}: [bold]{s['passed']['adapter']}/{s['total']}[/] passed "
             f"(base {s['passed']['base']}/{s['total']}, null adapter {s['passed']['null']}/{s['total']}); "
             f"answer log-prob per token {s['logprob']['base']:.2f} -> {s['logprob']['adapter']:.2f} "
-            f"(null {s['logprob']['null']:.2f})")
+            f"(null {s['logprob']['null']:.2f})"
+        )
     if not report["kinds"]:
         lines.append("  no instruction pairs or probes to score; add a ::probe:: section (docs/evaluation.md)")
     g = report["general"]
     if g:
-        lines.append(f"  general ability: NLL per token {g['base_nll']:.3f} -> {g['adapter_nll']:.3f} "
-                     f"({g['change_pct']:+.1f}% on {g['passages']} general passages)")
+        lines.append(
+            f"  general ability: NLL per token {g['base_nll']:.3f} -> {g['adapter_nll']:.3f} "
+            f"({g['change_pct']:+.1f}% on {g['passages']} general passages)"
+        )
     return lines

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -35,32 +35,60 @@ def register(app: typer.Typer) -> None:
 
 def export(
     path: DocArg,
-    format: Annotated[Format, typer.Option(
-        "--format", help="gguf: llama.cpp LoRA; ollama: base GGUF + adapter GGUF + Modelfile; merged: "
-        "transformers folder; peft: adapter folder for vLLM; gguf-merged: one GGUF of the merged model + "
-        "a Modelfile without ADAPTER.")] = Format.gguf,
-    out: Annotated[Optional[Path], typer.Option(
-        "--out", help="Output folder (default: next to the document, <stem>-<version>-<format>).",
-        show_default=False)] = None,
-    adapter_version: Annotated[Optional[str], typer.Option(
-        "--adapter-version", help="Adapter version to export, e.g. v0002 (default: current).",
-        show_default=False)] = None,
-    verify: Annotated[bool, typer.Option(
-        "--verify", help="Check the export against peft (llama.cpp runtime when importable, "
-        "else GGUF tensors).")] = False,
-    dtype: Annotated[Optional[str], typer.Option(
-        "--dtype", help="Weights of merged (float32, float16, bfloat16; default float32) or gguf-merged "
-        "(float16, q8_0, bfloat16, float32; default float16).", show_default=False)] = None,
-    force: Annotated[bool, typer.Option(
-        "--force", help="Replace --out even when dlm did not write it (never the document's folder, "
-        "the store or the working folder).")] = False,
+    format: Annotated[
+        Format,
+        typer.Option(
+            "--format",
+            help="gguf: llama.cpp LoRA; ollama: base GGUF + adapter GGUF + Modelfile; merged: "
+            "transformers folder; peft: adapter folder for vLLM; gguf-merged: one GGUF of the merged model + "
+            "a Modelfile without ADAPTER.",
+        ),
+    ] = Format.gguf,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Output folder (default: next to the document, <stem>-<version>-<format>).",
+            show_default=False,
+        ),
+    ] = None,
+    adapter_version: Annotated[
+        str | None,
+        typer.Option(
+            "--adapter-version", help="Adapter version to export, e.g. v0002 (default: current).", show_default=False
+        ),
+    ] = None,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify", help="Check the export against peft (llama.cpp runtime when importable, else GGUF tensors)."
+        ),
+    ] = False,
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            "--dtype",
+            help="Weights of merged (float32, float16, bfloat16; default float32) or gguf-merged "
+            "(float16, q8_0, bfloat16, float32; default float16).",
+            show_default=False,
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Replace --out even when dlm did not write it (never the document's folder, "
+            "the store or the working folder).",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Export the document's adapter (GGUF, Ollama, merged transformers folder or GGUF, or peft for vLLM)."""
     from dlm.actions.exporting import export as run_export
 
-    report = run_export(path, format=format.value, out=out, adapter_version=adapter_version, verify=verify,
-                        force=force, dtype=dtype)
+    report = run_export(
+        path, format=format.value, out=out, adapter_version=adapter_version, verify=verify, force=force, dtype=dtype
+    )
     if json_out:
         print_json(report.as_dict())
         _verify_outcome(report)
@@ -93,4 +121,3 @@ def _verify_outcome(report: ExportReport) -> None:
     verify = report.verify
     if verify and not verify["passed"]:
         raise ExportError(f"--verify: {verify['check']} failed; see the numbers above")
-

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -23,7 +23,6 @@ app = typer.Typer(
 )
 
 
-
 def _version(value: bool) -> None:
     if value:
         print(f"dlm {__version__}")
@@ -33,7 +32,9 @@ def _version(value: bool) -> None:
 @app.callback()
 def root(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
-    version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")] = None,
+    version: Annotated[
+        bool | None, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
+    ] = None,
 ) -> None:
     set_verbose(verbose)
     _quiet_libraries()
@@ -61,8 +62,12 @@ def _quiet_libraries() -> None:
 @reported
 def init(
     path: Annotated[Path, typer.Argument(help="Where to write the new .dlm document.")],
-    base: Annotated[str, typer.Option("--base", help="Base model: alias, local folder or hub id.")] = DEFAULT_BASE_MODEL,
-    source: Annotated[Optional[list[Path]], typer.Option("--source", help="A source folder to ingest (repeatable).")] = None,
+    base: Annotated[
+        str, typer.Option("--base", help="Base model: alias, local folder or hub id.")
+    ] = DEFAULT_BASE_MODEL,
+    source: Annotated[
+        list[Path] | None, typer.Option("--source", help="A source folder to ingest (repeatable).")
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Scaffold a valid .dlm document with a fresh dlm_id and an example instruction section."""
@@ -76,22 +81,98 @@ def init(
 @reported
 def train(
     path: DocArg,
-    max_steps: Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Override training.max_steps.")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Bypass the tokenized-section cache without touching it.")] = False,
-    cache_remote: Annotated[str | None, typer.Option("--cache-remote", help="Remote tier of the cache: a folder or fsspec URL (s3://bucket/prefix); default $DLM_CACHE_REMOTE, else training.cache.remote.", show_default=False)] = None,
-    strict: Annotated[bool, typer.Option("--strict", help="Refuse source symlinks that leave their root instead of skipping them.")] = False,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", min=1, help="Override training.max_steps.")] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Bypass the tokenized-section cache without touching it.")
+    ] = False,
+    cache_remote: Annotated[
+        str | None,
+        typer.Option(
+            "--cache-remote",
+            help="Remote tier of the cache: a folder or fsspec URL (s3://bucket/prefix); default $DLM_CACHE_REMOTE, else training.cache.remote.",
+            show_default=False,
+        ),
+    ] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Refuse source symlinks that leave their root instead of skipping them.")
+    ] = False,
     strict_lock: Annotated[bool, typer.Option("--strict-lock", help="Treat every lock warning as an error.")] = False,
-    update_lock: Annotated[bool, typer.Option("--update-lock", help="Skip lock validation and write a new lock.")] = False,
-    ignore_lock: Annotated[bool, typer.Option("--ignore-lock", help="Skip lock validation and leave the lock as it is.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the steps, tokens and a measured ETA (2 real steps timed here), then stop; writes nothing to the store.")] = False,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the last interrupted run from its latest checkpoint (training.checkpoint_every); refused if the document, its rows or the hyperparameters changed.")] = False,
-    watch: Annotated[bool, typer.Option("--watch", help="After the run, re-train whenever the document or its sources change (Ctrl-C stops).")] = False,
-    nproc: Annotated[Optional[int], typer.Option("--nproc", min=1, help="Ranks (processes) on this machine, one per GPU on CUDA; default training.nproc, else 1.", rich_help_panel="Several processes")] = None,
-    nnodes: Annotated[int, typer.Option("--nnodes", min=1, help="Machines in the run; start dlm train on each with its --node-rank.", rich_help_panel="Several processes")] = 1,
-    node_rank: Annotated[int, typer.Option("--node-rank", min=0, help="This machine's index, 0..nnodes-1.", rich_help_panel="Several processes")] = 0,
-    master_addr: Annotated[Optional[str], typer.Option("--master-addr", help="Address of node 0 (several machines).", rich_help_panel="Several processes")] = None,
-    master_port: Annotated[Optional[int], typer.Option("--master-port", min=1, max=65535, help="Port of node 0's rendezvous (default 29500).", rich_help_panel="Several processes")] = None,
-    accelerate_config: Annotated[Optional[Path], typer.Option("--accelerate-config", metavar="FILE", help="Start the ranks with accelerate launch and this config file (FSDP, DeepSpeed).", rich_help_panel="Several processes")] = None,
+    update_lock: Annotated[
+        bool, typer.Option("--update-lock", help="Skip lock validation and write a new lock.")
+    ] = False,
+    ignore_lock: Annotated[
+        bool, typer.Option("--ignore-lock", help="Skip lock validation and leave the lock as it is.")
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the steps, tokens and a measured ETA (2 real steps timed here), then stop; writes nothing to the store.",
+        ),
+    ] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue the last interrupted run from its latest checkpoint (training.checkpoint_every); "
+            "refused if the document, its rows or the hyperparameters changed.",
+        ),
+    ] = False,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch", help="After the run, re-train whenever the document or its sources change (Ctrl-C stops)."
+        ),
+    ] = False,
+    nproc: Annotated[
+        int | None,
+        typer.Option(
+            "--nproc",
+            min=1,
+            help="Ranks (processes) on this machine, one per GPU on CUDA; default training.nproc, else 1.",
+            rich_help_panel="Several processes",
+        ),
+    ] = None,
+    nnodes: Annotated[
+        int,
+        typer.Option(
+            "--nnodes",
+            min=1,
+            help="Machines in the run; start dlm train on each with its --node-rank.",
+            rich_help_panel="Several processes",
+        ),
+    ] = 1,
+    node_rank: Annotated[
+        int,
+        typer.Option(
+            "--node-rank", min=0, help="This machine's index, 0..nnodes-1.", rich_help_panel="Several processes"
+        ),
+    ] = 0,
+    master_addr: Annotated[
+        str | None,
+        typer.Option(
+            "--master-addr", help="Address of node 0 (several machines).", rich_help_panel="Several processes"
+        ),
+    ] = None,
+    master_port: Annotated[
+        int | None,
+        typer.Option(
+            "--master-port",
+            min=1,
+            max=65535,
+            help="Port of node 0's rendezvous (default 29500).",
+            rich_help_panel="Several processes",
+        ),
+    ] = None,
+    accelerate_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--accelerate-config",
+            metavar="FILE",
+            help="Start the ranks with accelerate launch and this config file (FSDP, DeepSpeed).",
+            rich_help_panel="Several processes",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Train a new adapter version from the document (rows, tokenize, LoRA, save)."""
@@ -109,8 +190,7 @@ def train(
 
         sink = make_train_sink(json_out)
         try:
-            plan = dry_run_action(path, TrainOptions(max_steps=max_steps, strict_sources=strict, lock_mode=mode),
-                                  sink)
+            plan = dry_run_action(path, TrainOptions(max_steps=max_steps, strict_sources=strict, lock_mode=mode), sink)
         finally:
             sink.close()
         if json_out:
@@ -125,19 +205,30 @@ def train(
         if resume:
             raise UsageError("--watch starts fresh runs; resume the interrupted one first with --resume alone")
         if nproc is not None or nnodes > 1 or accelerate_config is not None:
-            raise UsageError("--watch trains in this process; drop --nproc/--nnodes/--accelerate-config, "
-                             "or run the multi-process train without --watch")
+            raise UsageError(
+                "--watch trains in this process; drop --nproc/--nnodes/--accelerate-config, "
+                "or run the multi-process train without --watch"
+            )
 
-        return run_watch(path, max_steps=max_steps, use_cache=not no_cache, strict_sources=strict,
-                         lock_mode=mode, json_out=json_out)
+        return run_watch(
+            path, max_steps=max_steps, use_cache=not no_cache, strict_sources=strict, lock_mode=mode, json_out=json_out
+        )
     launch = None
     if nproc is not None or nnodes > 1 or accelerate_config is not None or master_addr or master_port:
         launch = LaunchSpec(nproc or 1, nnodes, node_rank, master_addr, master_port, accelerate_config)
     sink = make_train_sink(json_out)
     try:
-        report = train_action(path, max_steps=max_steps, use_cache=not no_cache, strict_sources=strict,
-                              lock_mode=mode, sink=sink, cache_remote=cache_remote, launch=launch,
-                              resume=resume)
+        report = train_action(
+            path,
+            max_steps=max_steps,
+            use_cache=not no_cache,
+            strict_sources=strict,
+            lock_mode=mode,
+            sink=sink,
+            cache_remote=cache_remote,
+            launch=launch,
+            resume=resume,
+        )
     finally:
         sink.close()
     if report.rank != 0:
@@ -151,15 +242,19 @@ def train(
         f"{report.rows['source']} source files (skipped: {skips_text(report.files_skipped)})"
     )
     if report.lossy_files:
-        console.print(f"{report.lossy_files} source files had bytes that are not UTF-8: kept, with U+FFFD in their place")
+        console.print(
+            f"{report.lossy_files} source files had bytes that are not UTF-8: kept, with U+FFFD in their place"
+        )
     console.print(
         f"tokenize: {tok['total_sections']} rows in {tok['total_tokenize_seconds']:.2f}s "
         f"(cache hits {tok['cache_hits']}, misses {tok['cache_misses']})"
     )
     if report.distributed:
         d = report.distributed
-        console.print(f"{d['world_size']} ranks ({d['backend']}): " + ", ".join(
-            f"rank {r['rank']} hits {r['cache_hits']} misses {r['cache_misses']}" for r in d["ranks"]))
+        console.print(
+            f"{d['world_size']} ranks ({d['backend']}): "
+            + ", ".join(f"rank {r['rank']} hits {r['cache_hits']} misses {r['cache_misses']}" for r in d["ranks"])
+        )
     tps = f"{report.tokens_per_second:,.0f}" if report.tokens_per_second else "n/a"
     loss = f"{report.train_loss:.4f}" if report.train_loss is not None else "n/a"
     kinds = f" ({format_kind_losses(report.kind_losses)})" if report.kind_losses else ""
@@ -181,8 +276,15 @@ def train(
 @reported
 def prompt(
     path: DocArg,
-    question: Annotated[Optional[str], typer.Argument(help="The user message (or --file).", show_default=False)] = None,
-    file: Annotated[Optional[Path], typer.Option("--file", metavar="QUESTIONS.txt", help="Answer every line of this file (one question a line) with one model load.")] = None,
+    question: Annotated[str | None, typer.Argument(help="The user message (or --file).", show_default=False)] = None,
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file",
+            metavar="QUESTIONS.txt",
+            help="Answer every line of this file (one question a line) with one model load.",
+        ),
+    ] = None,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1)] = 128,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="0 is greedy.")] = 0.0,
     no_adapter: Annotated[bool, typer.Option("--no-adapter", help="Use the base model alone, to compare.")] = False,
@@ -202,15 +304,22 @@ def prompt(
             console.print(f"[bold]Q:[/] {escape(q)}", highlight=False)
             console.print(f"A: {a}\n", highlight=False, markup=False)
 
-        answers = prompt_many(path, read_questions(file), max_new_tokens=max_new_tokens, temperature=temperature,
-                              use_adapter=not no_adapter, on_answer=None if json_out else show)
+        answers = prompt_many(
+            path,
+            read_questions(file),
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            use_adapter=not no_adapter,
+            on_answer=None if json_out else show,
+        )
         if json_out:
             print_json(answers)
         return
     from dlm.actions.prompting import prompt as prompt_action
 
-    pieces = prompt_action(path, question or "", max_new_tokens=max_new_tokens, temperature=temperature,
-                           use_adapter=not no_adapter)
+    pieces = prompt_action(
+        path, question or "", max_new_tokens=max_new_tokens, temperature=temperature, use_adapter=not no_adapter
+    )
     if json_out:
         print_json({"question": question, "answer": "".join(pieces)})
         return
@@ -224,7 +333,14 @@ def prompt(
 @reported
 def show(
     path: DocArg,
-    tokens: Annotated[Optional[str], typer.Option("--tokens", metavar="PATH_OR_SECTION", help="Show one row's tokens as the model sees them: a source file path, a section's line, or relpath:line of a training.synth pair.")] = None,
+    tokens: Annotated[
+        str | None,
+        typer.Option(
+            "--tokens",
+            metavar="PATH_OR_SECTION",
+            help="Show one row's tokens as the model sees them: a source file path, a section's line, or relpath:line of a training.synth pair.",
+        ),
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="With --tokens: how many tokens to show.")] = 200,
     json_out: JsonOpt = False,
 ) -> None:
@@ -244,25 +360,48 @@ def show(
     rows = view["rows"]
     last = view["last_run"]
     cache = view["training_cache"]
-    print_table([
-        ("dlm_id", view["dlm_id"]),
-        ("base model", view["base_model"]),
-        ("store", view["store_path"]),
-        ("rows", f"{rows['prose']} prose, {rows['instruction']} instruction, {rows['source_files']} source files"
-                 + (f", {rows['synth_pairs']} synth Q/A ({rows['synth_probes']} probes held out)"
-                    if rows["synth_pairs"] or rows["synth_probes"] else "")),
-        ("adapter", f"{view['adapter']['current'] or 'none'} (versions: {', '.join(view['adapter']['versions']) or 'none'})"),
-        ("last run", "none" if not last else f"{last['run_id']} {last['status']}, {last['steps']} steps, loss {last['train_loss']}"),
-        ("cache", "none" if not cache else f"{cache['entry_count']} entries, {cache['bytes']:,} bytes"),
-    ])
+    print_table(
+        [
+            ("dlm_id", view["dlm_id"]),
+            ("base model", view["base_model"]),
+            ("store", view["store_path"]),
+            (
+                "rows",
+                f"{rows['prose']} prose, {rows['instruction']} instruction, {rows['source_files']} source files"
+                + (
+                    f", {rows['synth_pairs']} synth Q/A ({rows['synth_probes']} probes held out)"
+                    if rows["synth_pairs"] or rows["synth_probes"]
+                    else ""
+                ),
+            ),
+            (
+                "adapter",
+                f"{view['adapter']['current'] or 'none'} (versions: {', '.join(view['adapter']['versions']) or 'none'})",
+            ),
+            (
+                "last run",
+                "none"
+                if not last
+                else f"{last['run_id']} {last['status']}, {last['steps']} steps, loss {last['train_loss']}",
+            ),
+            ("cache", "none" if not cache else f"{cache['entry_count']} entries, {cache['bytes']:,} bytes"),
+        ]
+    )
 
 
 @app.command()
 @reported
 def metrics(
     path: DocArg,
-    plot: Annotated[Optional[Path], typer.Option("--plot", metavar="FILE.png", help="Write train (overall and per row kind) and held-out loss curves to a PNG.")] = None,
-    run: Annotated[Optional[str], typer.Option("--run", metavar="ID", help="Only this run (its run id).")] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            metavar="FILE.png",
+            help="Write train (overall and per row kind) and held-out loss curves to a PNG.",
+        ),
+    ] = None,
+    run: Annotated[str | None, typer.Option("--run", metavar="ID", help="Only this run (its run id).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Show training runs with their per-step loss (from the store's metrics.sqlite)."""
@@ -279,15 +418,27 @@ def metrics(
         return
     from dlm.cli.progress import format_kind_losses
 
-    table = Table("run", "status", "steps", "loss", "last step by kind", "held-out", "tokens/s", "adapter",
-                  "tokenize s", "cache hits")
+    table = Table(
+        "run",
+        "status",
+        "steps",
+        "loss",
+        "last step by kind",
+        "held-out",
+        "tokens/s",
+        "adapter",
+        "tokenize s",
+        "cache hits",
+    )
     for r in view["runs"]:
         tok = r["tokenization"] or {}
         evals = {e["phase"]: e["loss"] for e in r.get("evals", [])}
         last = max((k["step"] for k in r.get("kind_losses", [])), default=None)
         kinds = {k["kind"]: k["loss"] for k in r.get("kind_losses", []) if k["step"] == last}
         table.add_row(
-            r["run_id"], r["status"], str(r["steps"]),
+            r["run_id"],
+            r["status"],
+            str(r["steps"]),
             f"{r['train_loss']:.4f}" if r["train_loss"] is not None else "-",
             format_kind_losses(kinds) or "-",
             f"{evals['before']:.3f} -> {evals['after']:.3f}" if {"before", "after"} <= evals.keys() else "-",
@@ -299,8 +450,9 @@ def metrics(
     console.print(table if view["runs"] else "no runs yet")
     for r in view["runs"]:
         if r.get("checkpoint"):
-            console.print(f"run {r['run_id']} {r['status']}: checkpoint {r['checkpoint']}; "
-                          "`dlm train --resume` continues it")
+            console.print(
+                f"run {r['run_id']} {r['status']}: checkpoint {r['checkpoint']}; `dlm train --resume` continues it"
+            )
 
 
 from dlm.cli import doctor_cmd, eval_cmd, export_cmd, serve_cmd  # noqa: E402

@@ -43,14 +43,17 @@ def format_eta(seconds: float | None) -> str:
 
 def format_eval_line(before: dict[str, Any] | None, after: dict[str, Any] | None, rows: int, tokens: int) -> str:
     """`held-out loss 2.69 -> 2.41 (perplexity 14.7 -> 11.1, 256 rows, 120K tokens)`."""
+
     def loss(m: dict[str, Any] | None) -> str:
         return f"{m['loss']:.2f}" if m else "?"
 
     def ppl(m: dict[str, Any] | None) -> str:
         return f"{m['perplexity']:.1f}" if m else "?"
 
-    return (f"held-out loss {loss(before)} -> {loss(after)} (perplexity {ppl(before)} -> {ppl(after)}, "
-            f"{rows} rows, {_short(tokens)} tokens)")
+    return (
+        f"held-out loss {loss(before)} -> {loss(after)} (perplexity {ppl(before)} -> {ppl(after)}, "
+        f"{rows} rows, {_short(tokens)} tokens)"
+    )
 
 
 def dry_run_lines(plan: Any) -> list[str]:
@@ -117,11 +120,17 @@ class RichTrainSink:
 
     def on_train_start(self, total_steps: int) -> None:
         self.total_steps = total_steps
-        self.task = self.progress.add_task("train", total=self.planned or total_steps,
-                                           info=f"step 0/{total_steps}")
+        self.task = self.progress.add_task("train", total=self.planned or total_steps, info=f"step 0/{total_steps}")
 
-    def on_step(self, step: int, loss: float | None, tokens_per_second: float | None,
-                learning_rate: float | None = None, tokens_seen: int = 0, *_: Any) -> None:
+    def on_step(
+        self,
+        step: int,
+        loss: float | None,
+        tokens_per_second: float | None,
+        learning_rate: float | None = None,
+        tokens_seen: int = 0,
+        *_: Any,
+    ) -> None:
         info = f"step {step}/{self.total_steps}"
         if loss is not None:
             info += f"  loss {loss:.4f}"
@@ -152,8 +161,12 @@ class PlainTrainSink:
     """A `TrainSink` writing plain lines to `stream`, a training line at most every
     `interval_s` seconds (and always the first and the last step)."""
 
-    def __init__(self, stream: IO[str] | None = None, interval_s: float = PLAIN_INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        stream: IO[str] | None = None,
+        interval_s: float = PLAIN_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.stream = stream or sys.stdout
         self.interval_s, self.clock = interval_s, clock
         self.planned: int | None = None
@@ -185,8 +198,15 @@ class PlainTrainSink:
         planned = f", about {self.planned:,} tokens" if self.planned else ""
         self._line(f"train: {total_steps} steps{planned}")
 
-    def on_step(self, step: int, loss: float | None, tokens_per_second: float | None,
-                learning_rate: float | None = None, tokens_seen: int = 0, *_: Any) -> None:
+    def on_step(
+        self,
+        step: int,
+        loss: float | None,
+        tokens_per_second: float | None,
+        learning_rate: float | None = None,
+        tokens_seen: int = 0,
+        *_: Any,
+    ) -> None:
         now = self.clock()
         due = self.last_print is None or now - self.last_print >= self.interval_s
         if not (due or step >= self.total_steps):

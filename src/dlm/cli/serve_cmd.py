@@ -7,7 +7,7 @@ prints where it listens, and runs uvicorn in the foreground until Ctrl-C.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.markup import escape
@@ -35,20 +35,14 @@ def serve(
             show_default=False,
         ),
     ],
-    host: Annotated[
-        str, typer.Option("--host", help="Address to listen on (loopback by default).")
-    ] = DEFAULT_HOST,
-    port: Annotated[
-        int, typer.Option("--port", min=0, max=65535, help="TCP port (0: any free port).")
-    ] = DEFAULT_PORT,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (loopback by default).")] = DEFAULT_HOST,
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port (0: any free port).")] = DEFAULT_PORT,
     config: Annotated[
-        Optional[Path],
-        typer.Option(
-            "--config", help='JSON file: {"tokenizer_cache": {...}} (flags override it).', show_default=False
-        ),
+        Path | None,
+        typer.Option("--config", help='JSON file: {"tokenizer_cache": {...}} (flags override it).', show_default=False),
     ] = None,
     enable_l0: Annotated[
-        Optional[bool],
+        bool | None,
         typer.Option(
             "--tokenizer-cache-enable-l0/--tokenizer-cache-disable-l0",
             help="Exact-prompt cache.",
@@ -56,15 +50,15 @@ def serve(
         ),
     ] = None,
     l0_max_entries: Annotated[
-        Optional[int],
+        int | None,
         typer.Option("--tokenizer-cache-l0-max-entries", help="L0 capacity (entries).", show_default=False),
     ] = None,
     l0_max_memory: Annotated[
-        Optional[int],
+        int | None,
         typer.Option("--tokenizer-cache-l0-max-memory", help="L0 capacity (bytes).", show_default=False),
     ] = None,
     enable_l1: Annotated[
-        Optional[bool],
+        bool | None,
         typer.Option(
             "--tokenizer-cache-enable-l1/--tokenizer-cache-disable-l1",
             help="Special-token prefix cache.",
@@ -72,21 +66,17 @@ def serve(
         ),
     ] = None,
     l1_max_memory: Annotated[
-        Optional[int],
+        int | None,
         typer.Option("--tokenizer-cache-l1-max-memory", help="L1 capacity (bytes).", show_default=False),
     ] = None,
     l1_min_prompt_chars: Annotated[
-        Optional[int],
-        typer.Option(
-            "--tokenizer-cache-l1-min-prompt-chars", help="Shorter prompts skip L1.", show_default=False
-        ),
+        int | None,
+        typer.Option("--tokenizer-cache-l1-min-prompt-chars", help="Shorter prompts skip L1.", show_default=False),
     ] = None,
     no_adapter: Annotated[bool, typer.Option("--no-adapter", help="Serve the base model alone.")] = False,
     max_queue: Annotated[
         int,
-        typer.Option(
-            "--max-queue", min=0, help="Generation requests that may wait while one runs; more get 503."
-        ),
+        typer.Option("--max-queue", min=0, help="Generation requests that may wait while one runs; more get 503."),
     ] = DEFAULT_MAX_QUEUE,
     shutdown_timeout: Annotated[
         float,

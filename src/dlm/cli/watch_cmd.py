@@ -19,8 +19,7 @@ def run_watch(path: Path, *, json_out: bool, **train_options: Any) -> None:
 
     sink = make_train_sink(json_out)
     try:
-        summary = watch(path, on_cycle=lambda cycle: print_cycle(cycle, json_out), sink=sink,
-                        **train_options)
+        summary = watch(path, on_cycle=lambda cycle: print_cycle(cycle, json_out), sink=sink, **train_options)
     finally:
         sink.close()
     if not json_out:

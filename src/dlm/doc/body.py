@@ -59,11 +59,7 @@ class _Fence:
         """Step over `line`; True when it is code (a fence line or inside one)."""
         if self.marker:
             close = _FENCE_CLOSE.fullmatch(line)
-            if (
-                close
-                and close.group(1)[0] == self.marker[0]
-                and len(close.group(1)) >= len(self.marker)
-            ):
+            if close and close.group(1)[0] == self.marker[0] and len(close.group(1)) >= len(self.marker):
                 self.marker = ""
             return True
         m = _FENCE_OPEN.fullmatch(line)
@@ -159,9 +155,7 @@ class _BodyParser:
                 self.state, self.k_line, self.k_buf = "keys", lineno, []
         elif not code and _ANSWER.fullmatch(line):
             if self.state != "q":
-                self.problem(
-                    lineno, "'### A' without a preceding '### Q'; add the question above it"
-                )
+                self.problem(lineno, "'### A' without a preceding '### Q'; add the question above it")
                 self.section_problem, self.state = True, "orphan"
             else:
                 self.state, self.a_line, self.a_buf = "a", lineno, []
@@ -174,8 +168,7 @@ class _BodyParser:
         elif self.state == "pre" and line.strip():
             self.problem(
                 lineno,
-                f"text before the first '### Q' of an {self.mode} section; "
-                "start a pair with '### Q'",
+                f"text before the first '### Q' of an {self.mode} section; start a pair with '### Q'",
             )
             self.section_problem, self.state = True, "orphan"
 
@@ -189,10 +182,7 @@ class _BodyParser:
     def directive(self, name: str, lineno: int) -> None:
         if name not in DIRECTIVES:
             close = difflib.get_close_matches(name, DIRECTIVES, n=1, cutoff=0.5)
-            hint = (
-                f"did you mean '::{close[0]}::'?" if close
-                else "known: ::instruction::, ::prose::, ::probe::"
-            )
+            hint = f"did you mean '::{close[0]}::'?" if close else "known: ::instruction::, ::prose::, ::probe::"
             self.problem(lineno, f"unknown directive '::{name}::'; {hint}")
             return
         self.end_section()
@@ -223,9 +213,7 @@ class _BodyParser:
         self.end_section()
 
 
-def parse_body(
-    lines: Sequence[str], first_line: int
-) -> tuple[tuple[Section, ...], list[DocProblem]]:
+def parse_body(lines: Sequence[str], first_line: int) -> tuple[tuple[Section, ...], list[DocProblem]]:
     """Parse body `lines` (without newlines) whose first is file line `first_line`.
 
     Returns the sections in order and every problem found (empty when valid).

@@ -55,9 +55,7 @@ def split_text(text: str) -> SplitText | DocProblem:
     for i in range(1, len(lines)):
         if lines[i].rstrip() == DELIMITER:
             return SplitText("\n".join(lines[1:i]) + "\n", lines[i + 1 :], i + 2)
-    return DocProblem(
-        1, 1, "the frontmatter opened here is never closed; add a '---' line after it"
-    )
+    return DocProblem(1, 1, "the frontmatter opened here is never closed; add a '---' line after it")
 
 
 @dataclass(frozen=True)
@@ -79,9 +77,7 @@ def _index(node: yaml.Node, loc: Loc, marks: dict[Loc, _Marks], problems: list[D
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
             pos = _pos(key_node.start_mark)
             if key in seen:
-                problems.append(
-                    DocProblem(*pos, f"duplicate key '{key}' (first at line {seen[key]}); keep one")
-                )
+                problems.append(DocProblem(*pos, f"duplicate key '{key}' (first at line {seen[key]}); keep one"))
                 continue
             seen[key] = pos[0]
             child = (*loc, key)
@@ -101,9 +97,7 @@ def _yaml_problem(exc: yaml.YAMLError, yaml_text: str) -> DocProblem:
         before = yaml_text[: exc.position]
         line, col = before.count("\n") + YAML_FIRST_LINE, exc.position - before.rfind("\n")
         char = exc.character if isinstance(exc.character, int) else ord(exc.character)
-        return DocProblem(
-            line, col, f"invalid YAML: character U+{char:04X} is not allowed; remove it"
-        )
+        return DocProblem(line, col, f"invalid YAML: character U+{char:04X} is not allowed; remove it")
     if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
         line, col = _pos(exc.problem_mark)
         what = exc.problem or "malformed YAML"
@@ -137,21 +131,13 @@ def read_frontmatter(yaml_text: str) -> Frontmatter | list[DocProblem]:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        return [
-            DocProblem(
-                YAML_FIRST_LINE, 1, "the frontmatter must be a YAML mapping of `key: value` lines"
-            )
-        ]
+        return [DocProblem(YAML_FIRST_LINE, 1, "the frontmatter must be a YAML mapping of `key: value` lines")]
     marks: dict[Loc, _Marks] = {}
     problems: list[DocProblem] = []
     if root is not None:
         _index(root, (), marks, problems)
     version = data.get("dlm_version", SUPPORTED_DLM_VERSION)
-    if (
-        isinstance(version, int)
-        and not isinstance(version, bool)
-        and version != SUPPORTED_DLM_VERSION
-    ):
+    if isinstance(version, int) and not isinstance(version, bool) and version != SUPPORTED_DLM_VERSION:
         # Another version's schema cannot be checked with this one: say only this.
         return [
             DocProblem(

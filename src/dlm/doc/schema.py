@@ -134,9 +134,7 @@ class TrainingConfig(_Strict):
     lora_r: int = Field(default=8, gt=0)
     lora_alpha: int = Field(default=16, gt=0)
     lora_dropout: YamlFloat = Field(default=0.05, ge=0, lt=1)
-    target_modules: list[str] = Field(
-        default_factory=lambda: list(ALL_LINEAR), min_length=1
-    )
+    target_modules: list[str] = Field(default_factory=lambda: list(ALL_LINEAR), min_length=1)
     learning_rate: YamlFloat = Field(default=1e-3, gt=0)
     max_steps: int | None = Field(default=None, gt=0)
     num_epochs: YamlFloat | None = Field(default=None, gt=0)
@@ -253,8 +251,5 @@ class Frontmatter(_Strict):
 def version_message(value: object) -> str:
     """Why `dlm_version: value` is refused, and the way out."""
     if isinstance(value, int) and not isinstance(value, bool) and value > SUPPORTED_DLM_VERSION:
-        return (
-            f"format version {value} is newer than this dlm reads "
-            f"(up to {SUPPORTED_DLM_VERSION}); upgrade dlm"
-        )
+        return f"format version {value} is newer than this dlm reads (up to {SUPPORTED_DLM_VERSION}); upgrade dlm"
     return f"unsupported format version {value!r}; this dlm reads version {SUPPORTED_DLM_VERSION}"

@@ -121,9 +121,7 @@ def serialize_document(doc: Document) -> str:
     try:
         back = parse_document(text)
     except DocParseError as exc:
-        raise DocError(
-            f"cannot serialize document: its text would not parse back:\n{exc}"
-        ) from None
+        raise DocError(f"cannot serialize document: its text would not parse back:\n{exc}") from None
     if back != doc:
         raise DocError(_mismatch(doc, back))
     return text
@@ -178,9 +176,7 @@ def new_document(
         fm = Frontmatter.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise DocError(
-            f"new document: {dotted(tuple(err['loc'])) or 'value'}: {err['msg']}"
-        ) from None
+        raise DocError(f"new document: {dotted(tuple(err['loc'])) or 'value'}: {err['msg']}") from None
     sections = (
         ProseSection(
             "# About this document\n\n"
@@ -227,7 +223,7 @@ def _with_commented_training(head: str, fm: Frontmatter) -> str:
     start = next((i for i, line in enumerate(lines) if line == "training:\n"), None)
     rest: list[str] = []
     if start is not None:
-        rest = lines[start + 1:]
+        rest = lines[start + 1 :]
         lines = lines[:start]
     out = ["training:\n"]
     for key, comment in INIT_TRAINING_KEYS:

@@ -107,8 +107,10 @@ def read_adapter(folder: Path) -> AdapterInfo:
     try:
         r, alpha = int(config.get("r", 0)), float(config.get("lora_alpha", 0))
     except (TypeError, ValueError):
-        raise ExportError(f"{config_path}: r {config.get('r')!r} and lora_alpha {config.get('lora_alpha')!r} "
-                          f"must be numbers; retrain to rewrite it") from None
+        raise ExportError(
+            f"{config_path}: r {config.get('r')!r} and lora_alpha {config.get('lora_alpha')!r} "
+            f"must be numbers; retrain to rewrite it"
+        ) from None
     ranks: set[int] = set()
     try:
         with safe_open(str(weights), framework="numpy") as fh:
@@ -119,8 +121,7 @@ def read_adapter(folder: Path) -> AdapterInfo:
     except Exception as exc:  # safetensors raises its own SafetensorError for a damaged header
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise ExportError(f"{weights}: not a readable safetensors file ({reason}); retrain with `dlm train`") from None
-    return AdapterInfo(folder=folder, config=config, r=r, alpha=alpha, tensor_names=names,
-                       ranks=tuple(sorted(ranks)))
+    return AdapterInfo(folder=folder, config=config, r=r, alpha=alpha, tensor_names=names, ranks=tuple(sorted(ranks)))
 
 
 def _names(value: Any) -> list[str]:
@@ -142,15 +143,18 @@ def _embedding_rule(info: AdapterInfo, fmt: str) -> list[str]:
             found.add(f"tensor {tensor!r}")
     if not found:
         return []
-    return [f"the adapter carries embeddings or lm_head ({'; '.join(sorted(found))}), which llama.cpp, "
-            f"vLLM and a tied-embedding merge cannot take; retrain with target_modules limited to "
-            f"attention/MLP projections"]
+    return [
+        f"the adapter carries embeddings or lm_head ({'; '.join(sorted(found))}), which llama.cpp, "
+        f"vLLM and a tied-embedding merge cannot take; retrain with target_modules limited to "
+        f"attention/MLP projections"
+    ]
 
 
 def _dora_rule(info: AdapterInfo, fmt: str) -> list[str]:
     if info.use_dora and fmt not in MERGING_FORMATS:
-        return ["use_dora is true: DoRA does not run in llama.cpp or vLLM; export --format merged or "
-                "gguf-merged instead"]
+        return [
+            "use_dora is true: DoRA does not run in llama.cpp or vLLM; export --format merged or gguf-merged instead"
+        ]
     return []
 
 
@@ -158,21 +162,28 @@ def _scaling_rule(info: AdapterInfo, fmt: str) -> list[str]:
     alpha_pattern, rank_pattern = info.config.get("alpha_pattern") or {}, info.config.get("rank_pattern") or {}
     if fmt in ("gguf", "ollama"):
         if alpha_pattern:
-            return [f"alpha_pattern {sorted(alpha_pattern)} gives modules their own alpha; a GGUF adapter has "
-                    f"one alpha per file; export --format merged instead"]
+            return [
+                f"alpha_pattern {sorted(alpha_pattern)} gives modules their own alpha; a GGUF adapter has "
+                f"one alpha per file; export --format merged instead"
+            ]
         if info.use_rslora and len(info.ranks) > 1:
-            return [f"rsLoRA with ranks {list(info.ranks)}: llama.cpp scales by alpha/rank with one alpha, "
-                    f"so alpha/sqrt(r) holds for one rank only; export --format merged instead"]
+            return [
+                f"rsLoRA with ranks {list(info.ranks)}: llama.cpp scales by alpha/rank with one alpha, "
+                f"so alpha/sqrt(r) holds for one rank only; export --format merged instead"
+            ]
     if fmt == "peft" and (alpha_pattern or rank_pattern):
-        return ["rank_pattern/alpha_pattern: vLLM computes one scale from r and lora_alpha; "
-                "export --format merged instead"]
+        return [
+            "rank_pattern/alpha_pattern: vLLM computes one scale from r and lora_alpha; export --format merged instead"
+        ]
     return []
 
 
 def _rank_rule(info: AdapterInfo, fmt: str) -> list[str]:
     if fmt == "peft" and info.max_rank > VLLM_MAX_LORA_RANKS[-1]:
-        return [f"rank {info.max_rank} is above vLLM's largest --max-lora-rank ({VLLM_MAX_LORA_RANKS[-1]}); "
-                f"retrain with a smaller lora_r or export --format merged"]
+        return [
+            f"rank {info.max_rank} is above vLLM's largest --max-lora-rank ({VLLM_MAX_LORA_RANKS[-1]}); "
+            f"retrain with a smaller lora_r or export --format merged"
+        ]
     return []
 
 

@@ -70,8 +70,9 @@ def checked_destination(out: Path | Destination) -> tuple[Destination, Path]:
     return dest, absolute(dest.folder)
 
 
-def write_gguf(adapter_dir: Path, base: BaseSpec, out: Path | Destination, *,
-               system_prompt: str | None = None) -> Written:
+def write_gguf(
+    adapter_dir: Path, base: BaseSpec, out: Path | Destination, *, system_prompt: str | None = None
+) -> Written:
     """Write `<out>/adapter.gguf` (float32 GGUF LoRA, normalized metadata). A GGUF
     adapter holds no chat template, so the printed command passes `system_prompt` (`-sys`).
 
@@ -85,8 +86,9 @@ def write_gguf(adapter_dir: Path, base: BaseSpec, out: Path | Destination, *,
     check_exportable(info, "gguf")
     dest, out = checked_destination(out)
     with staged_folder(dest) as staging:
-        export_gguf(adapter_dir, base.path / "config.json", staging / GGUF_NAME,
-                    base_name=base.name, alpha=info.gguf_alpha())
+        export_gguf(
+            adapter_dir, base.path / "config.json", staging / GGUF_NAME, base_name=base.name, alpha=info.gguf_alpha()
+        )
     base_gguf = shlex.quote(str(base.gguf)) if base.gguf else "BASE.gguf"
     command = f"llama-cli -m {base_gguf} --lora {shlex.quote(str(out / GGUF_NAME))}"
     if system_prompt:
@@ -101,8 +103,15 @@ def shipped_base_name(base_gguf: Path) -> str:
     return name if SAFE_FILE_NAME.fullmatch(name) and name not in (GGUF_NAME, "model.gguf") else "base.gguf"
 
 
-def write_ollama(adapter_dir: Path, base: BaseSpec, out: Path | Destination, tokenizer: Any, *,
-                 system_prompt: str | None, model_name: str) -> Written:
+def write_ollama(
+    adapter_dir: Path,
+    base: BaseSpec,
+    out: Path | Destination,
+    tokenizer: Any,
+    *,
+    system_prompt: str | None,
+    model_name: str,
+) -> Written:
     """Write the base GGUF (copied), `adapter.gguf` and a `Modelfile` naming both by
     relative path, so the folder works on any machine (see dlm.export.ollama).
 
@@ -125,15 +134,23 @@ def write_ollama(adapter_dir: Path, base: BaseSpec, out: Path | Destination, tok
     text = modelfile_text(base_file, GGUF_NAME, profile, system_prompt)
     dest, out = checked_destination(out)
     with staged_folder(dest) as staging:
-        export_gguf(adapter_dir, base.path / "config.json", staging / GGUF_NAME,
-                    base_name=base.name, alpha=info.gguf_alpha())
+        export_gguf(
+            adapter_dir, base.path / "config.json", staging / GGUF_NAME, base_name=base.name, alpha=info.gguf_alpha()
+        )
         shutil.copyfile(base.gguf, staging / base_file)
         (staging / MODELFILE).write_text(text, encoding="utf-8")
     return Written(out, published_files(out), f"ollama create {model_name} -f {shlex.quote(str(out / MODELFILE))}")
 
 
-def write_merged(adapter_dir: Path, base: BaseSpec, out: Path | Destination, tokenizer: Any, *,
-                 system_prompt: str | None = None, dtype: str = "float32") -> Written:
+def write_merged(
+    adapter_dir: Path,
+    base: BaseSpec,
+    out: Path | Destination,
+    tokenizer: Any,
+    *,
+    system_prompt: str | None = None,
+    dtype: str = "float32",
+) -> Written:
     """Merge the adapter into the base (dlm.export.merge) and save a transformers
     folder with the tokenizer, the system prompt in its chat template.
 
@@ -155,8 +172,15 @@ def write_merged(adapter_dir: Path, base: BaseSpec, out: Path | Destination, tok
     return Written(out, published_files(out), f"vllm serve {shlex.quote(str(out))}")
 
 
-def write_peft(adapter_dir: Path, base: BaseSpec, out: Path | Destination, *, model_name: str,
-               tokenizer: Any = None, system_prompt: str | None = None) -> Written:
+def write_peft(
+    adapter_dir: Path,
+    base: BaseSpec,
+    out: Path | Destination,
+    *,
+    model_name: str,
+    tokenizer: Any = None,
+    system_prompt: str | None = None,
+) -> Written:
     """Copy the adapter as vLLM and transformers load it, with `base_model_name_or_path`
     pointing at the local base folder; with `tokenizer`, its files beside it with the
     system prompt in the chat template, which the `vllm serve` command line passes as
@@ -177,9 +201,11 @@ def write_peft(adapter_dir: Path, base: BaseSpec, out: Path | Destination, *, mo
         (staging / ADAPTER_CONFIG).write_text(canonical_json(config), encoding="utf-8")
         if tokenizer is not None:
             write_tokenizer_files(tokenizer, staging, system_prompt)
-    command = (f"vllm serve {shlex.quote(str(base.path))} --enable-lora "
-               f"--lora-modules {shlex.quote(f'{model_name}={out}')} "
-               f"--max-lora-rank {vllm_max_lora_rank(info.max_rank)}")
+    command = (
+        f"vllm serve {shlex.quote(str(base.path))} --enable-lora "
+        f"--lora-modules {shlex.quote(f'{model_name}={out}')} "
+        f"--max-lora-rank {vllm_max_lora_rank(info.max_rank)}"
+    )
     if tokenizer is not None:
         command += f" --chat-template {shlex.quote(str(out / CHAT_TEMPLATE_FILE))}"
     return Written(out, published_files(out), command)

@@ -62,8 +62,9 @@ def template_with_system(template: str, system_prompt: str | None) -> str:
     return prefix + template
 
 
-def write_tokenizer_files(tokenizer: Any, folder: Path, system_prompt: str | None,
-                          max_positions: int | None = None) -> str:
+def write_tokenizer_files(
+    tokenizer: Any, folder: Path, system_prompt: str | None, max_positions: int | None = None
+) -> str:
     """Save `tokenizer` into `folder` with the document's system prompt in its chat
     template, in the portable form of the module docstring.
 

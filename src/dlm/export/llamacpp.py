@@ -82,8 +82,13 @@ def convert_lora(adapter_dir: Path, base_config: Path, out_file: Path) -> None:
         for name in ("adapter_config.json", "adapter_model.safetensors"):
             shutil.copyfile(adapter_dir / name, work / "adapter" / name)
         shutil.copyfile(base_config, work / "base" / "config.json")
-        _run(script, ["--base", "base", "--outtype", "f32", "--outfile", str(Path(out_file).resolve()), "adapter"],
-             work, Path(out_file), f"{adapter_dir}: llama.cpp's LoRA converter failed")
+        _run(
+            script,
+            ["--base", "base", "--outtype", "f32", "--outfile", str(Path(out_file).resolve()), "adapter"],
+            work,
+            Path(out_file),
+            f"{adapter_dir}: llama.cpp's LoRA converter failed",
+        )
 
 
 def convert_model(hf_dir: Path, out_file: Path, *, outtype: str, model_name: str) -> None:
@@ -101,8 +106,21 @@ def convert_model(hf_dir: Path, out_file: Path, *, outtype: str, model_name: str
     if outtype not in GGUF_OUTTYPES:
         raise ExportError(f"--dtype {outtype}: a merged GGUF is one of {', '.join(GGUF_OUTTYPES)}")
     script = converter_path(HF_CONVERTER)
-    _run(script, ["--outtype", outtype, "--model-name", model_name, "--outfile", str(Path(out_file).resolve()),
-                  str(Path(hf_dir).resolve())], Path(hf_dir).parent, Path(out_file), "llama.cpp's converter failed")
+    _run(
+        script,
+        [
+            "--outtype",
+            outtype,
+            "--model-name",
+            model_name,
+            "--outfile",
+            str(Path(out_file).resolve()),
+            str(Path(hf_dir).resolve()),
+        ],
+        Path(hf_dir).parent,
+        Path(out_file),
+        "llama.cpp's converter failed",
+    )
 
 
 def _run(script: Path, args: list[str], cwd: Path, out_file: Path, failure: str) -> None:
@@ -116,8 +134,11 @@ def _run(script: Path, args: list[str], cwd: Path, out_file: Path, failure: str)
     output = proc.stderr + proc.stdout
     if any(sign in output for sign in (*DISK_FULL_SIGNS, f"[Errno {errno.ENOSPC}]")):
         raise OSError(errno.ENOSPC, "No space left on device", str(out_file))
-    lines = [line.strip() for line in output.replace("\r", "\n").splitlines()
-             if line.strip() and not PROGRESS_LINE.search(line)]
+    lines = [
+        line.strip()
+        for line in output.replace("\r", "\n").splitlines()
+        if line.strip() and not PROGRESS_LINE.search(line)
+    ]
     last = lines[-1] if lines else f"exit status {proc.returncode}"
     last = last.replace(str(Path(out_file).resolve().parent), "<export folder>")
     if last.startswith("ModuleNotFoundError"):

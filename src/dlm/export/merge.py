@@ -44,8 +44,9 @@ def merged_model(base_dir: Path, adapter_dir: Path, dtype: str = "float32") -> A
     try:
         merged = PeftModel.from_pretrained(model, adapter_dir).merge_and_unload()
     except Exception as exc:  # peft and safetensors raise their own types for a bad adapter
-        raise ExportError(f"{adapter_dir}: the adapter cannot be loaded into the base ({_short(exc)}); "
-                          f"retrain with `dlm train`") from None
+        raise ExportError(
+            f"{adapter_dir}: the adapter cannot be loaded into the base ({_short(exc)}); retrain with `dlm train`"
+        ) from None
     return merged.to(getattr(torch, dtype))
 
 

@@ -30,8 +30,16 @@ HF_WORK_DIR = "merged-hf"
 DEFAULT_OUTTYPE = "f16"
 
 
-def write_gguf_merged(adapter_dir: Path, base: BaseSpec, out: Path | Destination, tokenizer: Any, *,
-                      system_prompt: str | None, model_name: str, outtype: str = DEFAULT_OUTTYPE) -> Written:
+def write_gguf_merged(
+    adapter_dir: Path,
+    base: BaseSpec,
+    out: Path | Destination,
+    tokenizer: Any,
+    *,
+    system_prompt: str | None,
+    model_name: str,
+    outtype: str = DEFAULT_OUTTYPE,
+) -> Written:
     """Write `<out>/model.gguf` and `<out>/Modelfile` (module docstring).
 
     Args:
@@ -42,10 +50,10 @@ def write_gguf_merged(adapter_dir: Path, base: BaseSpec, out: Path | Destination
             not ChatML, or a system prompt Ollama cannot carry unchanged.
         ExportError: the converter is missing or fails, or the merge fails.
     """
-    from dlm.export.llamacpp import GGUF_OUTTYPES, convert_model, converter_path, HF_CONVERTER
+    from dlm.errors import ExportError
+    from dlm.export.llamacpp import GGUF_OUTTYPES, HF_CONVERTER, convert_model, converter_path
     from dlm.export.merge import merged_model, save_merged
     from dlm.export.publish import staged_folder
-    from dlm.errors import ExportError
 
     if outtype not in GGUF_OUTTYPES:
         raise ExportError(f"--dtype {outtype}: a merged GGUF is one of {', '.join(GGUF_OUTTYPES)}")
@@ -62,6 +70,8 @@ def write_gguf_merged(adapter_dir: Path, base: BaseSpec, out: Path | Destination
         convert_model(work, staging / MODEL_GGUF, outtype=outtype, model_name=model_name)
         shutil.rmtree(work)
         (staging / MODELFILE).write_text(text, encoding="utf-8")
-    command = (f"ollama create {model_name} -f {shlex.quote(str(folder / MODELFILE))}  "
-               f"(or: llama-cli -m {shlex.quote(str(folder / MODEL_GGUF))})")
+    command = (
+        f"ollama create {model_name} -f {shlex.quote(str(folder / MODELFILE))}  "
+        f"(or: llama-cli -m {shlex.quote(str(folder / MODEL_GGUF))})"
+    )
     return Written(folder, published_files(folder), command)

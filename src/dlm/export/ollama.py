@@ -75,8 +75,12 @@ def chatml_profile(render: Render, eos_token: str | None, where: str) -> ChatMLP
     Raises:
         ExportRefused: the template renders anything but ChatML.
     """
-    probe = [{"role": "system", "content": "S1"}, {"role": "user", "content": "U1"},
-             {"role": "assistant", "content": "A1"}, {"role": "user", "content": "U2"}]
+    probe = [
+        {"role": "system", "content": "S1"},
+        {"role": "user", "content": "U1"},
+        {"role": "assistant", "content": "A1"},
+        {"role": "user", "content": "U2"},
+    ]
     expected = "".join(_turn(m["role"], m["content"]) for m in probe) + f"{START}assistant\n"
     got = render(probe, True)
     if got != expected:
@@ -88,8 +92,9 @@ def chatml_profile(render: Render, eos_token: str | None, where: str) -> ChatMLP
     tail = _turn("user", "U1") + f"{START}assistant\n"
     default_system = None
     if alone != tail:
-        match = re.fullmatch(re.escape(START) + r"system\n(.*)" + re.escape(END) + r"\n" + re.escape(tail),
-                             alone, flags=re.S)
+        match = re.fullmatch(
+            re.escape(START) + r"system\n(.*)" + re.escape(END) + r"\n" + re.escape(tail), alone, flags=re.S
+        )
         if match is None:
             raise ExportRefused(f"{where}: the chat template adds text Ollama's TEMPLATE cannot reproduce")
         default_system = match.group(1)
@@ -101,8 +106,7 @@ def tokenizer_render(tokenizer: Any) -> Render:
     """A `Render` over a transformers tokenizer's chat template."""
 
     def render(messages: list[dict[str, str]], add_generation_prompt: bool) -> str:
-        return str(tokenizer.apply_chat_template(messages, tokenize=False,
-                                                 add_generation_prompt=add_generation_prompt))
+        return str(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt))
 
     return render
 
@@ -119,8 +123,9 @@ KEPT_WHITESPACE = frozenset(" \t\n\r")
 def ollama_drops(text: str) -> list[tuple[int, str]]:
     """(index, character) of each character Ollama's Modelfile parser drops from a
     quoted value (module docstring), in order."""
-    return [(i, ch) for i, ch in enumerate(text)
-            if ch not in KEPT_WHITESPACE and unicodedata.category(ch)[0] not in "LMNPS"]
+    return [
+        (i, ch) for i, ch in enumerate(text) if ch not in KEPT_WHITESPACE and unicodedata.category(ch)[0] not in "LMNPS"
+    ]
 
 
 def _describe(ch: str) -> str:
@@ -152,8 +157,7 @@ def system_for(profile: ChatMLProfile, system_prompt: str | None) -> str | None:
     return system_prompt or profile.default_system
 
 
-def modelfile_text(model_gguf: str, adapter_file: str | None, profile: ChatMLProfile,
-                   system_prompt: str | None) -> str:
+def modelfile_text(model_gguf: str, adapter_file: str | None, profile: ChatMLProfile, system_prompt: str | None) -> str:
     """The Modelfile (module docstring): `FROM ./<model_gguf>`, `ADAPTER ./<adapter_file>`
     unless None, the TEMPLATE, stops and SYSTEM (`system_for`).
 

@@ -129,8 +129,7 @@ def check_destination(dest: Destination) -> None:
     if kept is not None:
         where = "is inside" if _contains(kept, out) or _contains(kept, out.resolve()) else "holds"
         raise ExportRefused(
-            f"--out {out}: {where} {kept}, which an export must never replace; choose a new folder "
-            f"for the export"
+            f"--out {out}: {where} {kept}, which an export must never replace; choose a new folder for the export"
         )
     if not out.is_dir() or not any(out.iterdir()) or dest.force:
         return

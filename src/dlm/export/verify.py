@@ -85,21 +85,31 @@ def verify_gguf_tensors(gguf_path: Path, adapter_dir: Path, base_config: Path, a
 
     from dlm.export.layout import expected_gguf_tensors
 
-    expected = expected_gguf_tensors(adapter_dir / "adapter_model.safetensors",
-                                     json.loads(Path(base_config).read_text()))
+    expected = expected_gguf_tensors(
+        adapter_dir / "adapter_model.safetensors", json.loads(Path(base_config).read_text())
+    )
     reader = GGUFReader(gguf_path)
     got = {t.name: np.array(t.data) for t in reader.tensors}
     alpha_field = reader.fields.get("adapter.lora.alpha")
     got_alpha = float(alpha_field.contents()) if alpha_field is not None else float("nan")
     missing, extra = sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
-    diffs = [float(np.abs(got[n] - expected[n]).max()) if got[n].shape == expected[n].shape else float("inf")
-             for n in sorted(set(expected) & set(got))]
+    diffs = [
+        float(np.abs(got[n] - expected[n]).max()) if got[n].shape == expected[n].shape else float("inf")
+        for n in sorted(set(expected) & set(got))
+    ]
     max_diff = max(diffs, default=float("inf"))
     passed = not missing and not extra and max_diff == 0.0 and abs(got_alpha - alpha) <= 1e-6 * max(1.0, alpha)
-    detail = "" if passed else (f"missing {missing[:3]}, unexpected {extra[:3]}, max |diff| {max_diff}, "
-                                f"alpha {got_alpha} (expected {alpha})")
-    return VerifyResult("gguf-tensors", passed,
-                        {"tensors": float(len(got)), "max_abs_diff": max_diff, "alpha": got_alpha}, detail)
+    detail = (
+        ""
+        if passed
+        else (
+            f"missing {missing[:3]}, unexpected {extra[:3]}, max |diff| {max_diff}, "
+            f"alpha {got_alpha} (expected {alpha})"
+        )
+    )
+    return VerifyResult(
+        "gguf-tensors", passed, {"tensors": float(len(got)), "max_abs_diff": max_diff, "alpha": got_alpha}, detail
+    )
 
 
 def _nll(logits: Any, ids: Any) -> float:
@@ -135,8 +145,9 @@ def _llama_logits(base_gguf: Path, lora: Path | None, ids: list[int]) -> Any:
     from llama_cpp import Llama
 
     kwargs: dict[str, Any] = {"lora_path": str(lora)} if lora is not None else {}
-    llm = Llama(model_path=str(base_gguf), n_ctx=max(512, len(ids) + 8), logits_all=True,
-                verbose=False, seed=0, **kwargs)
+    llm = Llama(
+        model_path=str(base_gguf), n_ctx=max(512, len(ids) + 8), logits_all=True, verbose=False, seed=0, **kwargs
+    )
     llm.eval(ids)
     return np.array(llm.scores[: len(ids)], dtype=np.float32)
 
@@ -148,8 +159,9 @@ def gguf_is_float32(path: Path) -> bool:
     return all(t.tensor_type == GGMLQuantizationType.F32 for t in GGUFReader(path).tensors)
 
 
-def verify_llama_cpp(gguf_adapter: Path, base_gguf: Path, base_dir: Path, adapter_dir: Path,
-                     tokenizer: Any, text: str = HELD_OUT_TEXT) -> VerifyResult:
+def verify_llama_cpp(
+    gguf_adapter: Path, base_gguf: Path, base_dir: Path, adapter_dir: Path, tokenizer: Any, text: str = HELD_OUT_TEXT
+) -> VerifyResult:
     """Run llama.cpp with and without the exported adapter against peft (module docstring)."""
     import numpy as np
 
@@ -167,11 +179,17 @@ def verify_llama_cpp(gguf_adapter: Path, base_gguf: Path, base_dir: Path, adapte
         passed = abs(gain_llama - gain_peft) <= QUANT_NLL_GAP
     effect = adapter_effect(la, l0, l0 + (pa - p0))  # against llama.cpp's own run of the base
     passed = passed and effect_ok(effect)
-    numbers = {"tokens": float(len(ids)), "top1_agreement": top1, "logit_delta_rel_error": delta_err,
-               "top1_agreement_with_base": effect["top1_agreement_with_base"],
-               "adapter_effect": effect["adapter_effect"],
-               "nll_gain_llama_cpp": gain_llama, "nll_gain_peft": gain_peft,
-               "nll_llama_cpp": _nll(la, np.array(ids)), "nll_peft": _nll(pa, np.array(ids))}
+    numbers = {
+        "tokens": float(len(ids)),
+        "top1_agreement": top1,
+        "logit_delta_rel_error": delta_err,
+        "top1_agreement_with_base": effect["top1_agreement_with_base"],
+        "adapter_effect": effect["adapter_effect"],
+        "nll_gain_llama_cpp": gain_llama,
+        "nll_gain_peft": gain_peft,
+        "nll_llama_cpp": _nll(la, np.array(ids)),
+        "nll_peft": _nll(pa, np.array(ids)),
+    }
     detail = f"base GGUF {'float32' if f32 else 'quantized'}: {base_gguf.name}"
     return VerifyResult("llama.cpp-runtime", passed, numbers, detail)
 
@@ -184,11 +202,12 @@ def adapter_effect(export: Any, base: Any, adapted: Any) -> dict[str, float]:
     change = (adapted - base).astype(np.float64)
     norm2 = float((change * change).sum())
     moved = (export - base).astype(np.float64)
-    return {"top1_agreement": float((export.argmax(-1) == adapted.argmax(-1)).mean()),
-            "top1_agreement_with_base": float((export.argmax(-1) == base.argmax(-1)).mean()),
-            "adapter_effect": float((moved * change).sum() / norm2) if norm2 > 0 else float("nan"),
-            "adapter_effect_error": float(np.linalg.norm(moved - change) / np.sqrt(norm2))
-            if norm2 > 0 else float("inf")}
+    return {
+        "top1_agreement": float((export.argmax(-1) == adapted.argmax(-1)).mean()),
+        "top1_agreement_with_base": float((export.argmax(-1) == base.argmax(-1)).mean()),
+        "adapter_effect": float((moved * change).sum() / norm2) if norm2 > 0 else float("nan"),
+        "adapter_effect_error": float(np.linalg.norm(moved - change) / np.sqrt(norm2)) if norm2 > 0 else float("inf"),
+    }
 
 
 def effect_ok(numbers: dict[str, float]) -> bool:
@@ -197,8 +216,9 @@ def effect_ok(numbers: dict[str, float]) -> bool:
     return low <= numbers["adapter_effect"] <= high
 
 
-def verify_merged(merged_dir: Path, base_dir: Path, adapter_dir: Path, tokenizer: Any,
-                  text: str = HELD_OUT_TEXT) -> VerifyResult:
+def verify_merged(
+    merged_dir: Path, base_dir: Path, adapter_dir: Path, tokenizer: Any, text: str = HELD_OUT_TEXT
+) -> VerifyResult:
     """Reload the merged folder and compare its logits with peft's (module docstring)."""
     import numpy as np
     import torch
@@ -220,8 +240,9 @@ def verify_merged(merged_dir: Path, base_dir: Path, adapter_dir: Path, tokenizer
     return VerifyResult("merged-logits", passed, numbers, f"weights {dtype}")
 
 
-def verify_gguf_merged(out_dir: Path, base_dir: Path, adapter_dir: Path, tokenizer: Any,
-                       text: str = HELD_OUT_TEXT) -> VerifyResult:
+def verify_gguf_merged(
+    out_dir: Path, base_dir: Path, adapter_dir: Path, tokenizer: Any, text: str = HELD_OUT_TEXT
+) -> VerifyResult:
     """Run the merged GGUF (llama.cpp when importable, else transformers' GGUF loader)
     against peft on `text` (module docstring). Pass: top-1 agreement >= 95% and the
     adapter effect within `EFFECT_RANGE`."""
@@ -265,14 +286,16 @@ def unmatched_modules(adapter_weights: Path, model: Any) -> list[str]:
             weight = getattr(target, "weight", None)
             if weight is None or weight.dim() != 2:
                 bad.append(key)
-            elif (kind.startswith("A") and shape[1] != weight.shape[1]) or \
-                    (kind.startswith("B") and shape[0] != weight.shape[0]):
+            elif (kind.startswith("A") and shape[1] != weight.shape[1]) or (
+                kind.startswith("B") and shape[0] != weight.shape[0]
+            ):
                 bad.append(key)
     return sorted(bad)
 
 
-def verify_peft(out_dir: Path, base_dir: Path, adapter_dir: Path, tokenizer: Any,
-                text: str = HELD_OUT_TEXT) -> VerifyResult:
+def verify_peft(
+    out_dir: Path, base_dir: Path, adapter_dir: Path, tokenizer: Any, text: str = HELD_OUT_TEXT
+) -> VerifyResult:
     """The peft folder: the store's bytes, module names the base has, and the adapter's
     change when transformers loads the folder itself (module docstring)."""
     import torch
@@ -289,6 +312,8 @@ def verify_peft(out_dir: Path, base_dir: Path, adapter_dir: Path, tokenizer: Any
         logits = loaded(input_ids=torch.tensor([ids])).logits[0].numpy()
     numbers = {"tokens": float(len(ids)), "unmatched_modules": float(len(unmatched)), **adapter_effect(logits, p0, pa)}
     passed = same and not unmatched and effect_ok(numbers)
-    detail = "; ".join(([] if same else [f"{name} differs from the store's"])
-                       + ([f"modules the base lacks: {', '.join(unmatched[:3])}"] if unmatched else []))
+    detail = "; ".join(
+        ([] if same else [f"{name} differs from the store's"])
+        + ([f"modules the base lacks: {', '.join(unmatched[:3])}"] if unmatched else [])
+    )
     return VerifyResult("peft-load", passed, numbers, detail)

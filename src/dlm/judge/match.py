@@ -24,12 +24,14 @@ CONTENT_SHARE = 0.6
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./:-]*[A-Za-z0-9_]|[A-Za-z0-9]")
 _CODEY = re.compile(r".*([/._]|\d|[a-z][A-Z]).*")
-_STOP = frozenset("""
+_STOP = frozenset(
+    """
 about above after again also among because been before being below between both could does doing down
 during each from further have having here into itself just more most other over same should some such
 than that their them then there these they this those through under until very what when where which
 while will with would your yours is are was were the and for not but can you
-""".split())
+""".split()
+)
 
 
 def normalize(text: str) -> str:

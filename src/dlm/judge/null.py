@@ -29,7 +29,9 @@ def null_state(trained: dict[str, Any], seed: int) -> dict[str, Any]:
     out = {}
     for name in sorted(trained):
         tensor = trained[name].detach().float().cpu()
-        generator = torch.Generator().manual_seed((seed * 1_000_003 + xxhash.xxh64_intdigest(name.encode("utf-8"))) % 2**63)
+        generator = torch.Generator().manual_seed(
+            (seed * 1_000_003 + xxhash.xxh64_intdigest(name.encode("utf-8"))) % 2**63
+        )
         noise = torch.randn(tensor.shape, generator=generator, dtype=torch.float32)
         norm = float(tensor.norm())
         out[name] = noise * (norm / float(noise.norm())) if norm > 0 else torch.zeros_like(tensor)

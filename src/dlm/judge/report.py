@@ -74,9 +74,17 @@ class EvalReport:
         return asdict(self)
 
 
-def judge_adapter(peft_model: Any, tokenizer: Any, items: Sequence[EvalItem], general_texts: Sequence[str], *,
-                  adapter_version: str, seed: int, max_new_tokens: int,
-                  general_max_increase: float | None = None) -> EvalReport:
+def judge_adapter(
+    peft_model: Any,
+    tokenizer: Any,
+    items: Sequence[EvalItem],
+    general_texts: Sequence[str],
+    *,
+    adapter_version: str,
+    seed: int,
+    max_new_tokens: int,
+    general_max_increase: float | None = None,
+) -> EvalReport:
     """Score `items` and the guard on the base, the trained adapter and its null adapter.
 
     Args:
@@ -107,9 +115,16 @@ def judge_adapter(peft_model: Any, tokenizer: Any, items: Sequence[EvalItem], ge
         peft_model.set_adapter(trained)
         peft_model.delete_adapter(null)
     results = [
-        ItemResult(item.kind, item.question, item.answer, item.keys, item.origin,
-                   {m: scores[m][i].reply for m in MODELS}, {m: scores[m][i].passed for m in MODELS},
-                   {m: round(scores[m][i].logprob, 4) for m in MODELS})
+        ItemResult(
+            item.kind,
+            item.question,
+            item.answer,
+            item.keys,
+            item.origin,
+            {m: scores[m][i].reply for m in MODELS},
+            {m: scores[m][i].passed for m in MODELS},
+            {m: round(scores[m][i].logprob, 4) for m in MODELS},
+        )
         for i, item in enumerate(items)
     ]
     report = EvalReport(adapter_version, summarize(results), results, _general(general) if guard else None)
@@ -117,7 +132,8 @@ def judge_adapter(peft_model: Any, tokenizer: Any, items: Sequence[EvalItem], ge
         report.warnings.append(
             f"general ability: the adapter's NLL on the general set rose {report.general['change_pct']:.1f}% "
             f"over the base (threshold {general_max_increase:g}%); lower learning_rate or max_steps, or raise "
-            "training.eval.general_max_increase")
+            "training.eval.general_max_increase"
+        )
     return report
 
 
@@ -128,12 +144,19 @@ def summarize(results: Sequence[ItemResult]) -> dict[str, KindSummary]:
         of_kind = [r for r in results if r.kind == kind]
         if of_kind:
             kinds[kind] = KindSummary(
-                len(of_kind), {m: sum(r.passed[m] for r in of_kind) for m in MODELS},
-                {m: round(sum(r.logprob[m] for r in of_kind) / len(of_kind), 4) for m in MODELS})
+                len(of_kind),
+                {m: sum(r.passed[m] for r in of_kind) for m in MODELS},
+                {m: round(sum(r.logprob[m] for r in of_kind) / len(of_kind), 4) for m in MODELS},
+            )
     return kinds
 
 
 def _general(general: dict[str, GuardScore]) -> dict[str, Any]:
     base, adapter = general["base"], general["adapter"]
-    return {"base_nll": round(base.nll, 4), "adapter_nll": round(adapter.nll, 4),
-            "change_pct": change_pct(base, adapter), "passages": base.passages, "tokens": base.tokens}
+    return {
+        "base_nll": round(base.nll, 4),
+        "adapter_nll": round(adapter.nll, 4),
+        "change_pct": change_pct(base, adapter),
+        "passages": base.passages,
+        "tokens": base.tokens,
+    }

@@ -71,7 +71,7 @@ def reference_examples(tokenizer: Any, items: Sequence[EvalItem]) -> list[EvalEx
         prompt = tokenizer(item.prompt_text, add_special_tokens=False)["input_ids"]
         answer = tokenizer(item.answer_text, add_special_tokens=False)["input_ids"]
         ids = np.asarray(prompt + answer, dtype=np.int64)
-        labels = np.concatenate([np.full(len(prompt), -100, dtype=np.int64), ids[len(prompt):]])
+        labels = np.concatenate([np.full(len(prompt), -100, dtype=np.int64), ids[len(prompt) :]])
         examples.append(EvalExample(ids, labels, item.kind))
     return examples
 
@@ -92,18 +92,25 @@ def greedy_replies(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_t
     model.eval()
     try:
         for start in range(0, len(order), GENERATE_BATCH):
-            batch = order[start:start + GENERATE_BATCH]
+            batch = order[start : start + GENERATE_BATCH]
             width = max(len(encoded[i]) for i in batch)
             ids = torch.full((len(batch), width), pad_id, dtype=torch.long)  # (B, T), left padded
             mask = torch.zeros((len(batch), width), dtype=torch.long)
             for row, i in enumerate(batch):
                 n = len(encoded[i])
-                ids[row, width - n:] = torch.tensor(encoded[i], dtype=torch.long)
-                mask[row, width - n:] = 1
+                ids[row, width - n :] = torch.tensor(encoded[i], dtype=torch.long)
+                mask[row, width - n :] = 1
             with torch.inference_mode():
-                out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
-                                     max_new_tokens=max_new_tokens, do_sample=False, temperature=None,
-                                     top_p=None, top_k=None, pad_token_id=pad_id)
+                out = model.generate(
+                    input_ids=ids.to(device),
+                    attention_mask=mask.to(device),
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    temperature=None,
+                    top_p=None,
+                    top_k=None,
+                    pad_token_id=pad_id,
+                )
             for row, i in enumerate(batch):
                 replies[i] = tokenizer.decode(out[row, width:], skip_special_tokens=True).strip()
     finally:
@@ -111,8 +118,13 @@ def greedy_replies(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_t
     return replies
 
 
-def score_items(model: Any, tokenizer: Any, items: Sequence[EvalItem], max_new_tokens: int,
-                examples: list[EvalExample] | None = None) -> list[ItemScore]:
+def score_items(
+    model: Any,
+    tokenizer: Any,
+    items: Sequence[EvalItem],
+    max_new_tokens: int,
+    examples: list[EvalExample] | None = None,
+) -> list[ItemScore]:
     """Every item on `model` (module docstring), in `items`' order.
 
     Args:
@@ -125,12 +137,21 @@ def score_items(model: Any, tokenizer: Any, items: Sequence[EvalItem], max_new_t
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     sums, counts = example_nll(model, examples, pad_id)
     replies = greedy_replies(model, tokenizer, [i.prompt_text for i in items], max_new_tokens)
-    return [ItemScore(reply, passes(reply, item.answer, item.keys, item.question), -s / max(c, 1))
-            for item, reply, s, c in zip(items, replies, sums, counts)]
+    return [
+        ItemScore(reply, passes(reply, item.answer, item.keys, item.question), -s / max(c, 1))
+        for item, reply, s, c in zip(items, replies, sums, counts, strict=False)
+    ]
 
 
-def make_item(tokenizer: Any, system_prompt: str | None, kind: str, question: str, answer: str,
-              keys: Sequence[str] = (), origin: str = "") -> EvalItem:
+def make_item(
+    tokenizer: Any,
+    system_prompt: str | None,
+    kind: str,
+    question: str,
+    answer: str,
+    keys: Sequence[str] = (),
+    origin: str = "",
+) -> EvalItem:
     """An `EvalItem` rendered as training renders an instruction row (`dlm.rows.build`).
 
     Raises:
@@ -139,5 +160,5 @@ def make_item(tokenizer: Any, system_prompt: str | None, kind: str, question: st
     from dlm.rows.build import render_instruction
 
     full, prompt = render_instruction(tokenizer, system_prompt, question, answer)
-    answer_text = full[len(prompt):] if full.startswith(prompt) else answer
+    answer_text = full[len(prompt) :] if full.startswith(prompt) else answer
     return EvalItem(kind, question, answer, tuple(keys), origin, prompt, answer_text)

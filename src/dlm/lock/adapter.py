@@ -109,9 +109,7 @@ def adapter_sha256(adapter_dir: Path) -> str:
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such adapter folder")
     files = sorted(
-        (PurePosixPath(p.relative_to(root).as_posix()).as_posix(), p)
-        for p in root.rglob("*")
-        if p.is_file()
+        (PurePosixPath(p.relative_to(root).as_posix()).as_posix(), p) for p in root.rglob("*") if p.is_file()
     )
     if not files:
         raise FileNotFoundError(f"{root}: adapter folder is empty")

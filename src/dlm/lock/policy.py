@@ -93,6 +93,7 @@ def batch_shape_rule(what: str) -> Rule:
 
     return rule
 
+
 RULES: dict[str, Rule] = {
     "dlm_sha256": _allow("the document was edited"),
     "corpus_fingerprint": _allow("the training rows changed"),
@@ -119,8 +120,10 @@ RULES: dict[str, Rule] = {
     "precision": _warn("training precision changed: results differ"),
     "determinism_class": _warn("the determinism promise changed"),
     "determinism_flags.*": _warn("a determinism switch changed: kernels may be nondeterministic"),
-    "world_size": _warn("the number of ranks changed: identical bytes need the same micro-batches per "
-                        "step (world_size x gradient_accumulation_steps) and a power-of-two world size"),
+    "world_size": _warn(
+        "the number of ranks changed: identical bytes need the same micro-batches per "
+        "step (world_size x gradient_accumulation_steps) and a power-of-two world size"
+    ),
     "per_device_batch_size": batch_shape_rule("per-device micro-batch"),
     "gradient_accumulation_steps": batch_shape_rule("gradient accumulation"),
     "backend": _warn("the collective backend changed: gradients are averaged by other kernels"),

@@ -154,8 +154,15 @@ def current_inputs() -> ProbeInputs:
     logical = os.cpu_count() or 1
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else logical
     perf = _sysctl_int("hw.perflevel0.physicalcpu") if (system, machine) == ("Darwin", "arm64") else None
-    return ProbeInputs(environ=os.environ, system=system, machine=machine, cpuinfo=cpuinfo,
-                       affinity=affinity, logical=logical, perf_cores=perf)
+    return ProbeInputs(
+        environ=os.environ,
+        system=system,
+        machine=machine,
+        cpuinfo=cpuinfo,
+        affinity=affinity,
+        logical=logical,
+        perf_cores=perf,
+    )
 
 
 def find_torch_dir(search_path: list[str] | None = None) -> Path | None:
@@ -210,8 +217,11 @@ def read_torch_build(torch_dir: Path) -> TorchBuild:
     except OSError:
         config = ""
     defines = dict(re.findall(r"#define\s+(AT_\w+)(?:\(\))?\s+(\d+)", config))
-    mkl_openmp = (defines.get("AT_MKL_ENABLED"), defines.get("AT_MKL_SEQUENTIAL"),
-                  defines.get("AT_PARALLEL_OPENMP")) == ("1", "0", "1")
+    mkl_openmp = (
+        defines.get("AT_MKL_ENABLED"),
+        defines.get("AT_MKL_SEQUENTIAL"),
+        defines.get("AT_PARALLEL_OPENMP"),
+    ) == ("1", "0", "1")
     return TorchBuild(cuda=_text(values.get("cuda")), hip=_text(values.get("hip")), mkl_openmp=mkl_openmp)
 
 

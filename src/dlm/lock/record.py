@@ -92,9 +92,7 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"hyperparameter value of type {type(value).__name__} is not JSON-serializable")
 
 
-def build_lock(
-    inputs: LockInputs, flags: DeterminismFlags, *, environment: Environment | None = None
-) -> DlmLock:
+def build_lock(inputs: LockInputs, flags: DeterminismFlags, *, environment: Environment | None = None) -> DlmLock:
     """The lock this run would write, before training (adapter fields empty).
 
     Args:

@@ -46,8 +46,8 @@ recorded and read as null (the policy allows that change). The next write is ver
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -146,8 +146,7 @@ def read_lock(path: Path) -> DlmLock:
         raise LockValidationError(f"{path}: not UTF-8 (byte {exc.start}); {WAY_OUT}") from None
     except json.JSONDecodeError as exc:
         raise LockValidationError(
-            f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}; damaged or truncated); "
-            f"{WAY_OUT}"
+            f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}; damaged or truncated); {WAY_OUT}"
         ) from None
     if not isinstance(data, dict):
         raise LockValidationError(f"{path}: expected a JSON object, got {type(data).__name__}; {WAY_OUT}")
@@ -168,8 +167,14 @@ def read_lock(path: Path) -> DlmLock:
 
 def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
     """A version-1 lock as version 2: one process, no collectives, batch shape unrecorded."""
-    return {**data, "lock_version": 2, "world_size": 1, "per_device_batch_size": None,
-            "gradient_accumulation_steps": None, "backend": "none"}
+    return {
+        **data,
+        "lock_version": 2,
+        "world_size": 1,
+        "per_device_batch_size": None,
+        "gradient_accumulation_steps": None,
+        "backend": "none",
+    }
 
 
 def _describe(err: Mapping[str, Any]) -> str:

@@ -127,8 +127,7 @@ def check_lock(store_dir: Path, current: DlmLock, mode: LockMode) -> LockDecisio
     old = read_lock(path)
     if old.dlm_id != current.dlm_id:
         raise LockValidationError(
-            f"{path}: dlm_id {old.dlm_id} -> {current.dlm_id}: this lock belongs to another "
-            f"document; {UPDATE_HINT}"
+            f"{path}: dlm_id {old.dlm_id} -> {current.dlm_id}: this lock belongs to another document; {UPDATE_HINT}"
         )
     mismatches = diff_locks(old, current)
     _raise_on_blocking(path, mismatches, strict=mode is LockMode.STRICT)
@@ -150,7 +149,6 @@ def _raise_on_blocking(path: Path, mismatches: tuple[Mismatch, ...], *, strict: 
     why = " (--strict-lock treats every warning as an error)" if strict else ""
     lines = "\n".join(f"  {m.line()}" for m in bad)
     raise LockMismatchError(
-        f"{path}: this run differs from the lock{why}:\n{lines}\n{UPDATE_HINT} "
-        f"(or --ignore-lock for a one-off run)",
+        f"{path}: this run differs from the lock{why}:\n{lines}\n{UPDATE_HINT} (or --ignore-lock for a one-off run)",
         bad,
     )

@@ -83,27 +83,52 @@ class MetricsDB:
         self.close()
 
     def start_run(
-        self, run_id: str, *, base_model: str, max_steps: int | None, rows: int,
-        files_taken: int, files_skipped: dict[str, int], heldout_rows: int = 0,
+        self,
+        run_id: str,
+        *,
+        base_model: str,
+        max_steps: int | None,
+        rows: int,
+        files_taken: int,
+        files_skipped: dict[str, int],
+        heldout_rows: int = 0,
     ) -> None:
         with self.db:
             self.db.execute(
                 "INSERT INTO runs (run_id, started_at, status, base_model, max_steps, rows, "
                 "files_taken, files_skipped, heldout_rows) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
-                (run_id, _now(), base_model, max_steps, rows, files_taken,
-                 json.dumps(dict(sorted(files_skipped.items()))), heldout_rows),
+                (
+                    run_id,
+                    _now(),
+                    base_model,
+                    max_steps,
+                    rows,
+                    files_taken,
+                    json.dumps(dict(sorted(files_skipped.items()))),
+                    heldout_rows,
+                ),
             )
 
     def log_eval(self, run_id: str, record: EvalRecord) -> None:
         with self.db:
             self.db.execute(
                 "INSERT OR REPLACE INTO evals VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, record.phase, record.step, record.loss, record.perplexity, record.rows,
-                 record.tokens, record.loss_tokens, record.instruction_loss),
+                (
+                    run_id,
+                    record.phase,
+                    record.step,
+                    record.loss,
+                    record.perplexity,
+                    record.rows,
+                    record.tokens,
+                    record.loss_tokens,
+                    record.instruction_loss,
+                ),
             )
 
-    def log_judgement(self, *, run_id: str | None, adapter_version: str | None, phase: str, step: int | None,
-                      summary: dict[str, Any]) -> None:
+    def log_judgement(
+        self, *, run_id: str | None, adapter_version: str | None, phase: str, step: int | None, summary: dict[str, Any]
+    ) -> None:
         """One evaluation (`m005_judgements`); `summary` is stored as sorted-key JSON."""
         with self.db:
             self.db.execute(
@@ -115,14 +140,30 @@ class MetricsDB:
     def judgements(self, run_id: str | None = None) -> list[dict[str, Any]]:
         """Evaluations, oldest first (of one run when `run_id` is given), summaries decoded."""
         query = "SELECT run_id, adapter_version, phase, step, created_at, summary FROM judgements"
-        rows = self.db.execute(query + (" WHERE run_id=? ORDER BY id" if run_id else " ORDER BY id"),
-                               (run_id,) if run_id else ()).fetchall()
-        return [{"run_id": r[0], "adapter_version": r[1], "phase": r[2], "step": r[3], "created_at": r[4],
-                 "summary": json.loads(r[5])} for r in rows]
+        rows = self.db.execute(
+            query + (" WHERE run_id=? ORDER BY id" if run_id else " ORDER BY id"), (run_id,) if run_id else ()
+        ).fetchall()
+        return [
+            {
+                "run_id": r[0],
+                "adapter_version": r[1],
+                "phase": r[2],
+                "step": r[3],
+                "created_at": r[4],
+                "summary": json.loads(r[5]),
+            }
+            for r in rows
+        ]
 
     def log_step(
-        self, run_id: str, step: int, *, loss: float | None, learning_rate: float | None,
-        tokens_seen: int | None, seconds: float,
+        self,
+        run_id: str,
+        step: int,
+        *,
+        loss: float | None,
+        learning_rate: float | None,
+        tokens_seen: int | None,
+        seconds: float,
     ) -> None:
         with self.db:
             self.db.execute(
@@ -134,8 +175,14 @@ class MetricsDB:
         with self.db:
             self.db.execute(
                 "INSERT OR REPLACE INTO tokenization VALUES (?, ?, ?, ?, ?, ?)",
-                (run_id, record.total_sections, record.cache_hits, record.cache_misses,
-                 record.total_tokenize_seconds, record.cache_bytes_after),
+                (
+                    run_id,
+                    record.total_sections,
+                    record.cache_hits,
+                    record.cache_misses,
+                    record.total_tokenize_seconds,
+                    record.cache_bytes_after,
+                ),
             )
 
     def resume_run(self, run_id: str) -> None:
@@ -163,8 +210,17 @@ class MetricsDB:
                 "UPDATE runs SET finished_at=?, status=?, steps=?, train_loss=?, "
                 "tokens_per_second=?, adapter_version=?, train_tokens=?, real_token_fraction=? "
                 "WHERE run_id=?",
-                (_now(), record.status, record.steps, record.train_loss, record.tokens_per_second,
-                 record.adapter_version, record.train_tokens, record.real_token_fraction, run_id),
+                (
+                    _now(),
+                    record.status,
+                    record.steps,
+                    record.train_loss,
+                    record.tokens_per_second,
+                    record.adapter_version,
+                    record.train_tokens,
+                    record.real_token_fraction,
+                    run_id,
+                ),
             )
 
     def runs(self) -> list[dict[str, Any]]:
@@ -177,9 +233,7 @@ class MetricsDB:
                 run["files_skipped"] = json.loads(run["files_skipped"] or "{}")
                 run["steps_logged"] = [
                     {k: r[k] for k in ("step", "loss", "learning_rate", "tokens_seen", "seconds")}
-                    for r in self.db.execute(
-                        "SELECT * FROM steps WHERE run_id=? ORDER BY step", (run["run_id"],)
-                    )
+                    for r in self.db.execute("SELECT * FROM steps WHERE run_id=? ORDER BY step", (run["run_id"],))
                 ]
                 run["evals"] = [
                     {k: r[k] for k in asdict(EvalRecord("", 0, 0.0, 0.0, 0, 0, 0))}
@@ -202,12 +256,10 @@ class MetricsDB:
                         "SELECT * FROM kind_losses WHERE run_id=? ORDER BY step, kind", (run["run_id"],)
                     )
                 ]
-                tok = self.db.execute(
-                    "SELECT * FROM tokenization WHERE run_id=?", (run["run_id"],)
-                ).fetchone()
-                run["tokenization"] = None if tok is None else {
-                    k: tok[k] for k in asdict(TokenizationRecord(0, 0, 0, 0.0, None))
-                }
+                tok = self.db.execute("SELECT * FROM tokenization WHERE run_id=?", (run["run_id"],)).fetchone()
+                run["tokenization"] = (
+                    None if tok is None else {k: tok[k] for k in asdict(TokenizationRecord(0, 0, 0, 0.0, None))}
+                )
             return runs
         finally:
             self.db.row_factory = None

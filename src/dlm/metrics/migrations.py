@@ -124,8 +124,15 @@ def m007_kind_losses(db: sqlite3.Connection) -> None:
 
 MIGRATIONS: list[Migration] = [
     (step.__name__, step)
-    for step in (m001_runs_and_steps, m002_tokenization, m003_run_corpus, m004_heldout_loss, m005_judgements,
-                 m006_run_checkpoint, m007_kind_losses)
+    for step in (
+        m001_runs_and_steps,
+        m002_tokenization,
+        m003_run_corpus,
+        m004_heldout_loss,
+        m005_judgements,
+        m006_run_checkpoint,
+        m007_kind_losses,
+    )
 ]
 
 

@@ -48,7 +48,7 @@ def render_loss_plot(runs: list[dict[str, Any]], path: Path, title: str = "") ->
     fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI)
     left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2.2, 1]})
     colors = [f"C{i % 10}" for i in range(len(runs))]
-    for run, color in zip(runs, colors):
+    for run, color in zip(runs, colors, strict=False):
         label = f"{run['adapter_version'] or run['run_id'][-6:]}"
         steps = [s for s in run["steps_logged"] if s["loss"] is not None]
         if steps:
@@ -58,19 +58,37 @@ def render_loss_plot(runs: list[dict[str, Any]], path: Path, title: str = "") ->
         for kind, style in KIND_STYLES.items():
             points = [k for k in run.get("kind_losses") or [] if k["kind"] == kind]
             if points:
-                left.plot([k["step"] for k in points], ema([k["loss"] for k in points]), color=color,
-                          linestyle=style, linewidth=1.5, label=f"{label} {kind}")
+                left.plot(
+                    [k["step"] for k in points],
+                    ema([k["loss"] for k in points]),
+                    color=color,
+                    linestyle=style,
+                    linewidth=1.5,
+                    label=f"{label} {kind}",
+                )
         evals = run.get("evals") or []
         if evals:
-            left.plot([e["step"] for e in evals], [e["loss"] for e in evals], color=color,
-                      marker="o", linestyle="--", label=f"{label} held-out")
-    scored = [(run, color) for run, color in zip(runs, colors) if run.get("probe_scores")]
+            left.plot(
+                [e["step"] for e in evals],
+                [e["loss"] for e in evals],
+                color=color,
+                marker="o",
+                linestyle="--",
+                label=f"{label} held-out",
+            )
+    scored = [(run, color) for run, color in zip(runs, colors, strict=False) if run.get("probe_scores")]
     if scored:
         probe_axis = left.twinx()
         for run, color in scored:
             points = run["probe_scores"]
-            probe_axis.plot([p["step"] for p in points], [p["answer_logprob"] for p in points], color=color,
-                            marker="^", linestyle=":", label="probe answers")
+            probe_axis.plot(
+                [p["step"] for p in points],
+                [p["answer_logprob"] for p in points],
+                color=color,
+                marker="^",
+                linestyle=":",
+                label="probe answers",
+            )
         probe_axis.set_ylabel("probe answer log-prob per token (higher is better)")
     left.set_xlabel("optimizer step")
     left.set_ylabel("loss (nats per token)")
@@ -86,14 +104,14 @@ def render_loss_plot(runs: list[dict[str, Any]], path: Path, title: str = "") ->
         if after:
             right.plot([i + 1], after, marker="o", color=colors[i], linestyle="none")
         if before and after:
-            right.annotate("", xy=(i + 1, after[0]), xytext=(i + 1, before[0]),
-                           arrowprops={"arrowstyle": "->", "color": colors[i]})
+            right.annotate(
+                "", xy=(i + 1, after[0]), xytext=(i + 1, before[0]), arrowprops={"arrowstyle": "->", "color": colors[i]}
+            )
     right.set_xlabel("run (oldest first)")
     right.set_ylabel("held-out loss (nats per token)")
     right.set_title("held-out loss: before (grey) -> after")
     if not judged:
-        right.text(0.5, 0.5, "no held-out measurements", ha="center", va="center",
-                   transform=right.transAxes)
+        right.text(0.5, 0.5, "no held-out measurements", ha="center", va="center", transform=right.transAxes)
     else:
         right.set_xticks([i + 1 for i, _ in judged])
         right.set_xlim(0.5, len(runs) + 0.5)

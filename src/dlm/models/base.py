@@ -207,9 +207,7 @@ def materialize_alias(alias: str) -> Path:
 def _package_dir(spec: AliasSpec) -> Path:
     found = importlib.util.find_spec(spec.package)
     if found is None or found.origin is None:
-        raise BaseModelError(
-            f"the embedded base model needs the {spec.package} package: run `{spec.install_hint}`"
-        )
+        raise BaseModelError(f"the embedded base model needs the {spec.package} package: run `{spec.install_hint}`")
     folder = Path(found.origin).parent
     if not (folder / spec.gguf_file).is_file():
         raise BaseModelError(f"{folder / spec.gguf_file} is missing; reinstall: `{spec.install_hint}`")

@@ -64,9 +64,7 @@ def render_instruction(tokenizer: Any, system_prompt: str | None, question: str,
             "the base model's tokenizer has no chat template, so ::instruction:: sections cannot "
             "be rendered; use a chat/instruct base model or turn the pairs into prose"
         )
-    full = tokenizer.apply_chat_template(
-        instruction_messages(system_prompt, question, answer), tokenize=False
-    )
+    full = tokenizer.apply_chat_template(instruction_messages(system_prompt, question, answer), tokenize=False)
     prompt = tokenizer.apply_chat_template(
         instruction_messages(system_prompt, question, None), tokenize=False, add_generation_prompt=True
     )
@@ -90,8 +88,9 @@ def check_inputs(doc: Document) -> None:
 
     base_dir = doc.path.parent if doc.path else Path.cwd()
     for i, directive in enumerate(doc.frontmatter.training.sources):
-        directive_root(directive, base_dir, f"{field_where(doc, 'training', 'sources', i, 'path')}: "
-                                            f"training.sources[{i}]")
+        directive_root(
+            directive, base_dir, f"{field_where(doc, 'training', 'sources', i, 'path')}: training.sources[{i}]"
+        )
     try:
         check_base_model(doc.frontmatter.base_model, relative_to=doc.path.parent if doc.path else None)
     except BaseModelError as exc:
@@ -110,16 +109,20 @@ def build_rows(doc: Document, tokenizer: Any, *, strict: bool = False) -> BuiltR
     name = str(doc.path) if doc.path else "<doc>"
     text_rows: list[TextRow] = []
     probes: list[Probe] = []
-    first_topic = next((t for s in doc.sections if isinstance(s, ProseSection) for t in [topic_of(s.text)] if t),
-                       "this project")
+    first_topic = next(
+        (t for s in doc.sections if isinstance(s, ProseSection) for t in [topic_of(s.text)] if t), "this project"
+    )
     for section in doc.sections:
         if isinstance(section, ProseSection):
             text_rows.append(TextRow(kind="prose", text=section.text, origin=f"{name}:{section.line}"))
             if fm.training.recast:
                 for question, answer in recast_pairs(section.text, topic_of(section.text) or first_topic):
                     full, prompt = render_instruction(tokenizer, fm.system_prompt, question, answer)
-                    text_rows.append(TextRow(kind="instruction", text=full, prompt_text=prompt,
-                                             origin=f"{name}:{section.line} (recast)"))
+                    text_rows.append(
+                        TextRow(
+                            kind="instruction", text=full, prompt_text=prompt, origin=f"{name}:{section.line} (recast)"
+                        )
+                    )
         elif isinstance(section, InstructionSection):
             for pair in section.pairs:
                 full, prompt = render_instruction(tokenizer, fm.system_prompt, pair.question, pair.answer)
@@ -136,8 +139,10 @@ def build_rows(doc: Document, tokenizer: Any, *, strict: bool = False) -> BuiltR
             full, prompt = render_instruction(tokenizer, fm.system_prompt, qa.question, qa.answer)
             origin = SYNTH_ORIGIN.format(path=fact.path, line=fact.line)
             text_rows.append(TextRow(kind="instruction", text=full, prompt_text=prompt, origin=origin))
-        probes.extend(Probe(qa.question, qa.answer, keys, SYNTH_ORIGIN.format(path=fact.path, line=fact.line))
-                      for fact, qa, keys in drawn.probes)
+        probes.extend(
+            Probe(qa.question, qa.answer, keys, SYNTH_ORIGIN.format(path=fact.path, line=fact.line))
+            for fact, qa, keys in drawn.probes
+        )
     return BuiltRows(rows=RowSet(text_rows=text_rows, file_rows=walk.files), walk=walk, probes=tuple(probes))
 
 
@@ -148,5 +153,10 @@ def synth_set(config: SynthConfig, files: Sequence[FileRow], remember: bool = Tr
     from dlm.rows.synthmemo import FactMemo, source_facts
 
     facts = source_facts(files, FactMemo.default() if remember else None)
-    return synthesize(facts, kinds=config.kinds, phrasings=config.phrasings,
-                      probe_share=config.probe_share, max_facts=config.max_facts)
+    return synthesize(
+        facts,
+        kinds=config.kinds,
+        phrasings=config.phrasings,
+        probe_share=config.probe_share,
+        max_facts=config.max_facts,
+    )

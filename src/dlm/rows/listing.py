@@ -84,8 +84,15 @@ def file_item(rules: ListRules, name: str, path: str, rel: str, st: os.stat_resu
         return SKIP, name, path, "not-a-file"
     if st.st_size > rules.max_bytes:
         return SKIP, name, path, "too-large"
-    return ROW, name, path, new_row(FileRow, (
-        rules.source_index, path, rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, rules.max_bytes))
+    return (
+        ROW,
+        name,
+        path,
+        new_row(
+            FileRow,
+            (rules.source_index, path, rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, rules.max_bytes),
+        ),
+    )
 
 
 def list_folder(folder: str, rel_prefix: str, rules: ListRules) -> list[Item] | None:

@@ -132,8 +132,16 @@ class NativeLister:
         take_file = None if rules.take_file is take_all else rules.take_file  # None: no call per file
         decided = _fastlist.decide_dirs(
             [folder if folder.endswith("/") else folder + "/" for folder, _ in batch],  # os.path.join(folder, "")
-            [prefix for _, prefix in batch], self.n_threads,
-            take_file, rules.take_folder, rules.source_index, rules.max_bytes, FileRow, self.odd, _NAME)
+            [prefix for _, prefix in batch],
+            self.n_threads,
+            take_file,
+            rules.take_folder,
+            rules.source_index,
+            rules.max_bytes,
+            FileRow,
+            self.odd,
+            _NAME,
+        )
         for (folder, _), got in zip(reversed(batch), reversed(decided), strict=True):
             if isinstance(got, int):  # the errno of listing it
                 self.listings[folder] = None

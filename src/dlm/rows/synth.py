@@ -152,7 +152,11 @@ def file_facts(relpath: str, text: str) -> list[Fact]:
                 seen.add(node.name)
                 facts += _definition_facts(relpath, node)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else getattr(node, "target", None)
+            target = (
+                node.targets[0]
+                if isinstance(node, ast.Assign) and len(node.targets) == 1
+                else getattr(node, "target", None)
+            )
             if isinstance(target, ast.Name) and _CONSTANT.fullmatch(target.id) and target.id not in seen:
                 seen.add(target.id)
                 facts += _constant_facts(relpath, node.lineno, target.id, node.value)
@@ -181,14 +185,20 @@ def _definition_facts(path: str, node: ast.FunctionDef | ast.AsyncFunctionDef | 
     facts = [Fact("where", path, node.lineno, name, what, path, name)]
     facts += _purpose(path, node, name, what, name)
     if isinstance(node, ast.ClassDef):
-        init = next((n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                     and n.name == "__init__"), None)
+        init = next(
+            (n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "__init__"),
+            None,
+        )
         if init is not None:
             facts += _signature(path, node.lineno, name, "class", init, name, drop_first=True)
         seen: set[str] = set()
         for item in node.body:
-            if (isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and _public(item.name)
-                    and item.name not in seen and not _is_overload(item)):
+            if (
+                isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and _public(item.name)
+                and item.name not in seen
+                and not _is_overload(item)
+            ):
                 seen.add(item.name)
                 qual = f"{name}.{item.name}"
                 facts += _purpose(path, item, qual, "method", name)
@@ -225,8 +235,16 @@ def first_sentence(doc: str) -> str | None:
     return sentence if sentence[-1] in ".!?" else sentence + "."
 
 
-def _signature(path: str, line: int, name: str, what: str, func: ast.FunctionDef | ast.AsyncFunctionDef,
-               subject: str, *, drop_first: bool) -> list[Fact]:
+def _signature(
+    path: str,
+    line: int,
+    name: str,
+    what: str,
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    subject: str,
+    *,
+    drop_first: bool,
+) -> list[Fact]:
     args = func.args
     if drop_first:
         positional = args.posonlyargs + args.args
@@ -234,9 +252,13 @@ def _signature(path: str, line: int, name: str, what: str, func: ast.FunctionDef
             return []  # a method without self: nothing sensible to show
         defaults = args.defaults[1:] if len(args.defaults) == len(positional) else args.defaults
         args = ast.arguments(
-            posonlyargs=args.posonlyargs[1:], args=args.args if args.posonlyargs else args.args[1:],
-            vararg=args.vararg, kwonlyargs=args.kwonlyargs, kw_defaults=args.kw_defaults,
-            kwarg=args.kwarg, defaults=defaults,
+            posonlyargs=args.posonlyargs[1:],
+            args=args.args if args.posonlyargs else args.args[1:],
+            vararg=args.vararg,
+            kwonlyargs=args.kwonlyargs,
+            kw_defaults=args.kw_defaults,
+            kwarg=args.kwarg,
+            defaults=defaults,
         )
     params = ast.unparse(args)
     returns = ast.unparse(func.returns) if func.returns is not None and what != "class" else ""
@@ -310,7 +332,7 @@ def probe_keys(fact: Fact) -> tuple[str, ...]:
         value = ast.literal_eval(fact.answer)
         return (value,) if isinstance(value, str) and value.strip() else (fact.answer,)
     if fact.kind == "signature":
-        params = fact.answer[fact.answer.index("(") + 1:].split(")")[0]
+        params = fact.answer[fact.answer.index("(") + 1 :].split(")")[0]
         names = [p.split("=")[0].split(":")[0].strip(" *") for p in params.split(",")]
         return tuple(n for n in names if len(n) > 1)[:4]
     return ()
@@ -327,8 +349,14 @@ def _order(fact: Fact) -> tuple[str, int, str, int, str]:
     return fact.path, fact.line, fact.name, FACT_KINDS.index(fact.kind), fact.answer
 
 
-def synthesize(facts: Iterable[Fact], *, kinds: Sequence[str] = FACT_KINDS, phrasings: int = 3,
-               probe_share: float = 0.25, max_facts: int | None = None) -> SynthSet:
+def synthesize(
+    facts: Iterable[Fact],
+    *,
+    kinds: Sequence[str] = FACT_KINDS,
+    phrasings: int = 3,
+    probe_share: float = 0.25,
+    max_facts: int | None = None,
+) -> SynthSet:
     """Training pairs and probes from the facts of every file (module rules).
 
     Args:

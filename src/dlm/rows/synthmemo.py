@@ -66,8 +66,9 @@ class FactMemo:
 
     def facts(self, relpath: str, text: str) -> list[Fact]:
         """`file_facts(relpath, text)`, remembered."""
-        key = xxhash.xxh3_128_hexdigest(relpath.encode("utf-8", "surrogateescape") + b"\0"
-                                        + text.encode("utf-8", "surrogatepass"))
+        key = xxhash.xxh3_128_hexdigest(
+            relpath.encode("utf-8", "surrogateescape") + b"\0" + text.encode("utf-8", "surrogatepass")
+        )
         self.used.add(key)
         got = self.entries.get(key)
         if got is None:
@@ -83,14 +84,18 @@ class FactMemo:
         entries = self.entries
         if len(entries) > MEMO_ENTRIES:
             entries = {k: v for k, v in entries.items() if k in self.used}
-        data = {k: [[f.kind, f.path, f.line, f.name, f.what, f.answer, f.subject] for f in v]
-                for k, v in entries.items()}
+        data = {
+            k: [[f.kind, f.path, f.line, f.name, f.what, f.answer, f.subject] for f in v] for k, v in entries.items()
+        }
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_json(self.path, {"entries": data})
             self.dirty = False
-            others = sorted((p for p in self.path.parent.glob("*.json") if p != self.path),
-                            key=lambda p: p.stat().st_mtime_ns, reverse=True)
+            others = sorted(
+                (p for p in self.path.parent.glob("*.json") if p != self.path),
+                key=lambda p: p.stat().st_mtime_ns,
+                reverse=True,
+            )
             for stale in others[MEMO_FILES:]:
                 stale.unlink(missing_ok=True)
         except OSError:

@@ -109,8 +109,11 @@ class _Matcher:
     def __init__(self, patterns: Sequence[str]) -> None:
         self.spec = pathspec.PathSpec.from_lines("gitwildmatch", patterns)
         # gitwildmatch patterns are all RegexPatterns; the isinstance narrows for the checker
-        compiled = [(p.include, p.regex) for p in self.spec.patterns
-                    if isinstance(p, RegexPattern) and p.include is not None and p.regex is not None]
+        compiled = [
+            (p.include, p.regex)
+            for p in self.spec.patterns
+            if isinstance(p, RegexPattern) and p.include is not None and p.regex is not None
+        ]
         self.regex: re.Pattern[str] | None = None
         self.file_regex: re.Pattern[str] | None = None
         self.universal = False
@@ -142,7 +145,8 @@ def _join(regexes: Sequence[re.Pattern[str]]) -> re.Pattern[str] | None:
     group only tells pathspec a folder matched; plain grouping means the same."""
     joined = "|".join(
         f"(?:{regex.pattern})" if regex.pattern.startswith("^") else rf"(?:[\s\S]*?(?:{regex.pattern}))"
-        for regex in regexes)
+        for regex in regexes
+    )
     return re.compile(joined.replace("(?P<ps_d>", "(?:")) if joined else None
 
 
@@ -259,7 +263,8 @@ class _DirectiveWalker:
             max_bytes=self.max_bytes,
         )
         self.lister: Prefetcher | NativeLister = (
-            NativeLister(self.rules) if nativelist.available() else Prefetcher(self.rules))
+            NativeLister(self.rules) if nativelist.available() else Prefetcher(self.rules)
+        )
         try:
             self._walk(str(self.root), "")
         finally:
@@ -378,7 +383,8 @@ class _DirectiveWalker:
         self.stopped = True
         self.result.notes.append(
             f"{self.where}: max_files ({self.max_files}) reached at {rel}; the walk of this entry "
-            "stopped there (raise max_files to take more)")
+            "stopped there (raise max_files to take more)"
+        )
 
     def _first_visit(self, key: tuple[int, int]) -> bool:
         """`key`: the folder's (st_dev, st_ino)."""

@@ -42,19 +42,11 @@ class _CacheCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         stats = self._cached.stats()
         families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
-            "hits": CounterMetricFamily(
-                "dlm_tokenizer_cache_hits", "Cache lookups that hit.", labels=["level"]
-            ),
-            "misses": CounterMetricFamily(
-                "dlm_tokenizer_cache_misses", "Cache lookups that missed.", labels=["level"]
-            ),
-            "hit_rate": GaugeMetricFamily(
-                "dlm_tokenizer_cache_hit_rate", "hits / lookups.", labels=["level"]
-            ),
+            "hits": CounterMetricFamily("dlm_tokenizer_cache_hits", "Cache lookups that hit.", labels=["level"]),
+            "misses": CounterMetricFamily("dlm_tokenizer_cache_misses", "Cache lookups that missed.", labels=["level"]),
+            "hit_rate": GaugeMetricFamily("dlm_tokenizer_cache_hit_rate", "hits / lookups.", labels=["level"]),
             "entries": GaugeMetricFamily("dlm_tokenizer_cache_entries", "Entries held.", labels=["level"]),
-            "bytes": GaugeMetricFamily(
-                "dlm_tokenizer_cache_bytes", "Bytes held (ids and keys).", labels=["level"]
-            ),
+            "bytes": GaugeMetricFamily("dlm_tokenizer_cache_bytes", "Bytes held (ids and keys).", labels=["level"]),
             "hot_bytes": GaugeMetricFamily(
                 "dlm_tokenizer_cache_hot_bytes",
                 "Bytes of the ids also held as Python ints (part of dlm_tokenizer_cache_bytes).",
@@ -108,9 +100,7 @@ class ServerMetrics:
             registry=self.registry,
             buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60),
         )
-        self.generated_tokens = Counter(
-            "dlm_generated_tokens", "Completion tokens generated.", registry=self.registry
-        )
+        self.generated_tokens = Counter("dlm_generated_tokens", "Completion tokens generated.", registry=self.registry)
         self.prompt_tokens = Counter(
             "dlm_prompt_tokens", "Prompt tokens of generations that ran.", registry=self.registry
         )

@@ -76,7 +76,9 @@ class AdapterReloader:
             try:
                 self._swap(model, version, folder)
             except Exception:  # a broken publication must not stop the server
-                log.exception("%s: could not load adapter %s; still serving %s", model.id, version, model.adapter_version)
+                log.exception(
+                    "%s: could not load adapter %s; still serving %s", model.id, version, model.adapter_version
+                )
                 continue
             reloaded.append(model.id)
         return reloaded

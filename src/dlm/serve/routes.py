@@ -58,7 +58,9 @@ async def tokenize(body: TokenizeRequest, state: State) -> dict[str, Any]:
         ids = await run_in_threadpool(state.cached.encode, text, add_special_tokens=False, max_cached_ids=limit)
     else:
         special = True if body.add_special_tokens is None else body.add_special_tokens
-        ids = await run_in_threadpool(state.cached.encode, body.prompt, add_special_tokens=special, max_cached_ids=limit)
+        ids = await run_in_threadpool(
+            state.cached.encode, body.prompt, add_special_tokens=special, max_cached_ids=limit
+        )
     return {"tokens": ids, "count": len(ids), "max_model_len": limit}
 
 

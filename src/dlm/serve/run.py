@@ -223,4 +223,3 @@ def serve_forever(
     finally:
         if stopping is not None:
             stopping.close(WORKER_JOIN_TIMEOUT)
-

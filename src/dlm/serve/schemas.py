@@ -69,11 +69,7 @@ class ChatMessage(BaseModel):
         if isinstance(value, list):
             texts = []
             for part in value:
-                if (
-                    not isinstance(part, dict)
-                    or part.get("type") != "text"
-                    or not isinstance(part.get("text"), str)
-                ):
+                if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
                     raise ValueError("content parts must be {'type': 'text', 'text': str}")
                 texts.append(part["text"])
             return "".join(texts)

@@ -80,8 +80,11 @@ class Store:
         sorted (their stat snapshots can start this document's first walk)."""
         if not self.root.parent.is_dir():
             return []
-        return sorted(p / "tokenized-cache" for p in self.root.parent.iterdir()
-                      if p != self.root and (p / "tokenized-cache").is_dir())
+        return sorted(
+            p / "tokenized-cache"
+            for p in self.root.parent.iterdir()
+            if p != self.root and (p / "tokenized-cache").is_dir()
+        )
 
     @property
     def adapter_root(self) -> Path:
@@ -103,8 +106,7 @@ class Store:
             lock.acquire()
         except Timeout:
             raise StoreError(
-                f"{self.root}: another `dlm train` is running on this document; "
-                f"wait for it to finish, then run again"
+                f"{self.root}: another `dlm train` is running on this document; wait for it to finish, then run again"
             ) from None
         except OSError as exc:
             raise StoreError(
@@ -209,13 +211,19 @@ class Store:
                 f"to start the history afresh (adapters stay on disk)"
             ) from None
         if data.get("dlm_id") != self.dlm_id:
-            raise StoreError(
-                f"{self.manifest_path}: belongs to dlm_id {data.get('dlm_id')!r}, not {self.dlm_id!r}"
-            )
+            raise StoreError(f"{self.manifest_path}: belongs to dlm_id {data.get('dlm_id')!r}, not {self.dlm_id!r}")
         return data
 
-    def record_adapter(self, *, version: str, run_id: str, adapter_sha256: str, base_model: str,
-                       base_model_revision: str, document_path: Path | None) -> None:
+    def record_adapter(
+        self,
+        *,
+        version: str,
+        run_id: str,
+        adapter_sha256: str,
+        base_model: str,
+        base_model_revision: str,
+        document_path: Path | None,
+    ) -> None:
         """Add a published adapter version to the manifest and make it the current one.
 
         Called after `commit_version`; the manifest's schema is the store's alone
@@ -230,10 +238,14 @@ class Store:
             base_model={"name": base_model, "revision": base_model_revision},
             current_version=version,
         )
-        manifest.setdefault("adapters", []).append({
-            "version": version, "run_id": run_id, "adapter_sha256": adapter_sha256,
-            "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        })
+        manifest.setdefault("adapters", []).append(
+            {
+                "version": version,
+                "run_id": run_id,
+                "adapter_sha256": adapter_sha256,
+                "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            }
+        )
         self.write_manifest(manifest)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:

@@ -66,8 +66,9 @@ class PackedRows:
     checksums: list[int]
 
 
-def pack_rows(rows: Sequence[np.ndarray], compress: Callable[[bytes], bytes],
-              checksum: Callable[[bytes], int]) -> PackedRows:
+def pack_rows(
+    rows: Sequence[np.ndarray], compress: Callable[[bytes], bytes], checksum: Callable[[bytes], int]
+) -> PackedRows:
     """Compress each row's little-endian ids (`compress`: one zstd frame) and checksum the frame."""
     payloads = [compress(ids.astype(ids.dtype.newbyteorder("<"), copy=False).tobytes()) for ids in rows]
     return PackedRows(payloads, [checksum(p) for p in payloads])

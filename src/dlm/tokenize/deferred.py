@@ -132,13 +132,15 @@ def memo_key(folder: Path) -> str:
             st = entry.stat()
             files.append([entry.name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino])
     files.sort()
-    return canonical_sha256({
-        "folder": os.path.realpath(folder),
-        "files": files,
-        "transformers": _version("transformers"),
-        "tokenizers": _version("tokenizers"),
-        "fingerprint_code": hashlib.sha256(Path(fingerprint.__file__).read_bytes()).hexdigest(),
-    })
+    return canonical_sha256(
+        {
+            "folder": os.path.realpath(folder),
+            "files": files,
+            "transformers": _version("transformers"),
+            "tokenizers": _version("tokenizers"),
+            "fingerprint_code": hashlib.sha256(Path(fingerprint.__file__).read_bytes()).hexdigest(),
+        }
+    )
 
 
 class FingerprintMemo:

@@ -144,7 +144,7 @@ class RowEncoder:
         chat = [i for i, s in enumerate(specs) if s.prompt_text is not None]
         if plain:
             ids = encode_texts(self.backend, [specs[i].text + self.eos for i in plain], add_special_tokens=True)
-            for i, row in zip(plain, ids):
+            for i, row in zip(plain, ids, strict=False):
                 out[i] = EncodedRow(self._compact(row), 0)
         if chat:
             texts = [specs[i].text for i in chat]

@@ -41,14 +41,12 @@ def tokenizer_sha256(tokenizer: Any) -> str:
         "backend": backend,
         "encode_special_tokens": bool(getattr(engine, "encode_special_tokens", False)),
         "wrapper_flags": {
-            name: getattr(tokenizer, name, None)
-            for name in ("split_special_tokens", "add_bos_token", "add_eos_token")
+            name: getattr(tokenizer, name, None) for name in ("split_special_tokens", "add_bos_token", "add_eos_token")
         },
         "tokenizers_version": _tokenizers_version(),
         "chat_template": getattr(tokenizer, "chat_template", None),
         "special_tokens": {
-            name: getattr(tokenizer, name, None)
-            for name in ("bos_token", "eos_token", "pad_token", "unk_token")
+            name: getattr(tokenizer, name, None) for name in ("bos_token", "eos_token", "pad_token", "unk_token")
         },
     }
     return canonical_sha256(payload)

@@ -99,8 +99,7 @@ def cpu_model(path: str = _CPUINFO) -> str:
 
 def score_key(model: dict[str, str], eval_digest: str, environment: dict[str, Any]) -> str:
     """`sha256:<hex>` naming every input of one base-model score (module docstring)."""
-    return canonical_sha256({"format": FORMAT, "model": model, "eval_set": eval_digest,
-                             "environment": environment})
+    return canonical_sha256({"format": FORMAT, "model": model, "eval_set": eval_digest, "environment": environment})
 
 
 @dataclass(frozen=True)
@@ -117,10 +116,14 @@ class BaseScoreMemo:
             if data.get("format") != FORMAT or data.get("key") != self.key:
                 return None
             result = data["result"]
-            return EvalResult(loss=float(result["loss"]), perplexity=float(result["perplexity"]),
-                              rows=int(result["rows"]), tokens=int(result["tokens"]),
-                              loss_tokens=int(result["loss_tokens"]),
-                              by_kind={str(k): float(v) for k, v in result["by_kind"].items()})
+            return EvalResult(
+                loss=float(result["loss"]),
+                perplexity=float(result["perplexity"]),
+                rows=int(result["rows"]),
+                tokens=int(result["tokens"]),
+                loss_tokens=int(result["loss_tokens"]),
+                by_kind={str(k): float(v) for k, v in result["by_kind"].items()},
+            )
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 

@@ -110,8 +110,10 @@ def resume_refusal(folder: Path, run_id: str, current: Any) -> str | None:
         return None
     what = sorted({RESUME_FIELDS[m.field] for m in changed})
     said = what[0] if len(what) == 1 else f"{', '.join(what[:-1])} and {what[-1]}"
-    return (f"cannot resume run {run_id}: {said} changed since it was interrupted "
-            f"({', '.join(m.field for m in changed)}); run `dlm train` without --resume to start afresh")
+    return (
+        f"cannot resume run {run_id}: {said} changed since it was interrupted "
+        f"({', '.join(m.field for m in changed)}); run `dlm train` without --resume to start afresh"
+    )
 
 
 def find_resumable(staging_dirs: list[Path]) -> tuple[str, Path]:
@@ -124,12 +126,15 @@ def find_resumable(staging_dirs: list[Path]) -> tuple[str, Path]:
         found = latest_checkpoint(staging / "checkpoints")
         if found is not None:
             return staging.name.removeprefix(".staging-"), found
-    raise TrainingError("nothing to resume: no interrupted run with a checkpoint in this document's store; "
-                        "run `dlm train` without --resume")
+    raise TrainingError(
+        "nothing to resume: no interrupted run with a checkpoint in this document's store; "
+        "run `dlm train` without --resume"
+    )
 
 
-def saver_callback(every: Every, folder: Path, on_saved: Callable[[int, Path], None],
-                   clock: Callable[[], float] = time.monotonic) -> Any:
+def saver_callback(
+    every: Every, folder: Path, on_saved: Callable[[int, Path], None], clock: Callable[[], float] = time.monotonic
+) -> Any:
     """A transformers `TrainerCallback` that asks the Trainer to save when a checkpoint
     is due and publishes each one (module docstring); `on_saved(step, path)` follows."""
     from transformers import TrainerCallback

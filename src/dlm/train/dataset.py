@@ -72,7 +72,8 @@ class WindowDataset:
         self.row, self.start, self.stop = self.row[keep], self.start[keep], self.stop[keep]
         is_instruction = _instruction_rows(rows)[self.row]
         self.instruction_repeats = instruction_repeats(
-            int(is_instruction.sum()), int((~is_instruction).sum()), instruction_share)
+            int(is_instruction.sum()), int((~is_instruction).sum()), instruction_share
+        )
         if self.instruction_repeats > 1:
             take = np.repeat(np.arange(self.row.shape[0]), np.where(is_instruction, self.instruction_repeats, 1))
             self.row, self.start, self.stop = self.row[take], self.start[take], self.stop[take]
@@ -111,14 +112,18 @@ class PackedDataset:
         is_instruction = _instruction_rows(rows)[self.windows.row]
         groups = [np.flatnonzero(~is_instruction), np.flatnonzero(is_instruction)]
         blocks = [pack_blocks(lengths[g], sequence_len) for g in groups]
-        self.members = np.concatenate([g[m] for g, (m, _) in zip(groups, blocks)])
+        self.members = np.concatenate([g[m] for g, (m, _) in zip(groups, blocks, strict=False)])
         sizes = [np.diff(b) for _, b in blocks]
         self.block_start = np.concatenate(([0], np.cumsum(np.concatenate(sizes)))).astype(np.int64)
         n_other = len(sizes[0])
-        block_tokens = np.add.reduceat(lengths[self.members], self.block_start[:-1]) if len(self.members) \
+        block_tokens = (
+            np.add.reduceat(lengths[self.members], self.block_start[:-1])
+            if len(self.members)
             else np.zeros(0, np.int64)
+        )
         self.instruction_repeats = instruction_repeats(
-            int(lengths[is_instruction].sum()), int(lengths[~is_instruction].sum()), instruction_share)
+            int(lengths[is_instruction].sum()), int(lengths[~is_instruction].sum()), instruction_share
+        )
         repeats = np.where(np.arange(len(block_tokens)) < n_other, 1, self.instruction_repeats)
         self.order = np.repeat(np.arange(len(block_tokens), dtype=np.int64), repeats)
         self.block_tokens = block_tokens.astype(np.int64)
@@ -132,7 +137,7 @@ class PackedDataset:
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
         b = int(self.order[i])
-        parts = [self.windows[int(w)] for w in self.members[self.block_start[b]:self.block_start[b + 1]]]
+        parts = [self.windows[int(w)] for w in self.members[self.block_start[b] : self.block_start[b + 1]]]
         for part in parts:
             part["labels"][0] = -100  # nothing of its own example precedes the first token
         return {
@@ -204,15 +209,18 @@ def _instruction_rows(rows: TokenizedRows) -> np.ndarray:
     return np.fromiter((kind == "instruction" for kind in rows.kinds), dtype=bool, count=len(rows.kinds))
 
 
-def build_dataset(rows: TokenizedRows, sequence_len: int, packing: bool,
-                  instruction_share: float | None = None) -> WindowDataset | PackedDataset:
+def build_dataset(
+    rows: TokenizedRows, sequence_len: int, packing: bool, instruction_share: float | None = None
+) -> WindowDataset | PackedDataset:
     """Windows or packed blocks over `rows`, instruction examples repeated to make up
     about `instruction_share` of them when set (see module docstring)."""
     kind = PackedDataset if packing else WindowDataset
     return kind(rows, sequence_len, instruction_share)
 
 
-def as_hf_dataset(examples: WindowDataset | PackedDataset, on_batch: Callable[[list[dict]], None] | None = None) -> object:
+def as_hf_dataset(
+    examples: WindowDataset | PackedDataset, on_batch: Callable[[list[dict]], None] | None = None
+) -> object:
     """Wrap a lazy dataset as a Hugging Face `datasets.Dataset` (what TRL accepts).
 
     The Arrow table holds only `example_index` (int64 [n_examples]); ids are fetched

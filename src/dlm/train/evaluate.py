@@ -156,8 +156,10 @@ def example_nll(model: Any, examples: list[EvalExample], pad_id: int = 0) -> tup
                 # logits would be copied by the reshape, one more (B, T, V) float32 tensor)
                 target = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], -100)], dim=1).to(device)
                 nll = F.cross_entropy(
-                    logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1),
-                    ignore_index=-100, reduction="none",
+                    logits.float().reshape(-1, logits.shape[-1]),
+                    target.reshape(-1),
+                    ignore_index=-100,
+                    reduction="none",
                 ).reshape(target.shape)
                 per_row = nll.sum(dim=1).cpu().tolist()
                 per_count = (target != -100).sum(dim=1).cpu().tolist()
@@ -181,7 +183,7 @@ def heldout_loss(model: Any, eval_set: EvalSet, pad_id: int = 0) -> EvalResult:
     sums, counts = example_nll(model, eval_set.examples, pad_id)
     nll_by_kind: dict[str, float] = {}
     count_by_kind: dict[str, int] = {}
-    for ex, nll, count in zip(eval_set.examples, sums, counts):
+    for ex, nll, count in zip(eval_set.examples, sums, counts, strict=False):
         nll_by_kind[ex.kind] = nll_by_kind.get(ex.kind, 0.0) + nll
         count_by_kind[ex.kind] = count_by_kind.get(ex.kind, 0) + count
     total_tokens = sum(count_by_kind.values())

@@ -57,10 +57,18 @@ class KindLoss:
             return np.full(n, self.row_kind[int(ds.row[i])], dtype=np.int64)
         if hasattr(ds, "windows") and hasattr(ds, "block_start"):  # a packed block of whole windows
             b = int(ds.order[i])
-            members = ds.members[ds.block_start[b]:ds.block_start[b + 1]]
+            members = ds.members[ds.block_start[b] : ds.block_start[b + 1]]
             w = ds.windows
-            return np.concatenate([np.full(int(w.stop[m] - w.start[m]), self.row_kind[int(w.row[m])], dtype=np.int64)
-                                   for m in members]) if len(members) else np.zeros(0, np.int64)
+            return (
+                np.concatenate(
+                    [
+                        np.full(int(w.stop[m] - w.start[m]), self.row_kind[int(w.row[m])], dtype=np.int64)
+                        for m in members
+                    ]
+                )
+                if len(members)
+                else np.zeros(0, np.int64)
+            )
         return None
 
     def wrap(self, dataset: Any) -> Any:
@@ -83,8 +91,10 @@ class KindLoss:
     def attach(self, model: Any) -> list[Any]:
         """Register the two hooks on `model` (a transformers causal LM); returns handles
         to `remove()`."""
-        return [model.get_input_embeddings().register_forward_pre_hook(self._see_inputs),
-                model.get_output_embeddings().register_forward_hook(self._see_logits)]
+        return [
+            model.get_input_embeddings().register_forward_pre_hook(self._see_inputs),
+            model.get_output_embeddings().register_forward_hook(self._see_logits),
+        ]
 
     def _see_inputs(self, module: Any, args: tuple[Any, ...]) -> None:
         import torch
@@ -104,7 +114,7 @@ class KindLoss:
     def _match(self, row: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         while self.pending:
             ids, labels, kinds = self.pending.popleft()
-            if len(ids) <= len(row) and np.array_equal(row[:len(ids)], ids):
+            if len(ids) <= len(row) and np.array_equal(row[: len(ids)], ids):
                 return labels, kinds
         return None
 
@@ -120,9 +130,21 @@ class KindLoss:
                 n = len(labels)
                 target = torch.as_tensor(labels[1:n], device=output.device)
                 keep = (target != -100).cpu().numpy()
-                nll = torch.cat([F.cross_entropy(output[j, a:min(a + CHUNK_TOKENS, n - 1)].float(),
-                                                 target[a:a + CHUNK_TOKENS], ignore_index=-100, reduction="none")
-                                 for a in range(0, n - 1, CHUNK_TOKENS)]) if n > 1 else output.new_zeros(0)
+                nll = (
+                    torch.cat(
+                        [
+                            F.cross_entropy(
+                                output[j, a : min(a + CHUNK_TOKENS, n - 1)].float(),
+                                target[a : a + CHUNK_TOKENS],
+                                ignore_index=-100,
+                                reduction="none",
+                            )
+                            for a in range(0, n - 1, CHUNK_TOKENS)
+                        ]
+                    )
+                    if n > 1
+                    else output.new_zeros(0)
+                )
                 k = kinds[1:n][keep]
                 self.sums += np.bincount(k, weights=nll.cpu().numpy()[keep], minlength=len(KINDS))
                 self.counts += np.bincount(k, minlength=len(KINDS))
@@ -130,8 +152,11 @@ class KindLoss:
     def take_window(self) -> dict[str, tuple[float, int]]:
         """kind -> (mean nats per loss token, loss tokens) since the last call, for the
         kinds that had any; then starts a new window."""
-        out = {KINDS[k]: (float(self.sums[k] / self.counts[k]), int(self.counts[k]))
-               for k in range(len(KINDS)) if self.counts[k]}
+        out = {
+            KINDS[k]: (float(self.sums[k] / self.counts[k]), int(self.counts[k]))
+            for k in range(len(KINDS))
+            if self.counts[k]
+        }
         self.sums[:] = 0
         self.counts[:] = 0
         return out

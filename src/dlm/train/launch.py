@@ -72,20 +72,35 @@ def torchrun_argv(spec: LaunchSpec, program: list[str], log_dir: Path) -> list[s
     otherwise the static rendezvous at `master_addr:master_port` (default port 29500).
     `--max-restarts 0`: a failed rank ends the run rather than restarting it.
     """
-    argv = ["--nproc-per-node", str(spec.nproc), "--max-restarts", "0",
-            "--log-dir", str(log_dir), "--redirects", "3"]
+    argv = ["--nproc-per-node", str(spec.nproc), "--max-restarts", "0", "--log-dir", str(log_dir), "--redirects", "3"]
     if spec.nnodes == 1 and spec.master_addr is None and spec.master_port is None:
         argv.append("--standalone")
     else:
-        argv += ["--nnodes", str(spec.nnodes), "--node-rank", str(spec.node_rank),
-                 "--master-addr", spec.master_addr or "127.0.0.1", "--master-port", str(spec.master_port or 29500)]
+        argv += [
+            "--nnodes",
+            str(spec.nnodes),
+            "--node-rank",
+            str(spec.node_rank),
+            "--master-addr",
+            spec.master_addr or "127.0.0.1",
+            "--master-port",
+            str(spec.master_port or 29500),
+        ]
     return [*argv, "-m", *program]
 
 
 def accelerate_argv(spec: LaunchSpec, program: list[str]) -> list[str]:
     """The `accelerate launch` arguments for `spec` (its config file decides the rest)."""
-    argv = ["--config_file", str(spec.accelerate_config), "--num_processes", str(spec.nproc * spec.nnodes),
-            "--num_machines", str(spec.nnodes), "--machine_rank", str(spec.node_rank)]
+    argv = [
+        "--config_file",
+        str(spec.accelerate_config),
+        "--num_processes",
+        str(spec.nproc * spec.nnodes),
+        "--num_machines",
+        str(spec.nnodes),
+        "--machine_rank",
+        str(spec.node_rank),
+    ]
     if spec.master_addr:
         argv += ["--main_process_ip", spec.master_addr]
     if spec.master_port:
@@ -175,7 +190,7 @@ def _quiet_launcher() -> Iterator[None]:
     try:
         yield
     finally:
-        for lg, level in zip(loggers, levels):
+        for lg, level in zip(loggers, levels, strict=False):
             lg.setLevel(level)
 
 

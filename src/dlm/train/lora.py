@@ -42,7 +42,15 @@ class StepSink(Protocol):
 
     def on_train_start(self, total_steps: int) -> None: ...
 
-    def on_step(self, step: int, loss: float | None, tokens_per_second: float | None, learning_rate: float | None, tokens_seen: int, seconds: float) -> None: ...
+    def on_step(
+        self,
+        step: int,
+        loss: float | None,
+        tokens_per_second: float | None,
+        learning_rate: float | None,
+        tokens_seen: int,
+        seconds: float,
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -123,8 +131,9 @@ def packed_attention(model: Any) -> Iterator[None]:
 PACKING_MODE = "padding_free"
 
 
-def lock_hyperparameters(run: LoraRun, sequence_len: int, packing: bool,
-                         instruction_share: float | None) -> dict[str, Any]:
+def lock_hyperparameters(
+    run: LoraRun, sequence_len: int, packing: bool, instruction_share: float | None
+) -> dict[str, Any]:
     """The training settings the determinism lock hashes (`dlm.lock.record`).
 
     `precision` is left out (the lock records it as a field of its own, the dtype the
@@ -222,8 +231,15 @@ def _callback(sink: StepSink) -> Any:
 
 
 def train_lora(
-    model: Any, tokenizer: Any, dataset: Any, run: LoraRun, work_dir: Path, sink: StepSink,
-    trainer_cls: Any = None, callbacks: list[Any] | None = None, sequence_len: int | None = None,
+    model: Any,
+    tokenizer: Any,
+    dataset: Any,
+    run: LoraRun,
+    work_dir: Path,
+    sink: StepSink,
+    trainer_cls: Any = None,
+    callbacks: list[Any] | None = None,
+    sequence_len: int | None = None,
     resume_from: Path | None = None,
 ) -> LoraResult:
     """Wrap `model` with a LoRA adapter and train it on `dataset`.
@@ -299,8 +315,9 @@ def train_lora(
     if resume_from is not None:
         state = json.loads((Path(resume_from) / "trainer_state.json").read_text(encoding="utf-8"))
         done = int(state.get("global_step") or 0) * run.gradient_accumulation_steps
-    install_keyed_dropout(trainer.model, run.seed, trainer.accelerator.process_index,
-                          trainer.accelerator.num_processes, forwards=done)
+    install_keyed_dropout(
+        trainer.model, run.seed, trainer.accelerator.process_index, trainer.accelerator.num_processes, forwards=done
+    )
     t0 = time.perf_counter()
     with packed_attention(trainer.model):
         output = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from is not None else None)

@@ -76,7 +76,13 @@ def choose(n_instruction: float, n_other: float, units_per_step: float, budget_u
     seen = share * steps * units_per_step / n_instruction
     warning = None
     if seen < INSTRUCTION_REPEATS - 0.5:
-        warning = (f"training.budget allows {steps} steps: each instruction pair is seen about {seen:.0f} "
-                   f"times, fewer than the {INSTRUCTION_REPEATS} that make pairs stick; raise training.budget")
-    return Recipe(round(share, 4), steps, f"the budget, with instruction pairs {share:.0%} of what is drawn "
-                                          f"(each about {seen:.0f} times)", warning)
+        warning = (
+            f"training.budget allows {steps} steps: each instruction pair is seen about {seen:.0f} "
+            f"times, fewer than the {INSTRUCTION_REPEATS} that make pairs stick; raise training.budget"
+        )
+    return Recipe(
+        round(share, 4),
+        steps,
+        f"the budget, with instruction pairs {share:.0%} of what is drawn (each about {seen:.0f} times)",
+        warning,
+    )

@@ -57,8 +57,16 @@ class TokenTally:
 
 
 def _record(phase: str, step: int, result: EvalResult) -> EvalRecord:
-    return EvalRecord(phase, step, result.loss, result.perplexity, result.rows, result.tokens,
-                      result.loss_tokens, result.by_kind.get("instruction"))
+    return EvalRecord(
+        phase,
+        step,
+        result.loss,
+        result.perplexity,
+        result.rows,
+        result.tokens,
+        result.loss_tokens,
+        result.by_kind.get("instruction"),
+    )
 
 
 @dataclass
@@ -98,8 +106,11 @@ class HeldOutTracker:
         """Trainer callbacks to add (none unless `every_steps` is set)."""
         if not self.active or not self.every_steps:
             return []
-        return [eval_callback(self.eval_set, self.every_steps,
-                              lambda step, result: self._keep("step", step, result), self.pad_id)]
+        return [
+            eval_callback(
+                self.eval_set, self.every_steps, lambda step, result: self._keep("step", step, result), self.pad_id
+            )
+        ]
 
     def _keep(self, phase: str, step: int, result: EvalResult) -> None:
         self.results.append((phase, step, result))
@@ -117,5 +128,10 @@ class HeldOutTracker:
                 steps.append({"step": step, **result.as_dict()})
             else:
                 by_phase[phase] = {"step": step, **result.as_dict()}
-        return {"rows": self.eval_set.rows, "tokens": self.eval_set.tokens,
-                "kinds": self.eval_set.kinds, **by_phase, "steps": steps}
+        return {
+            "rows": self.eval_set.rows,
+            "tokens": self.eval_set.tokens,
+            "kinds": self.eval_set.kinds,
+            **by_phase,
+            "steps": steps,
+        }

@@ -33,11 +33,12 @@ from dlm.actions.common import DocPath, open_document
 from dlm.actions.training.plan import prepare, resolve_base
 from dlm.actions.training.publish import train_and_publish, train_as_peer
 from dlm.actions.training.ranks import check_agreement, launch_train, rank_entry, run_id_for, write_report
-from dlm.actions.training.types import NullSink, TrainOptions, TrainReport, TrainSink
+from dlm.actions.training.types import DEFAULT_OPTIONS, NullSink, TrainOptions, TrainReport, TrainSink
 from dlm.doc import Document
 from dlm.errors import DlmError, TrainingError
 from dlm.lock import LockMode
 from dlm.store import Store, open_store
+from dlm.train.checkpoint import find_resumable
 from dlm.train.distributed import (
     REPORT_ENV,
     RankGroup,
@@ -48,7 +49,6 @@ from dlm.train.distributed import (
     rank_error_message,
     write_rank_error,
 )
-from dlm.train.checkpoint import find_resumable
 from dlm.train.launch import LaunchSpec
 
 __all__ = ["LaunchSpec", "LockMode", "NullSink", "TrainOptions", "TrainReport", "TrainSink", "train", "train_document"]
@@ -96,20 +96,29 @@ def train(
         KeyboardInterrupt: after marking the run interrupted; the store is unchanged.
     """
     doc, store = open_document(path)
-    options = TrainOptions(max_steps=max_steps, use_cache=use_cache, strict_sources=strict_sources,
-                           lock_mode=lock_mode, cache_remote=cache_remote, resume=resume)
+    options = TrainOptions(
+        max_steps=max_steps,
+        use_cache=use_cache,
+        strict_sources=strict_sources,
+        lock_mode=lock_mode,
+        cache_remote=cache_remote,
+        resume=resume,
+    )
     if launch is None:
         launch = LaunchSpec(nproc or doc.frontmatter.training.nproc or 1)
     if (launch.nproc > 1 or launch.nnodes > 1) and not RankInfo.from_env().distributed:
         if resume:
-            raise TrainingError("--resume continues a run in one process; drop --nproc/--nnodes "
-                                "(training.nproc) or start afresh without --resume")
+            raise TrainingError(
+                "--resume continues a run in one process; drop --nproc/--nnodes "
+                "(training.nproc) or start afresh without --resume"
+            )
         return launch_train(Path(path), options, launch)
     return train_document(doc, options, sink, store=store)
 
 
-def train_document(doc: Document, options: TrainOptions = TrainOptions(), sink: TrainSink | None = None, *,
-                   store: Store | None = None) -> TrainReport:
+def train_document(
+    doc: Document, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainSink | None = None, *, store: Store | None = None
+) -> TrainReport:
     """Train a new adapter version for `doc` (a `dlm.doc.Document`) in this process
     (one rank of a run when a launcher set `WORLD_SIZE`).
 
@@ -141,15 +150,26 @@ def train_document(doc: Document, options: TrainOptions = TrainOptions(), sink: 
 def _train_rank(doc: Document, store: Store, options: TrainOptions, sink: TrainSink, info: RankInfo) -> TrainReport:
     training = doc.frontmatter.training
     ref = resolve_base(doc)  # before the process group starts (see resolve_base)
-    plan = make_plan(info.world_size, training.batch_size, training.gradient_accumulation_steps,
-                     "cuda" if _cuda() else "cpu")
+    plan = make_plan(
+        info.world_size, training.batch_size, training.gradient_accumulation_steps, "cuda" if _cuda() else "cpu"
+    )
     group = RankGroup(info, plan.device)
     if options.resume and info.distributed:
         raise TrainingError("--resume continues a run in one process; start afresh without --resume")
     run_id = find_resumable(store.staging_dirs())[0] if options.resume else run_id_for(group, str(ULID()))
     with store.train_lock() if info.is_main else nullcontext():
-        run = prepare(doc, store, ref, options, sink, group, plan, run_id, check_agreement,
-                      lambda stats, waited, ready: rank_entry(info, stats, waited, ready))
+        run = prepare(
+            doc,
+            store,
+            ref,
+            options,
+            sink,
+            group,
+            plan,
+            run_id,
+            check_agreement,
+            lambda stats, waited, ready: rank_entry(info, stats, waited, ready),
+        )
         report = train_and_publish(run, sink) if info.is_main else train_as_peer(run)
     if os.environ.get(REPORT_ENV) and info.local_rank == 0:  # each machine's launcher reads its own
         write_report(report, os.environ[REPORT_ENV])

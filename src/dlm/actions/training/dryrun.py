@@ -20,7 +20,7 @@ from typing import Any
 from dlm.actions.common import DocPath, open_document
 from dlm.actions.training.plan import prepare, resolve_base
 from dlm.actions.training.ranks import check_agreement, rank_entry
-from dlm.actions.training.types import NullSink, TrainOptions, TrainSink
+from dlm.actions.training.types import DEFAULT_OPTIONS, NullSink, TrainOptions, TrainSink
 from dlm.errors import TrainingError
 from dlm.train.distributed import RankGroup, RankInfo, make_plan
 
@@ -57,12 +57,19 @@ class _StepTimes(NullSink):
     def __init__(self) -> None:
         self.seen: list[tuple[float, int]] = []  # (seconds since start, tokens seen) per step
 
-    def on_step(self, step: int, loss: Any = None, tokens_per_second: Any = None, learning_rate: Any = None,
-                tokens_seen: int = 0, seconds: float = 0.0) -> None:
+    def on_step(
+        self,
+        step: int,
+        loss: Any = None,
+        tokens_per_second: Any = None,
+        learning_rate: Any = None,
+        tokens_seen: int = 0,
+        seconds: float = 0.0,
+    ) -> None:
         self.seen.append((seconds, tokens_seen))
 
 
-def dry_run(path: DocPath, options: TrainOptions = TrainOptions(), sink: TrainSink | None = None) -> DryRunReport:
+def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainSink | None = None) -> DryRunReport:
     """Plan the run of the document at `path` and time `MEASURED_STEPS` real steps
     (module docstring); the store is not written.
 
@@ -70,10 +77,10 @@ def dry_run(path: DocPath, options: TrainOptions = TrainOptions(), sink: TrainSi
         DocError, BaseModelError, SourceError, LockValidationError, TrainingError: as
             `dlm train` would before training.
     """
-    from dlm.models import load_model
-    from dlm.train.dataset import as_hf_dataset
     import torch
 
+    from dlm.models import load_model
+    from dlm.train.dataset import as_hf_dataset
     from dlm.train.lora import train_lora
     from dlm.train.tracking import planned_tokens
 
@@ -81,12 +88,22 @@ def dry_run(path: DocPath, options: TrainOptions = TrainOptions(), sink: TrainSi
     doc, store = open_document(path)
     training = doc.frontmatter.training
     info = RankInfo.from_env()
-    plan = make_plan(1, training.batch_size, training.gradient_accumulation_steps,
-                     "cuda" if torch.cuda.is_available() else "cpu")
+    plan = make_plan(
+        1, training.batch_size, training.gradient_accumulation_steps, "cuda" if torch.cuda.is_available() else "cpu"
+    )
     group = RankGroup(info, plan.device)
-    run = prepare(doc, store, resolve_base(doc), replace(options, use_cache=False, resume=False), sink, group, plan,
-                  "dry-run",
-                  check_agreement, lambda stats, waited, ready: rank_entry(info, stats, waited, ready))
+    run = prepare(
+        doc,
+        store,
+        resolve_base(doc),
+        replace(options, use_cache=False, resume=False),
+        sink,
+        group,
+        plan,
+        "dry-run",
+        check_agreement,
+        lambda stats, waited, ready: rank_entry(info, stats, waited, ready),
+    )
     steps = run.hyper.max_steps
     per_step = run.hyper.batch_size * run.hyper.gradient_accumulation_steps
     if steps is None:  # num_epochs: whole passes over the examples
@@ -95,15 +112,28 @@ def dry_run(path: DocPath, options: TrainOptions = TrainOptions(), sink: TrainSi
     times = _StepTimes()
     sink.on_note(f"measuring {MEASURED_STEPS} real steps on this machine")
     with tempfile.TemporaryDirectory(prefix="dlm-dry-run-") as scratch:
-        train_lora(load_model(run.ref), run.tokenizer, as_hf_dataset(run.dataset),
-                   replace(run.hyper, max_steps=MEASURED_STEPS), Path(scratch), times,
-                   sequence_len=training.sequence_len)
+        train_lora(
+            load_model(run.ref),
+            run.tokenizer,
+            as_hf_dataset(run.dataset),
+            replace(run.hyper, max_steps=MEASURED_STEPS),
+            Path(scratch),
+            times,
+            sequence_len=training.sequence_len,
+        )
     if len(times.seen) < MEASURED_STEPS:
         raise TrainingError("dry run: the measured steps did not complete; run `dlm train` to see why")
     (t1, n1), (t2, n2) = times.seen[-2], times.seen[-1]
     seconds = max(t2 - t1, 1e-9)
     rate = (n2 - n1) / seconds if n2 > n1 else None
     eta = planned / rate if rate else seconds * steps
-    return DryRunReport(steps=steps, steps_reason=run.steps_reason, examples=len(run.dataset),
-                        planned_tokens=planned, seconds_per_step=seconds, tokens_per_second=rate,
-                        eta_seconds=eta, device=plan.device)
+    return DryRunReport(
+        steps=steps,
+        steps_reason=run.steps_reason,
+        examples=len(run.dataset),
+        planned_tokens=planned,
+        seconds_per_step=seconds,
+        tokens_per_second=rate,
+        eta_seconds=eta,
+        device=plan.device,
+    )

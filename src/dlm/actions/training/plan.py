@@ -117,8 +117,14 @@ def hyperparameters(training: TrainingConfig, options: TrainOptions) -> LoraRun:
 
 
 def make_row_tokenizer(
-    store: Store, tokenizer: Any, tokenizer_sha256: str, training: TrainingConfig, run_id: str, use_cache: bool,
-    base_dir: Path | None = None, cache_remote: str | None = None,
+    store: Store,
+    tokenizer: Any,
+    tokenizer_sha256: str,
+    training: TrainingConfig,
+    run_id: str,
+    use_cache: bool,
+    base_dir: Path | None = None,
+    cache_remote: str | None = None,
 ) -> RowTokenizer:
     """The seam implementation for this run: the section cache (shared store, remote
     tier when configured) unless disabled."""
@@ -128,8 +134,14 @@ def make_row_tokenizer(
         from dlm.paths import cache_store_dir
 
         return CachedRowTokenizer(
-            store.cache_dir, tokenizer, tokenizer_sha256, max_bytes=training.cache.max_bytes, run_id=run_id,
-            trust_stat=training.cache.trust_stat, store_dir=cache_store_dir(), doc_id=store.dlm_id,
+            store.cache_dir,
+            tokenizer,
+            tokenizer_sha256,
+            max_bytes=training.cache.max_bytes,
+            run_id=run_id,
+            trust_stat=training.cache.trust_stat,
+            store_dir=cache_store_dir(),
+            doc_id=store.dlm_id,
             remote=resolve_remote(training.cache.remote, cache_remote, base_dir),
             sibling_dirs=store.sibling_cache_dirs(),
         )
@@ -154,11 +166,18 @@ def resolve_base(doc: Document) -> BaseModelRef:
     return resolve_base_model(doc.frontmatter.base_model, relative_to=doc.path.parent if doc.path else None)
 
 
-def prepare(doc: Document, store: Store, ref: BaseModelRef, options: TrainOptions, sink: TrainSink,
-            group: RankGroup,
-            plan: DistPlan, run_id: str,
-            agree: Callable[[RankGroup, dict[str, Any]], None],
-            rank_entry: Callable[[Any, float, float], dict[str, Any]]) -> PreparedRun:
+def prepare(
+    doc: Document,
+    store: Store,
+    ref: BaseModelRef,
+    options: TrainOptions,
+    sink: TrainSink,
+    group: RankGroup,
+    plan: DistPlan,
+    run_id: str,
+    agree: Callable[[RankGroup, dict[str, Any]], None],
+    rank_entry: Callable[[Any, float, float], dict[str, Any]],
+) -> PreparedRun:
     """Decide everything of a run (module docstring); rank 0 also checks the lock.
 
     Args:
@@ -178,8 +197,16 @@ def prepare(doc: Document, store: Store, ref: BaseModelRef, options: TrainOption
 
     def rows_and_ids() -> tuple[Any, TokenizedRows]:
         built = build_rows(doc, tokenizer, strict=options.strict_sources)
-        row_tokenizer = make_row_tokenizer(store, tokenizer, tokenizer_sha256, training, cache_run_id(info, run_id),
-                                           options.use_cache, base_dir, options.cache_remote)
+        row_tokenizer = make_row_tokenizer(
+            store,
+            tokenizer,
+            tokenizer_sha256,
+            training,
+            cache_run_id(info, run_id),
+            options.use_cache,
+            base_dir,
+            options.cache_remote,
+        )
         return built, row_tokenizer.tokenize(built.rows, sink)
 
     (built, tokenized), waited, ready = group.in_turns(rows_and_ids)
@@ -191,8 +218,13 @@ def prepare(doc: Document, store: Store, ref: BaseModelRef, options: TrainOption
     hyper = hyperparameters(training, options)
     share = training.instruction_share
     recipe, packing = None, training.packing
-    steps_reason = ("--max-steps" if options.max_steps is not None else
-                    "training.max_steps" if training.max_steps is not None else "training.num_epochs")
+    steps_reason = (
+        "--max-steps"
+        if options.max_steps is not None
+        else "training.max_steps"
+        if training.max_steps is not None
+        else "training.num_epochs"
+    )
     if hyper.max_steps is None and training.num_epochs is None and len(train_rows):
         recipe = choose_recipe(train_rows, training, plan, _tokens_per_second(store), packing)
         share = share if share is not None else recipe.instruction_share
@@ -220,17 +252,36 @@ def prepare(doc: Document, store: Store, ref: BaseModelRef, options: TrainOption
             f"or widen training.sources include patterns"
         )
     corpus = corpus_fingerprint(train_rows.keys)
-    agree(group, {"document": doc.dlm_sha256, "tokenizer": tokenizer_sha256, "examples": len(dataset),
-                  "corpus": corpus})
+    agree(
+        group, {"document": doc.dlm_sha256, "tokenizer": tokenizer_sha256, "examples": len(dataset), "corpus": corpus}
+    )
     ranks = group.gather(rank_entry(tokenized.stats, waited, ready))
     flags = _seed(hyper.seed)
-    lock = _check_lock(doc, store, ref, tokenizer_sha256, corpus, hyper, share, packing, flags, options, sink,
-                       plan) if info.is_main else None
+    lock = (
+        _check_lock(doc, store, ref, tokenizer_sha256, corpus, hyper, share, packing, flags, options, sink, plan)
+        if info.is_main
+        else None
+    )
     resume_from = _resume_point(store, run_id, lock) if options.resume else None
-    return PreparedRun(doc=doc, store=store, ref=ref, tokenizer=tokenizer, tokenized=tokenized, split=split,
-                       dataset=dataset, hyper=hyper, run_id=run_id, files_skipped=files_skipped, plan=plan,
-                       ranks=ranks, lock=lock, rank=info.rank, probes=built.probes,
-                       steps_reason=steps_reason, resume_from=resume_from)
+    return PreparedRun(
+        doc=doc,
+        store=store,
+        ref=ref,
+        tokenizer=tokenizer,
+        tokenized=tokenized,
+        split=split,
+        dataset=dataset,
+        hyper=hyper,
+        run_id=run_id,
+        files_skipped=files_skipped,
+        plan=plan,
+        ranks=ranks,
+        lock=lock,
+        rank=info.rank,
+        probes=built.probes,
+        steps_reason=steps_reason,
+        resume_from=resume_from,
+    )
 
 
 def _resume_point(store: Store, run_id: str, lock: LockStep | None) -> Path:
@@ -261,8 +312,9 @@ def _seed(seed: int) -> DeterminismFlags:
     return apply_determinism(seed)
 
 
-def choose_recipe(train_rows: TokenizedRows, training: TrainingConfig, plan: DistPlan,
-                  tokens_per_second: float, packing: bool) -> Recipe:
+def choose_recipe(
+    train_rows: TokenizedRows, training: TrainingConfig, plan: DistPlan, tokens_per_second: float, packing: bool
+) -> Recipe:
     """The default recipe for these rows (`dlm.train.recipe`), counted in the unit the
     example layout balances: windows, or tokens when packing."""
     counting = WindowDataset(train_rows, training.sequence_len)
@@ -277,8 +329,7 @@ def choose_recipe(train_rows: TokenizedRows, training: TrainingConfig, plan: Dis
         tokens = budget.as_tokens(tokens_per_second)
         per_unit = 1.0 if packing else counting.total_tokens / max(len(counting), 1)
         budget_units = tokens / per_unit
-    return choose(float(sizes[is_instruction].sum()), float(sizes[~is_instruction].sum()), units_per_step,
-                  budget_units)
+    return choose(float(sizes[is_instruction].sum()), float(sizes[~is_instruction].sum()), units_per_step, budget_units)
 
 
 def _tokens_per_second(store: Store) -> float:
@@ -294,9 +345,20 @@ def _tokens_per_second(store: Store) -> float:
     return DEFAULT_TOKENS_PER_SECOND
 
 
-def _check_lock(doc: Document, store: Store, ref: BaseModelRef, tokenizer_sha256: str, corpus: str,
-                hyper: LoraRun, share: float | None, packing: bool, flags: DeterminismFlags, options: TrainOptions,
-                sink: TrainSink, plan: DistPlan) -> LockStep:
+def _check_lock(
+    doc: Document,
+    store: Store,
+    ref: BaseModelRef,
+    tokenizer_sha256: str,
+    corpus: str,
+    hyper: LoraRun,
+    share: float | None,
+    packing: bool,
+    flags: DeterminismFlags,
+    options: TrainOptions,
+    sink: TrainSink,
+    plan: DistPlan,
+) -> LockStep:
     from dlm.lock import LockInputs, build_lock, check_lock
 
     inputs = LockInputs(

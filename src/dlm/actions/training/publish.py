@@ -25,9 +25,9 @@ from dlm.metrics import MetricsDB, RunRecord, TokenizationRecord
 from dlm.models import load_model
 from dlm.tokenize.seam import TokenizedRows
 from dlm.train.base_score import BaseScoreMemo, eval_set_sha256, model_identity, score_key, scoring_environment
+from dlm.train.checkpoint import checkpoint_step, latest_checkpoint, saver_callback, write_run_file
 from dlm.train.dataset import as_hf_dataset
 from dlm.train.evaluate import build_eval_set
-from dlm.train.checkpoint import checkpoint_step, latest_checkpoint, saver_callback, write_run_file
 from dlm.train.heldout import subset
 from dlm.train.kind_loss import KindLoss
 from dlm.train.lora import LoraResult, train_lora
@@ -57,24 +57,36 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
             sink.on_message(f"resuming run {run.run_id} from {run.resume_from.name}")
         else:
             _note_discarded(run, sink)
-            metrics.start_run(run.run_id, base_model=run.ref.name, max_steps=run.hyper.max_steps,
-                              rows=len(run.tokenized), files_taken=run.tokenized.files_taken,
-                              files_skipped=run.files_skipped, heldout_rows=int(run.split.heldout.shape[0]))
+            metrics.start_run(
+                run.run_id,
+                base_model=run.ref.name,
+                max_steps=run.hyper.max_steps,
+                rows=len(run.tokenized),
+                files_taken=run.tokenized.files_taken,
+                files_skipped=run.files_skipped,
+                heldout_rows=int(run.split.heldout.shape[0]),
+            )
             staging = run.store.new_staging_dir(run.run_id)
         metrics.log_tokenization(run.run_id, tokenization)
         checkpoints = staging / "checkpoints"
         recorder = _StepRecorder(metrics, run.run_id, sink)
         tally = TokenTally()
         kinds = KindLoss(run.dataset, run.dataset.rows.kinds)
-        sink.on_plan(planned_tokens(run.dataset, run.hyper.max_steps, run.hyper.batch_size
-                                    * run.hyper.gradient_accumulation_steps * run.plan.world_size,
-                                    run.hyper.num_epochs))
+        sink.on_plan(
+            planned_tokens(
+                run.dataset,
+                run.hyper.max_steps,
+                run.hyper.batch_size * run.hyper.gradient_accumulation_steps * run.plan.world_size,
+                run.hyper.num_epochs,
+            )
+        )
         callbacks = [kinds.callback(recorder.on_kind_window)]
         if every is not None:
             assert run.lock is not None  # rank 0 always prepares the lock
             write_run_file(checkpoints, run.run_id, lock_to_json(run.lock.current))
-            callbacks.append(saver_callback(every, checkpoints,
-                                            lambda step, path: metrics.set_checkpoint(run.run_id, str(path))))
+            callbacks.append(
+                saver_callback(every, checkpoints, lambda step, path: metrics.set_checkpoint(run.run_id, str(path)))
+            )
         try:
             model = load_model(run.ref)
             heldout = _heldout_tracker(run, metrics, sink, model)
@@ -82,16 +94,25 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
             probes = _probe_tracker(run, metrics)
             hooks = kinds.attach(model)
             try:
-                result = train_lora(model, run.tokenizer, as_hf_dataset(kinds.wrap(run.dataset), tally.on_batch),
-                                    run.hyper, staging / "trainer", recorder,
-                                    callbacks=[*callbacks, *heldout.callbacks(), *([probes.callback()] if probes else [])],
-                                    sequence_len=run.training.sequence_len, resume_from=run.resume_from)
+                result = train_lora(
+                    model,
+                    run.tokenizer,
+                    as_hf_dataset(kinds.wrap(run.dataset), tally.on_batch),
+                    run.hyper,
+                    staging / "trainer",
+                    recorder,
+                    callbacks=[*callbacks, *heldout.callbacks(), *([probes.callback()] if probes else [])],
+                    sequence_len=run.training.sequence_len,
+                    resume_from=run.resume_from,
+                )
             finally:
                 for hook in hooks:
                     hook.remove()
             if probes is not None and probes.restore_best(result.model, result.steps):
-                sink.on_note(f"kept the adapter of step {probes.best_step}: its answers scored best "
-                             f"({probes.best_score:.3f} against {probes.scores[-1][1]:.3f} at step {result.steps})")
+                sink.on_note(
+                    f"kept the adapter of step {probes.best_step}: its answers scored best "
+                    f"({probes.best_score:.3f} against {probes.scores[-1][1]:.3f} at step {result.steps})"
+                )
             heldout.measure(result.model, "after", result.steps)
             shutil.rmtree(staging / "trainer", ignore_errors=True)
             shutil.rmtree(checkpoints, ignore_errors=True)
@@ -102,28 +123,52 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
         except BaseException as exc:
             kept = _keep_checkpoint(staging, checkpoints)
             status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-            where = (f"; its checkpoint at step {checkpoint_step(kept)} is kept ({kept}): "
-                     "`dlm train --resume` continues it") if kept else ""
-            sink.on_message(f"run {run.run_id} {status} at step {recorder.last_step}: the previous adapter "
-                            f"stays current{where}")
+            where = (
+                (
+                    f"; its checkpoint at step {checkpoint_step(kept)} is kept ({kept}): "
+                    "`dlm train --resume` continues it"
+                )
+                if kept
+                else ""
+            )
+            sink.on_message(
+                f"run {run.run_id} {status} at step {recorder.last_step}: the previous adapter stays current{where}"
+            )
             metrics.finish_run(run.run_id, RunRecord(status, recorder.last_step, None, None, None))
             metrics.set_checkpoint(run.run_id, str(kept) if kept else None)
             raise
         rate = _rate(result, before)
-        metrics.finish_run(run.run_id, RunRecord(
-            "completed", result.steps, result.train_loss, rate, version, result.tokens_seen, tally.fraction))
+        metrics.finish_run(
+            run.run_id,
+            RunRecord("completed", result.steps, result.train_loss, rate, version, result.tokens_seen, tally.fraction),
+        )
         metrics.set_checkpoint(run.run_id, None)
-    run.store.record_adapter(version=version, run_id=run.run_id, adapter_sha256=sha, base_model=run.ref.name,
-                             base_model_revision=run.ref.revision, document_path=run.doc.path)
+    run.store.record_adapter(
+        version=version,
+        run_id=run.run_id,
+        adapter_sha256=sha,
+        base_model=run.ref.name,
+        base_model_revision=run.ref.revision,
+        document_path=run.doc.path,
+    )
     assert run.lock is not None  # rank 0 always prepares the lock
     run.lock.finish(run.run_id, sha)
     warnings = list(run.lock.decision.warnings)
     evaluation = _judge(run, result.model, version, sink)
     if evaluation is not None:
         warnings += evaluation["warnings"]
-    report = build_report(run, result, version=version, adapter_dir=str(adapter_dir), sha=sha,
-                          warnings=warnings, heldout=heldout.summary(), real_token_fraction=tally.fraction,
-                          evaluation=evaluation, loss_tokens=tally.loss_tokens)
+    report = build_report(
+        run,
+        result,
+        version=version,
+        adapter_dir=str(adapter_dir),
+        sha=sha,
+        warnings=warnings,
+        heldout=heldout.summary(),
+        real_token_fraction=tally.fraction,
+        evaluation=evaluation,
+        loss_tokens=tally.loss_tokens,
+    )
     report.resumed_from = str(run.resume_from) if run.resume_from is not None else None
     report.tokens_per_second = rate
     report.kind_losses = recorder.last_kinds
@@ -164,9 +209,11 @@ def _note_discarded(run: PreparedRun, sink: TrainSink) -> None:
     for staging in run.store.staging_dirs():
         found = latest_checkpoint(staging / "checkpoints")
         if found is not None:
-            sink.on_message(f"starting afresh: the checkpoint of interrupted run {staging.name[len('.staging-'):]} "
-                            f"(step {checkpoint_step(found)}) is discarded; `dlm train --resume` would have "
-                            "continued it")
+            sink.on_message(
+                f"starting afresh: the checkpoint of interrupted run {staging.name[len('.staging-') :]} "
+                f"(step {checkpoint_step(found)}) is discarded; `dlm train --resume` would have "
+                "continued it"
+            )
 
 
 def _judge(run: PreparedRun, model: Any, version: str, sink: TrainSink) -> dict[str, Any] | None:
@@ -183,8 +230,9 @@ def _judge(run: PreparedRun, model: Any, version: str, sink: TrainSink) -> dict[
     sink.on_note(f"evaluating {len(items)} questions on the base model, the adapter and a null adapter")
     report = judge_trained(run.doc, model, run.tokenizer, run.probes, version)
     with MetricsDB(run.store.metrics_path) as metrics:
-        metrics.log_judgement(run_id=run.run_id, adapter_version=version, phase="final", step=None,
-                              summary=summary_of(report))
+        metrics.log_judgement(
+            run_id=run.run_id, adapter_version=version, phase="final", step=None, summary=summary_of(report)
+        )
     return report.as_dict()
 
 
@@ -192,27 +240,58 @@ def train_as_peer(run: PreparedRun) -> TrainReport:
     """A rank other than 0: train its shard of every step and write nothing; the report
     (no adapter, `rank` > 0) goes only to this machine's launcher when it is the first rank here."""
     with tempfile.TemporaryDirectory(prefix="dlm-rank-") as scratch:  # the trainer's output_dir; never the store
-        result = train_lora(load_model(run.ref), run.tokenizer, as_hf_dataset(run.dataset), run.hyper,
-                            Path(scratch), NullSink(), sequence_len=run.training.sequence_len)
+        result = train_lora(
+            load_model(run.ref),
+            run.tokenizer,
+            as_hf_dataset(run.dataset),
+            run.hyper,
+            Path(scratch),
+            NullSink(),
+            sequence_len=run.training.sequence_len,
+        )
     return build_report(run, result)
 
 
-def build_report(run: PreparedRun, result: LoraResult, *, version: str = "", adapter_dir: str = "",
-                 sha: str = "", warnings: list[str] | None = None, heldout: dict[str, Any] | None = None,
-                 real_token_fraction: float | None = None, evaluation: dict[str, Any] | None = None,
-                 loss_tokens: int | None = None) -> TrainReport:
+def build_report(
+    run: PreparedRun,
+    result: LoraResult,
+    *,
+    version: str = "",
+    adapter_dir: str = "",
+    sha: str = "",
+    warnings: list[str] | None = None,
+    heldout: dict[str, Any] | None = None,
+    real_token_fraction: float | None = None,
+    evaluation: dict[str, Any] | None = None,
+    loss_tokens: int | None = None,
+) -> TrainReport:
     """The one `TrainReport` of a run: rank 0's names the adapter, a peer's leaves it empty."""
     return TrainReport(
-        run_id=run.run_id, dlm_id=run.doc.frontmatter.dlm_id, adapter_version=version,
-        adapter_dir=adapter_dir, adapter_sha256=sha, base_model=run.ref.name,
-        base_model_revision=run.ref.revision, steps=result.steps, train_loss=result.train_loss,
-        train_tokens=result.tokens_seen, tokens_per_second=result.tokens_per_second,
-        train_seconds=result.seconds, rows=_row_counts(run.tokenized),
-        files_taken=run.tokenized.files_taken, files_skipped=run.files_skipped,
-        lossy_files=run.tokenized.lossy_files, examples=len(run.dataset),
-        tokenization=asdict(_tokenization(run.tokenized)), warnings=warnings or [],
-        heldout=heldout, real_token_fraction=real_token_fraction,
-        distributed=_distributed_summary(run), rank=run.rank, evaluation=evaluation, loss_tokens=loss_tokens,
+        run_id=run.run_id,
+        dlm_id=run.doc.frontmatter.dlm_id,
+        adapter_version=version,
+        adapter_dir=adapter_dir,
+        adapter_sha256=sha,
+        base_model=run.ref.name,
+        base_model_revision=run.ref.revision,
+        steps=result.steps,
+        train_loss=result.train_loss,
+        train_tokens=result.tokens_seen,
+        tokens_per_second=result.tokens_per_second,
+        train_seconds=result.seconds,
+        rows=_row_counts(run.tokenized),
+        files_taken=run.tokenized.files_taken,
+        files_skipped=run.files_skipped,
+        lossy_files=run.tokenized.lossy_files,
+        examples=len(run.dataset),
+        tokenization=asdict(_tokenization(run.tokenized)),
+        warnings=warnings or [],
+        heldout=heldout,
+        real_token_fraction=real_token_fraction,
+        distributed=_distributed_summary(run),
+        rank=run.rank,
+        evaluation=evaluation,
+        loss_tokens=loss_tokens,
     )
 
 
@@ -225,17 +304,22 @@ def _row_counts(tokenized: TokenizedRows) -> dict[str, int]:
 
 def _tokenization(tokenized: TokenizedRows) -> TokenizationRecord:
     stats = tokenized.stats
-    return TokenizationRecord(stats.total_rows, stats.cache_hits, stats.cache_misses, stats.seconds,
-                              stats.cache_bytes_after)
+    return TokenizationRecord(
+        stats.total_rows, stats.cache_hits, stats.cache_misses, stats.seconds, stats.cache_bytes_after
+    )
 
 
 def _distributed_summary(run: PreparedRun) -> dict[str, Any] | None:
     """The plan and each rank's tokenization (None for one process)."""
     if run.plan.world_size == 1:
         return None
-    return {"world_size": run.plan.world_size, "per_device_batch_size": run.plan.per_device_batch_size,
-            "gradient_accumulation_steps": run.plan.gradient_accumulation_steps, "backend": run.plan.backend,
-            "ranks": run.ranks}
+    return {
+        "world_size": run.plan.world_size,
+        "per_device_batch_size": run.plan.per_device_batch_size,
+        "gradient_accumulation_steps": run.plan.gradient_accumulation_steps,
+        "backend": run.plan.backend,
+        "ranks": run.ranks,
+    }
 
 
 def _heldout_tracker(run: PreparedRun, metrics: MetricsDB, sink: TrainSink, model: Any) -> HeldOutTracker:
@@ -247,8 +331,11 @@ def _heldout_tracker(run: PreparedRun, metrics: MetricsDB, sink: TrainSink, mode
     pad_id = run.tokenizer.pad_token_id if run.tokenizer.pad_token_id is not None else 0
     memo = None
     if eval_set.rows:
-        key = score_key(model_identity(run.ref.revision, run.ref.path, str(model.dtype)),
-                        eval_set_sha256(eval_set, pad_id), scoring_environment())
+        key = score_key(
+            model_identity(run.ref.revision, run.ref.path, str(model.dtype)),
+            eval_set_sha256(eval_set, pad_id),
+            scoring_environment(),
+        )
         memo = BaseScoreMemo(run.store.heldout_base_path, key)
     return HeldOutTracker(eval_set, metrics, run.run_id, sink, training.eval.every_steps, pad_id, memo)
 
@@ -269,8 +356,13 @@ def _probe_tracker(run: PreparedRun, metrics: MetricsDB) -> ProbeTracker | None:
     pad_id = run.tokenizer.pad_token_id if run.tokenizer.pad_token_id is not None else 0
 
     def record(step: int, value: float) -> None:
-        metrics.log_judgement(run_id=run.run_id, adapter_version=None, phase="step", step=step,
-                              summary={"answer_logprob": round(value, 4)})
+        metrics.log_judgement(
+            run_id=run.run_id,
+            adapter_version=None,
+            phase="step",
+            step=step,
+            summary={"answer_logprob": round(value, 4)},
+        )
 
     return ProbeTracker(reference_examples(run.tokenizer, items), every, pad_id, settings.patience, record)
 
@@ -291,9 +383,17 @@ class _StepRecorder:
     def on_train_start(self, total_steps: int) -> None:
         self.sink.on_train_start(total_steps)
 
-    def on_step(self, step: int, loss: float | None, tokens_per_second: float | None,
-                learning_rate: float | None, tokens_seen: int, seconds: float) -> None:
+    def on_step(
+        self,
+        step: int,
+        loss: float | None,
+        tokens_per_second: float | None,
+        learning_rate: float | None,
+        tokens_seen: int,
+        seconds: float,
+    ) -> None:
         self.last_step = step
-        self.metrics.log_step(self.run_id, step, loss=loss, learning_rate=learning_rate,
-                              tokens_seen=tokens_seen, seconds=seconds)
+        self.metrics.log_step(
+            self.run_id, step, loss=loss, learning_rate=learning_rate, tokens_seen=tokens_seen, seconds=seconds
+        )
         self.sink.on_step(step, loss, tokens_per_second, learning_rate, tokens_seen, seconds)

@@ -26,8 +26,15 @@ class _LogSink:
     def on_train_start(self, total_steps: int) -> None:
         print(f"training {total_steps} steps", file=sys.stderr, flush=True)
 
-    def on_step(self, step: int, loss: float | None, tokens_per_second: float | None, learning_rate: float | None,
-                tokens_seen: int, seconds: float) -> None:
+    def on_step(
+        self,
+        step: int,
+        loss: float | None,
+        tokens_per_second: float | None,
+        learning_rate: float | None,
+        tokens_seen: int,
+        seconds: float,
+    ) -> None:
         print(f"step {step} loss {loss}", file=sys.stderr, flush=True)
 
     def on_message(self, text: str) -> None:
@@ -53,8 +60,7 @@ def main(argv: list[str]) -> int:
     from dlm.actions.training.ranks import read_run_file
 
     if len(argv) != 1:
-        print("usage: python -m dlm.actions.training.rank RUN_FILE (written by dlm train --nproc N)",
-              file=sys.stderr)
+        print("usage: python -m dlm.actions.training.rank RUN_FILE (written by dlm train --nproc N)", file=sys.stderr)
         return 2
     try:
         document, options = read_run_file(Path(argv[0]))

@@ -110,9 +110,14 @@ def rank_entry(info: RankInfo, stats: Any, waited: float, ready: float) -> dict[
     """One rank's tokenization as the report lists it: cache hits and misses, seconds in
     the tokenizer, seconds waiting at the barriers for earlier turns, and seconds from
     its turn to rows ready (walk + tokenize: "data-ready after the barrier")."""
-    return {"rank": info.rank, "cache_hits": stats.cache_hits, "cache_misses": stats.cache_misses,
-            "tokenize_seconds": round(stats.seconds, 3), "waited_seconds": round(waited, 3),
-            "ready_seconds": round(ready, 3)}
+    return {
+        "rank": info.rank,
+        "cache_hits": stats.cache_hits,
+        "cache_misses": stats.cache_misses,
+        "tokenize_seconds": round(stats.seconds, 3),
+        "waited_seconds": round(waited, 3),
+        "ready_seconds": round(ready, 3),
+    }
 
 
 def write_report(report: TrainReport, path: str) -> None:

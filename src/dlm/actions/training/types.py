@@ -37,10 +37,17 @@ class TrainOptions:
     def from_json(cls, data: dict[str, Any]) -> TrainOptions:
         """The inverse of `to_json`. Raises KeyError/ValueError on a malformed mapping."""
         mode = data.get("lock_mode")
-        return cls(max_steps=data.get("max_steps"), use_cache=bool(data.get("use_cache", True)),
-                   strict_sources=bool(data.get("strict_sources", False)),
-                   lock_mode=LockMode(mode) if mode is not None else None,
-                   cache_remote=data.get("cache_remote"), resume=bool(data.get("resume", False)))
+        return cls(
+            max_steps=data.get("max_steps"),
+            use_cache=bool(data.get("use_cache", True)),
+            strict_sources=bool(data.get("strict_sources", False)),
+            lock_mode=LockMode(mode) if mode is not None else None,
+            cache_remote=data.get("cache_remote"),
+            resume=bool(data.get("resume", False)),
+        )
+
+
+DEFAULT_OPTIONS = TrainOptions()  # frozen: safe to share as a default argument
 
 
 class TrainSink(StepSink, Progress, Protocol):

@@ -32,8 +32,11 @@ def load_general_set() -> list[tuple[str, str]]:
         FileNotFoundError: the package data is missing (a broken install).
     """
     folder = resources.files(__name__).joinpath("passages")
-    passages = [(entry.name.removesuffix(".txt"), entry.read_text(encoding="utf-8"))
-                for entry in folder.iterdir() if entry.name.endswith(".txt")]
+    passages = [
+        (entry.name.removesuffix(".txt"), entry.read_text(encoding="utf-8"))
+        for entry in folder.iterdir()
+        if entry.name.endswith(".txt")
+    ]
     if not passages:
         raise FileNotFoundError(f"no passages in {folder}: reinstall dlm (its package data is missing)")
     return sorted(passages)

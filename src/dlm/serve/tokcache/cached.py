@@ -59,7 +59,7 @@ import xxhash
 
 from dlm.serve.tokcache.config import TokenizerCacheConfig
 from dlm.serve.tokcache.plan import IDENTITY, SplitPlan, plan_for
-from dlm.serve.tokcache.prefix import MAX_BOUNDARIES, Backend, Put, PrefixLevel, backend_ids
+from dlm.serve.tokcache.prefix import MAX_BOUNDARIES, Backend, PrefixLevel, Put, backend_ids
 from dlm.serve.tokcache.store import LevelStats, LruStore, id_typecode
 from dlm.tokenize.fingerprint import tokenizer_sha256
 
@@ -213,9 +213,7 @@ class CachedTokenizer:
         self._seed = int(self.fingerprint.split(":", 1)[1][:16], 16)
         l1 = stores.l1 if config.enable_l1 and self.plan.l1_ok else None
         self.prefix = (
-            None
-            if l1 is None
-            else PrefixLevel(l1, self.plan, backend, self.fingerprint, self._seed, self.typecode)
+            None if l1 is None else PrefixLevel(l1, self.plan, backend, self.fingerprint, self._seed, self.typecode)
         )
         self._bypassed = 0
         self._cached_ids = 0
@@ -371,8 +369,11 @@ class CachedTokenizer:
             parts = prefix_level.lookup(data, pending)
         if parts is None:
             # a text with lone surrogates goes through `encode`, whose refusal callers know
-            ids = self._ids_of(text, add_special) if splittable else self._backend.encode(
-                text, add_special_tokens=add_special).ids
+            ids = (
+                self._ids_of(text, add_special)
+                if splittable
+                else self._backend.encode(text, add_special_tokens=add_special).ids
+            )
             self._count(0, len(ids))
             if l0 is not None and (max_cached_ids is None or len(ids) <= max_cached_ids):
                 l0.put(key, ids, _L0_KEY_BYTES)
@@ -404,7 +405,6 @@ class CachedTokenizer:
             return [0] * n_ids
         n_seq = n_ids - len(template.pre_ids) - len(template.post_ids)
         return [*template.pre_types, *[template.seq_type] * n_seq, *template.post_types]
-
 
     def _ids_of(self, text: str, add_special: bool) -> list[int]:
         return backend_ids(self._backend, text, add_special)

@@ -24,8 +24,7 @@ from pydantic import ValidationError
 from dlm.doc.schema import TokenizerCacheSettings as TokenizerCacheConfig
 from dlm.errors import ServeError
 
-__all__ = ["TokenizerCacheConfig", "TokenizerCacheConfigError", "config_from", "merge_config",
-           "overrides_from_mapping"]
+__all__ = ["TokenizerCacheConfig", "TokenizerCacheConfigError", "config_from", "merge_config", "overrides_from_mapping"]
 
 _FIELDS = tuple(TokenizerCacheConfig.model_fields)
 

@@ -163,9 +163,7 @@ class PrefixLevel:
             pending.append((keys[0], prefix.ids + self.pack(rest[:cut]), True, hot, drop))
         return prefix.ids, rest, ids, n_prefix
 
-    def encode_storing_all(
-        self, data: bytes, starts: list[int], keys: list[Any], pending: list[Put]
-    ) -> array:
+    def encode_storing_all(self, data: bytes, starts: list[int], keys: list[Any], pending: list[Put]) -> array:
         """Ids (no special tokens) of `data`, queuing each boundary's prefix in `pending`
         while it fits one entry's share of L1; past that, the rest in one encode (the
         boundaries split the ids exactly, so one encode equals the pieces joined)."""

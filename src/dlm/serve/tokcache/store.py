@@ -165,9 +165,7 @@ class LruStore:
         tuple of ints the caller already holds, kept while the hot budget allows (the
         caller guarantees it equals `ids`).
         """
-        packed = (
-            ids if isinstance(ids, array) and ids.typecode == self._typecode else array(self._typecode, ids)
-        )
+        packed = ids if isinstance(ids, array) and ids.typecode == self._typecode else array(self._typecode, ids)
         size = sys.getsizeof(packed) + key_bytes
         if self._max_entry_bytes is not None and size > self._max_entry_bytes:
             return
@@ -212,9 +210,7 @@ class LruStore:
 
     def _make_hot(self, key: Hashable, entry: list[Any], hot: tuple[int, ...]) -> None:
         extra = self._hot_size(len(hot))
-        if extra > self._max_hot_bytes or (
-            self._max_bytes is not None and entry[_SIZE] + extra > self._max_bytes
-        ):
+        if extra > self._max_hot_bytes or (self._max_bytes is not None and entry[_SIZE] + extra > self._max_bytes):
             return
         entry[_HOT] = hot
         entry[_SIZE] += extra
@@ -259,4 +255,3 @@ class LruStore:
             return LevelStats(
                 self.hits, self.misses, len(self._data), self._bytes, self._ids, len(self._hot), self._hot_bytes
             )
-
