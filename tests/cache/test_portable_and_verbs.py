@@ -14,7 +14,6 @@ from dlm.cache import (
     build_cache,
     cache_summary,
     export_cache,
-    format_hit_rate,
     import_cache,
     parse_age,
 )
@@ -65,7 +64,9 @@ def test_summary_and_build(tree: Path, cache_dir: Path):
     assert first.misses == first.rows and second.hits == second.rows and second.bytes > 0
     summary = cache_summary(cache_dir)
     assert summary["tokenizer_sha256"] == FAKE_SHA and summary["bytes"] > summary["entry_bytes"] > 0
-    assert format_hit_rate(summary) == f"100.0% ({second.rows}/{second.rows})"
+    from dlm.cli.common import hit_rate_text
+
+    assert hit_rate_text(summary) == f"100.0% ({second.rows}/{second.rows})"
     import sqlite3
 
     sqlite3.connect(cache_dir / "index.sqlite").execute("PRAGMA wal_checkpoint(TRUNCATE)")

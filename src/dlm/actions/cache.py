@@ -21,14 +21,12 @@ from dlm.cache.verbs import (
     build_cache,
     cache_summary,
     clear_cache,
-    format_hit_rate,
     parse_age,
     prune_cache,
 )
 from dlm.doc import Document
 from dlm.errors import CacheError, UsageError
 from dlm.paths import cache_store_dir
-from dlm.rows.walk import format_skips
 from dlm.store import Store
 from dlm.tokenize.seam import Progress
 
@@ -48,8 +46,6 @@ __all__ = [
     "cache_pull",
     "cache_push",
     "cache_show",
-    "format_hit_rate",
-    "format_skips",
 ]
 
 

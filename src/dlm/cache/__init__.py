@@ -36,7 +36,6 @@ _HOME = {
     "cache_summary": "verbs",
     "check_cache": "verbs",
     "clear_cache": "verbs",
-    "format_hit_rate": "verbs",
     "parse_age": "verbs",
     "prune_cache": "verbs",
 }
@@ -53,7 +52,6 @@ if TYPE_CHECKING:
         cache_summary,
         check_cache,
         clear_cache,
-        format_hit_rate,
         parse_age,
         prune_cache,
     )
@@ -81,7 +79,6 @@ __all__ = [
     "check_cache",
     "clear_cache",
     "export_cache",
-    "format_hit_rate",
     "import_cache",
     "parse_age",
     "prune_cache",

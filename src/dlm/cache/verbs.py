@@ -135,15 +135,6 @@ def cache_summary(cache_dir: Path, state_dir: Path | None = None, doc_id: str | 
     return out
 
 
-def format_hit_rate(summary: dict[str, Any]) -> str:
-    """`98.4% (1228/1247)`, or `n/a` before the first run."""
-    total = summary.get("last_run_total")
-    if not total:
-        return "n/a"
-    hits = summary["last_run_hits"]
-    return f"{100 * hits / total:.1f}% ({hits}/{total})"
-
-
 @dataclass(frozen=True)
 class PruneResult:
     """Outcome of `prune_cache`. Bytes: stored entry bytes / segment file bytes."""

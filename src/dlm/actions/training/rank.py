@@ -11,46 +11,23 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from dlm.actions.training.types import NullSink
 from dlm.errors import DlmError
 
 
-class _LogSink:
-    """A `TrainSink` that writes messages to stderr (the rank's log file) and nothing else."""
-
-    def start(self, description: str, total: int) -> None:
-        pass
-
-    def advance(self, n: int) -> None:
-        pass
+class _LogSink(NullSink):
+    """A `TrainSink` that writes steps and messages to stderr (the rank's log file)."""
 
     def on_train_start(self, total_steps: int) -> None:
         print(f"training {total_steps} steps", file=sys.stderr, flush=True)
 
-    def on_step(
-        self,
-        step: int,
-        loss: float | None,
-        tokens_per_second: float | None,
-        learning_rate: float | None,
-        tokens_seen: int,
-        seconds: float,
-    ) -> None:
+    def on_step(self, step: int, loss: float | None, *_: object) -> None:
         print(f"step {step} loss {loss}", file=sys.stderr, flush=True)
 
     def on_message(self, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
-    def on_note(self, text: str) -> None:
-        print(text, file=sys.stderr, flush=True)
-
-    def on_plan(self, total_tokens: int) -> None:
-        pass
-
-    def on_eval(self, phase: str, step: int, result: object) -> None:
-        pass
-
-    def on_kind_loss(self, step: int, losses: dict[str, float]) -> None:
-        pass
+    on_note = on_message
 
 
 def main(argv: list[str]) -> int:
