@@ -40,7 +40,7 @@ from typing import Any
 
 from section_cache import corpus as bench_corpus
 
-from dlm.cache import CachedRowTokenizer
+from dlm.cache import CachedRowEncoder
 from dlm.cache.schema import connect
 from dlm.models import load_tokenizer, resolve_base_model
 from dlm.rows.types import RowSet
@@ -85,7 +85,7 @@ def ready(corpus: Any, home: Path, tok: Any, sha: str, doc: str, remote: str | N
     walk = walk_sources([corpus], Path("."))
     # as `dlm train` does: the home's other documents' state folders are siblings
     siblings = sorted(p for p in home.glob("*") if p.is_dir() and p.name not in (doc, "store"))
-    cached = CachedRowTokenizer(
+    cached = CachedRowEncoder(
         home / doc,
         tok,
         sha,

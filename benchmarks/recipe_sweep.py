@@ -32,6 +32,9 @@ PARAPHRASES = 8  # the first eight probes restate the instruction pairs; the res
 ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 CONFIGS: dict[str, dict] = {
     "defaults": {},
+    "defaults-fp32": {"precision": "fp32"},
+    "defaults-no-recast": {"recast": False},
+    "defaults-fp32-no-recast": {"precision": "fp32", "recast": False},
     "hand-tuned": {"max_steps": 60, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256},
     "repeat20": {
         "max_steps": 42,

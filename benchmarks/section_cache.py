@@ -20,7 +20,7 @@ same real SmolLM2 tokenizer:
   `--raw-batch` texts. Files are read and rendered before the clock starts: read time
   is excluded. The least work any path that produces the same ids can do. Run once
   before and once after `cold`; `cold / raw` divides by their mean;
-- `cold`: `walk_sources` + `CachedRowTokenizer.tokenize` into an empty cache, timed
+- `cold`: `walk_sources` + `CachedRowEncoder.tokenize` into an empty cache, timed
   from walk start until `TokenizedRows` is ready (everything fsync'ed and committed);
 - `warm`: the same again on the filled cache (median of `--warm-repeats`, walk part
   reported separately), then one file edited;
@@ -111,14 +111,14 @@ def phase_raw(c: Any, work: Path, args: Any) -> dict:
 
 
 def cache_once(c: Any, cache_dir: Path, run_id: str) -> tuple[float, float, Any]:
-    from dlm.cache import CachedRowTokenizer
+    from dlm.cache import CachedRowEncoder
     from dlm.rows.types import RowSet
 
     tok, sha = tokenizer()
     start = time.perf_counter()
     w = walk(c)
     walk_s = time.perf_counter() - start
-    rows = CachedRowTokenizer(cache_dir, tok, sha, max_bytes=100 << 30, run_id=run_id).tokenize(RowSet([], w.files))
+    rows = CachedRowEncoder(cache_dir, tok, sha, max_bytes=100 << 30, run_id=run_id).tokenize(RowSet([], w.files))
     return time.perf_counter() - start, walk_s, rows
 
 

@@ -135,8 +135,8 @@ def main() -> None:
         os.environ["DLM_HOME"] = str(home)
         shutil.copytree(args.cache_from, cache_store_dir(), ignore=shutil.ignore_patterns("state.sqlite*", "leases"))
         store = open_store(load_document(doc).frontmatter.dlm_id)
-        store.cache_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(Path(args.cache_from) / "state.sqlite", store.cache_dir / "state.sqlite")
+        store.cache_state_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(Path(args.cache_from) / "state.sqlite", store.cache_state_dir / "state.sqlite")
     results["cache build (first)"] = command(["cache", "build", str(doc)], env)
     for name, argv in [
         ("cache build warm", ["cache", "build", str(doc)]),

@@ -74,11 +74,11 @@ def timed(owner, name, label):
     setattr(owner, name, wrapped)
 for name, label in [("resolve_base_model", "resolve base model (warm: the identity file)"),
                     ("load_tokenizer", "load tokenizer"), ("tokenizer_sha256", "tokenizer fingerprint"),
-                    ("build_rows", "rows: walk the sources"), ("make_row_tokenizer", "open the cache"),
+                    ("build_rows", "rows: walk the sources"), ("make_row_encoder", "open the cache"),
                     ("split_rows", "held-out split"), ("build_dataset", "training examples")]:
     timed(T, name, label)
-from dlm.cache import CachedRowTokenizer
-timed(CachedRowTokenizer, "tokenize", "tokenize (cache lookups)")
+from dlm.cache import CachedRowEncoder
+timed(CachedRowEncoder, "tokenize", "tokenize (cache lookups)")
 timed(T, "_seed", "seed and deterministic switches")
 timed(T, "_check_lock", "determinism lock check")
 timed(P, "load_model", "load model")

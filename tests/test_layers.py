@@ -24,7 +24,7 @@ FLOORS = {
     "defaults": 0,
     "sqlitedb": 0,
     "metrics": 0,
-    "isa": 0,
+    "cpu_isa": 0,
     "__init__": 0,
     "doc": 1,
     "lock": 1,

@@ -11,7 +11,7 @@ import torch
 
 from dlm.train.lora import (
     ACTIVATION_SHARE,
-    LoraRun,
+    Hyperparameters,
     activation_bytes,
     gradient_checkpointing,
     native_loss_trainer,
@@ -77,7 +77,7 @@ def train_once(tokenizer, work: Path, sequence_len: int | None) -> tuple[bool, d
     gen = torch.Generator().manual_seed(1)
     ids = [torch.randint(0, len(tokenizer), (16,), generator=gen).tolist() for _ in range(8)]
     data = Dataset.from_dict({"input_ids": ids, "labels": ids})
-    run = LoraRun(4, 8, 0.1, ("q_proj", "v_proj"), 1e-2, 3, 1.0, 2, 1, 7)
+    run = Hyperparameters(4, 8, 0.1, ("q_proj", "v_proj"), 1e-2, 3, 1.0, 2, 1, 7)
     torch.manual_seed(0)
     result = train_lora(
         tiny_llama(len(tokenizer)),

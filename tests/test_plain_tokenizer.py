@@ -12,7 +12,7 @@ from trl.data_utils import _tokenize
 from dlm.rows.read import read_file_text, render_file_row
 from dlm.rows.types import FileRow, RowSet, RowSpec, TextRow
 from dlm.tokenize.encode import (
-    RowEncoder,
+    SpecEncoder,
     TokenIdRangeError,
     common_prefix_len,
     ids_to_array,
@@ -20,7 +20,7 @@ from dlm.tokenize.encode import (
 )
 from dlm.tokenize.fingerprint import tokenizer_sha256
 from dlm.tokenize.keys import row_key
-from dlm.tokenize.plain import PlainRowTokenizer
+from dlm.tokenize.plain import PlainRowEncoder
 
 QA = [
     (None, "Where does json keep its decoder?", "In json/decoder.py, class JSONDecoder."),
@@ -99,7 +99,7 @@ def test_plain_matches_trl_on_stdlib_and_chat(smollm2_tokenizer, odd_files):
     text_rows = prose + instruction_rows(tok)
     rows = RowSet(text_rows, stdlib_rows(30) + odd_files)
     sha = tokenizer_sha256(tok)
-    got = PlainRowTokenizer(tok, sha).tokenize(rows)
+    got = PlainRowEncoder(tok, sha).tokenize(rows)
     want = trl_reference(tok, prose, list(rows.file_rows))
     assert len(got) == len(want) == len(text_rows) + 30 + 4
     assert got.files_taken == 34 and got.files_skipped == {"binary": 1} and got.lossy_files == 1
@@ -138,7 +138,7 @@ def test_storage_dtype_follows_vocab_including_added_tokens():
 
 def test_ids_past_uint16_widen_instead_of_wrapping():
     # Without the real-max check this row would wrap to [1, 0] silently.
-    rows = RowEncoder(WideTokenizer([1, 65536])).encode([RowSpec("prose", "x")])
+    rows = SpecEncoder(WideTokenizer([1, 65536])).encode([RowSpec("prose", "x")])
     assert rows[0].ids.dtype == np.uint32 and rows[0].ids.tolist() == [1, 65536]
 
 

@@ -51,7 +51,7 @@ def test_a_bf16_run_autocasts_the_step_and_keeps_the_adapter_float32(smollm2_ref
     from dlm.models import load_model
     from dlm.tokenize.seam import TokenizedRows
     from dlm.train.dataset import PackedDataset, as_hf_dataset
-    from dlm.train.lora import LoraRun, train_lora
+    from dlm.train.lora import Hyperparameters, train_lora
 
     data = [np.arange(300 + 20 * i, 320 + 20 * i, dtype=np.uint16) for i in range(2)]
     rows = TokenizedRows(
@@ -61,7 +61,7 @@ def test_a_bf16_run_autocasts_the_step_and_keeps_the_adapter_float32(smollm2_ref
         read=lambda i: data[i],
         kinds=["prose", "prose"],
     )
-    run = LoraRun(4, 8, 0.05, ("q_proj",), 1e-3, 1, 1.0, 1, 1, 7, precision="bfloat16")
+    run = Hyperparameters(4, 8, 0.05, ("q_proj",), 1e-3, 1, 1.0, 1, 1, 7, precision="bfloat16")
     seen: list[torch.dtype] = []
 
     class Sink:

@@ -55,7 +55,7 @@ class LockValidationError(DlmError):
 
 
 class CpuIsaError(DlmError):
-    """`DLM_CPU_ISA` holds a value dlm does not understand (see `dlm.isa`)."""
+    """`DLM_CPU_ISA` holds a value dlm does not understand (see `dlm.cpu_isa`)."""
 
 
 class ServeError(DlmError):

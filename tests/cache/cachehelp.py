@@ -36,7 +36,7 @@ class FakeBackend:
 
 
 class FakeTokenizer:
-    """The parts of a fast tokenizer the seam uses (`dlm.tokenize.encode.RowEncoder`)."""
+    """The parts of a fast tokenizer the seam uses (`dlm.tokenize.encode.SpecEncoder`)."""
 
     eos_token = "</s>"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from cachehelp import FAKE_SHA, FakeTokenizer
 
-from dlm.cache import CachedRowTokenizer
+from dlm.cache import CachedRowEncoder
 
 
 def run_home(
@@ -21,7 +21,7 @@ def run_home(
     **kw,
 ):
     """One cached run in `home` (its own store and document state); (rows, report)."""
-    tok = CachedRowTokenizer(
+    tok = CachedRowEncoder(
         home / "state",
         tokenizer or FakeTokenizer(),
         sha,

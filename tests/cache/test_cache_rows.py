@@ -9,20 +9,20 @@ from pathlib import Path
 import numpy as np
 from cachehelp import FAKE_SHA, OLD_NS, FakeTokenizer, file_rows, row_set, same_rows, settled_clock
 
-from dlm.cache import CachedRowTokenizer, cache_summary, check_cache
+from dlm.cache import CachedRowEncoder, cache_summary, check_cache
 from dlm.rows.types import RowSet
-from dlm.tokenize.plain import PlainRowTokenizer
+from dlm.tokenize.plain import PlainRowEncoder
 
 
-def cached(cache_dir: Path, run: str = "r", sha: str = FAKE_SHA, **kw) -> CachedRowTokenizer:
+def cached(cache_dir: Path, run: str = "r", sha: str = FAKE_SHA, **kw) -> CachedRowEncoder:
     kw.setdefault("max_bytes", 1 << 30)
     kw.setdefault("clock", settled_clock)
-    return CachedRowTokenizer(cache_dir, FakeTokenizer(), sha, run_id=run, **kw)
+    return CachedRowEncoder(cache_dir, FakeTokenizer(), sha, run_id=run, **kw)
 
 
 def test_cold_then_warm_equal_plain(tree: Path, cache_dir: Path):
     rows = row_set(tree)
-    want = PlainRowTokenizer(FakeTokenizer(), FAKE_SHA).tokenize(rows)
+    want = PlainRowEncoder(FakeTokenizer(), FAKE_SHA).tokenize(rows)
     cold = cached(cache_dir, "cold", batch_rows=7).tokenize(rows)
     assert same_rows(cold, want)
     assert (cold.stats.cache_hits, cold.stats.cache_misses) == (0, len(want))
@@ -72,7 +72,7 @@ def test_edit_touch_and_tokenizer_change(tree: Path, cache_dir: Path):
     rows2 = RowSet(rows.text_rows, file_rows(tree))
     got = cached(cache_dir).tokenize(rows2)
     assert got.stats.cache_misses == 1
-    assert same_rows(got, PlainRowTokenizer(FakeTokenizer(), FAKE_SHA).tokenize(rows2))
+    assert same_rows(got, PlainRowEncoder(FakeTokenizer(), FAKE_SHA).tokenize(rows2))
     other = cached(cache_dir, sha="sha256:" + "0" * 64).tokenize(rows2)
     assert other.stats.cache_hits == 0, "another tokenizer must never see these entries"
     assert set(other.keys).isdisjoint(got.keys)
@@ -95,8 +95,8 @@ def test_duplicate_rows_share_one_entry(tmp_path: Path, cache_dir: Path):
 def test_wide_vocab_stores_uint32(tree: Path, cache_dir: Path):
     rows = row_set(tree)
     tok = FakeTokenizer(vocab=70_000)
-    cold = CachedRowTokenizer(cache_dir, tok, FAKE_SHA, max_bytes=1 << 30, run_id="w").tokenize(rows)
-    warm = CachedRowTokenizer(cache_dir, tok, FAKE_SHA, max_bytes=1 << 30, run_id="w2").tokenize(rows)
+    cold = CachedRowEncoder(cache_dir, tok, FAKE_SHA, max_bytes=1 << 30, run_id="w").tokenize(rows)
+    warm = CachedRowEncoder(cache_dir, tok, FAKE_SHA, max_bytes=1 << 30, run_id="w2").tokenize(rows)
     assert warm.read(0).dtype == np.uint32 and same_rows(warm, cold)
     assert cache_summary(cache_dir)["token_dtype"] == "uint32"
 

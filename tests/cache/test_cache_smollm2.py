@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from cachehelp import file_rows, same_rows
 
-from dlm.cache import CachedRowTokenizer, export_cache, import_cache
+from dlm.cache import CachedRowEncoder, export_cache, import_cache
 from dlm.errors import CacheError
 from dlm.rows.types import RowSet, TextRow
 from dlm.tokenize.fingerprint import tokenizer_sha256
-from dlm.tokenize.plain import PlainRowTokenizer
+from dlm.tokenize.plain import PlainRowEncoder
 
 QA = [
     (None, "Where does json keep its decoder?", "In json/decoder.py."),
@@ -54,9 +54,9 @@ def real_rows(tmp_path: Path, smollm2_tokenizer) -> RowSet:
 
 def test_cache_matches_plain_on_smollm2(real_rows: RowSet, smollm2_tokenizer, cache_dir: Path):
     tok, sha = smollm2_tokenizer, tokenizer_sha256(smollm2_tokenizer)
-    want = PlainRowTokenizer(tok, sha).tokenize(real_rows)
-    cold = CachedRowTokenizer(cache_dir, tok, sha, max_bytes=1 << 30, run_id="cold").tokenize(real_rows)
-    warm = CachedRowTokenizer(cache_dir, tok, sha, max_bytes=1 << 30, run_id="warm").tokenize(real_rows)
+    want = PlainRowEncoder(tok, sha).tokenize(real_rows)
+    cold = CachedRowEncoder(cache_dir, tok, sha, max_bytes=1 << 30, run_id="cold").tokenize(real_rows)
+    warm = CachedRowEncoder(cache_dir, tok, sha, max_bytes=1 << 30, run_id="warm").tokenize(real_rows)
     assert same_rows(cold, want) and same_rows(warm, want)
     assert warm.stats.cache_hits == len(want) and warm.read(0).dtype == np.uint16
     assert 0 < int(warm.n_prompt[1]) < int(warm.lengths[1])
@@ -65,7 +65,7 @@ def test_cache_matches_plain_on_smollm2(real_rows: RowSet, smollm2_tokenizer, ca
 
 def test_export_import_round_trip_on_smollm2(real_rows, smollm2_tokenizer, cache_dir, tmp_path):
     tok, sha = smollm2_tokenizer, tokenizer_sha256(smollm2_tokenizer)
-    CachedRowTokenizer(cache_dir, tok, sha, max_bytes=1 << 30, run_id="a").tokenize(real_rows)
+    CachedRowEncoder(cache_dir, tok, sha, max_bytes=1 << 30, run_id="a").tokenize(real_rows)
     exported = export_cache(cache_dir, tmp_path / "cache.tar")
     assert exported.entries == len(real_rows.text_rows) + len(real_rows.file_rows)
     other = tmp_path / "other" / "tokenized-cache"
@@ -73,6 +73,6 @@ def test_export_import_round_trip_on_smollm2(real_rows, smollm2_tokenizer, cache
         import_cache(other, tmp_path / "cache.tar", "sha256:" + "0" * 64, max_bytes=1 << 30)
     result = import_cache(other, tmp_path / "cache.tar", sha, max_bytes=1 << 30)
     assert result.entries_imported == exported.entries and result.corrupt_skipped == 0
-    got = CachedRowTokenizer(other, tok, sha, max_bytes=1 << 30, run_id="b").tokenize(real_rows)
+    got = CachedRowEncoder(other, tok, sha, max_bytes=1 << 30, run_id="b").tokenize(real_rows)
     assert got.stats.cache_misses == 0
-    assert same_rows(got, PlainRowTokenizer(tok, sha).tokenize(real_rows))
+    assert same_rows(got, PlainRowEncoder(tok, sha).tokenize(real_rows))

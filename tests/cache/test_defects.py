@@ -13,22 +13,22 @@ from types import SimpleNamespace
 import pytest
 from cachehelp import FAKE_SHA, FakeTokenizer, all_ids, file_rows, make_tree, row_set, same_rows, settled_clock
 
-from dlm.cache import CachedRowTokenizer, check_cache, clear_cache, export_cache, parse_age, prune_cache
+from dlm.cache import CachedRowEncoder, check_cache, clear_cache, export_cache, parse_age, prune_cache
 from dlm.cache.schema import INDEX_NAME, connect_state
 from dlm.cache.segments import segment_dir
 from dlm.errors import CacheError, SourceError, UsageError
 from dlm.rows.types import FileRow, RowSet
 from dlm.rows.walk import walk_sources
-from dlm.tokenize.plain import PlainRowTokenizer
+from dlm.tokenize.plain import PlainRowEncoder
 
 
-def cached(cache_dir: Path, **kw) -> CachedRowTokenizer:
+def cached(cache_dir: Path, **kw) -> CachedRowEncoder:
     kw.setdefault("clock", settled_clock)
-    return CachedRowTokenizer(cache_dir, FakeTokenizer(), FAKE_SHA, max_bytes=1 << 30, run_id="r", **kw)
+    return CachedRowEncoder(cache_dir, FakeTokenizer(), FAKE_SHA, max_bytes=1 << 30, run_id="r", **kw)
 
 
 def plain(rows):
-    return PlainRowTokenizer(FakeTokenizer(), FAKE_SHA).tokenize(rows)
+    return PlainRowEncoder(FakeTokenizer(), FAKE_SHA).tokenize(rows)
 
 
 def directive(path, include=("**/*",), exclude=(), max_bytes=1_000_000):

@@ -9,16 +9,16 @@ from pathlib import Path
 
 from cachehelp import FAKE_SHA, FakeTokenizer, make_tree, row_set, same_rows
 
-from dlm.cache import CachedRowTokenizer, check_cache, clear_cache, prune_cache
+from dlm.cache import CachedRowEncoder, check_cache, clear_cache, prune_cache
 from dlm.cache.evict import segment_bytes
 from dlm.cache.segments import segment_dir
 from dlm.cache.verbs import disk_bytes
 from dlm.rows.types import RowSet
-from dlm.tokenize.plain import PlainRowTokenizer
+from dlm.tokenize.plain import PlainRowEncoder
 
 
 def run(cache_dir: Path, rows: RowSet, max_bytes: int, name: str = "r"):
-    tok = CachedRowTokenizer(
+    tok = CachedRowEncoder(
         cache_dir, FakeTokenizer(), FAKE_SHA, max_bytes=max_bytes, run_id=name, batch_rows=8, max_segment_bytes=4096
     )
     return tok.tokenize(rows), tok.last_report
@@ -45,7 +45,7 @@ def test_lru_evicts_oldest_and_protects_the_run(tmp_path: Path, cache_dir: Path)
     db.commit()
     cap = int(size_a * 1.5)
     got_b, report = run(cache_dir, rows_b, cap, "b")
-    assert same_rows(got_b, PlainRowTokenizer(FakeTokenizer(), FAKE_SHA).tokenize(rows_b))
+    assert same_rows(got_b, PlainRowEncoder(FakeTokenizer(), FAKE_SHA).tokenize(rows_b))
     assert report.evicted_entries > 0 and not report.warnings
     assert set(got_b.keys) <= keys_in(cache_dir), "the current run's entries must survive"
     assert stored(cache_dir) <= cap
@@ -59,7 +59,7 @@ def test_run_bigger_than_cap_stops_admitting_and_says_so(tree: Path, cache_dir: 
     got, report = run(cache_dir, rows, 3000)
     assert report.not_admitted > 0 and any("max_bytes" in w for w in report.warnings)
     assert stored(cache_dir) <= 3000
-    assert same_rows(got, PlainRowTokenizer(FakeTokenizer(), FAKE_SHA).tokenize(rows))
+    assert same_rows(got, PlainRowEncoder(FakeTokenizer(), FAKE_SHA).tokenize(rows))
     assert check_cache(cache_dir).ok
 
 

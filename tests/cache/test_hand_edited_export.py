@@ -12,7 +12,7 @@ import pytest
 import xxhash
 from cachehelp import FAKE_SHA, FakeTokenizer, row_set
 
-from dlm.cache import CachedRowTokenizer, export_cache, import_cache
+from dlm.cache import CachedRowEncoder, export_cache, import_cache
 from dlm.errors import CacheError
 
 
@@ -32,7 +32,7 @@ def write_tar(path: Path, members: dict[str, bytes]) -> Path:
 
 @pytest.fixture
 def export(tree: Path, cache_dir: Path, tmp_path: Path) -> dict[str, bytes]:
-    CachedRowTokenizer(cache_dir, FakeTokenizer(), FAKE_SHA, max_bytes=1 << 30, run_id="r").tokenize(row_set(tree))
+    CachedRowEncoder(cache_dir, FakeTokenizer(), FAKE_SHA, max_bytes=1 << 30, run_id="r").tokenize(row_set(tree))
     export_cache(cache_dir, tmp_path / "x.tar")
     return members_of(tmp_path / "x.tar")
 

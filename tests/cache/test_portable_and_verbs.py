@@ -10,7 +10,7 @@ import pytest
 from cachehelp import FAKE_SHA, FakeTokenizer, row_set
 
 from dlm.cache import (
-    CachedRowTokenizer,
+    CachedRowEncoder,
     build_cache,
     cache_summary,
     export_cache,
@@ -21,7 +21,7 @@ from dlm.errors import CacheError, UsageError
 
 
 def fill(cache_dir: Path, rows) -> None:
-    CachedRowTokenizer(cache_dir, FakeTokenizer(), FAKE_SHA, max_bytes=1 << 30, run_id="r").tokenize(rows)
+    CachedRowEncoder(cache_dir, FakeTokenizer(), FAKE_SHA, max_bytes=1 << 30, run_id="r").tokenize(rows)
 
 
 def test_import_skips_damaged_entries(tree: Path, cache_dir: Path, tmp_path: Path):

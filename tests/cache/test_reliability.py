@@ -28,10 +28,10 @@ import pytest
 import zstandard
 from cachehelp import FAKE_SHA, FakeTokenizer, make_tree, row_set, same_rows
 
-from dlm.cache import CachedRowTokenizer, check_cache, prune_cache
+from dlm.cache import CachedRowEncoder, check_cache, prune_cache
 from dlm.cache.segments import segment_dir
 from dlm.errors import CacheError
-from dlm.tokenize.plain import PlainRowTokenizer
+from dlm.tokenize.plain import PlainRowEncoder
 
 WORKER = Path(__file__).with_name("worker.py")
 REPO = Path(__file__).resolve().parents[2]
@@ -50,11 +50,11 @@ def worker(*args: object, **kw) -> subprocess.Popen:
 
 
 def plain(rows):
-    return PlainRowTokenizer(FakeTokenizer(), FAKE_SHA).tokenize(rows)
+    return PlainRowEncoder(FakeTokenizer(), FAKE_SHA).tokenize(rows)
 
 
-def cached(cache_dir: Path, run: str = "r", max_bytes: int = 1 << 30) -> CachedRowTokenizer:
-    return CachedRowTokenizer(cache_dir, FakeTokenizer(), FAKE_SHA, max_bytes=max_bytes, run_id=run)
+def cached(cache_dir: Path, run: str = "r", max_bytes: int = 1 << 30) -> CachedRowEncoder:
+    return CachedRowEncoder(cache_dir, FakeTokenizer(), FAKE_SHA, max_bytes=max_bytes, run_id=run)
 
 
 def kill_at_random_points(cache_dir: Path, tree: Path, points: int, seed: int) -> None:
@@ -215,7 +215,7 @@ def test_disk_full_in_a_segment_write(tree: Path, cache_dir: Path):
         return n
 
     rows = row_set(tree)
-    tok = CachedRowTokenizer(
+    tok = CachedRowEncoder(
         cache_dir, FakeTokenizer(), FAKE_SHA, max_bytes=1 << 30, run_id="full", batch_rows=4, segment_write=full_disk
     )
     with pytest.raises(CacheError, match="disk full"):

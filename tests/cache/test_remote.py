@@ -18,11 +18,11 @@ from remotehelp import remote_fs, run_home
 from dlm.cache import check_cache
 from dlm.cache.schema import connect
 from dlm.errors import CacheError
-from dlm.tokenize.plain import PlainRowTokenizer
+from dlm.tokenize.plain import PlainRowEncoder
 
 
 def plain(rows, tokenizer=None, sha=FAKE_SHA):
-    return PlainRowTokenizer(tokenizer or FakeTokenizer(), sha).tokenize(rows)
+    return PlainRowEncoder(tokenizer or FakeTokenizer(), sha).tokenize(rows)
 
 
 def objects(url: str, folder: str) -> list[str]:

@@ -13,12 +13,12 @@ import pytest
 import zstandard
 from cachehelp import FAKE_SHA, FakeTokenizer, make_tree, row_set, same_rows, settled_clock
 
-from dlm.cache import CachedRowTokenizer, check_cache
+from dlm.cache import CachedRowEncoder, check_cache
 from dlm.cache.index import lookup_keys, meta_check, totals
 from dlm.cache.schema import MIGRATIONS, connect, connect_state, key_blob, write_tx
 from dlm.cache.segments import pack_ids, segment_path
 from dlm.cache.shared import clear_document, live_leases, migrate_legacy
-from dlm.tokenize.plain import PlainRowTokenizer
+from dlm.tokenize.plain import PlainRowEncoder
 
 
 def run(
@@ -30,7 +30,7 @@ def run(
     run_id: str = "r",
     siblings: tuple[Path, ...] = (),
 ):
-    tok = CachedRowTokenizer(
+    tok = CachedRowEncoder(
         state,
         FakeTokenizer(),
         FAKE_SHA,
@@ -45,7 +45,7 @@ def run(
 
 
 def plain(rows):
-    return PlainRowTokenizer(FakeTokenizer(), FAKE_SHA).tokenize(rows)
+    return PlainRowEncoder(FakeTokenizer(), FAKE_SHA).tokenize(rows)
 
 
 @pytest.fixture
@@ -170,7 +170,7 @@ def test_per_document_cache_migrates_into_the_store(store: Path, tmp_path: Path,
 def test_a_real_cache_migrates_on_first_open_and_stays_warm(tree: Path, store: Path, tmp_path: Path):
     legacy = tmp_path / "doc" / "tokenized-cache"
     rows = row_set(tree)
-    CachedRowTokenizer(legacy, FakeTokenizer(), FAKE_SHA, run_id="old").tokenize(rows)
+    CachedRowEncoder(legacy, FakeTokenizer(), FAKE_SHA, run_id="old").tokenize(rows)
     (legacy / "state.sqlite").unlink()  # older versions kept no separate state
     for suffix in ("-wal", "-shm"):
         (legacy / f"state.sqlite{suffix}").unlink(missing_ok=True)

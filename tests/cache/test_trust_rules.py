@@ -13,15 +13,15 @@ from types import SimpleNamespace
 import pytest
 from cachehelp import FAKE_SHA, OLD_NS, FakeTokenizer, all_ids, file_rows, settled_clock
 
-from dlm.cache import CachedRowTokenizer
+from dlm.cache import CachedRowEncoder
 from dlm.rows.types import RowSet
 from dlm.rows.walk import walk_sources
-from dlm.tokenize.plain import PlainRowTokenizer
+from dlm.tokenize.plain import PlainRowEncoder
 
 
-def cached(cache_dir: Path, **kw) -> CachedRowTokenizer:
+def cached(cache_dir: Path, **kw) -> CachedRowEncoder:
     kw.setdefault("clock", settled_clock)
-    return CachedRowTokenizer(cache_dir, FakeTokenizer(), FAKE_SHA, max_bytes=1 << 30, run_id="r", **kw)
+    return CachedRowEncoder(cache_dir, FakeTokenizer(), FAKE_SHA, max_bytes=1 << 30, run_id="r", **kw)
 
 
 def test_a_failed_read_is_retried_next_run(tree: Path, cache_dir: Path):
@@ -38,7 +38,7 @@ def test_a_failed_read_is_retried_next_run(tree: Path, cache_dir: Path):
     victim.rmdir()
     aside.rename(victim)
     again = cached(cache_dir).tokenize(rows)
-    plain = PlainRowTokenizer(FakeTokenizer(), FAKE_SHA).tokenize(rows)
+    plain = PlainRowEncoder(FakeTokenizer(), FAKE_SHA).tokenize(rows)
     assert again.files_skipped.get("unreadable") is None
     assert again.keys == plain.keys and all_ids(again) == all_ids(plain)
 
@@ -67,7 +67,7 @@ def test_a_same_second_rewrite_with_its_mtime_put_back_is_not_trusted(tree: Path
     data[0:6] = b"# FILE"
     victim.write_bytes(bytes(data))
     got = cached(cache_dir, clock=lambda: ctime + 900_000_000).tokenize(rows)
-    assert all_ids(got) == all_ids(PlainRowTokenizer(FakeTokenizer(), FAKE_SHA).tokenize(rows))
+    assert all_ids(got) == all_ids(PlainRowEncoder(FakeTokenizer(), FAKE_SHA).tokenize(rows))
 
 
 @pytest.fixture
@@ -117,7 +117,7 @@ def test_racy_rewrite_on_a_one_second_file_system(coarse_fs: Path, cache_dir: Pa
         pytest.skip("could not keep the steps within one second")
     assert [tuple(f) for f in after] == [tuple(f) for f in before]  # the stat cannot tell
     got = cached(cache_dir, clock=time.time_ns).tokenize(RowSet([], after))
-    assert all_ids(got) == all_ids(PlainRowTokenizer(FakeTokenizer(), FAKE_SHA).tokenize(RowSet([], after)))
+    assert all_ids(got) == all_ids(PlainRowEncoder(FakeTokenizer(), FAKE_SHA).tokenize(RowSet([], after)))
 
 
 def coarse_rows(root: Path) -> list:
@@ -153,5 +153,5 @@ def test_stale_ids_fuzz_on_one_second_stamps(tmp_path: Path, cache_dir: Path):
             os.utime(victim, ns=(OLD_NS + step * 10**9, OLD_NS + step * 10**9))
         rows = RowSet([], coarse_rows(root))
         got = cached(cache_dir, clock=time.time_ns).tokenize(rows)
-        assert all_ids(got) == all_ids(PlainRowTokenizer(FakeTokenizer(), FAKE_SHA).tokenize(rows)), step
+        assert all_ids(got) == all_ids(PlainRowEncoder(FakeTokenizer(), FAKE_SHA).tokenize(rows)), step
         time.sleep(rng.choice([0.0, 0.0, 0.0, 0.3, 1.1, 2.5]))

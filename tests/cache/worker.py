@@ -19,10 +19,10 @@ from pathlib import Path
 
 from cachehelp import FAKE_SHA, FakeTokenizer, row_set, same_rows
 
-from dlm.cache import CachedRowTokenizer
+from dlm.cache import CachedRowEncoder
 from dlm.errors import CacheError
 from dlm.rows.types import RowSet, TextRow
-from dlm.tokenize.plain import PlainRowTokenizer
+from dlm.tokenize.plain import PlainRowEncoder
 
 
 class LineProgress:
@@ -33,8 +33,8 @@ class LineProgress:
         print("advance", n, flush=True)
 
 
-def cached(cache: Path, run: str, max_bytes: int = 1 << 30, **kw) -> CachedRowTokenizer:
-    return CachedRowTokenizer(
+def cached(cache: Path, run: str, max_bytes: int = 1 << 30, **kw) -> CachedRowEncoder:
+    return CachedRowEncoder(
         cache, FakeTokenizer(), FAKE_SHA, max_bytes=max_bytes, run_id=run, batch_rows=3, max_segment_bytes=8192, **kw
     )
 
@@ -65,7 +65,7 @@ def write(cache: Path, root: Path, kill_at: int | None, seed: int) -> None:
 
 def race(cache: Path, root: Path, runs: int, max_bytes: int) -> None:
     rows = row_set(root)
-    want = PlainRowTokenizer(FakeTokenizer(), FAKE_SHA).tokenize(rows)
+    want = PlainRowEncoder(FakeTokenizer(), FAKE_SHA).tokenize(rows)
     out = {"runs": 0, "mismatches": 0, "corrupt": 0, "warnings": []}
     for i in range(runs):
         tok = cached(cache, f"race{i}", max_bytes)

@@ -100,10 +100,10 @@ def test_the_determinism_golden_document_holds_nothing_out(smollm2_tokenizer):
     below the per-kind minimum, so every row still trains."""
     from dlm.doc import load_document
     from dlm.rows.build import build_rows
-    from dlm.tokenize.plain import PlainRowTokenizer
+    from dlm.tokenize.plain import PlainRowEncoder
 
     doc = load_document(REPO / "tests/golden/determinism/golden.dlm")
-    rows = PlainRowTokenizer(smollm2_tokenizer, "sha256:x").tokenize(build_rows(doc, smollm2_tokenizer).rows)
+    rows = PlainRowEncoder(smollm2_tokenizer, "sha256:x").tokenize(build_rows(doc, smollm2_tokenizer).rows)
     split = split_rows(rows, doc.frontmatter.training.eval.fraction, doc.frontmatter.training.eval.max_rows)
     # 2 prose sections, 2 Q/A pairs, 4 prose sentences recast as pairs
     assert split.heldout.shape[0] == 0 and split.train.shape[0] == len(rows) == 8

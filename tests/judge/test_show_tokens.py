@@ -88,13 +88,13 @@ def test_unknown_selector_is_a_usage_error(doc_path: Path):
 def test_held_out_row_carries_loss_only_in_its_scored_window(tmp_path: Path, smollm2_tokenizer):
     from dlm.rows.build import build_rows
     from dlm.tokenize.fingerprint import tokenizer_sha256
-    from dlm.tokenize.plain import PlainRowTokenizer
+    from dlm.tokenize.plain import PlainRowEncoder
     from dlm.train.heldout import split_rows
 
     path = write_judged(tmp_path)
     doc = load_document(path)
     built = build_rows(doc, smollm2_tokenizer)
-    rows = PlainRowTokenizer(smollm2_tokenizer, tokenizer_sha256(smollm2_tokenizer)).tokenize(built.rows)
+    rows = PlainRowEncoder(smollm2_tokenizer, tokenizer_sha256(smollm2_tokenizer)).tokenize(built.rows)
     split = split_rows(rows, 0.3, 8)
     scored, trains = int(split.scored[0]), int(split.train[0])
     line = {i: built.rows.text_rows[i].origin.rsplit(":", 1)[1] for i in (scored, trains)}

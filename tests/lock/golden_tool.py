@@ -39,7 +39,7 @@ from typing import Any
 
 from dlm.atomic import atomic_write_json
 from dlm.canonical import canonical_json, canonical_sha256
-from dlm.isa import decide, read_cpu_flags
+from dlm.cpu_isa import decide, read_cpu_flags
 from dlm.lock.environment import Environment, capture_environment
 
 GOLDEN_FORMAT = "dlm-golden-v1"
@@ -66,7 +66,7 @@ def golden_tuple(env: Environment | None = None) -> dict[str, Any]:
 
 def golden_required(env: Environment | None = None) -> bool:
     """Whether this machine must have a golden: x86-64 Linux with AVX2 or better, the
-    machines `dlm.isa` pins to AVX2, so one golden serves AVX2 and AVX512 CPUs alike.
+    machines `dlm.cpu_isa` pins to AVX2, so one golden serves AVX2 and AVX512 CPUs alike.
     Elsewhere (arm64, macOS, an x86 CPU without AVX2) a missing golden may be skipped."""
     env = env or capture_environment()
     pinnable = decide({}, system=env.system, machine=env.machine, flags=read_cpu_flags())

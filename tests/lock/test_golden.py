@@ -9,7 +9,7 @@ in a fresh process, shared by the tests below:
 
 All three must leave byte-identical adapter folders, equal to the golden stored for this
 machine's tuple (`scripts/regen-determinism-golden.py --approve` records one). On x86-64
-Linux with AVX2 or better (pinned to AVX2 by `dlm.isa`) a missing golden fails; elsewhere
+Linux with AVX2 or better (pinned to AVX2 by `dlm.cpu_isa`) a missing golden fails; elsewhere
 it is skipped.
 """
 

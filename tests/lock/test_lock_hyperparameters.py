@@ -3,9 +3,9 @@
 from dataclasses import asdict
 
 from dlm.lock.record import hyperparameters_sha256
-from dlm.train.lora import PACKING_MODE, LoraRun, lock_hyperparameters
+from dlm.train.lora import PACKING_MODE, Hyperparameters, lock_hyperparameters
 
-RUN = LoraRun(
+RUN = Hyperparameters(
     lora_r=8,
     lora_alpha=16,
     lora_dropout=0.05,
@@ -27,7 +27,7 @@ def test_a_windows_run_hashes_as_locks_written_before_precision_and_packing_mode
 
 
 def test_precision_is_not_hashed_it_is_the_locks_own_field():
-    bf16 = LoraRun(**{**asdict(RUN), "precision": "bfloat16"})
+    bf16 = Hyperparameters(**{**asdict(RUN), "precision": "bfloat16"})
     assert lock_hyperparameters(bf16, 128, True, None) == lock_hyperparameters(RUN, 128, True, None)
 
 

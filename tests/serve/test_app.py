@@ -14,7 +14,7 @@ from fake_engine import SYSTEM, FakeEngine, expected_text
 from openai import OpenAI
 
 from dlm.serve.app import create_app
-from dlm.serve.run import RunningServer
+from dlm.serve.server import RunningServer
 from dlm.serve.tokcache import TokenizerCacheConfig
 
 CACHE = TokenizerCacheConfig(enable_l0=True, enable_l1=True, l1_min_prompt_chars=0)

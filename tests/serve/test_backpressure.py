@@ -17,7 +17,7 @@ from openai import OpenAI
 
 from dlm.serve.app import create_app
 from dlm.serve.catalog import Catalog, ServedModel
-from dlm.serve.run import RunningServer
+from dlm.serve.server import RunningServer
 from dlm.serve.tokcache import TokenizerCacheConfig
 
 LONG = " ".join(f"word{i}" for i in range(400))  # ~1,200 ids

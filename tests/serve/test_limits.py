@@ -16,7 +16,7 @@ from fake_engine import FakeEngine
 from dlm.errors import ServeError
 from dlm.serve.app import create_app
 from dlm.serve.limits import ConnectionLimits
-from dlm.serve.run import RunningServer, bind_socket, socket_url
+from dlm.serve.server import RunningServer, bind_socket, socket_url
 from dlm.serve.tokcache import TokenizerCacheConfig
 
 LIMITS = ConnectionLimits(max_connections=16, header_timeout=0.5, body_timeout=0.5)

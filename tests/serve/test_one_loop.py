@@ -14,7 +14,7 @@ from test_many_documents import publish_random_adapter, write_doc
 
 from dlm.actions.prompting import prompt
 from dlm.actions.serving import ServeOptions, build_app
-from dlm.serve.run import RunningServer
+from dlm.serve.server import RunningServer
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from openai import OpenAI
 
 from dlm.infer.decode import Sampling, TorchEngine, _pick
 from dlm.serve.app import create_app
-from dlm.serve.run import RunningServer
+from dlm.serve.server import RunningServer
 from dlm.serve.tokcache import TokenizerCacheConfig
 from dlm.serve.warm import warm_start
 

@@ -16,7 +16,7 @@ from fake_engine import FakeEngine
 from openai import OpenAI
 
 from dlm.serve.app import create_app
-from dlm.serve.run import RunningServer
+from dlm.serve.server import RunningServer
 from dlm.serve.tokcache import TokenizerCacheConfig
 
 LONG = " ".join(f"word{i}" for i in range(400))

@@ -339,7 +339,7 @@ def test_tokenizers_sharing_stores_never_read_each_others_entries(smollm2_tokeni
     stores = CacheStores.from_config(BOTH, typecode="I")
     small = CachedTokenizer(smollm2_tokenizer, BOTH, stores=stores)
     qwen = CachedTokenizer(qwen3_tok, BOTH, stores=stores)
-    assert small.fingerprint != qwen.fingerprint
+    assert small.tokenizer_sha256 != qwen.tokenizer_sha256
     text = "<|im_start|>system\nYou are nice.<|im_end|>\n<|im_start|>user\nHi 123<|im_end|>\n"
     assert small.encode(text) == smollm2_tokenizer.encode(text)
     assert qwen.encode(text) == qwen3_tok.encode(text) != smollm2_tokenizer.encode(text)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 _WHERE = {
     "cache_build": "cache",
     "cache_clear": "cache",
-    "cache_dir": "cache",
+    "cache_state_dir": "cache",
     "cache_export": "cache",
     "cache_import": "cache",
     "cache_prune": "cache",
@@ -48,13 +48,13 @@ if TYPE_CHECKING:
     from dlm.actions.cache import (
         cache_build,
         cache_clear,
-        cache_dir,
         cache_export,
         cache_import,
         cache_prune,
         cache_pull,
         cache_push,
         cache_show,
+        cache_state_dir,
     )
     from dlm.actions.diagnostics import DoctorView, doctor
     from dlm.actions.exporting import ExportReport, export
@@ -83,7 +83,7 @@ __all__ = [
     "build_app",
     "cache_build",
     "cache_clear",
-    "cache_dir",
+    "cache_state_dir",
     "cache_export",
     "cache_import",
     "cache_prune",

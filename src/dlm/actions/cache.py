@@ -1,6 +1,6 @@
 """The cache verbs for one document: resolve its store, tokenizer, rows, settings and
 the shared section store (`dlm.paths.cache_store_dir`; the document's own state stays
-in `store.cache_dir`), then call the plain verbs of the section cache (`dlm.cache`).
+in `store.cache_state_dir`), then call the plain verbs of the section cache (`dlm.cache`).
 `dlm cache ...` calls exactly one of these per command."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ __all__ = [
     "RemoteResult",
     "cache_build",
     "cache_clear",
-    "cache_dir",
+    "cache_state_dir",
     "cache_export",
     "cache_import",
     "cache_prune",
@@ -49,15 +49,15 @@ __all__ = [
 ]
 
 
-def cache_dir(path: DocPath) -> Path:
+def cache_state_dir(path: DocPath) -> Path:
     """Where the document's cache state lives (it may not exist yet); its entries live
     in the shared store, `dlm.paths.cache_store_dir()`."""
-    return open_document(path)[1].cache_dir
+    return open_document(path)[1].cache_state_dir
 
 
 def _summary(store: Store) -> dict[str, Any] | None:
-    migrate_legacy(store.cache_dir, cache_store_dir())
-    return cache_summary(cache_store_dir(), store.cache_dir, store.dlm_id)
+    migrate_legacy(store.cache_state_dir, cache_store_dir())
+    return cache_summary(cache_store_dir(), store.cache_state_dir, store.dlm_id)
 
 
 def cache_show(path: DocPath) -> dict[str, Any] | None:
@@ -92,7 +92,7 @@ def cache_prune(path: DocPath, older_than: str | None = None, *, whole_store: bo
     if whole_store:
         return prune_cache(cache_store_dir(), seconds)
     cutoff = int(max(time.time() - seconds, -(2.0**62)))
-    done = clear_document(cache_store_dir(), store.cache_dir, store.dlm_id, older_than_cutoff_s=cutoff)
+    done = clear_document(cache_store_dir(), store.cache_state_dir, store.dlm_id, older_than_cutoff_s=cutoff)
     after = cache_summary(cache_store_dir())
     return PruneResult(
         seconds, done.removed_entries, done.removed_bytes, after["entry_bytes"] if after else 0, 0, 0, 0, 0
@@ -106,11 +106,11 @@ def cache_clear(path: DocPath, *, whole_store: bool = False) -> ClearResult:
     store_dir = cache_store_dir()
     if whole_store:
         return clear_cache(store_dir)
-    migrate_legacy(store.cache_dir, store_dir)
+    migrate_legacy(store.cache_state_dir, store_dir)
     if cache_summary(store_dir) is None:
-        return ClearResult(str(store.cache_dir), False, 0, 0)
-    done = clear_document(store_dir, store.cache_dir, store.dlm_id)
-    return ClearResult(str(store.cache_dir), True, done.removed_entries, done.removed_bytes)
+        return ClearResult(str(store.cache_state_dir), False, 0, 0)
+    done = clear_document(store_dir, store.cache_state_dir, store.dlm_id)
+    return ClearResult(str(store.cache_state_dir), True, done.removed_entries, done.removed_bytes)
 
 
 def cache_export(path: DocPath, dest: Path) -> ExportResult:
@@ -134,7 +134,7 @@ def cache_import(path: DocPath, src: Path) -> ImportResult:
     from dlm.cache.portable import import_cache
 
     doc, store = open_document(path)
-    migrate_legacy(store.cache_dir, cache_store_dir())
+    migrate_legacy(store.cache_state_dir, cache_store_dir())
     _, _, sha = base_tokenizer(doc)
     return import_cache(cache_store_dir(), Path(src), sha, max_bytes=doc.frontmatter.training.cache.max_bytes)
 
@@ -165,7 +165,7 @@ def cache_build(
     tokenizer.save()  # chat-template renderings, so the next warm build loads no tokenizer
     cfg = doc.frontmatter.training.cache
     result = build_cache(
-        store.cache_dir,
+        store.cache_state_dir,
         tokenizer,
         sha,
         built.rows,
@@ -212,7 +212,7 @@ def _move(path: DocPath, override: str | None, push: bool) -> RemoteResult:
     doc, store = open_document(path)
     url = _remote_url(doc, override)
     store_dir = cache_store_dir()
-    migrate_legacy(store.cache_dir, store_dir)
+    migrate_legacy(store.cache_state_dir, store_dir)
     warnings: list[str] = []
     conn = connect(store_dir)
     counts: RemoteCounts
@@ -257,7 +257,7 @@ def cache_pull(path: DocPath, remote: str | None = None) -> RemoteResult:
 
 
 def _require(store: Store) -> None:
-    migrate_legacy(store.cache_dir, cache_store_dir())
+    migrate_legacy(store.cache_state_dir, cache_store_dir())
     if cache_summary(cache_store_dir()) is None:
         raise CacheError(
             f"{cache_store_dir()}: no tokenized-section cache yet; run `dlm cache build` or `dlm train` first"

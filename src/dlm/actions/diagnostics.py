@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 
 from dlm import __version__
-from dlm.isa import IsaState, isa_state, pin_warning
+from dlm.cpu_isa import IsaState, isa_state, pin_warning
 from dlm.lock.determinism import determinism_class, planned_flags
 from dlm.lock.environment import Environment, capture_environment
 from dlm.lock.probe import probe_environment
@@ -39,7 +39,7 @@ class DoctorView:
         cuda_version, rocm_version: what torch was built with, or None.
         cpu_capability: SIMD level torch uses (`AVX2`, `AVX512`, ...).
         cpu_isa: the ISA pin's mode and reason (`pinned: ATEN_CPU_CAPABILITY=avx2 set by
-            dlm`, `native: ...`; see `dlm.isa`), plus a warning when it did not take effect.
+            dlm`, `native: ...`; see `dlm.cpu_isa`), plus a warning when it did not take effect.
         torch_threads: intra-op thread count.
         determinism_class: `strong`, `best-effort` or `advisory` (what the lock records).
         promise: one line saying what the class means.
@@ -131,7 +131,7 @@ def precision_view(hardware_tier: str, cpu_flags: frozenset[str] | None = None) 
     """bfloat16 support on this machine (`dlm.train.precision`): `cpu_bf16` lists the
     CPU's AVX512-BF16 / AMX flags, `cuda_bf16` whether the GPU supports bfloat16 (None
     without a CUDA GPU; asking imports torch), `auto` the dtype `precision: auto` picks."""
-    from dlm.isa import read_cpu_flags
+    from dlm.cpu_isa import read_cpu_flags
     from dlm.train.precision import CPU_BF16_FLAGS, auto_dtype
 
     flags = read_cpu_flags() if cpu_flags is None else cpu_flags

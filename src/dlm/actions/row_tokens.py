@@ -118,7 +118,7 @@ def row_tokens(path: DocPath, selector: str, limit: int = DEFAULT_LIMIT, use_cac
         UsageError: nothing matches `selector`, or the file is skipped (binary, too large).
         BaseModelError, SourceError: as `dlm train` raises them.
     """
-    from dlm.actions.training.plan import make_row_tokenizer
+    from dlm.actions.training.plan import make_row_encoder
     from dlm.rows.build import build_rows
     from dlm.rows.read import read_file_row, text_row_spec
     from dlm.tokenize.plain import spec_key
@@ -127,18 +127,18 @@ def row_tokens(path: DocPath, selector: str, limit: int = DEFAULT_LIMIT, use_cac
     doc, store = open_document(path)
     training = doc.frontmatter.training
     base_dir = doc_dir(doc) or Path.cwd()
-    _, tokenizer, tok_sha = base_tokenizer(doc)
+    _, tokenizer, tokenizer_sha256 = base_tokenizer(doc)
     built = build_rows(doc, tokenizer)
     row = _select(built.rows, selector, base_dir)
     if isinstance(row, TextRow):
-        key, source = spec_key(tok_sha, text_row_spec(row)), row.origin
+        key, source = spec_key(tokenizer_sha256, text_row_spec(row)), row.origin
     else:
         got = read_file_row(row)
         if isinstance(got, str):
             raise UsageError(f"{row.path}: skipped by training ({got}), so the model sees none of it")
-        key, source = spec_key(tok_sha, got.spec), row.path
-    row_tokenizer = make_row_tokenizer(store, tokenizer, tok_sha, training, "show", use_cache, doc_dir(doc))
-    tokenized = row_tokenizer.tokenize(built.rows)
+        key, source = spec_key(tokenizer_sha256, got.spec), row.path
+    row_encoder = make_row_encoder(store, tokenizer, tokenizer_sha256, training, "show", use_cache, doc_dir(doc))
+    tokenized = row_encoder.tokenize(built.rows)
     index = tokenized.keys.index(key)
     split = split_rows(tokenized, training.eval.fraction, training.eval.max_rows)
     ids = tokenized.read(index)

@@ -9,7 +9,7 @@ Tokenizer cache settings come from three places, later ones winning: the first
 document's `serve.tokenizer_cache` frontmatter block, the `tokenizer_cache` block of a
 `--config FILE.json` (a JSON object whose only key is `tokenizer_cache`), and
 command-line flags (`dlm.serve.tokcache.config` documents the keys). Running the app
-is the serve engine's (`dlm.serve.run`).
+is the serve engine's (`dlm.serve.server`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dlm.infer.adapters import SharedBase
 from dlm.serve.app import DEFAULT_MAX_BODY_BYTES, ServeApp, create_app
 from dlm.serve.catalog import Catalog, ServedModel
 from dlm.serve.reload import DEFAULT_RELOAD_INTERVAL, AdapterReloader
-from dlm.serve.run import bind_socket, bind_warning, serve_forever, socket_url
+from dlm.serve.server import bind_socket, bind_warning, serve_forever, socket_url
 from dlm.serve.tokcache import TokenizerCacheConfig, merge_config
 from dlm.serve.warm import warm_start
 
@@ -205,7 +205,7 @@ def build_app(options: ServeOptions) -> BuiltServer:
 
 
 def run_server(built: BuiltServer, sock: socket.socket, options: ServeOptions) -> None:
-    """Serve `built` on the bound `sock` until SIGTERM or Ctrl-C (`dlm.serve.run.serve_forever`),
+    """Serve `built` on the bound `sock` until SIGTERM or Ctrl-C (`dlm.serve.server.serve_forever`),
     reloading adapters as they are published."""
     if built.reloader is not None:
         built.reloader.start()

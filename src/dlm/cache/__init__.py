@@ -1,7 +1,7 @@
 """The tokenized-section cache: rows' token ids persisted per document store.
 
 Public API:
-- `CachedRowTokenizer` (the tokenize seam over the cache) and its `CacheRunReport`;
+- `CachedRowEncoder` (the tokenize seam over the cache) and its `CacheRunReport`;
 - library verbs behind `dlm cache ...`, each returning a result value:
   `cache_summary`, `prune_cache`, `clear_cache`, `build_cache`, `check_cache`,
   `export_cache`, `import_cache`; `parse_age` for `--older-than`.
@@ -25,9 +25,9 @@ _HOME = {
     "ImportResult": "portable",
     "export_cache": "portable",
     "import_cache": "portable",
-    "DEFAULT_MAX_BYTES": "tokenizer",
-    "CachedRowTokenizer": "tokenizer",
-    "CacheRunReport": "tokenizer",
+    "DEFAULT_MAX_BYTES": "encoder",
+    "CachedRowEncoder": "encoder",
+    "CacheRunReport": "encoder",
     "BuildResult": "verbs",
     "ClearResult": "verbs",
     "HealthReport": "verbs",
@@ -42,7 +42,7 @@ _HOME = {
 
 if TYPE_CHECKING:
     from dlm.cache.portable import ExportResult, ImportResult, export_cache, import_cache
-    from dlm.cache.tokenizer import DEFAULT_MAX_BYTES, CachedRowTokenizer, CacheRunReport
+    from dlm.cache.encoder import DEFAULT_MAX_BYTES, CachedRowEncoder, CacheRunReport
     from dlm.cache.verbs import (
         BuildResult,
         ClearResult,
@@ -68,7 +68,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "BuildResult",
     "CacheRunReport",
-    "CachedRowTokenizer",
+    "CachedRowEncoder",
     "ClearResult",
     "ExportResult",
     "HealthReport",

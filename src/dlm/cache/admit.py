@@ -43,7 +43,7 @@ from dlm.cache.stores import Stores
 from dlm.rows.read import read_file_row, text_row_spec
 from dlm.rows.types import RowSet, RowSpec
 from dlm.tokenize.batch import AheadPipeline, PackedRows, pack_rows
-from dlm.tokenize.encode import EncodedRow, RowEncoder
+from dlm.tokenize.encode import EncodedRow, SpecEncoder
 from dlm.tokenize.plain import spec_key
 from dlm.tokenize.seam import Progress
 
@@ -76,8 +76,8 @@ class Admit:
     rows: RowSet
     table: SlotTable
     stores: Stores
-    tokenizer_sha: str
-    encoder: RowEncoder
+    tokenizer_sha256: str
+    encoder: SpecEncoder
     limits: AdmitLimits
     report: CacheRunReport
     progress: Progress
@@ -128,7 +128,7 @@ class Admit:
         if isinstance(got, str):
             table.skip_reason[slot] = got
             return None
-        table.keys[slot] = spec_key(self.tokenizer_sha, got.spec)
+        table.keys[slot] = spec_key(self.tokenizer_sha256, got.spec)
         if got.lossy:
             table.lossy.add(slot)
         return got.spec

@@ -101,8 +101,8 @@ def assemble(
     *,
     in_memory: dict[str, np.ndarray],
     encode: Callable[[RowSpec], np.ndarray],
-    cache_dir: Path,
-    tokenizer_sha: str,
+    state_dir: Path,
+    tokenizer_sha256: str,
     seconds: float,
 ) -> TokenizedRows:
     """`TokenizedRows` over the kept slots, reading lazily from the store."""
@@ -117,7 +117,7 @@ def assemble(
     stats = TokenizeStats(n, hits, n - hits, seconds, totals(stores.conn)[0])
     source = RowSource(rows, table.n_text, kept, table.root, stores.state_tokenizer_id)
     read = CachedRows(
-        cache_dir=cache_dir,
+        state_dir=state_dir,
         store_dir=stores.store_dir,
         reader=stores.reader,
         entries=loc,
@@ -125,7 +125,7 @@ def assemble(
         in_memory=in_memory,
         source=source,
         encode=encode,
-        tokenizer_sha=tokenizer_sha,
+        tokenizer_sha256=tokenizer_sha256,
         stats=stats,
         warn=report.bad_entry,
         keepalive=(stores.conn, stores.state, stores.lease),

@@ -13,7 +13,7 @@
   registered them), index rows for segment files that vanished,
   and stale `*.tmp` files are reclaimed.
 
-Maintenance runs under `<cache_dir>/maint.lock` (a `filelock`), so two processes never
+Maintenance runs under `<store_dir>/maint.lock` (a `filelock`), so two processes never
 compact the same segment; readers and writers do not take it.
 """
 
@@ -70,9 +70,9 @@ class CompactionResult:
     orphans_removed: int
 
 
-def maint_lock(cache_dir: Path) -> FileLock:
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(cache_dir / MAINT_LOCK))
+def maint_lock(store_dir: Path) -> FileLock:
+    store_dir.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(store_dir / MAINT_LOCK))
 
 
 def evict_lru(
@@ -121,16 +121,16 @@ def prune_older(conn: sqlite3.Connection, cutoff_s: int, protected: Collection[s
 
 
 def compact(
-    conn: sqlite3.Connection, cache_dir: Path, min_live_fraction: float = COMPACT_LIVE_FRACTION
+    conn: sqlite3.Connection, store_dir: Path, min_live_fraction: float = COMPACT_LIVE_FRACTION
 ) -> CompactionResult:
     """Rewrite sparse closed segments and reclaim orphans (see module docstring)."""
     rewritten = removed = reclaimed = corrupt = 0
-    orphans = reclaim_orphans(conn, cache_dir)
+    orphans = reclaim_orphans(conn, store_dir)
     segs = conn.execute("SELECT id, name, live_bytes FROM segments ORDER BY id").fetchall()
-    writer = SegmentWriter(cache_dir, conn)
+    writer = SegmentWriter(store_dir, conn)
     try:
         for seg_id, name, live in segs:
-            path = segment_path(cache_dir, name)
+            path = segment_path(store_dir, name)
             try:
                 size = path.stat().st_size
             except FileNotFoundError:
@@ -140,7 +140,7 @@ def compact(
             if live > 0 and live > size * min_live_fraction:
                 continue
             if live > 0:
-                corrupt += _move_live(conn, cache_dir, writer, seg_id, name)
+                corrupt += _move_live(conn, store_dir, writer, seg_id, name)
                 rewritten += 1
             else:
                 removed += 1
@@ -161,10 +161,10 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _move_live(conn: sqlite3.Connection, cache_dir: Path, writer: SegmentWriter, seg_id: int, name: str) -> int:
+def _move_live(conn: sqlite3.Connection, store_dir: Path, writer: SegmentWriter, seg_id: int, name: str) -> int:
     """Copy the verified live entries of one segment into `writer`; returns corrupt count."""
     rows = conn.execute(f"SELECT key, {ENTRY_COLS} FROM entries WHERE segment = ?", (seg_id,)).fetchall()
-    reader = SegmentReader(cache_dir)
+    reader = SegmentReader(store_dir)
     good, bad = [], 0
     if reader.open(seg_id, name):
         for key, seg, off, nb, nt, npr, dt, ck, _meta, _acc in rows:
@@ -189,12 +189,12 @@ def _move_live(conn: sqlite3.Connection, cache_dir: Path, writer: SegmentWriter,
     return bad
 
 
-def reclaim_orphans(conn: sqlite3.Connection, cache_dir: Path, grace_s: float = ORPHAN_GRACE_S) -> int:
+def reclaim_orphans(conn: sqlite3.Connection, store_dir: Path, grace_s: float = ORPHAN_GRACE_S) -> int:
     """Remove unregistered unlocked segment files, stale temp files, rows of vanished segments."""
     removed = 0
     known = dict(conn.execute("SELECT name, id FROM segments"))
     now = time.time()
-    folder = segment_dir(cache_dir)
+    folder = segment_dir(store_dir)
     if folder.is_dir():
         for path in folder.iterdir():
             name = path.name.removesuffix(SEGMENT_SUFFIX)
@@ -202,14 +202,14 @@ def reclaim_orphans(conn: sqlite3.Connection, cache_dir: Path, grace_s: float = 
                 continue
             path.unlink(missing_ok=True)
             removed += 1
-        gone = [sid for name, sid in known.items() if not segment_path(cache_dir, name).exists()]
+        gone = [sid for name, sid in known.items() if not segment_path(store_dir, name).exists()]
         if gone:
             with write_tx(conn):
                 for sid in gone:
                     conn.execute("DELETE FROM entries WHERE segment = ?", (sid,))
                     conn.execute("DELETE FROM segments WHERE id = ?", (sid,))
             removed += len(gone)
-    for tmp in cache_dir.glob("*.tmp"):
+    for tmp in store_dir.glob("*.tmp"):
         if now - _mtime(tmp) >= grace_s:
             tmp.unlink(missing_ok=True)
             removed += 1
@@ -223,7 +223,7 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def segment_bytes(cache_dir: Path) -> int:
+def segment_bytes(store_dir: Path) -> int:
     """Bytes of all segment files (live and dead)."""
-    folder = segment_dir(cache_dir)
+    folder = segment_dir(store_dir)
     return sum(_size(p) for p in folder.glob(f"*{SEGMENT_SUFFIX}")) if folder.is_dir() else 0

@@ -107,14 +107,14 @@ class ImportResult:
     bytes: int
 
 
-def export_cache(cache_dir: Path, dest: Path) -> ExportResult:
+def export_cache(store_dir: Path, dest: Path) -> ExportResult:
     """Write every verified entry of the cache to `dest` (see module docstring).
 
     Raises:
         CacheError: no cache, or `dest` cannot be written.
     """
-    cache_dir, dest = Path(cache_dir), Path(dest)
-    conn = connect(cache_dir)
+    store_dir, dest = Path(store_dir), Path(dest)
+    conn = connect(store_dir)
     try:
         rows = conn.execute(
             "SELECT e.key, t.sha, e.segment, s.name, e.offset, e.nbytes, e.ntokens, e.n_prompt,"
@@ -123,7 +123,7 @@ def export_cache(cache_dir: Path, dest: Path) -> ExportResult:
         ).fetchall()
     finally:
         conn.close()
-    reader = SegmentReader(cache_dir)
+    reader = SegmentReader(store_dir)
     lines, shas, corrupt, pos = [], set(), 0, 0
     data_tmp: str | None = None
     try:
@@ -191,31 +191,33 @@ def _member(tar: tarfile.TarFile, name: str, src: Path) -> Any:
     return fh
 
 
-def import_cache(cache_dir: Path, src: Path, tokenizer_sha: str, *, max_bytes: int) -> ImportResult:
-    """Admit the entries of an export made for tokenizer `tokenizer_sha`.
+def import_cache(store_dir: Path, src: Path, tokenizer_sha256: str, *, max_bytes: int) -> ImportResult:
+    """Admit the entries of an export made for tokenizer `tokenizer_sha256`.
 
     Raises:
         CacheError: `src` is not an export, has another format version, or was made
             with other tokenizers only.
     """
-    cache_dir, src = Path(cache_dir), Path(src)
+    store_dir, src = Path(store_dir), Path(src)
     try:
         with tarfile.open(src, mode="r:") as tar:
-            return _import_from(tar, cache_dir, src, tokenizer_sha, max_bytes)
+            return _import_from(tar, store_dir, src, tokenizer_sha256, max_bytes)
     except (OSError, tarfile.TarError, ValueError) as exc:
         raise CacheError(f"{src}: cannot read the cache export ({exc})") from None
 
 
-def _import_from(tar: tarfile.TarFile, cache_dir: Path, src: Path, tokenizer_sha: str, max_bytes: int) -> ImportResult:
+def _import_from(
+    tar: tarfile.TarFile, store_dir: Path, src: Path, tokenizer_sha256: str, max_bytes: int
+) -> ImportResult:
     raw = json.loads(_member(tar, "manifest.json", src).read())
     if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("version") != FORMAT_VERSION:
         what = f"{raw.get('format')!r} v{raw.get('version')}" if isinstance(raw, dict) else "(not a JSON object)"
         raise CacheError(f"{src}: unsupported cache export format {what}")
     manifest = _valid(src, "manifest.json", lambda: Manifest.model_validate(raw))
-    if tokenizer_sha not in manifest.tokenizers:
+    if tokenizer_sha256 not in manifest.tokenizers:
         raise CacheError(
             f"{src}: exported for tokenizer(s) {', '.join(manifest.tokenizers) or 'none'}, "
-            f"but this document's tokenizer is {tokenizer_sha}; its ids would be wrong here"
+            f"but this document's tokenizer is {tokenizer_sha256}; its ids would be wrong here"
         )
     jsonl = _member(tar, "entries.jsonl", src).read()
     if xxhash.xxh3_64_hexdigest(jsonl) != manifest.entries_xxh3_64:
@@ -224,7 +226,9 @@ def _import_from(tar: tarfile.TarFile, cache_dir: Path, src: Path, tokenizer_sha
     entries = _valid(src, "entries.jsonl", lambda: _ENTRIES.validate_python(lines))
     data_info = tar.getmember("data.bin") if "data.bin" in tar.getnames() else None
     _check_layout(src, entries, manifest, data_info.size if data_info is not None else 0)
-    return _admit(cache_dir, _member(tar, "data.bin", src), [e.model_dump() for e in entries], tokenizer_sha, max_bytes)
+    return _admit(
+        store_dir, _member(tar, "data.bin", src), [e.model_dump() for e in entries], tokenizer_sha256, max_bytes
+    )
 
 
 def _valid(src: Path, member: str, parse: Any) -> Any:
@@ -261,10 +265,10 @@ def _check_layout(src: Path, entries: list[Entry], manifest: Manifest, data_size
         end = entry.offset + entry.nbytes
 
 
-def _admit(cache_dir: Path, data: Any, entries: list[dict], sha: str, max_bytes: int) -> ImportResult:
-    conn = connect(cache_dir)
+def _admit(store_dir: Path, data: Any, entries: list[dict], sha: str, max_bytes: int) -> ImportResult:
+    conn = connect(store_dir)
     tok = tokenizer_id(conn, sha)
-    writer = SegmentWriter(cache_dir, conn)
+    writer = SegmentWriter(store_dir, conn)
     dctx = zstandard.ZstdDecompressor()
     present = {key_text(k) for (k,) in conn.execute("SELECT key FROM entries")}
     imported = dup = bad = other = 0
@@ -296,9 +300,9 @@ def _admit(cache_dir: Path, data: Any, entries: list[dict], sha: str, max_bytes:
     finally:
         writer.close()
     if totals(conn)[0] > max_bytes:
-        with maint_lock(cache_dir):
+        with maint_lock(store_dir):
             evict_lru(conn, int(max_bytes * EVICT_TO_FRACTION), ())
-            compact(conn, cache_dir)
+            compact(conn, store_dir)
     conn.close()
     return ImportResult(imported, dup, bad, other, sum(e["nbytes"] for e in entries))
 

@@ -44,7 +44,7 @@ class CachedRows:
     """The `read` callable of a cached `TokenizedRows`.
 
     Args:
-        cache_dir: the document's state folder (its stat snapshot of a damaged row's
+        state_dir: the document's state folder (its stat snapshot of a damaged row's
             root is forgotten).
         store_dir: the shared store (its index is reopened to drop a damaged entry).
         reader: open segment files.
@@ -52,7 +52,7 @@ class CachedRows:
         keys: row keys; in_memory: key -> ids of rows not stored in the cache.
         source: how to re-read a row whose entry is damaged.
         encode: `RowSpec` -> 1-D uint16|uint32 ids, the seam's rules.
-        tokenizer_sha: the tokenizer fingerprint (to check a re-read file's key).
+        tokenizer_sha256: the tokenizer fingerprint (to check a re-read file's key).
         stats: the session's stats (a healed entry turns a hit into a miss).
         warn: called once per damaged entry met.
         keepalive: the session's index connection, kept open as long as the rows.
@@ -61,7 +61,7 @@ class CachedRows:
     def __init__(
         self,
         *,
-        cache_dir: Path,
+        state_dir: Path,
         store_dir: Path,
         reader: SegmentReader,
         entries: np.ndarray,
@@ -69,7 +69,7 @@ class CachedRows:
         in_memory: dict[str, np.ndarray],
         source: RowSource,
         encode: Callable[[Any], np.ndarray],
-        tokenizer_sha: str,
+        tokenizer_sha256: str,
         stats: TokenizeStats,
         warn: Callable[[str], None],
         keepalive: Any = None,
@@ -77,10 +77,10 @@ class CachedRows:
         # The run's index connection lives as long as its rows: closing the last
         # connection checkpoints the WAL, work the caller need not wait for.
         self.keepalive = keepalive
-        self.cache_dir, self.reader, self.entries, self.keys = cache_dir, reader, entries, keys
-        self.store_dir, self.state_dir = store_dir, cache_dir
+        self.reader, self.entries, self.keys = reader, entries, keys
+        self.store_dir, self.state_dir = store_dir, state_dir
         self.in_memory = in_memory
-        self.source, self.encode, self.tokenizer_sha = source, encode, tokenizer_sha
+        self.source, self.encode, self.tokenizer_sha256 = source, encode, tokenizer_sha256
         self.stats, self.warn = stats, warn
         self.healed = 0
 
@@ -105,7 +105,7 @@ class CachedRows:
             fr = src.rows.file_rows[slot - src.n_text]
             got = read_file_row(fr)
             spec = None if isinstance(got, str) else got.spec
-            if spec is None or spec_key(self.tokenizer_sha, spec) != key:
+            if spec is None or spec_key(self.tokenizer_sha256, spec) != key:
                 raise CacheError(f"{fr.path}: changed during the run and its cache entry is damaged; run again")
         ids = self.encode(spec)
         self.in_memory[key] = ids

@@ -58,7 +58,7 @@ class Resolve:
     table: SlotTable
     roots: dict[int, RootState]
     stores: Stores
-    tokenizer_sha: str
+    tokenizer_sha256: str
     trust_stat: bool
     sibling_states: list[Path]
     report: CacheRunReport
@@ -71,7 +71,7 @@ class Resolve:
         hits = Hits()
         conn = self.stores.conn
         for i, row in enumerate(self.rows.text_rows):
-            self.table.keys[i] = spec_key(self.tokenizer_sha, text_row_spec(row))
+            self.table.keys[i] = spec_key(self.tokenizer_sha256, text_row_spec(row))
         with read_tx(conn):
             self.stores.segment_names = segment_names(conn)
             self._text_hits(hits)
@@ -95,7 +95,7 @@ class Resolve:
             self.report.warn(f"stat index of {root.path} was damaged; re-reading its files")
         elif snap is None and self.sibling_states and self.trust_stat:
             snap = statindex.sibling_snapshot(
-                self.sibling_states, self.stores.store_id, self.tokenizer_sha, root_value(root.path)
+                self.sibling_states, self.stores.store_id, self.tokenizer_sha256, root_value(root.path)
             )
             root.dirty = root.dirty or snap is not None  # this document writes a snapshot of its own
         return snap

@@ -288,21 +288,21 @@ def key_text(blob: bytes) -> str:
 
 
 def connect(
-    cache_dir: Path, migrations: list[tuple[str, str]] = MIGRATIONS, name: str = INDEX_NAME
+    store_dir: Path, migrations: list[tuple[str, str]] = MIGRATIONS, name: str = INDEX_NAME
 ) -> sqlite3.Connection:
-    """Open (creating if needed) the index of `cache_dir` and apply pending migrations.
+    """Open (creating if needed) the index of `store_dir` and apply pending migrations.
 
     The connection is in autocommit mode; use `write_tx` / `read_tx` for transactions.
 
     Raises:
         CacheError: the file is not a SQLite database or cannot be opened.
     """
-    path = cache_dir / name
+    path = store_dir / name
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
+        store_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CacheError(
-            f"{cache_dir}: cannot create the cache folder ({exc.strerror or exc}); make DLM_HOME "
+            f"{store_dir}: cannot create the cache folder ({exc.strerror or exc}); make DLM_HOME "
             "writable, point DLM_HOME or DLM_CACHE_DIR elsewhere, or set training.cache.enabled: false"
         ) from None
     try:
@@ -325,7 +325,7 @@ def connect(
     return conn
 
 
-def connect_readonly(cache_dir: Path, name: str = INDEX_NAME) -> sqlite3.Connection:
+def connect_readonly(store_dir: Path, name: str = INDEX_NAME) -> sqlite3.Connection:
     """Open an existing index (or a document's state, `name=STATE_NAME`) to read only:
     nothing made, migrated or written, so a cache on a read-only mount is still read.
     A WAL database opens `mode=ro` only where its `-shm` file can be shared; where it
@@ -333,7 +333,7 @@ def connect_readonly(cache_dir: Path, name: str = INDEX_NAME) -> sqlite3.Connect
 
     Raises CacheError: the file is missing, not a SQLite database, or cannot be read.
     """
-    path = Path(cache_dir) / name
+    path = Path(store_dir) / name
     uri = path.absolute().as_uri()
     last: sqlite3.Error | None = None
     for mode in ("mode=ro", "immutable=1"):

@@ -1,6 +1,6 @@
 """Segment files: where cached ids live on disk.
 
-    <cache_dir>/segments/<name>.seg     name = <time_ns hex>-<pid>-<random hex>
+    <store_dir>/segments/<name>.seg     name = <time_ns hex>-<pid>-<random hex>
 
 A segment is a plain concatenation of entries. Each entry is one zstd frame (level 3,
 content size in the frame header) of the row's ids as little-endian uint16 or uint32;
@@ -92,12 +92,12 @@ def unpack_ids(
     return np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="), copy=False)
 
 
-def segment_dir(cache_dir: Path) -> Path:
-    return cache_dir / SEGMENT_DIR
+def segment_dir(store_dir: Path) -> Path:
+    return store_dir / SEGMENT_DIR
 
 
-def segment_path(cache_dir: Path, name: str) -> Path:
-    return segment_dir(cache_dir) / f"{name}{SEGMENT_SUFFIX}"
+def segment_path(store_dir: Path, name: str) -> Path:
+    return segment_dir(store_dir) / f"{name}{SEGMENT_SUFFIX}"
 
 
 def is_locked(path: Path) -> bool:
@@ -143,7 +143,7 @@ class SegmentWriter:
     """Appends batches of entries to segments this writer owns.
 
     Args:
-        cache_dir: the cache folder.
+        store_dir: the cache folder.
         conn: the index connection (segments are registered there on creation).
         max_segment_bytes: a new segment is started once the current one passes this.
         write: the raw write (`os.write`); a seam for simulating a full disk.
@@ -151,12 +151,12 @@ class SegmentWriter:
 
     def __init__(
         self,
-        cache_dir: Path,
+        store_dir: Path,
         conn: sqlite3.Connection,
         max_segment_bytes: int = MAX_SEGMENT_BYTES,
         write: WriteFn = os.write,
     ) -> None:
-        self.cache_dir = cache_dir
+        self.store_dir = store_dir
         self.conn = conn
         self.max_segment_bytes = max_segment_bytes
         self.write = write
@@ -191,7 +191,7 @@ class SegmentWriter:
             return self.current
         self.close()
         name = f"{time.time_ns():x}-{os.getpid()}-{secrets.token_hex(4)}"
-        path = segment_path(self.cache_dir, name)
+        path = segment_path(self.store_dir, name)
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
@@ -217,8 +217,8 @@ class SegmentReader:
     row resolved while the index said "here" stays readable for the reader's lifetime.
     """
 
-    def __init__(self, cache_dir: Path) -> None:
-        self.cache_dir = cache_dir
+    def __init__(self, store_dir: Path) -> None:
+        self.store_dir = store_dir
         self.fds: dict[int, int] = {}
         self.dctx = zstandard.ZstdDecompressor()
 
@@ -227,7 +227,7 @@ class SegmentReader:
         if seg_id in self.fds:
             return True
         try:
-            self.fds[seg_id] = os.open(segment_path(self.cache_dir, name), os.O_RDONLY)
+            self.fds[seg_id] = os.open(segment_path(self.store_dir, name), os.O_RDONLY)
         except FileNotFoundError:
             return False
         return True

@@ -1,5 +1,5 @@
-"""A tokenize session: one `CachedRowTokenizer.tokenize` call over one row set (see
-`dlm.cache.tokenizer` for its two phases), and the values it is built from.
+"""A tokenize session: one `CachedRowEncoder.tokenize` call over one row set (see
+`dlm.cache.encoder` for its two phases), and the values it is built from.
 
 A session receives frozen values (`SessionConfig`: cache folder, tokenizer fingerprint,
 run id, options, encoder, segment write, clock) and returns `TokenizedRows`; it never
@@ -31,7 +31,7 @@ from dlm.cache.slots import SlotTable, group_roots
 from dlm.cache.stores import open_stores
 from dlm.defaults import DEFAULT_CACHE_MAX_BYTES
 from dlm.rows.types import RowSet
-from dlm.tokenize.encode import BATCH_ROWS, RowEncoder
+from dlm.tokenize.encode import BATCH_ROWS, SpecEncoder
 from dlm.tokenize.seam import Progress, TokenizedRows
 
 __all__ = [
@@ -73,28 +73,28 @@ class SessionConfig:
     """Everything a tokenize session needs besides its rows, fixed for its lifetime.
 
     Attributes:
-        cache_dir: `<store>/tokenized-cache/`.
-        tokenizer_sha: the tokenizer's `tokenizer_sha256` (part of every key).
+        state_dir: `<store>/tokenized-cache/`.
+        tokenizer_sha256: the tokenizer's fingerprint (`dlm.tokenize.fingerprint`) (part of every key).
         run_id: names the session in the index's `runs` table.
         options: sizes and caps.
         encoder: encodes `RowSpec` batches by the seam's token rules.
         segment_write: the raw write of segment bytes (`os.write`; a seam for fault tests).
-        store_dir: the shared store (entries, segments); `cache_dir` holds the
-            document's state (stat snapshots, runs). None: `cache_dir` holds both.
-        doc_id: names the document in the store's references (None: `cache_dir`).
+        store_dir: the shared store (entries, segments); `state_dir` holds the
+            document's state (stat snapshots, runs). None: `state_dir` holds both.
+        doc_id: names the document in the store's references (None: `state_dir`).
         remote: URL of the remote tier (`dlm.cache.remote`), or None.
-        sibling_dirs: other documents' state folders (`cache_dir`s) on the same store,
+        sibling_dirs: other documents' state folders (`state_dir`s) on the same store,
             whose stat snapshots may start a root this document has none of.
         clock: wall-clock time in ns (`time.time_ns`), the moment a file is recorded as
             read, against which the racy-timestamp rule (`dlm.cache.statindex`) compares
             the file's mtime and ctime.
     """
 
-    cache_dir: Path
-    tokenizer_sha: str
+    state_dir: Path
+    tokenizer_sha256: str
     run_id: str
     options: CacheOptions
-    encoder: RowEncoder
+    encoder: SpecEncoder
     segment_write: WriteFn = os.write
     store_dir: Path | None = None
     doc_id: str | None = None
@@ -104,11 +104,11 @@ class SessionConfig:
 
     @property
     def store(self) -> Path:
-        return self.store_dir if self.store_dir is not None else self.cache_dir
+        return self.store_dir if self.store_dir is not None else self.state_dir
 
     @property
     def doc(self) -> str:
-        return self.doc_id or str(self.cache_dir)
+        return self.doc_id or str(self.state_dir)
 
 
 class TokenizeSession:
@@ -128,10 +128,10 @@ class TokenizeSession:
         opts = config.options
         self.stores = open_stores(
             config.store,
-            config.cache_dir,
+            config.state_dir,
             config.doc,
             config.run_id,
-            config.tokenizer_sha,
+            config.tokenizer_sha256,
             max_segment_bytes=opts.max_segment_bytes,
             segment_write=config.segment_write,
             remote=config.remote,
@@ -150,7 +150,7 @@ class TokenizeSession:
             table,
             roots,
             stores,
-            config.tokenizer_sha,
+            config.tokenizer_sha256,
             config.options.trust_stat,
             [d / STATE_NAME for d in config.sibling_dirs],
             self.report,
@@ -161,7 +161,7 @@ class TokenizeSession:
             self.rows,
             table,
             stores,
-            config.tokenizer_sha,
+            config.tokenizer_sha256,
             config.encoder,
             self.limits(),
             self.report,
@@ -197,8 +197,8 @@ class TokenizeSession:
             self.report,
             in_memory=admit.in_memory,
             encode=lambda spec: config.encoder.encode([spec])[0].ids,
-            cache_dir=config.cache_dir,
-            tokenizer_sha=config.tokenizer_sha,
+            state_dir=config.state_dir,
+            tokenizer_sha256=config.tokenizer_sha256,
             seconds=time.perf_counter() - started,
         )
 

@@ -201,8 +201,8 @@ def load(conn: sqlite3.Connection, tok: int, root: int) -> tuple[Snapshot | None
     return snap, snap is None
 
 
-def sibling_snapshot(states: Sequence[Path], store: str, tokenizer_sha: str, root: str | bytes) -> Snapshot | None:
-    """The newest snapshot of `root` for `tokenizer_sha` among other documents' state
+def sibling_snapshot(states: Sequence[Path], store: str, tokenizer_sha256: str, root: str | bytes) -> Snapshot | None:
+    """The newest snapshot of `root` for `tokenizer_sha256` among other documents' state
     databases (`state.sqlite` paths) that were last used with the store `store` (its
     uuid), opened read-only; skip records cleared (module docstring). None when no
     readable one exists: a state that cannot be read, or a damaged snapshot, is passed over.
@@ -221,7 +221,7 @@ def sibling_snapshot(states: Sequence[Path], store: str, tokenizer_sha: str, roo
                     else conn.execute(
                         "SELECT s.data, s.written_ns FROM stat_snapshots s JOIN tokenizers t ON t.id = s.tok"
                         " JOIN roots r ON r.id = s.root WHERE t.sha = ? AND r.path = ?",
-                        (tokenizer_sha, root),
+                        (tokenizer_sha256, root),
                     ).fetchone()
                 )
             finally:

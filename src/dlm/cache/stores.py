@@ -62,7 +62,7 @@ def open_stores(
     state_dir: Path,
     doc: str,
     run_id: str,
-    tokenizer_sha: str,
+    tokenizer_sha256: str,
     *,
     max_segment_bytes: int,
     segment_write: WriteFn,
@@ -79,7 +79,7 @@ def open_stores(
     state = connect_state(state_dir)
     store_id = store_uuid(conn)
     _same_store(state, store_id)
-    tok, state_tok = tokenizer_id(conn, tokenizer_sha), tokenizer_id(state, tokenizer_sha)
+    tok, state_tok = tokenizer_id(conn, tokenizer_sha256), tokenizer_id(state, tokenizer_sha256)
     lease = Lease(store_dir, doc, run_id)
     reader = SegmentReader(store_dir)
     writer = SegmentWriter(store_dir, conn, max_segment_bytes, segment_write)

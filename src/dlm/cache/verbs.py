@@ -51,20 +51,20 @@ def parse_age(text: str) -> float:
     return seconds
 
 
-def index_exists(cache_dir: Path) -> bool:
-    return (cache_dir / INDEX_NAME).is_file()
+def index_exists(store_dir: Path) -> bool:
+    return (store_dir / INDEX_NAME).is_file()
 
 
-def disk_bytes(cache_dir: Path) -> int:
+def disk_bytes(store_dir: Path) -> int:
     """Bytes on disk: segment files plus the index and its WAL."""
-    index = sum(p.stat().st_size for p in cache_dir.glob(f"{INDEX_NAME}*") if p.is_file() and "corrupt" not in p.name)
-    return segment_bytes(cache_dir) + index
+    index = sum(p.stat().st_size for p in store_dir.glob(f"{INDEX_NAME}*") if p.is_file() and "corrupt" not in p.name)
+    return segment_bytes(store_dir) + index
 
 
-def cache_summary(cache_dir: Path, state_dir: Path | None = None, doc_id: str | None = None) -> dict[str, Any] | None:
+def cache_summary(store_dir: Path, state_dir: Path | None = None, doc_id: str | None = None) -> dict[str, Any] | None:
     """What `dlm cache show` and `dlm show --json` (`training_cache`) report.
 
-    `cache_dir` is the store; `state_dir` the document's state folder (default: the
+    `store_dir` is the store; `state_dir` the document's state folder (default: the
     same folder); with `doc_id`, `entry_count` counts the document's own entries.
 
     Returns None when there is no cache, else a dict: `path` (the store), `state_path`,
@@ -77,12 +77,12 @@ def cache_summary(cache_dir: Path, state_dir: Path | None = None, doc_id: str | 
     """
     from dlm.cache.shared import refs_of, unpack_keys
 
-    cache_dir = Path(cache_dir)
-    state_dir = Path(state_dir) if state_dir is not None else cache_dir
-    if not index_exists(cache_dir) or (doc_id is not None and not (state_dir / STATE_NAME).is_file()):
+    store_dir = Path(store_dir)
+    state_dir = Path(state_dir) if state_dir is not None else store_dir
+    if not index_exists(store_dir) or (doc_id is not None and not (state_dir / STATE_NAME).is_file()):
         return None
     out: dict[str, Any] = {
-        "path": str(cache_dir),
+        "path": str(store_dir),
         "state_path": str(state_dir),
         "entry_count": 0,
         "shared_entries": 0,
@@ -98,7 +98,7 @@ def cache_summary(cache_dir: Path, state_dir: Path | None = None, doc_id: str | 
         "error": None,
     }
     try:
-        conn = connect_readonly(cache_dir)  # a summary writes nothing: a read-only cache is shown
+        conn = connect_readonly(store_dir)  # a summary writes nothing: a read-only cache is shown
         try:
             live, count = totals(conn)
             dtypes = [d for (d,) in conn.execute("SELECT DISTINCT dtype FROM entries ORDER BY dtype")]
@@ -118,14 +118,14 @@ def cache_summary(cache_dir: Path, state_dir: Path | None = None, doc_id: str | 
             state.close()
     except (CacheError, sqlite3.DatabaseError) as exc:
         out["error"] = str(exc)
-        out["bytes"] = disk_bytes(cache_dir)
+        out["bytes"] = disk_bytes(store_dir)
         return out
     out.update(
         entry_count=mine_count if doc_id is not None else count,
         shared_entries=shared,
         store_entry_count=count,
         entry_bytes=live,
-        bytes=disk_bytes(cache_dir),
+        bytes=disk_bytes(store_dir),
     )
     out["token_dtype"] = "+".join(DTYPE_NAMES.get(d, f"{d * 8}-bit") for d in dtypes) or None
     if last:
@@ -149,18 +149,18 @@ class PruneResult:
     orphans_removed: int
 
 
-def prune_cache(cache_dir: Path, older_than_s: float, now_s: float | None = None) -> PruneResult:
+def prune_cache(store_dir: Path, older_than_s: float, now_s: float | None = None) -> PruneResult:
     """Delete entries unused for `older_than_s` seconds, compact, reclaim orphans.
 
     Raises:
         CacheError: the index cannot be opened.
     """
     now_s = time.time() if now_s is None else now_s
-    conn = connect(Path(cache_dir))
+    conn = connect(Path(store_dir))
     try:
-        with maint_lock(Path(cache_dir)):
+        with maint_lock(Path(store_dir)):
             pruned = prune_older(conn, int(max(now_s - older_than_s, -(2.0**62))))
-            packed = compact(conn, Path(cache_dir), min_live_fraction=0.999)
+            packed = compact(conn, Path(store_dir), min_live_fraction=0.999)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return PruneResult(
             older_than_s,
@@ -187,46 +187,46 @@ class ClearResult:
     reset_corrupt_index: bool = False
 
 
-def clear_cache(cache_dir: Path) -> ClearResult:
+def clear_cache(store_dir: Path) -> ClearResult:
     """Empty the cache. A readable index is emptied in place (safe beside a running
     reader: its open segments stay readable); an unreadable one is removed with its
     folder."""
-    cache_dir = Path(cache_dir)
-    if not cache_dir.exists():
-        return ClearResult(str(cache_dir), False, 0, 0)
-    before = disk_bytes(cache_dir)
+    store_dir = Path(store_dir)
+    if not store_dir.exists():
+        return ClearResult(str(store_dir), False, 0, 0)
+    before = disk_bytes(store_dir)
     try:
-        conn = connect(cache_dir)
+        conn = connect(store_dir)
     except CacheIndexCorrupt:
-        shutil.rmtree(cache_dir, ignore_errors=True)
-        if cache_dir.exists():
+        shutil.rmtree(store_dir, ignore_errors=True)
+        if store_dir.exists():
             raise CacheError(
-                f"{cache_dir}: the cache index is unreadable and the folder cannot be removed; "
+                f"{store_dir}: the cache index is unreadable and the folder cannot be removed; "
                 "remove it by hand or make it writable"
             ) from None
-        return ClearResult(str(cache_dir), True, 0, before, reset_corrupt_index=True)
+        return ClearResult(str(store_dir), True, 0, before, reset_corrupt_index=True)
     try:
-        with maint_lock(cache_dir):
+        with maint_lock(store_dir):
             _, count = totals(conn)
             with write_tx(conn):
                 for table in ("entries", "stat_snapshots", "runs", "doc_refs"):
                     conn.execute(f"DELETE FROM {table}")
-            if (cache_dir / STATE_NAME).is_file():
-                state = connect_state(cache_dir)
+            if (store_dir / STATE_NAME).is_file():
+                state = connect_state(store_dir)
                 with write_tx(state):
                     for table in ("stat_snapshots", "roots", "runs"):
                         state.execute(f"DELETE FROM {table}")
                 state.close()
-            compact(conn, cache_dir, min_live_fraction=1.0)
+            compact(conn, store_dir, min_live_fraction=1.0)
         conn.execute("VACUUM")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     except (sqlite3.DatabaseError, OSError) as exc:
         raise CacheError(
-            f"{cache_dir}: cannot clear the cache ({exc}); nothing was removed; make the folder writable"
+            f"{store_dir}: cannot clear the cache ({exc}); nothing was removed; make the folder writable"
         ) from None
     finally:
         conn.close()
-    return ClearResult(str(cache_dir), True, count, before - disk_bytes(cache_dir))
+    return ClearResult(str(store_dir), True, count, before - disk_bytes(store_dir))
 
 
 @dataclass(frozen=True)
@@ -244,9 +244,9 @@ class BuildResult:
 
 
 def build_cache(
-    cache_dir: Path,
+    state_dir: Path,
     tokenizer: Any,
-    tokenizer_sha: str,
+    tokenizer_sha256: str,
     rows: RowSet,
     *,
     max_bytes: int,
@@ -257,14 +257,14 @@ def build_cache(
     doc_id: str | None = None,
     remote: str | None = None,
 ) -> BuildResult:
-    """Tokenize every row of `rows` into the cache (see `CachedRowTokenizer`).
+    """Tokenize every row of `rows` into the cache (see `CachedRowEncoder`).
     `trust_stat=False` re-reads and re-hashes every file (`dlm cache build --rehash`)."""
-    from dlm.cache.tokenizer import CachedRowTokenizer  # the session: only this verb tokenizes
+    from dlm.cache.encoder import CachedRowEncoder  # the session: only this verb tokenizes
 
-    cached = CachedRowTokenizer(
-        cache_dir,
+    cached = CachedRowEncoder(
+        state_dir,
         tokenizer,
-        tokenizer_sha,
+        tokenizer_sha256,
         max_bytes=max_bytes,
         run_id=run_id,
         trust_stat=trust_stat,
@@ -279,7 +279,7 @@ def build_cache(
         hits=got.stats.cache_hits,
         misses=got.stats.cache_misses,
         seconds=got.stats.seconds,
-        bytes=disk_bytes(Path(store_dir or cache_dir)),
+        bytes=disk_bytes(Path(store_dir or state_dir)),
         files_taken=got.files_taken,
         files_skipped=dict(Counter(got.files_skipped)),
         warnings=list(report.warnings) if report else [],
@@ -301,12 +301,12 @@ class HealthReport:
         return self.unreadable == 0 and bool(self.totals_match) and self.segment_totals_match
 
 
-def check_cache(cache_dir: Path) -> HealthReport:
+def check_cache(store_dir: Path) -> HealthReport:
     """Full scan (for `dlm doctor` and tests; never on a training path)."""
     from dlm.cache.index import ENTRY_COLS
     from dlm.cache.segments import SegmentReader
 
-    conn = connect(Path(cache_dir))
+    conn = connect(Path(store_dir))
     try:
         live, count = totals(conn)
         summed = conn.execute("SELECT COALESCE(SUM(nbytes), 0), COUNT(*) FROM entries").fetchone()
@@ -318,7 +318,7 @@ def check_cache(cache_dir: Path) -> HealthReport:
         rows = conn.execute(f"SELECT {ENTRY_COLS} FROM entries").fetchall()
     finally:
         conn.close()
-    reader = SegmentReader(Path(cache_dir))
+    reader = SegmentReader(Path(store_dir))
     bad = 0
     for seg, off, nb, nt, _np, dt, ck, _m, _a in rows:
         if not reader.open(seg, names.get(seg, "")) or reader.read(seg, off, nb, nt, dt, ck) is None:

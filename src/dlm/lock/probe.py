@@ -20,7 +20,7 @@ fact follows the rule torch applies, read from files and the environment:
     cpu_capability  torch's DispatchStub: `ATEN_CPU_CAPABILITY` equal to `default`, `avx2`
                     or `avx512` (exactly, lower case: torch warns and ignores `AVX2`) wins,
                     even above what the CPU has; else AVX512 when the CPU has `AVX512_FLAGS`,
-                    AVX2 with `AVX2_FLAGS` (`/proc/cpuinfo`, read through `dlm.isa`), else
+                    AVX2 with `AVX2_FLAGS` (`/proc/cpuinfo`, read through `dlm.cpu_isa`), else
                     DEFAULT. Not x86-64: DEFAULT (see the limits).
     torch_threads   torch's default intra-op threads. A build with MKL and OpenMP (the x86
                     Linux wheels; `AT_MKL_ENABLED()` and `AT_PARALLEL_OPENMP` in the
@@ -67,7 +67,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlm.isa import ATEN_VAR, AVX2_FLAGS, AVX512_FLAGS, CPUINFO, X86_64, cpu_flags
+from dlm.cpu_isa import ATEN_VAR, AVX2_FLAGS, AVX512_FLAGS, CPUINFO, X86_64, cpu_flags
 from dlm.lock.environment import Environment, pinned_versions
 from dlm.lock.schema import HardwareTier
 
@@ -281,7 +281,7 @@ def cpu_capability(environ: Mapping[str, str], machine: str, flags: frozenset[st
     Args:
         environ: the environment (`ATEN_CPU_CAPABILITY`).
         machine: `platform.machine()`.
-        flags: the CPU's flags (`dlm.isa.cpu_flags`).
+        flags: the CPU's flags (`dlm.cpu_isa.cpu_flags`).
     """
     if machine.lower() not in X86_64:
         return "DEFAULT"

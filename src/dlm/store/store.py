@@ -72,10 +72,10 @@ class Store:
         return self.root / "heldout-base.json"
 
     @property
-    def cache_dir(self) -> Path:
+    def cache_state_dir(self) -> Path:
         return self.root / "tokenized-cache"
 
-    def sibling_cache_dirs(self) -> list[Path]:
+    def sibling_cache_state_dirs(self) -> list[Path]:
         """The `tokenized-cache/` folders of the other documents in this `DLM_HOME`,
         sorted (their stat snapshots can start this document's first walk)."""
         if not self.root.parent.is_dir():

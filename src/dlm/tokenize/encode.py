@@ -105,7 +105,7 @@ def backend_of(tokenizer: Any) -> BackendLike:
     return getattr(tokenizer, "backend_tokenizer", tokenizer)
 
 
-class RowEncoder:
+class SpecEncoder:
     """Encodes batches of `RowSpec`s by the seam's rules.
 
     Args:

@@ -22,10 +22,10 @@ ROW_FORMAT_VERSION = 1
 KEY_ALGO = "xxh3_128"
 
 
-def row_key(tokenizer_sha: str, kind: str, text: str, prompt_text: str | None = None) -> str:
+def row_key(tokenizer_sha256: str, kind: str, text: str, prompt_text: str | None = None) -> str:
     """Key of one row (see module docstring). Returns `xxh3_128:<32 hex>`."""
     h = xxhash.xxh3_128()
-    h.update(f"dlm-row-v{ROW_FORMAT_VERSION}\0{tokenizer_sha}\0{kind}\0".encode())
+    h.update(f"dlm-row-v{ROW_FORMAT_VERSION}\0{tokenizer_sha256}\0{kind}\0".encode())
     h.update((prompt_text or "").encode("utf-8", "surrogatepass"))
     h.update(b"\0")
     h.update(text.encode("utf-8", "surrogatepass"))

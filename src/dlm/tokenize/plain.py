@@ -1,4 +1,4 @@
-"""The uncached `RowTokenizer`: reads every file and encodes every row, every run.
+"""The uncached `RowEncoder`: reads every file and encodes every row, every run.
 
 It is the reference the tokenized-section cache must match token for token, and the
 path `dlm train` takes when `training.cache.enabled` is false.
@@ -18,14 +18,14 @@ import numpy as np
 
 from dlm.rows.read import read_file_row, text_row_spec
 from dlm.rows.types import RowKind, RowSet, RowSpec
-from dlm.tokenize.encode import BATCH_ROWS, RowEncoder
+from dlm.tokenize.encode import BATCH_ROWS, SpecEncoder
 from dlm.tokenize.keys import row_key
 from dlm.tokenize.seam import NullProgress, Progress, TokenizedRows, TokenizeStats
 
 
-def spec_key(tokenizer_sha: str, spec: RowSpec) -> str:
+def spec_key(tokenizer_sha256: str, spec: RowSpec) -> str:
     """`row_key` of a spec."""
-    return row_key(tokenizer_sha, spec.kind, spec.text, spec.prompt_text)
+    return row_key(tokenizer_sha256, spec.kind, spec.text, spec.prompt_text)
 
 
 def batched(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -34,17 +34,17 @@ def batched(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[start : start + size]
 
 
-class PlainRowTokenizer:
-    """`RowTokenizer` without a cache (see module docstring).
+class PlainRowEncoder:
+    """`RowEncoder` without a cache (see module docstring).
 
     Args:
         tokenizer: a Hugging Face fast tokenizer.
-        tokenizer_sha: its `tokenizer_sha256`, used in row keys.
+        tokenizer_sha256: the tokenizer's fingerprint (`dlm.tokenize.fingerprint`), used in row keys.
     """
 
-    def __init__(self, tokenizer: Any, tokenizer_sha: str) -> None:
-        self.encoder = RowEncoder(tokenizer)
-        self.tokenizer_sha = tokenizer_sha
+    def __init__(self, tokenizer: Any, tokenizer_sha256: str) -> None:
+        self.encoder = SpecEncoder(tokenizer)
+        self.tokenizer_sha256 = tokenizer_sha256
 
     def tokenize(self, rows: RowSet, progress: Progress | None = None) -> TokenizedRows:
         """Encode every row of `rows`; ids are held in memory.
@@ -81,7 +81,7 @@ class PlainRowTokenizer:
         return TokenizedRows(
             lengths=np.array([a.shape[0] for a in ids], dtype=np.int64),
             n_prompt=np.array(n_prompt, dtype=np.int32),
-            keys=[spec_key(self.tokenizer_sha, s) for s in specs],
+            keys=[spec_key(self.tokenizer_sha256, s) for s in specs],
             read=ids.__getitem__,
             kinds=kinds,
             files_taken=len(specs) - len(rows.text_rows),

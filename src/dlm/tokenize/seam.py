@@ -1,8 +1,8 @@
 """The tokenize seam: the one place rows become token ids.
 
 `dlm train` builds a `RowSet` (in-body `TextRow`s plus unread `FileRow`s from
-`training.sources`) and hands it to a `RowTokenizer`. Two implement it:
-`dlm.tokenize.plain.PlainRowTokenizer` (no cache) and the tokenized-section cache's
+`training.sources`) and hands it to a `RowEncoder`. Two implement it:
+`dlm.tokenize.plain.PlainRowEncoder` (no cache) and the tokenized-section cache's
 tokenizer. Both return `TokenizedRows`, which must agree token for token.
 
 Token semantics (the same as TRL's SFTTrainer on the same rows):
@@ -92,7 +92,7 @@ class NullProgress:
         pass
 
 
-class RowTokenizer(Protocol):
+class RowEncoder(Protocol):
     """Turns a `RowSet` into `TokenizedRows` (see module docstring for the token rules)."""
 
     def tokenize(self, rows: RowSet, progress: Progress | None = None) -> TokenizedRows: ...

@@ -4,7 +4,7 @@ The dataset is already tokenized, windowed and packed (`dlm.train.dataset`), so 
 own preparation is skipped (`skip_prepare_dataset`) and `dlm.train.collator` makes the
 batches: packed blocks carry per-example `position_ids` and no attention mask, which
 transformers turns into a block-diagonal mask only when no KV cache is built, so the
-run trains with `use_cache` off (`packed_attention`). Precision: `LoraRun.precision`
+run trains with `use_cache` off (`packed_attention`). Precision: `Hyperparameters.precision`
 (`dlm.train.precision`); bfloat16 is autocast, on CUDA and on CPU alike. LoRA dropout
 masks are keyed by the global micro-batch (`dlm.train.dropout`), so any number of ranks
 trains the bytes of one process accumulating the same micro-batches. Off CUDA the
@@ -54,7 +54,7 @@ class StepSink(Protocol):
 
 
 @dataclass(frozen=True)
-class LoraRun:
+class Hyperparameters:
     """Hyperparameters of one LoRA run (from `training:` plus CLI overrides)."""
 
     lora_r: int
@@ -132,7 +132,7 @@ PACKING_MODE = "padding_free"
 
 
 def lock_hyperparameters(
-    run: LoraRun, sequence_len: int, packing: bool, instruction_share: float | None
+    hyper: Hyperparameters, sequence_len: int, packing: bool, instruction_share: float | None
 ) -> dict[str, Any]:
     """The training settings the determinism lock hashes (`dlm.lock.record`).
 
@@ -141,12 +141,12 @@ def lock_hyperparameters(
     written when packing concatenated rows differs from one of padding-free blocks;
     `instruction_share` only when set, so locks written before it existed keep their hash.
     """
-    hyper = asdict(run)
-    hyper.pop("precision")
-    hyper.update(sequence_len=sequence_len, packing=PACKING_MODE if packing else False)
+    values = asdict(hyper)
+    values.pop("precision")
+    values.update(sequence_len=sequence_len, packing=PACKING_MODE if packing else False)
     if instruction_share is not None:
-        hyper.update(instruction_share=instruction_share)
-    return hyper
+        values.update(instruction_share=instruction_share)
+    return values
 
 
 ACTIVATION_SHARE = 0.25
@@ -234,7 +234,7 @@ def train_lora(
     model: Any,
     tokenizer: Any,
     dataset: Any,
-    run: LoraRun,
+    hyper: Hyperparameters,
     work_dir: Path,
     sink: StepSink,
     trainer_cls: Any = None,
@@ -265,23 +265,23 @@ def train_lora(
     from dlm.train.collator import PackedCollator
     from dlm.train.dropout import install_keyed_dropout
 
-    activations = activation_bytes(model.config, run.batch_size, sequence_len) if sequence_len else None
+    activations = activation_bytes(model.config, hyper.batch_size, sequence_len) if sequence_len else None
     config = SFTConfig(
         output_dir=str(work_dir),
-        per_device_train_batch_size=run.batch_size,
-        gradient_accumulation_steps=run.gradient_accumulation_steps,
-        learning_rate=run.learning_rate,
-        max_steps=run.max_steps if run.max_steps is not None else -1,
-        num_train_epochs=run.num_epochs,
-        seed=run.seed,
-        data_seed=run.seed,
+        per_device_train_batch_size=hyper.batch_size,
+        gradient_accumulation_steps=hyper.gradient_accumulation_steps,
+        learning_rate=hyper.learning_rate,
+        max_steps=hyper.max_steps if hyper.max_steps is not None else -1,
+        num_train_epochs=hyper.num_epochs,
+        seed=hyper.seed,
+        data_seed=hyper.seed,
         logging_steps=1,
         report_to="none",
         save_strategy="no",
         disable_tqdm=True,
         dataloader_num_workers=0,
         use_cpu=not torch.cuda.is_available(),
-        bf16=run.precision == "bfloat16",
+        bf16=hyper.precision == "bfloat16",
         max_length=None,
         remove_unused_columns=False,
         dataset_kwargs={"skip_prepare_dataset": True},
@@ -290,10 +290,10 @@ def train_lora(
         gradient_checkpointing=gradient_checkpointing(_device(), activations, physical_memory()),
     )
     peft_config = LoraConfig(
-        r=run.lora_r,
-        lora_alpha=run.lora_alpha,
-        lora_dropout=run.lora_dropout,
-        target_modules=sorted(run.target_modules),
+        r=hyper.lora_r,
+        lora_alpha=hyper.lora_alpha,
+        lora_dropout=hyper.lora_dropout,
+        target_modules=sorted(hyper.target_modules),
         task_type="CAUSAL_LM",
     )
     with warnings.catch_warnings():
@@ -314,9 +314,9 @@ def train_lora(
     done = 0  # micro-batches this process trained before the checkpoint it resumes from
     if resume_from is not None:
         state = json.loads((Path(resume_from) / "trainer_state.json").read_text(encoding="utf-8"))
-        done = int(state.get("global_step") or 0) * run.gradient_accumulation_steps
+        done = int(state.get("global_step") or 0) * hyper.gradient_accumulation_steps
     install_keyed_dropout(
-        trainer.model, run.seed, trainer.accelerator.process_index, trainer.accelerator.num_processes, forwards=done
+        trainer.model, hyper.seed, trainer.accelerator.process_index, trainer.accelerator.num_processes, forwards=done
     )
     t0 = time.perf_counter()
     with packed_attention(trainer.model):

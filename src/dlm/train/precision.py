@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from dlm.isa import read_cpu_flags
+from dlm.cpu_isa import read_cpu_flags
 
 Setting = Literal["fp32", "bf16", "auto"]
 DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16"}

@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from dlm.actions.training.types import TrainOptions, TrainSink
+from dlm.cpu_isa import check_cpu_isa
 from dlm.doc import Document
 from dlm.doc.schema import TrainingConfig
 from dlm.errors import TrainingError
-from dlm.isa import check_cpu_isa
 from dlm.lock import DeterminismFlags, DlmLock, LockDecision, LockMode
 from dlm.models import BaseModelRef, resolve_base_model
 from dlm.rows.build import build_rows, check_inputs
@@ -33,12 +33,12 @@ from dlm.rows.types import Probe
 from dlm.rows.walk import format_skips
 from dlm.store import Store
 from dlm.tokenize.keys import corpus_fingerprint
-from dlm.tokenize.plain import PlainRowTokenizer
-from dlm.tokenize.seam import RowTokenizer, TokenizedRows
+from dlm.tokenize.plain import PlainRowEncoder
+from dlm.tokenize.seam import RowEncoder, TokenizedRows
 from dlm.train.dataset import PackedDataset, WindowDataset, build_dataset
 from dlm.train.distributed import DistPlan, RankGroup, RankInfo
 from dlm.train.heldout import Split, split_rows, subset
-from dlm.train.lora import LoraRun, lock_hyperparameters
+from dlm.train.lora import Hyperparameters, lock_hyperparameters
 from dlm.train.precision import resolve_precision
 from dlm.train.recipe import DEFAULT_TOKENS_PER_SECOND, MIN_UPDATES, Recipe, choose
 
@@ -82,7 +82,7 @@ class PreparedRun:
     tokenized: TokenizedRows
     split: Split
     dataset: WindowDataset | PackedDataset
-    hyper: LoraRun
+    hyper: Hyperparameters
     run_id: str
     files_skipped: dict[str, int]
     plan: DistPlan
@@ -98,10 +98,10 @@ class PreparedRun:
         return self.doc.frontmatter.training
 
 
-def hyperparameters(training: TrainingConfig, options: TrainOptions) -> LoraRun:
+def hyperparameters(training: TrainingConfig, options: TrainOptions) -> Hyperparameters:
     """The LoRA hyperparameters of a run: the document's `training:` with CLI overrides."""
     max_steps = options.max_steps if options.max_steps is not None else training.max_steps
-    return LoraRun(
+    return Hyperparameters(
         lora_r=training.lora_r,
         lora_alpha=training.lora_alpha,
         lora_dropout=training.lora_dropout,
@@ -116,7 +116,7 @@ def hyperparameters(training: TrainingConfig, options: TrainOptions) -> LoraRun:
     )
 
 
-def make_row_tokenizer(
+def make_row_encoder(
     store: Store,
     tokenizer: Any,
     tokenizer_sha256: str,
@@ -125,16 +125,16 @@ def make_row_tokenizer(
     use_cache: bool,
     base_dir: Path | None = None,
     cache_remote: str | None = None,
-) -> RowTokenizer:
+) -> RowEncoder:
     """The seam implementation for this run: the section cache (shared store, remote
     tier when configured) unless disabled."""
     if use_cache and training.cache.enabled:
-        from dlm.cache import CachedRowTokenizer
+        from dlm.cache import CachedRowEncoder
         from dlm.cache.remote import resolve_remote
         from dlm.paths import cache_store_dir
 
-        return CachedRowTokenizer(
-            store.cache_dir,
+        return CachedRowEncoder(
+            store.cache_state_dir,
             tokenizer,
             tokenizer_sha256,
             max_bytes=training.cache.max_bytes,
@@ -143,9 +143,9 @@ def make_row_tokenizer(
             store_dir=cache_store_dir(),
             doc_id=store.dlm_id,
             remote=resolve_remote(training.cache.remote, cache_remote, base_dir),
-            sibling_dirs=store.sibling_cache_dirs(),
+            sibling_dirs=store.sibling_cache_state_dirs(),
         )
-    return PlainRowTokenizer(tokenizer, tokenizer_sha256)
+    return PlainRowEncoder(tokenizer, tokenizer_sha256)
 
 
 def cache_run_id(info: RankInfo, run_id: str) -> str:
@@ -197,7 +197,7 @@ def prepare(
 
     def rows_and_ids() -> tuple[Any, TokenizedRows]:
         built = build_rows(doc, tokenizer, strict=options.strict_sources)
-        row_tokenizer = make_row_tokenizer(
+        row_encoder = make_row_encoder(
             store,
             tokenizer,
             tokenizer_sha256,
@@ -207,7 +207,7 @@ def prepare(
             base_dir,
             options.cache_remote,
         )
-        return built, row_tokenizer.tokenize(built.rows, sink)
+        return built, row_encoder.tokenize(built.rows, sink)
 
     (built, tokenized), waited, ready = group.in_turns(rows_and_ids)
     for note in [*built.walk.notes, *tokenized.warnings]:
@@ -351,7 +351,7 @@ def _check_lock(
     ref: BaseModelRef,
     tokenizer_sha256: str,
     corpus: str,
-    hyper: LoraRun,
+    hyper: Hyperparameters,
     share: float | None,
     packing: bool,
     flags: DeterminismFlags,

@@ -9,11 +9,11 @@ Contract: for a single `str` and `add_special_tokens` (the only options cached),
 result, always. Anything else (batches, pairs, truncation, tensors, offsets) is
 passed to the wrapped tokenizer untouched, as is every other attribute.
 
-- L0 maps (fingerprint, add_special_tokens, xxh3-128 of the UTF-8 text) to the
+- L0 maps (tokenizer_sha256, add_special_tokens, xxh3-128 of the UTF-8 text) to the
   final ids; bounded by entries and by bytes. A digest, not the text: an 8 KB prompt costs 16
   bytes of key instead of 8 KB, and a new request's text is hashed by xxh3 (~0.3 µs)
   instead of `str.__hash__` (~3 µs).
-- L1 (`prefix.py`, `PrefixLevel`) maps (fingerprint, xxh3-128 of the UTF-8 prefix)
+- L1 (`prefix.py`, `PrefixLevel`) maps (tokenizer_sha256, xxh3-128 of the UTF-8 prefix)
   to the ids of a prompt's prefix up to the start of an added token (`<|im_start|>`,
   `[SEP]`, ...), encoded without special tokens (`plan.py` proves why such a cut is
   exact). A lookup
@@ -31,7 +31,7 @@ passed to the wrapped tokenizer untouched, as is every other attribute.
 - `stats()` counts ids answered from the cache (`cached_ids`) and ids the tokenizer
   had to produce (`encoded_ids`): their ratio is the token-level reuse.
 
-All one-time work (the split plan, its patterns, the fingerprint, imports) is done
+All one-time work (the split plan, its patterns, the tokenizer fingerprint, imports) is done
 at construction, so a fresh cache's first call costs what later misses cost.
 
 Keys of both levels are 128-bit digests seeded per tokenizer: a collision, about
@@ -61,7 +61,7 @@ from dlm.serve.tokcache.config import TokenizerCacheConfig
 from dlm.serve.tokcache.plan import IDENTITY, SplitPlan, plan_for
 from dlm.serve.tokcache.prefix import MAX_BOUNDARIES, Backend, PrefixLevel, Put, backend_ids
 from dlm.serve.tokcache.store import LevelStats, LruStore, id_typecode
-from dlm.tokenize.fingerprint import tokenizer_sha256
+from dlm.tokenize import fingerprint as tokenizer_fingerprint
 
 _L0_KEY_BYTES = sys.getsizeof(("", True, 0)) + sys.getsizeof(1 << 127)
 
@@ -80,19 +80,19 @@ _PLANS: dict[str, tuple[SplitPlan, int]] = {}
 _PLANS_LOCK = threading.Lock()
 
 
-def _plan(fingerprint: str, backend: Backend) -> tuple[SplitPlan, int]:
-    """(split plan, largest id) of a tokenizer, computed once per fingerprint and
+def _plan(tokenizer_sha256: str, backend: Backend) -> tuple[SplitPlan, int]:
+    """(split plan, largest id) of a tokenizer, computed once per tokenizer fingerprint and
     process: reading a 150,000-token vocabulary's JSON costs about a second, and the
     fingerprint names every input of the plan."""
     with _PLANS_LOCK:
-        known = _PLANS.get(fingerprint)
+        known = _PLANS.get(tokenizer_sha256)
     if known is None:
         largest_id = max(backend.get_vocab(with_added_tokens=True).values(), default=0)
         known = (plan_for(backend.to_str()), largest_id)
         with _PLANS_LOCK:
             if len(_PLANS) >= 64:
                 _PLANS.pop(next(iter(_PLANS)))
-            _PLANS[fingerprint] = known
+            _PLANS[tokenizer_sha256] = known
     return known
 
 
@@ -186,7 +186,7 @@ class CachedTokenizer:
         config: which levels are on and their sizes (a validated pydantic model; default:
             both levels off).
         stores: shared stores; default: fresh ones sized by `config`.
-        fingerprint: the tokenizer's `tokenizer_sha256`, when already known.
+        tokenizer_sha256: the tokenizer's fingerprint (`dlm.tokenize.fingerprint`), when already known.
     """
 
     def __init__(
@@ -195,25 +195,27 @@ class CachedTokenizer:
         config: TokenizerCacheConfig | None = None,
         *,
         stores: CacheStores | None = None,
-        fingerprint: str | None = None,
+        tokenizer_sha256: str | None = None,
     ):
         config = config or TokenizerCacheConfig()
         backend = tokenizer.backend_tokenizer
         self._tok = tokenizer
         self._backend = backend
         self.config = config
-        self.fingerprint = fingerprint or tokenizer_sha256(tokenizer)
-        self.plan, largest_id = _plan(self.fingerprint, backend)
+        self.tokenizer_sha256 = tokenizer_sha256 or tokenizer_fingerprint.tokenizer_sha256(tokenizer)
+        self.plan, largest_id = _plan(self.tokenizer_sha256, backend)
         if stores is None:
             stores = CacheStores.from_config(config, id_typecode(largest_id + 1))
         self.typecode = stores.typecode
         deterministic = self.plan.deterministic
         self._l0 = stores.l0 if config.enable_l0 and deterministic else None
         self._wraps = self.plan.template != IDENTITY
-        self._seed = int(self.fingerprint.split(":", 1)[1][:16], 16)
+        self._seed = int(self.tokenizer_sha256.split(":", 1)[1][:16], 16)
         l1 = stores.l1 if config.enable_l1 and self.plan.l1_ok else None
         self.prefix = (
-            None if l1 is None else PrefixLevel(l1, self.plan, backend, self.fingerprint, self._seed, self.typecode)
+            None
+            if l1 is None
+            else PrefixLevel(l1, self.plan, backend, self.tokenizer_sha256, self._seed, self.typecode)
         )
         self._bypassed = 0
         self._cached_ids = 0
@@ -356,7 +358,7 @@ class CachedTokenizer:
             splittable = False
         l0 = self._l0
         if l0 is not None:
-            key = (self.fingerprint, add_special, xxhash.xxh3_128_intdigest(data, seed=self._seed))
+            key = (self.tokenizer_sha256, add_special, xxhash.xxh3_128_intdigest(data, seed=self._seed))
             found = l0.get(key)
             if found is not None:
                 ids = found.tolist()

@@ -1,7 +1,7 @@
 """The L1 level of the tokenizer cache: prompt prefixes that end where an added token starts.
 
 A prefix of a prompt's UTF-8 bytes up to the start of an added token (`<|im_start|>`,
-`[SEP]`, ...) is encoded without special tokens, keyed by (fingerprint, xxh3-128 of
+`[SEP]`, ...) is encoded without special tokens, keyed by (tokenizer_sha256, xxh3-128 of
 the prefix) and stored in an `LruStore`; `plan.py` proves, per tokenizer, why ids of
 such a cut joined to the ids of the rest equal the ids of the whole. `lookup` finds
 boundaries from the end of the prompt, hashes their prefixes deepest first until one
@@ -70,15 +70,17 @@ class PrefixLevel:
 
     Args:
         store: the level's bounded store. plan: the tokenizer's split plan.
-        backend: the Rust tokenizer. fingerprint / seed: part of every key.
+        backend: the Rust tokenizer. tokenizer_sha256 / seed: part of every key.
         typecode: "H" or "I", the array type of stored ids.
     """
 
-    def __init__(self, store: LruStore, plan: SplitPlan, backend: Backend, fingerprint: str, seed: int, typecode: str):
+    def __init__(
+        self, store: LruStore, plan: SplitPlan, backend: Backend, tokenizer_sha256: str, seed: int, typecode: str
+    ):
         self.store = store
         self.plan = plan
         self.backend = backend
-        self.fingerprint = fingerprint
+        self.tokenizer_sha256 = tokenizer_sha256
         self.seed = seed
         self.typecode = typecode
         self.pieces = PieceCache()
@@ -214,26 +216,26 @@ class PrefixLevel:
     def _probe_keys(
         self, data: bytes, starts: Iterator[int], seen: list[int], keys: list[tuple[str, int]]
     ) -> Iterator[tuple[str, int]]:
-        """(fingerprint, xxh3-128 of data[:b]) for each b of `starts`, hashed only when
+        """(tokenizer_sha256, xxh3-128 of data[:b]) for each b of `starts`, hashed only when
         probed; each b and key is appended to `seen` and `keys`."""
         view = memoryview(data)
-        fingerprint, seed = self.fingerprint, self.seed
+        tokenizer_sha256, seed = self.tokenizer_sha256, self.seed
         for start in starts:
-            key = (fingerprint, xxhash.xxh3_128_intdigest(view[:start], seed=seed))
+            key = (tokenizer_sha256, xxhash.xxh3_128_intdigest(view[:start], seed=seed))
             seen.append(start)
             keys.append(key)
             yield key
 
     def prefix_keys(self, data: bytes, starts: list[int]) -> list[tuple[str, int]]:
-        """(fingerprint, xxh3-128 of data[:b]) for each b, in one streaming pass."""
+        """(tokenizer_sha256, xxh3-128 of data[:b]) for each b, in one streaming pass."""
         hasher = xxhash.xxh3_128(seed=self.seed)
         view = memoryview(data)
         keys = []
         begin = 0
-        fingerprint = self.fingerprint
+        tokenizer_sha256 = self.tokenizer_sha256
         for end in starts:
             hasher.update(view[begin:end])
-            keys.append((fingerprint, hasher.intdigest()))
+            keys.append((tokenizer_sha256, hasher.intdigest()))
             begin = end
         return keys
 

@@ -10,8 +10,7 @@ import sys
 
 import pytest
 
-from dlm.errors import CpuIsaError, DlmError
-from dlm.isa import (
+from dlm.cpu_isa import (
     ATEN_VAR,
     MKL_VAR,
     OPT_VAR,
@@ -24,6 +23,7 @@ from dlm.isa import (
     pin_warning,
     read_cpu_flags,
 )
+from dlm.errors import CpuIsaError, DlmError
 
 AVX512_CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -139,7 +139,7 @@ def _torch_capability(code: str, **env: str) -> dict:
 
 REPORT = (
     "import json, os, torch\n"
-    "from dlm.isa import isa_state, check_cpu_isa\n"
+    "from dlm.cpu_isa import isa_state, check_cpu_isa\n"
     "cap = torch.backends.cpu.get_cpu_capability()\n"
     "print(json.dumps({'cap': cap, 'mode': isa_state().mode, 'warning': check_cpu_isa(cap),\n"
     "                  'mkl': os.environ.get('MKL_ENABLE_INSTRUCTIONS')}))\n"

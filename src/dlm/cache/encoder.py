@@ -1,4 +1,4 @@
-"""`CachedRowTokenizer`: the tokenize seam backed by the tokenized-section cache.
+"""`CachedRowEncoder`: the tokenize seam backed by the tokenized-section cache.
 
 One tokenize session (`dlm.cache.session`), in two phases:
 
@@ -50,26 +50,26 @@ from dlm.cache.session import (
 from dlm.cache.shared import migrate_legacy
 from dlm.errors import CacheError
 from dlm.rows.types import RowSet
-from dlm.tokenize.encode import RowEncoder
+from dlm.tokenize.encode import SpecEncoder
 from dlm.tokenize.seam import NullProgress, Progress, TokenizedRows
 
-__all__ = ["DEFAULT_MAX_BYTES", "RACY_NS", "CacheRunReport", "CachedRowTokenizer", "quarantine_index"]
+__all__ = ["DEFAULT_MAX_BYTES", "RACY_NS", "CacheRunReport", "CachedRowEncoder", "quarantine_index"]
 
 
-class CachedRowTokenizer:
-    """`RowTokenizer` over the tokenized-section cache (see module docstring).
+class CachedRowEncoder:
+    """`RowEncoder` over the tokenized-section cache (see module docstring).
 
     Args:
-        cache_dir: the document's state folder, `<store>/tokenized-cache/` (stat
+        state_dir: the document's state folder, `<store>/tokenized-cache/` (stat
             snapshots, run statistics), created on first use.
         store_dir: the shared section store (`dlm.paths.cache_store_dir()`); None:
-            `cache_dir` itself (one folder holding both). A per-document cache left in
-            `cache_dir` by an older dlm is moved into the store on first use.
-        doc_id: names the document in the store's references (default: `cache_dir`).
+            `state_dir` itself (one folder holding both). A per-document cache left in
+            `state_dir` by an older dlm is moved into the store on first use.
+        doc_id: names the document in the store's references (default: `state_dir`).
         remote: URL of the remote tier (`dlm.cache.remote`): misses are pulled from it,
             new entries pushed to it at the end of the run; None: local only.
         tokenizer: a Hugging Face fast tokenizer.
-        tokenizer_sha: its `tokenizer_sha256` (part of every key).
+        tokenizer_sha256: the tokenizer's fingerprint (`dlm.tokenize.fingerprint`) (part of every key).
         max_bytes: cap on stored entry bytes (default 10 GiB).
         run_id: names this run in `runs` (last-run hit rate).
         batch_rows, batch_bytes: a miss batch ends at this many rows or text bytes.
@@ -90,9 +90,9 @@ class CachedRowTokenizer:
 
     def __init__(
         self,
-        cache_dir: Path,
+        state_dir: Path,
         tokenizer: Any,
-        tokenizer_sha: str,
+        tokenizer_sha256: str,
         *,
         max_bytes: int = DEFAULT_MAX_BYTES,
         run_id: str,
@@ -107,17 +107,17 @@ class CachedRowTokenizer:
         sibling_dirs: Sequence[Path] = (),
         clock: Callable[[], int] = time.time_ns,
     ) -> None:
-        self.cache_dir = Path(cache_dir)
-        self.store_dir = Path(store_dir) if store_dir is not None else self.cache_dir
+        self.state_dir = Path(state_dir)
+        self.store_dir = Path(store_dir) if store_dir is not None else self.state_dir
         self.config = SessionConfig(
-            cache_dir=self.cache_dir,
-            tokenizer_sha=tokenizer_sha,
+            state_dir=self.state_dir,
+            tokenizer_sha256=tokenizer_sha256,
             run_id=run_id,
             options=CacheOptions(max_bytes, batch_rows, batch_bytes, max_segment_bytes, trust_stat),
-            encoder=RowEncoder(tokenizer),
+            encoder=SpecEncoder(tokenizer),
             segment_write=segment_write,
             store_dir=self.store_dir,
-            doc_id=doc_id or str(self.cache_dir),
+            doc_id=doc_id or str(self.state_dir),
             remote=remote,
             sibling_dirs=tuple(Path(d) for d in sibling_dirs),
             clock=clock,
@@ -129,13 +129,13 @@ class CachedRowTokenizer:
 
         Returns:
             `TokenizedRows`; `read(i)` gives 1-D uint16|uint32 [lengths[i]], identical
-            to `PlainRowTokenizer`'s. `stats` counts hits and misses per row.
+            to `PlainRowEncoder`'s. `stats` counts hits and misses per row.
 
         Raises:
             CacheError: the cache folder cannot be written (disk full, permissions).
         """
         try:
-            migrate_legacy(self.cache_dir, self.store_dir)
+            migrate_legacy(self.state_dir, self.store_dir)
             return self._with_warnings(self._run(rows, progress))
         except (sqlite3.DatabaseError, CacheIndexCorrupt) as exc:
             if not isinstance(exc, CacheIndexCorrupt) and not is_corruption(exc):
@@ -157,10 +157,10 @@ class CachedRowTokenizer:
     def _quarantine_corrupt(self) -> Path:
         """Move aside whichever index is damaged: the document's state, else the store."""
         try:
-            connect_state(self.cache_dir).close()
+            connect_state(self.state_dir).close()
         except CacheIndexCorrupt:
-            quarantine_index(self.cache_dir, STATE_NAME, drop_segments=False)
-            return self.cache_dir / STATE_NAME
+            quarantine_index(self.state_dir, STATE_NAME, drop_segments=False)
+            return self.state_dir / STATE_NAME
         quarantine_index(self.store_dir)
         return self.store_dir / INDEX_NAME
 
@@ -169,14 +169,14 @@ class CachedRowTokenizer:
         return TokenizeSession(self.config, rows, progress or NullProgress(), self.last_report).execute()
 
 
-def quarantine_index(cache_dir: Path, name: str = INDEX_NAME, drop_segments: bool = True) -> None:
+def quarantine_index(folder: Path, name: str = INDEX_NAME, drop_segments: bool = True) -> None:
     """Move a corrupt index aside and drop the segments it described."""
     stamp = time.time_ns()
     for suffix in ("", "-wal", "-shm"):
-        path = cache_dir / f"{name}{suffix}"
+        path = folder / f"{name}{suffix}"
         if path.exists():
-            path.rename(cache_dir / f"{name}{suffix}.corrupt-{stamp}")
-    folder = segment_dir(cache_dir)
+            path.rename(folder / f"{name}{suffix}.corrupt-{stamp}")
+    folder = segment_dir(folder)
     if drop_segments and folder.is_dir():
         for seg in folder.iterdir():
             seg.unlink(missing_ok=True)

@@ -13,7 +13,7 @@ from dlm.actions.serving import ServeOptions, read_config_file, resolve_cache_co
 from dlm.cli import serve_cmd
 from dlm.doc import load_document, new_document
 from dlm.errors import ServeError
-from dlm.serve.run import bind_warning
+from dlm.serve.server import bind_warning
 from dlm.serve.tokcache import TokenizerCacheConfig, TokenizerCacheConfigError
 
 
