@@ -35,6 +35,11 @@ CONFIGS: dict[str, dict] = {
     "defaults-fp32": {"precision": "fp32"},
     "defaults-no-recast": {"recast": False},
     "defaults-fp32-no-recast": {"precision": "fp32", "recast": False},
+    "defaults-answer-cloze": {"_answer_cloze": True},
+    "no-keep": {"eval": {"keep_best": False}},
+    "no-keep-fp32": {"eval": {"keep_best": False}, "precision": "fp32"},
+    "no-keep-answer-cloze": {"eval": {"keep_best": False}, "_answer_cloze": True},
+    "no-keep-no-recast": {"eval": {"keep_best": False}, "recast": False},
     "hand-tuned": {"max_steps": 60, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256},
     "repeat20": {
         "max_steps": 42,
@@ -145,12 +150,27 @@ def recast(body: str) -> str:
     return body.replace("::instruction::\n", "::instruction::\n\n" + "\n".join(pairs) + "\n", 1)
 
 
+def answer_cloze(body: str) -> str:
+    """Each instruction answer also as a cloze pair: its first half as the question, the
+    whole answer as the answer (the fact asked from its subject, not from one wording)."""
+    answers = [block.split("\n\n")[0].strip() for block in body.split("### A\n")[1:]]
+    answers = answers[: body.split("::probe::")[0].count("### A\n")]
+    pairs = []
+    for answer in answers:
+        words = answer.rstrip(".").split()
+        head = " ".join(words[: max(2, len(words) // 2)])
+        pairs.append(f"### Q\nComplete this statement about Ferry: {head} ...\n\n### A\n{answer}\n")
+    return body.replace("::instruction::\n", "::instruction::\n\n" + "\n".join(pairs) + "\n", 1)
+
+
 def variant(doc_text: str, overrides: dict, folder: Path) -> Path:
     """The document with `overrides` merged into `training:` and its sources made absolute."""
     _, head, body = doc_text.split("---\n", 2)
     overrides = dict(overrides)
     if overrides.pop("_recast", False):
         body = recast(body)
+    if overrides.pop("_answer_cloze", False):
+        body = answer_cloze(body)
     front = yaml.safe_load(head)
     training = front.setdefault("training", {})
     for source in training.get("sources", []):

@@ -13,12 +13,17 @@ Each measurement runs in a fresh process under a wrapper that reports its peak R
   bf16 is torch's CPU (or CUDA) autocast, as the Trainer applies it.
 
 Pairs run interleaved (dlm, bare, bare, dlm, ...) so drift on a shared machine hits
-both sides. Documents: the demo (examples/stdlib.dlm, `sequence_len` 128) and a
+both sides. With `--baseline REF`, an older commit's `dlm train` (a detached git worktree
+with its own C lister built, on the same interpreter and packages) runs the same
+document in fp32 interleaved with today's, and the ratios of loss tokens/s, wall and peak
+RSS are printed; both sides then train the same LoRA targets (`q/k/v/o`, the older
+default) with the held-out judge off, so the work compared is the same. An older
+report without `loss_tokens` counts them as `train_tokens x real_token_fraction`. Documents: the demo (examples/stdlib.dlm, `sequence_len` 128) and a
 long-row document (the `json` and `email` packages of the standard library as
 sources, `sequence_len` 512, batch 4).
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/train_throughput.py [--steps 10] [--rounds 1]
-        [--precisions fp32,bf16] [--docs demo,long]
+        [--precisions fp32,bf16] [--docs demo,long] [--baseline 6ff5e0c]
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LONG_DOC = """---
-dlm_id: 01JDBENCH0000000000000LONG
+dlm_id: 01JDBENCH0000000000000SEQ5
 dlm_version: 1
 base_model: smollm2-135m
 training:
@@ -136,11 +141,31 @@ def bare_loop(precision: str, sequence_len: int, batch: int, steps: int) -> None
     )
 
 
+def same_work(text: str) -> str:
+    """The document with the LoRA targets both versions compare on and no end-of-train judge."""
+    return text.replace("\ntraining:\n", "\ntraining:\n  target_modules: [q_proj, k_proj, v_proj, o_proj]\n", 1)
+
+
+def baseline_tree(ref: str, tmp: Path) -> Path:
+    """A detached worktree of `ref` under `tmp` with its C lister built in place."""
+    tree = tmp / "baseline"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), ref], check=True)
+    from setuptools import Distribution, Extension
+
+    ext = Extension("dlm.rows._fastlist", [str(tree / "src/dlm/rows/_fastlist.c")])
+    dist = Distribution({"ext_modules": [ext], "package_dir": {"": str(tree / "src")}})
+    cmd = dist.get_command_obj("build_ext")
+    cmd.inplace, cmd.build_lib, cmd.build_temp = 0, str(tree / "src"), str(tmp / "build")
+    dist.run_command("build_ext")
+    return tree
+
+
 def dlm_run(doc: Path, env: dict[str, str], steps: int) -> dict:
     got = measured([sys.executable, "-m", "dlm", "train", str(doc), "--json", "--max-steps", str(steps)], env)
     report = json.loads(got["stdout"])
+    loss_tokens = report.get("loss_tokens") or report["train_tokens"] * (report.get("real_token_fraction") or 1.0)
     return {
-        "loss_tokens_per_s": report["loss_tokens"] / report["train_seconds"],
+        "loss_tokens_per_s": loss_tokens / report["train_seconds"],
         "wall": got["wall"],
         "rss": got["rss"],
         "real_fraction": report["real_token_fraction"],
@@ -164,8 +189,12 @@ def main() -> None:
     parser.add_argument(
         "--homes", type=Path, default=None, help="keep each document's DLM_HOME under this folder; a warm one is reused"
     )
+    parser.add_argument("--baseline", help="an older commit whose dlm train runs beside today's (fp32, same work)")
     args = parser.parse_args()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
+    if args.baseline:
+        compare_baseline(args, env)
+        return
     stdlib = sysconfig.get_paths()["stdlib"]
     docs = {
         "demo": ((REPO / "examples/stdlib.dlm").read_text(), 128, 4),
@@ -213,6 +242,61 @@ def main() -> None:
         if (name, "fp32") in results and (name, "bf16") in results:
             ratio = results[(name, "bf16")]["loss_tokens_per_s"] / results[(name, "fp32")]["loss_tokens_per_s"]
             print(f"{name}: bf16 / fp32 loss tokens per second {ratio:.2f}x")
+
+
+def compare_baseline(args: argparse.Namespace, env: dict[str, str]) -> None:
+    """Today's `dlm train` and `args.baseline`'s on the same documents, fp32, interleaved."""
+    stdlib = sysconfig.get_paths()["stdlib"]
+    demo = subprocess.run(
+        ["git", "-C", str(REPO), "show", f"{args.baseline}:examples/stdlib.dlm"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    docs = {"demo": demo, "long": LONG_DOC.format(stdlib=stdlib)}
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    print(f"today ({REPO.name} working tree) against {args.baseline}, fp32, q/k/v/o, {args.steps} steps, no judge")
+    print("| document | side | loss tok/s | wall s | peak RSS GB | real-token fraction |")
+    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="dlm-bench-") as folder:
+        tmp = Path(folder)
+        tree = baseline_tree(args.baseline, tmp)
+        try:
+            sides = {"today": {**env}, "baseline": {**env, "PYTHONPATH": str(tree / "src")}}
+            for name in args.docs.split(","):
+                text = same_work(docs[name])
+                (tmp / f"{name}-today.dlm").write_text(
+                    with_precision(text, "fp32").replace("\ntraining:\n", "\ntraining:\n  eval:\n    judge: false\n", 1)
+                    if "\n  eval:\n" not in text
+                    else with_precision(text, "fp32").replace("\n  eval:\n", "\n  eval:\n    judge: false\n", 1)
+                )
+                (tmp / f"{name}-baseline.dlm").write_text(text)
+                got: dict[str, list[dict]] = {"today": [], "baseline": []}
+                for side, side_env in sides.items():  # model on disk, cache warm: not timed
+                    side_env["DLM_HOME"] = str(tmp / f"home-{name}-{side}")
+                    dlm_run(tmp / f"{name}-{side}.dlm", side_env, 1)
+                for r in range(args.rounds):
+                    for side in ("today", "baseline") if r % 2 == 0 else ("baseline", "today"):
+                        got[side].append(dlm_run(tmp / f"{name}-{side}.dlm", sides[side], args.steps))
+                med = {
+                    side: {k: statistics.median(x[k] for x in runs) for k in ("loss_tokens_per_s", "wall", "rss")}
+                    for side, runs in got.items()
+                }
+                for side in ("baseline", "today"):
+                    m = med[side]
+                    print(
+                        f"| {name} | {side} | {m['loss_tokens_per_s']:.0f} | {m['wall']:.1f} | {m['rss'] / 1e9:.2f} "
+                        f"| {got[side][-1]['real_fraction'] or 0:.3f} |",
+                        flush=True,
+                    )
+                t, b = med["today"], med["baseline"]
+                print(
+                    f"{name}: today / baseline: loss tokens/s {t['loss_tokens_per_s'] / b['loss_tokens_per_s']:.2f}x, "
+                    f"wall {t['wall'] / b['wall']:.2f}x, peak RSS {t['rss'] / b['rss']:.2f}x",
+                    flush=True,
+                )
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=False)
 
 
 if __name__ == "__main__":

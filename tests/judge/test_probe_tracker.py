@@ -1,5 +1,5 @@
 """The probes during training (dlm.judge.track): scores, the best weights kept and
-restored, the early stop."""
+restored, the early stop, and scores alone without keeping."""
 
 from typing import Any
 
@@ -62,3 +62,16 @@ def test_patience_stops_after_scores_without_gain() -> None:
     model.w.data.fill_(1.0)
     assert not tracker.measure(model, 2)
     assert tracker.measure(model, 3) and tracker.stopped_early
+
+
+def test_without_keep_the_scores_are_recorded_and_the_weights_left_alone() -> None:
+    model, seen = Leaning(), []
+    tracker = ProbeTracker(
+        examples(), every_steps=1, pad_id=0, patience=1, keep=False, on_score=lambda s, v: seen.append((s, v))
+    )
+    for step, w in ((1, 3.0), (2, 1.0), (3, 0.5)):
+        model.w.data.fill_(w)
+        assert not tracker.measure(model, step)  # never asks to stop, however the score falls
+    assert not tracker.restore_best(model, final_step=4)
+    assert float(model.w.detach()) == 0.5 and not tracker.stopped_early
+    assert [s for s, _ in seen] == [1, 2, 3, 4] and seen[0][1] > seen[1][1] > seen[2][1]

@@ -41,8 +41,8 @@ _HOME = {
 }
 
 if TYPE_CHECKING:
-    from dlm.cache.portable import ExportResult, ImportResult, export_cache, import_cache
     from dlm.cache.encoder import DEFAULT_MAX_BYTES, CachedRowEncoder, CacheRunReport
+    from dlm.cache.portable import ExportResult, ImportResult, export_cache, import_cache
     from dlm.cache.verbs import (
         BuildResult,
         ClearResult,

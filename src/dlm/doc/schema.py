@@ -83,7 +83,8 @@ class EvalConfig(_Strict):
     probe report (instruction pairs and probes on base, adapter and null adapter, the
     general-ability guard); `max_new_tokens`: length of each greedy answer;
     `general_max_increase`: percent rise of the general set's NLL over the base that
-    warns."""
+    warns; `keep_best`: publish the weights whose probe score was best and stop after
+    `patience` scores without gain (off: `dlm.judge.track` says why)."""
 
     fraction: YamlFloat = Field(default=0.02, ge=0, le=0.5)
     max_rows: int = Field(default=256, gt=0)
@@ -91,7 +92,7 @@ class EvalConfig(_Strict):
     judge: bool = True
     max_new_tokens: int = Field(default=48, gt=0, le=1024)
     general_max_increase: YamlFloat = Field(default=5.0, ge=0)
-    keep_best: bool = True
+    keep_best: bool = False
     patience: int | None = Field(default=4, gt=0)
 
 

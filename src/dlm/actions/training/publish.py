@@ -341,15 +341,16 @@ def _heldout_tracker(run: PreparedRun, metrics: MetricsDB, sink: TrainSink, mode
 
 
 def _probe_tracker(run: PreparedRun, metrics: MetricsDB) -> ProbeTracker | None:
-    """The probes' score during training (`dlm.judge.track`), on one process with
-    `training.eval.keep_best` and at least one probe: the probes and the instruction pairs
-    (transfer and recall), every `every_steps` steps (default: eight times a run)."""
+    """The probes' score during training (`dlm.judge.track`), on one process with at
+    least one probe: the probes and the instruction pairs (transfer and recall), every
+    `every_steps` steps (default: eight times a run); the best weights kept and the early
+    stop only with `training.eval.keep_best`."""
     from dlm.actions.evaluating import eval_items
     from dlm.judge.score import reference_examples
     from dlm.judge.track import ProbeTracker
 
     settings = run.training.eval
-    if not settings.keep_best or run.plan.world_size > 1 or not run.probes or not run.hyper.max_steps:
+    if run.plan.world_size > 1 or not run.probes or not run.hyper.max_steps:
         return None
     items = eval_items(run.doc, run.tokenizer, run.probes)
     every = settings.every_steps or max(1, run.hyper.max_steps // 8)
@@ -364,7 +365,9 @@ def _probe_tracker(run: PreparedRun, metrics: MetricsDB) -> ProbeTracker | None:
             summary={"answer_logprob": round(value, 4)},
         )
 
-    return ProbeTracker(reference_examples(run.tokenizer, items), every, pad_id, settings.patience, record)
+    return ProbeTracker(
+        reference_examples(run.tokenizer, items), every, pad_id, settings.patience, settings.keep_best, record
+    )
 
 
 class _StepRecorder:
