@@ -21,10 +21,10 @@ library (`**/*.py`, as `examples/stdlib.dlm`), and with `--tree`, `dlm show` of 
 document over that tree (every file under 32 KiB, `__pycache__/` excluded). Prints
 the median wall seconds of each way and their ratios to Python in line.
 
-`--cold`: `dlm show` over a tree that is not in any cache. The tree (`--tree`, default
-the standard library) is copied once into an ext4 image under `--image-dir` with the
-same names, sizes, modes, times and links, its files sparse (the walk reads no
-content); each run attaches the image with direct I/O (so the host's page cache holding
+`--cold`: `dlm show` over a tree that is not in any cache: the `--tree` document, or
+without `--tree` the standard library document. The tree is copied once into an ext4
+image under `--image-dir` with the same names, sizes, modes, times and links, its files
+sparse (the walk reads no content); each run attaches the image with direct I/O (so the host's page cache holding
 the image file is bypassed), mounts it read-only, runs the command in a fresh process,
 and unmounts (which drops the tree's dentries and inodes). Needs root, `mkfs.ext4`,
 `losetup` and `mount`.
@@ -61,7 +61,7 @@ def main() -> None:
         commands(args.tree, args.repeats)
         return
     if args.cold:
-        cold(args.tree or Path(sysconfig.get_paths()["stdlib"]), args.image_dir, args.repeats)
+        cold(args.tree, args.image_dir, args.repeats)
         return
     walks(args.tree, args.repeats)
 
@@ -145,7 +145,7 @@ app(sys.argv[2:])
 WAYS = ("native", "Python default", "Python in line")
 
 DOC = """---
-dlm_id: 01JDWALKBENCH0000000000{suffix}
+dlm_id: 01JDWA1KBENCH0000000000{suffix}
 dlm_version: 1
 base_model: smollm2-135m
 training:
@@ -166,8 +166,8 @@ def write_doc(folder: Path, suffix: str, root: str, include: str, exclude: str, 
     return doc
 
 
-def stdlib_doc(folder: Path) -> Path:
-    return write_doc(folder, "AAA", "$DLM_STDLIB", '"**/*.py"', '"site-packages/", "__pycache__/"', 200_000)
+def stdlib_doc(folder: Path, root: str = "$DLM_STDLIB") -> Path:
+    return write_doc(folder, "AAA", root, '"**/*.py"', '"site-packages/", "__pycache__/"', 200_000)
 
 
 def tree_doc(folder: Path, root: Path) -> Path:
@@ -246,8 +246,9 @@ def sparse_copy(tree: Path, dest: Path) -> int:
     return n
 
 
-def cold(tree: Path, image_dir: Path, repeats: int) -> None:
+def cold(given: Path | None, image_dir: Path, repeats: int) -> None:
     """`dlm show` on a tree out of every cache, per way (module docstring)."""
+    tree = given or Path(sysconfig.get_paths()["stdlib"])
     image = image_dir / f"dlm-walk-cold-{tree.name}.img"
     mount = Path(tempfile.mkdtemp(prefix="dlm-walk-cold-"))
     if not image.exists():
@@ -260,7 +261,7 @@ def cold(tree: Path, image_dir: Path, repeats: int) -> None:
             subprocess.run(["umount", str(mount)], check=True)
     home = Path(tempfile.mkdtemp(prefix="dlm-walk-bench-"))
     env = dict(os.environ, DLM_HOME=str(home), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
-    doc = tree_doc(home, mount / "tree")
+    doc = tree_doc(home, mount / "tree") if given else stdlib_doc(home, str(mount / "tree"))
     times: dict[str, list[float]] = {way: [] for way in WAYS}
     print(f"load average before: {os.getloadavg()[0]:.1f}\n{HEADER}", flush=True)
     for r in range(repeats):
