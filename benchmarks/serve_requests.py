@@ -1,14 +1,12 @@
-"""Request latency of `dlm serve` through its real HTTP server, with the tokenizer cache's
-layers on and off, side by side.
+"""Request latency of `dlm serve` through its real HTTP server, with the tokenizer cache
+on and off, side by side.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/serve_requests.py [--requests 15] [--system-chars 1500]
 
 Starts one `dlm serve DOC --no-adapter` per way (each its own process, the real uvicorn
 server, the base model of `$DLM_MODELS_DIR`):
 
-- `cache`: both tokenizer cache levels on (`--tokenizer-cache-enable-l0/-l1`), as built;
-- `no hot tuples`: the same, with the stores' hot tuple tier off (`max_hot_bytes=0`,
-  set in the server process before it starts);
+- `cache`: both tokenizer cache levels on (`--tokenizer-cache-enable-l0/-l1`);
 - `no cache`: both levels off (the default of `dlm serve`).
 
 Then sends the same requests to every server, one at a time, in an order rotated
@@ -44,22 +42,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tokenizer_cache import policy_text, question  # noqa: E402
 
-RUN = """
-import sys
-if sys.argv[1] == "no hot tuples":
-    import dlm.serve.tokcache.store as store
-    init = store.LruStore.__init__
-    def no_hot(self, *args, **kwargs):
-        kwargs["max_hot_bytes"] = 0
-        init(self, *args, **kwargs)
-    store.LruStore.__init__ = no_hot
-from dlm.cli.main import app
-app(sys.argv[2:])
-"""
-
 WAYS = {
     "cache": ["--tokenizer-cache-enable-l0", "--tokenizer-cache-enable-l1"],
-    "no hot tuples": ["--tokenizer-cache-enable-l0", "--tokenizer-cache-enable-l1"],
     "no cache": [],
 }
 
@@ -130,7 +114,7 @@ def main() -> None:
     try:
         for way, flags in WAYS.items():
             port = free_port()
-            argv = [sys.executable, "-c", RUN, way, "serve", str(doc), "--no-adapter", "--port", str(port), *flags]
+            argv = [sys.executable, "-m", "dlm", "serve", str(doc), "--no-adapter", "--port", str(port), *flags]
             servers[way] = (port, subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
         for port, proc in servers.values():
             wait_ready(port, proc)

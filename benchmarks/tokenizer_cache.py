@@ -2,7 +2,7 @@
 
 Usage:
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/tokenizer_cache.py [--repeats 7] [--json]
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/tokenizer_cache.py --hot-ab [--tokenizer smollm2]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/tokenizer_cache.py --tokenizer smollm2
 
 Workloads (prompts rendered with Qwen3's chat template, `tokenize=False`):
 - realistic-chat: a ~7.6 KB system prompt shared by 100 different user turns;
@@ -34,11 +34,7 @@ keys, and hot tuples).
 "new chars" is the average number of characters per prompt beyond its longest common
 prefix with any earlier prompt: the work the prefix cache cannot skip.
 
-`--hot-ab` times the hot tuple tier of the stores (`dlm.serve.tokcache.store`) on and
-off: the warm protocol above with the default stores, and with the same stores built
-without hot tuples (`max_hot_bytes=0`), alternating which goes first; per-prompt CPU
-µs (median over repeats, mean over prompts), their ratio, and the bytes both levels
-hold after one warm pass. `--tokenizer smollm2` uses the tokenizer `dlm serve` loads for
+`--tokenizer smollm2` uses the tokenizer `dlm serve` loads for
 the default base model (`$DLM_MODELS_DIR/smollm2-135m`, uint16 ids) instead of Qwen3's.
 """
 
@@ -59,8 +55,7 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from dlm.serve.tokcache import CachedTokenizer, CacheStores, LruStore, TokenizerCacheConfig  # noqa: E402
-from dlm.serve.tokcache.cached import MAX_ENTRY_SHARE  # noqa: E402
+from dlm.serve.tokcache import CachedTokenizer, TokenizerCacheConfig  # noqa: E402
 
 CONFIG = TokenizerCacheConfig(enable_l0=True, enable_l1=True)
 SUBJECTS = ["billing", "passwords", "shipping", "refunds", "privacy", "accounts", "warranty", "returns"]
@@ -279,46 +274,6 @@ def run(tok: Any, work: Workload, repeats: int) -> dict[str, Any]:
     }
 
 
-def stores_without_hot(config: TokenizerCacheConfig, typecode: str) -> CacheStores:
-    """The stores `CacheStores.from_config` builds, with the same bounds and no hot tuples."""
-    l0 = LruStore(
-        typecode,
-        max_entries=config.l0_max_entries,
-        max_bytes=config.l0_max_memory,
-        max_entry_bytes=config.l0_max_memory // MAX_ENTRY_SHARE,
-    )
-    l1 = LruStore(typecode, max_bytes=config.l1_max_memory, max_entry_bytes=config.l1_max_memory // MAX_ENTRY_SHARE)
-    return CacheStores(l0=l0 if config.enable_l0 else None, l1=l1 if config.enable_l1 else None, typecode=typecode)
-
-
-def hot_ab(tok: Any, work: Workload, repeats: int) -> dict[str, Any]:
-    """The warm protocol with hot tuples on and off (module docstring)."""
-    want = [tok.encode(p) for p in work.prompts]
-    tokenizer_sha256 = CachedTokenizer(tok).tokenizer_sha256
-    typecode = CachedTokenizer(tok, work.config, tokenizer_sha256=tokenizer_sha256).typecode
-    last: dict[str, CachedTokenizer] = {}
-
-    def fresh(kind: str) -> Callable[[str], Any]:
-        stores = None if kind == "hot" else stores_without_hot(work.config, typecode)
-        last[kind] = CachedTokenizer(tok, work.config, stores=stores, tokenizer_sha256=tokenizer_sha256)
-        for prompt in work.warmup:
-            last[kind].encode(prompt)
-        return last[kind].encode
-
-    samples: dict[str, list[list[float]]] = {"hot": [], "no hot": []}
-    for r in range(repeats):
-        for kind in ("hot", "no hot") if r % 2 == 0 else ("no hot", "hot"):
-            samples[kind].append(prompt_times(fresh(kind), work.prompts))
-    mib = {}
-    for kind, cached in last.items():
-        if [cached.encode(p) for p in work.prompts] != want:
-            raise SystemExit(f"{work.name}: cached ids differ from plain ids ({kind})")
-        stats = cached.stats()
-        mib[kind] = sum(level.bytes for level in (stats.l0, stats.l1) if level is not None) / 2**20
-    hot, cold = per_prompt_us(samples["hot"]), per_prompt_us(samples["no hot"])
-    return {"workload": work.name, "hot_us": hot, "no_hot_us": cold, "ratio": cold / hot, "mib": mib}
-
-
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| workload | avg chars | new chars | uncached µs (one pass) | cached µs one-pass | speedup one-pass "
@@ -341,21 +296,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="print rows as JSON instead of a table")
-    parser.add_argument("--hot-ab", action="store_true", help="hot tuples on and off, side by side")
     parser.add_argument("--tokenizer", choices=["qwen3", "smollm2"], default="qwen3")
     args = parser.parse_args()
     tok = qwen3_tokenizer() if args.tokenizer == "qwen3" else smollm2_tokenizer()
-    if args.hot_ab:
-        print("| workload | hot tuples µs | no hot tuples µs | no hot / hot | MiB with hot | MiB without |")
-        print("|---|---|---|---|---|---|")
-        for work in workloads(tok):
-            r = hot_ab(tok, work, args.repeats)
-            print(
-                f"| {r['workload']} | {r['hot_us']:.1f} | {r['no_hot_us']:.1f} | {r['ratio']:.2f}x "
-                f"| {r['mib']['hot']:.2f} | {r['mib']['no hot']:.2f} |",
-                flush=True,
-            )
-        return
     rows = [run(tok, work, args.repeats) for work in workloads(tok)]
     print(json.dumps(rows, indent=2) if args.json else table(rows))
 
