@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -148,6 +149,7 @@ def main() -> None:
                 proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 if __name__ == "__main__":
