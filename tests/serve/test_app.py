@@ -104,7 +104,6 @@ def test_metrics_report_requests_and_cache_levels(http: httpx.Client) -> None:
     assert 'dlm_tokenizer_cache_hits_total{level="l1"} 2.0' in text
     assert 'dlm_tokenizer_cache_hit_rate{level="l0"}' in text
     assert 'dlm_tokenizer_cache_bytes{level="l1"}' in text
-    assert 'dlm_tokenizer_cache_hot_bytes{level="l1"}' in text
     values = dict(line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
     cached = float(values['dlm_tokenizer_cache_tokens_total{source="cached"}'])
     encoded = float(values['dlm_tokenizer_cache_tokens_total{source="encoded"}'])

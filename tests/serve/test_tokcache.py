@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from array import array
 from typing import Any
 
 import pytest
@@ -131,69 +132,27 @@ def test_l1_is_bounded_by_bytes(smollm2_tokenizer: Any) -> None:
     assert 0 < l1.bytes <= limit and l1.entries > 0
 
 
-def test_an_entry_hit_twice_turns_hot_and_its_bytes_are_counted() -> None:
-    store = LruStore("I", max_bytes=1 << 20, max_hot_bytes=1 << 18)
+def test_a_store_counts_its_bytes_and_hands_out_fresh_lists() -> None:
+    store = LruStore("I", max_bytes=1 << 20)
     assert store.deepest([]) == (-1, None) and store.stats().misses == 0  # no probe, no lookup
     ids = [70_000 + i for i in range(1000)]
-    store.put("k", ids)
-    cold_bytes = store.stats().bytes
-    first = store.get("k")
-    assert first is not None and first.hot is None
-    second = store.get("k")
-    assert second is not None and second.hot == tuple(ids)
+    store.put("k", ids, key_bytes=40)
     stats = store.stats()
-    assert stats.hot_entries == 1 and stats.bytes - cold_bytes == stats.hot_bytes
-    # the tuple's pointers plus one int object per id (ids above 2**16 are real objects)
-    assert stats.hot_bytes >= sum(sys.getsizeof(i) for i in ids) + 8 * len(ids)
-    got = second.tolist()
+    assert (stats.entries, stats.ids) == (1, 1000)
+    assert stats.bytes == sys.getsizeof(array("I", ids)) + 40  # the array with its header, and the key
+    got = store.get("k").tolist()  # type: ignore[union-attr]
     got[0] = -1  # a caller's list is its own
     again = store.get("k")
     assert again is not None and again.tolist() == ids
-    store.drop_hot("k")
+    store.put("k", [1, 2, 3])  # replacing an entry replaces its bytes and ids
     stats = store.stats()
-    assert (stats.hot_entries, stats.hot_bytes, stats.bytes) == (0, 0, cold_bytes)
-    store.drop_hot("k")  # already cold: nothing changes
-    store.get("k")  # found again: hot again
-    assert store.stats().hot_entries == 1
-    store.put("k", [1, 2, 3])  # replacing an entry drops its tuple and its bytes
-    stats = store.stats()
-    assert (stats.hot_entries, stats.hot_bytes, stats.ids) == (0, 0, 3)
-
-
-def test_hot_tuples_share_a_budget_and_the_least_recently_used_drop_theirs() -> None:
-    one_hot = 8 + 1000 * (8 + 28) + 100  # about one 1,000-id tuple
-    store = LruStore("H", max_bytes=1 << 20, max_hot_bytes=2 * one_hot)
-    for name in "abc":
-        store.put(name, range(1000))
-        store.get(name)
-        assert store.get(name).hot is not None  # type: ignore[union-attr]
-    stats = store.stats()
-    assert (stats.entries, stats.hot_entries) == (3, 2)  # "a" kept its array only
-    assert stats.hot_bytes <= 2 * one_hot
-    a = store.get("a")  # found again: "a" turns hot again, and another entry drops its tuple
-    assert a is not None and a.hot is not None and a.tolist() == list(range(1000))
-    stats = store.stats()
-    assert stats.hot_entries == 2 and stats.hot_bytes <= 2 * one_hot and stats.entries == 3
+    assert (stats.entries, stats.ids, stats.hits) == (1, 3, 2)
+    assert stats.bytes == sys.getsizeof(array("I", [1, 2, 3]))
     store.clear()
-    assert store.stats() == LevelStats(0, 0, 0, 0, 0, 0, 0)
+    assert store.stats() == LevelStats(0, 0, 0, 0, 0)
 
 
-def test_no_hot_tier_without_a_budget_or_when_a_tuple_would_not_fit() -> None:
-    plain = LruStore("H", max_bytes=1 << 20)
-    plain.put("k", list(range(1000)))
-    for _ in range(3):
-        found = plain.get("k")
-        assert found is not None and found.hot is None
-    tight = LruStore("H", max_bytes=6000, max_hot_bytes=6000)
-    tight.put("k", list(range(1000)))  # ~2 KB as uint16; ~36 KB as a tuple of ints
-    tight.get("k")
-    found = tight.get("k")
-    assert found is not None and found.hot is None
-    stats = tight.stats()
-    assert stats.entries == 1 and stats.hot_entries == 0 and stats.bytes <= 6000
-
-
-def test_results_built_from_hot_entries_are_fresh_lists(qwen3_tok: Any) -> None:
+def test_cached_results_are_fresh_lists(qwen3_tok: Any) -> None:
     cached = CachedTokenizer(qwen3_tok, BOTH)
     texts = [chat(qwen3_tok, [f"question {i}"]) for i in range(4)]
     for text in texts * 3:
@@ -201,14 +160,13 @@ def test_results_built_from_hot_entries_are_fresh_lists(qwen3_tok: Any) -> None:
         got = cached.encode(text)
         assert got == want
         got.clear()  # must not reach into the cache
-    assert cached.stats().l1.hot_entries >= 1 and cached.stats().l0.hot_entries >= 1
+    assert cached.stats().l1.hits >= 1 and cached.stats().l0.hits >= 1
     assert [cached.encode(t) for t in texts] == [qwen3_tok.encode(t) for t in texts]
 
 
-def test_a_growing_conversation_stores_its_next_prefix_hot(qwen3_tok: Any) -> None:
-    """From the third turn on, the prefix stored for the next turn is a tuple already,
-    and the turn it came from drops its own; prompts that extend a shared prefix once
-    (different user turns) store none."""
+def test_a_growing_conversation_hits_on_every_turn(qwen3_tok: Any) -> None:
+    """Each turn finds the prefix the previous turn stored; prompts that extend a shared
+    prefix once (different user turns) find the shared system prompt."""
     cached = CachedTokenizer(qwen3_tok, BOTH)
     turns: list[str] = []
     for i in range(6):
@@ -217,19 +175,19 @@ def test_a_growing_conversation_stores_its_next_prefix_hot(qwen3_tok: Any) -> No
         assert cached.encode(text) == qwen3_tok.encode(text)
         turns.append(f"answer {i}.")
     l1 = cached.stats().l1
-    assert (l1.hits, l1.misses, l1.hot_entries) == (5, 1, 1)
+    assert (l1.hits, l1.misses) == (5, 1)
     turns.append("question 6?")
     text = chat(qwen3_tok, turns)
     assert cached.encode(text) == qwen3_tok.encode(text)
-    l1 = cached.stats().l1
-    assert (l1.hits, l1.hot_entries) == (6, 1)
+    assert cached.stats().l1.hits == 6
+    assert cached.stats().cached_ids > 0
 
     fresh = CachedTokenizer(qwen3_tok, BOTH)
     for i in range(6):
         text = chat(qwen3_tok, [f"a different question {i}?"])
         assert fresh.encode(text) == qwen3_tok.encode(text)
     l1 = fresh.stats().l1
-    assert (l1.hits, l1.hot_entries) == (5, 1)  # only the shared system prompt
+    assert (l1.hits, l1.misses) == (5, 1)  # the shared system prompt
 
 
 def test_known_closing_pieces_are_not_encoded_again(qwen3_tok: Any) -> None:

@@ -1,7 +1,10 @@
 """The facts `capture_environment()` asks torch for, read without importing torch.
 
-`dlm doctor` uses this probe so that it starts in a fraction of a second (importing torch
-costs 1.5 to 2 s); `dlm doctor --torch` and the lock (`dlm train`) ask torch itself. Each
+`dlm doctor` (its one caller) uses this probe so that it does not import torch: the whole
+command took 0.38 s against 2.80 s for `dlm doctor --torch` (7.3x; medians of 15 runs of
+each in fresh processes, alternating, on the 2-core machine at load average 9,
+`benchmarks/start_times.py --doctor-ab`). `dlm doctor --torch` and the lock (`dlm train`)
+ask torch itself. Each
 fact follows the rule torch applies, read from files and the environment:
 
     versions        `importlib.metadata`, as `capture_environment` (`pinned_versions`).

@@ -13,8 +13,8 @@ Series:
 - `dlm_generation_queue_waiting` / `dlm_generation_running`: gauges at scrape time;
 - `dlm_unexpected_errors_total`: requests answered with a 500 by an unexpected failure;
 - `dlm_tokenizer_cache_{hits,misses}_total{level}`, `dlm_tokenizer_cache_hit_rate{level}`,
-  `dlm_tokenizer_cache_entries{level}`, `dlm_tokenizer_cache_bytes{level}`,
-  `dlm_tokenizer_cache_hot_bytes{level}` and `dlm_tokenizer_cache_bypassed_total`:
+  `dlm_tokenizer_cache_entries{level}`, `dlm_tokenizer_cache_bytes{level}` and
+  `dlm_tokenizer_cache_bypassed_total`:
   read from the cache at scrape time (`level` is "l0" or "l1"; a level that is off
   has no series);
 - `dlm_tokenizer_cache_tokens_total{source}`: ids of encode results taken from the
@@ -47,11 +47,6 @@ class _CacheCollector(Collector):
             "hit_rate": GaugeMetricFamily("dlm_tokenizer_cache_hit_rate", "hits / lookups.", labels=["level"]),
             "entries": GaugeMetricFamily("dlm_tokenizer_cache_entries", "Entries held.", labels=["level"]),
             "bytes": GaugeMetricFamily("dlm_tokenizer_cache_bytes", "Bytes held (ids and keys).", labels=["level"]),
-            "hot_bytes": GaugeMetricFamily(
-                "dlm_tokenizer_cache_hot_bytes",
-                "Bytes of the ids also held as Python ints (part of dlm_tokenizer_cache_bytes).",
-                labels=["level"],
-            ),
         }
         for level, level_stats in (("l0", stats.l0), ("l1", stats.l1)):
             if level_stats is None:

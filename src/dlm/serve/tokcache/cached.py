@@ -65,16 +65,8 @@ from dlm.tokenize import fingerprint as tokenizer_fingerprint
 
 _L0_KEY_BYTES = sys.getsizeof(("", True, 0)) + sys.getsizeof(1 << 127)
 
-HOT_SHARE = 4
-"""L1 keeps hot tuples (see store.py) in at most 1/HOT_SHARE of its byte bound."""
-
 MAX_ENTRY_SHARE = 8
 """No cache entry is larger than 1/MAX_ENTRY_SHARE of its level's byte bound."""
-
-L0_MAX_HOT_BYTES = 8 * 2**20
-"""L0, bounded by entries rather than bytes, keeps hot tuples in at most this many
-bytes (about 230,000 Qwen3 ids: exact repeats such as canned prompts)."""
-
 
 _PLANS: dict[str, tuple[SplitPlan, int]] = {}
 _PLANS_LOCK = threading.Lock()
@@ -130,7 +122,6 @@ class CacheStores:
                     typecode,
                     max_entries=config.l0_max_entries,
                     max_bytes=config.l0_max_memory,
-                    max_hot_bytes=min(L0_MAX_HOT_BYTES, config.l0_max_memory // HOT_SHARE),
                     max_entry_bytes=config.l0_max_memory // MAX_ENTRY_SHARE,
                 )
                 if config.enable_l0
@@ -140,7 +131,6 @@ class CacheStores:
                 LruStore(
                     typecode,
                     max_bytes=config.l1_max_memory,
-                    max_hot_bytes=config.l1_max_memory // HOT_SHARE,
                     max_entry_bytes=config.l1_max_memory // MAX_ENTRY_SHARE,
                 )
                 if config.enable_l1

@@ -30,8 +30,8 @@ MAX_BOUNDARIES = 64
 """Split points considered per prompt (the first and last halves when there are more):
 bounds the work and memory a prompt full of special tokens can cause."""
 
-Put = tuple[Any, array, bool, tuple[int, ...] | None, Any]
-"""An L1 entry to store: (key, ids, grown, hot tuple, key whose hot tuple to drop)."""
+Put = tuple[Any, array]
+"""An L1 entry to store: (key, ids)."""
 
 
 class Encoding(Protocol):
@@ -93,10 +93,8 @@ class PrefixLevel:
 
     def commit(self, pending: list[Put]) -> None:
         """Store the entries `lookup` / `warm` queued."""
-        for key, ids, grown, hot, drop in pending:
-            self.store.put(key, ids, L1_KEY_BYTES, grown=grown, hot=hot)
-            if drop is not None:
-                self.store.drop_hot(drop)
+        for key, ids in pending:
+            self.store.put(key, ids, L1_KEY_BYTES)
 
     def warm(self, data: bytes) -> int:
         """Store every boundary prefix of the UTF-8 text `data`; how many were stored."""
@@ -155,14 +153,7 @@ class PrefixLevel:
         n_prefix = len(ids)
         ids += rest
         if cut is not None:  # None is not expected: then do not store, the result is still exact
-            # A prefix that was itself stored this way means a conversation is growing
-            # turn by turn: its next turn will find the new prefix, so keep it hot now,
-            # from the ints at hand, and let the turn just found go cold. A prompt
-            # extending a shared prefix once (a new user turn after a common system
-            # prompt) does not pay for a tuple never read.
-            hot = tuple(ids[: n_prefix + cut]) if prefix.grown else None
-            drop = keys[found_at] if hot is not None else None
-            pending.append((keys[0], prefix.ids + self.pack(rest[:cut]), True, hot, drop))
+            pending.append((keys[0], prefix.ids + self.pack(rest[:cut])))
         return prefix.ids, rest, ids, n_prefix
 
     def encode_storing_all(self, data: bytes, starts: list[int], keys: list[Any], pending: list[Put]) -> array:
@@ -177,7 +168,7 @@ class PrefixLevel:
             if not l1.fits(packed, L1_KEY_BYTES):
                 rest = data[end:].decode("utf-8")
                 return packed + self.pack(self.ids_of(rest, False))
-            pending.append((key, packed, False, None, None))
+            pending.append((key, packed))
             begin = end
         return packed + self.pack(self.encode_piece(data[begin:]))
 
