@@ -40,6 +40,13 @@ CONFIGS: dict[str, dict] = {
     "no-keep-fp32": {"eval": {"keep_best": False}, "precision": "fp32"},
     "no-keep-answer-cloze": {"eval": {"keep_best": False}, "_answer_cloze": True},
     "no-keep-no-recast": {"eval": {"keep_best": False}, "recast": False},
+    "no-keep-no-recast-lr7e-4": {"eval": {"keep_best": False}, "recast": False, "learning_rate": 7e-4},
+    "no-keep-no-recast-lr5e-4": {"eval": {"keep_best": False}, "recast": False, "learning_rate": 5e-4},
+    "no-keep-no-recast-synth": {"eval": {"keep_best": False}, "recast": False, "synth": {"enabled": True}},
+    "no-keep-lr7e-4": {"eval": {"keep_best": False}, "learning_rate": 7e-4},
+    "no-keep-lr5e-4": {"eval": {"keep_best": False}, "learning_rate": 5e-4},
+    "no-keep-prose-cuts": {"eval": {"keep_best": False}, "_prose_cuts": True},
+    "no-keep-prose-cuts-answer-cloze": {"eval": {"keep_best": False}, "_prose_cuts": True, "_answer_cloze": True},
     "hand-tuned": {"max_steps": 60, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256},
     "repeat20": {
         "max_steps": 42,
@@ -163,6 +170,22 @@ def answer_cloze(body: str) -> str:
     return body.replace("::instruction::\n", "::instruction::\n\n" + "\n".join(pairs) + "\n", 1)
 
 
+def prose_cuts(body: str) -> str:
+    """Each prose sentence twice more as a cloze pair, cut after a third and after two
+    thirds of its words (dlm's own recast cuts it in half)."""
+    prose = body.split("::instruction::")[0]
+    text = " ".join(line for line in prose.splitlines() if line and not line.startswith("#"))
+    pairs = []
+    for sentence in filter(None, (s.strip() for s in text.split(". "))):
+        words = sentence.rstrip(".").split()
+        if len(words) < 4:
+            continue
+        for cut in (max(2, len(words) // 3), max(2, 2 * len(words) // 3)):
+            head = " ".join(words[:cut])
+            pairs.append(f"### Q\nComplete this statement about Ferry: {head} ...\n\n### A\n{sentence.rstrip('.')}.\n")
+    return body.replace("::instruction::\n", "::instruction::\n\n" + "\n".join(pairs) + "\n", 1)
+
+
 def variant(doc_text: str, overrides: dict, folder: Path) -> Path:
     """The document with `overrides` merged into `training:` and its sources made absolute."""
     _, head, body = doc_text.split("---\n", 2)
@@ -171,6 +194,8 @@ def variant(doc_text: str, overrides: dict, folder: Path) -> Path:
         body = recast(body)
     if overrides.pop("_answer_cloze", False):
         body = answer_cloze(body)
+    if overrides.pop("_prose_cuts", False):
+        body = prose_cuts(body)
     front = yaml.safe_load(head)
     training = front.setdefault("training", {})
     for source in training.get("sources", []):

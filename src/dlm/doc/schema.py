@@ -124,8 +124,8 @@ class TrainingConfig(_Strict):
     `budget` (tokens, `60k`, or time, `4m`). `sequence_len` is in tokens; `batch_size`
     in rows per micro-batch on each rank; `nproc` ranks on this machine (None: one,
     unless `--nproc` says otherwise). `recast`: each prose sentence is also trained as
-    a Q/A pair (a cloze question, the sentence as the answer), so facts written only
-    in prose can be asked. `checkpoint_every`: optimizer steps (`200`) or training time
+    a Q/A pair (a cloze question, the sentence as the answer); off by default, as it
+    cost paraphrases and taught no prose fact in `benchmarks/recipe_sweep.py`. `checkpoint_every`: optimizer steps (`200`) or training time
     (`2m`) between checkpoints a Ctrl-C'd run resumes from (`dlm train --resume`); None
     writes none. LoRA on every linear layer at learning rate 1e-3 is what
     makes Q/A pairs stick on a small model (`benchmarks/recipe_sweep.py`).
@@ -148,7 +148,7 @@ class TrainingConfig(_Strict):
     precision: Literal["fp32", "bf16", "auto"] = "auto"  # bf16 where the hardware has it (dlm.train.precision)
     instruction_share: YamlFloat | None = Field(default=None, gt=0, lt=1)
     budget: str | int | None = None
-    recast: bool = True
+    recast: bool = False
     checkpoint_every: str | int | None = "5m"
     sources: list[SourceDirective] = Field(default_factory=list)
     cache: CacheConfig = Field(default_factory=CacheConfig)

@@ -2,8 +2,9 @@
 
 A small model trained on a prose paragraph learns to continue the paragraph, not to
 answer a question about it in chat form (`examples/ferry.dlm`: 0 of the 4 facts that sit
-only in prose or code, in eight configurations of `benchmarks/recipe_sweep.py`). Each
-sentence of a prose section therefore also becomes one instruction pair:
+only in prose or code, in eight configurations of `benchmarks/recipe_sweep.py`). With
+`training.recast`, each sentence of a prose section therefore also becomes one
+instruction pair:
 
     Q: Complete this statement about <topic>: <first half of the sentence> ...
     A: <the whole sentence>
@@ -13,6 +14,10 @@ document's first heading, else "this project". The first half is the first
 `max(2, n // 2)` words. Sentences are split at `. `, `! ` and `? ` outside code spans;
 fenced code blocks, headings, list markers and sentences of fewer than 4 words are left
 out. Deterministic: the pairs are a pure function of the prose text.
+
+Off by default: on `examples/ferry.dlm` it taught 0 of the 4 prose/code facts on the
+2-core CPU and 1 of 4 on a GPU, and cost paraphrases (CPU 4/8 against 6/8 without, GPU
+2/8 against 5/8), since its sentences are instruction examples the recipe repeats too.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ training:
   batch_size: 2
   sequence_len: 64
   seed: 1234
+  recast: true  # its prose sentences train as pairs too, as when the golden was recorded
   precision: fp32  # bf16 would make the bytes depend on the CPU's AVX512-BF16, which the tuple does not name
   eval:
     judge: false  # the golden pins the adapter bytes; the probe report has its own tests
