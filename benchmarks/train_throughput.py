@@ -15,7 +15,7 @@ Each measurement runs in a fresh process under a wrapper that reports its peak R
 Pairs run interleaved (dlm, bare, bare, dlm, ...) so drift on a shared machine hits
 both sides. With `--baseline REF`, an older commit's `dlm train` (a detached git worktree
 with its own C lister built, on the same interpreter and packages) runs the same
-document in fp32 interleaved with today's, and the ratios of loss tokens/s, wall and peak
+document in fp32 interleaved with today's (in each of `--precisions`), and the ratios of loss tokens/s, wall and peak
 RSS are printed; both sides then train the same LoRA targets (`q/k/v/o`, the older
 default) with the held-out judge off, so the work compared is the same. An older
 report without `loss_tokens` counts them as `train_tokens x real_token_fraction`. Documents: the demo (examples/stdlib.dlm, `sequence_len` 128) and a
@@ -245,7 +245,8 @@ def main() -> None:
 
 
 def compare_baseline(args: argparse.Namespace, env: dict[str, str]) -> None:
-    """Today's `dlm train` and `args.baseline`'s on the same documents, fp32, interleaved."""
+    """Today's `dlm train` (in each of `args.precisions`) and `args.baseline`'s (fp32, its
+    only CPU mode) on the same documents, interleaved."""
     stdlib = sysconfig.get_paths()["stdlib"]
     demo = subprocess.run(
         ["git", "-C", str(REPO), "show", f"{args.baseline}:examples/stdlib.dlm"],
@@ -255,46 +256,55 @@ def compare_baseline(args: argparse.Namespace, env: dict[str, str]) -> None:
     ).stdout
     docs = {"demo": demo, "long": LONG_DOC.format(stdlib=stdlib)}
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-    print(f"today ({REPO.name} working tree) against {args.baseline}, fp32, q/k/v/o, {args.steps} steps, no judge")
+    print(f"today ({REPO.name} working tree) against {args.baseline} (fp32), q/k/v/o, {args.steps} steps, no judge")
     print("| document | side | loss tok/s | wall s | peak RSS GB | real-token fraction |")
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="dlm-bench-") as folder:
         tmp = Path(folder)
         tree = baseline_tree(args.baseline, tmp)
         try:
-            sides = {"today": {**env}, "baseline": {**env, "PYTHONPATH": str(tree / "src")}}
+            today = [f"today-{p}" for p in args.precisions.split(",")]
+            sides = {side: {**env} for side in today}
+            sides["baseline"] = {**env, "PYTHONPATH": str(tree / "src")}
             for name in args.docs.split(","):
                 text = same_work(docs[name])
-                (tmp / f"{name}-today.dlm").write_text(
-                    with_precision(text, "fp32").replace("\ntraining:\n", "\ntraining:\n  eval:\n    judge: false\n", 1)
-                    if "\n  eval:\n" not in text
-                    else with_precision(text, "fp32").replace("\n  eval:\n", "\n  eval:\n    judge: false\n", 1)
-                )
+                for side in today:
+                    judged = with_precision(text, side.removeprefix("today-"))
+                    judged = (
+                        judged.replace("\n  eval:\n", "\n  eval:\n    judge: false\n", 1)
+                        if "\n  eval:\n" in judged
+                        else judged.replace("\ntraining:\n", "\ntraining:\n  eval:\n    judge: false\n", 1)
+                    )
+                    (tmp / f"{name}-{side}.dlm").write_text(judged)
                 (tmp / f"{name}-baseline.dlm").write_text(text)
-                got: dict[str, list[dict]] = {"today": [], "baseline": []}
+                got: dict[str, list[dict]] = {side: [] for side in sides}
                 for side, side_env in sides.items():  # model on disk, cache warm: not timed
                     side_env["DLM_HOME"] = str(tmp / f"home-{name}-{side}")
                     dlm_run(tmp / f"{name}-{side}.dlm", side_env, 1)
+                order = list(sides)
                 for r in range(args.rounds):
-                    for side in ("today", "baseline") if r % 2 == 0 else ("baseline", "today"):
+                    for side in order if r % 2 == 0 else order[::-1]:
                         got[side].append(dlm_run(tmp / f"{name}-{side}.dlm", sides[side], args.steps))
                 med = {
                     side: {k: statistics.median(x[k] for x in runs) for k in ("loss_tokens_per_s", "wall", "rss")}
                     for side, runs in got.items()
                 }
-                for side in ("baseline", "today"):
+                for side in ["baseline", *today]:
                     m = med[side]
                     print(
                         f"| {name} | {side} | {m['loss_tokens_per_s']:.0f} | {m['wall']:.1f} | {m['rss'] / 1e9:.2f} "
                         f"| {got[side][-1]['real_fraction'] or 0:.3f} |",
                         flush=True,
                     )
-                t, b = med["today"], med["baseline"]
-                print(
-                    f"{name}: today / baseline: loss tokens/s {t['loss_tokens_per_s'] / b['loss_tokens_per_s']:.2f}x, "
-                    f"wall {t['wall'] / b['wall']:.2f}x, peak RSS {t['rss'] / b['rss']:.2f}x",
-                    flush=True,
-                )
+                b = med["baseline"]
+                for side in today:
+                    t = med[side]
+                    print(
+                        f"{name}: {side} / baseline: loss tokens/s "
+                        f"{t['loss_tokens_per_s'] / b['loss_tokens_per_s']:.2f}x, "
+                        f"wall {t['wall'] / b['wall']:.2f}x, peak RSS {t['rss'] / b['rss']:.2f}x",
+                        flush=True,
+                    )
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=False)
 
