@@ -25,6 +25,10 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # set before anything imports t
     _workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
     _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _cores // _workers)))
+    # a worker starts with COLUMNS=80 and LINES=24, which would fix the width of the CLI's
+    # consoles (`dlm.cli.reporter`) at import; a plain run leaves them to each test
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 
 # test files that share one session fixture run in one worker (see the module docstring)
 ONE_UNIT = ("tests/export/",)
