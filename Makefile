@@ -22,7 +22,7 @@ CONVERTER := $(LLAMA_CPP_DIR)/convert_lora_to_gguf.py
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS ?= 1
 
-.PHONY: install demo test test-slow test-parity lint clean
+.PHONY: install demo test test-fast test-slow test-parity lint clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS) src/dlm/rows/_fastlist.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -58,8 +58,15 @@ demo: $(STAMP)
 	@$(BIN)/dlm prompt examples/stdlib.dlm "$(DEMO_Q)" --max-new-tokens 48
 	@echo "--- loss curves: $(BIN)/dlm metrics examples/stdlib.dlm --plot loss.png"
 
+# The whole suite, one worker per core (at most 4; tests/conftest.py says how files are
+# shared out). `test-fast`: the same without the tests that train or serve the real SmolLM2.
+TEST_WORKERS := -n auto --maxprocesses 4
+
 test: $(STAMP) $(CONVERTER)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(TEST_WORKERS)
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest $(TEST_WORKERS) -m 'not slow and not parity and not integration'
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check src tests scripts benchmarks

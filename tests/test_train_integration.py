@@ -29,6 +29,8 @@ training:
   batch_size: 1
   sequence_len: 64
   max_steps: 30
+  eval:
+    judge: false  # the probe report that ends a run has its own tests (tests/judge/test_eval_cli.py)
 ---
 
 ::instruction::

@@ -90,9 +90,13 @@ def test_train_ends_with_the_probe_report(trained) -> None:
 def test_eval_prints_the_same_bytes_twice_and_gates_on_min_pass(trained, monkeypatch) -> None:
     path, report, home = trained
     monkeypatch.setenv("DLM_HOME", str(home))
+    memo = open_store("01JG4A6S9Z1B3D5F7H9K1M3P5R").judge_base_path
+    assert memo.is_file()  # training remembered the base model's side (dlm.judge.memo)
+    memo.unlink()
     runner = CliRunner()
-    first = runner.invoke(app, ["eval", str(path), "--json"])
-    second = runner.invoke(app, ["eval", str(path), "--json"])
+    first = runner.invoke(app, ["eval", str(path), "--json"])  # every side computed afresh
+    assert memo.is_file()
+    second = runner.invoke(app, ["eval", str(path), "--json"])  # the base side read back
     assert first.exit_code == 0, first.output
     assert first.stdout == second.stdout
     data = json.loads(first.stdout)

@@ -4,7 +4,9 @@ Scores every `::instruction::` pair (recall), every `::probe::` pair and every p
 `training.synth` held out of training, on the base model, the adapter and a null
 adapter (`dlm.judge`), plus the general-ability guard; records the report in the
 store's `metrics.sqlite` and returns it. `dlm train` ends with the same report
-(`judge_trained`), scored on the model it just trained.
+(`judge_trained`), scored on the model it just trained. Both remember the base model's
+side in the store (`Store.judge_base_path`, `dlm.judge.memo`), so the next evaluation
+with the same items, base model and machine scores only the adapter and the null adapter.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from dlm.errors import StoreError
 from dlm.rows.types import Probe
 
 if TYPE_CHECKING:
+    from dlm.judge.memo import BaseSideMemo
     from dlm.judge.report import EvalReport
+    from dlm.models import BaseModelRef
+    from dlm.store import Store
 
 
 def eval_items(doc: Document, tokenizer: Any, probes: Sequence[Probe]) -> list[Any]:
@@ -56,10 +61,36 @@ def general_texts() -> list[str]:
     return [text for _, text in load_general_set()]
 
 
+def base_side_memo(store: Store, ref: BaseModelRef, peft_model: Any, tokenizer: Any) -> BaseSideMemo:
+    """Where `store` remembers the base side of its evaluations on `ref` as loaded in
+    `peft_model` (`dlm.judge.memo`). Imports torch.
+
+    Raises:
+        OSError: the base model's `config.json` cannot be read.
+    """
+    from dlm.judge.memo import BaseSideMemo, model_inputs
+    from dlm.tokenize.fingerprint import tokenizer_sha256
+    from dlm.train.base_score import model_identity, scoring_environment
+
+    dtype = str(peft_model.get_base_model().dtype)
+    return BaseSideMemo(
+        store.judge_base_path,
+        model_inputs(model_identity(ref.revision, ref.path, dtype), ref.path),
+        tokenizer_sha256(tokenizer),
+        scoring_environment(),
+    )
+
+
 def judge_trained(
-    doc: Document, peft_model: Any, tokenizer: Any, probes: Sequence[Probe], adapter_version: str
+    doc: Document,
+    peft_model: Any,
+    tokenizer: Any,
+    probes: Sequence[Probe],
+    adapter_version: str,
+    memo: BaseSideMemo | None = None,
 ) -> EvalReport:
-    """The evaluation of a peft model whose active adapter was just trained on `doc`."""
+    """The evaluation of a peft model whose active adapter was just trained on `doc`;
+    `memo`: where the base model's side is remembered (`base_side_memo`)."""
     from dlm.judge.report import judge_adapter
 
     settings = doc.frontmatter.training.eval
@@ -72,6 +103,7 @@ def judge_trained(
         seed=doc.frontmatter.training.seed,
         max_new_tokens=settings.max_new_tokens,
         general_max_increase=settings.general_max_increase,
+        memo=memo,
     )
 
 
@@ -103,7 +135,7 @@ def evaluate(path: DocPath, *, adapter_version: str | None = None, record: bool 
     tokenizer = load_tokenizer(ref)
     probes = build_rows(doc, tokenizer).probes
     model = PeftModel.from_pretrained(load_model(ref), store.adapter_root / "versions" / version)
-    report = judge_trained(doc, model, tokenizer, probes, version)
+    report = judge_trained(doc, model, tokenizer, probes, version, base_side_memo(store, ref, model, tokenizer))
     if record:
         run_id = _run_of(store, version)
         with MetricsDB(store.metrics_path) as metrics:

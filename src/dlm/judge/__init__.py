@@ -6,6 +6,7 @@
     dlm.judge.guard    the general-ability guard (NLL change on a fixed general set)
     dlm.judge.general  the general set itself (passages written for dlm; package data)
     dlm.judge.report   one evaluation: base vs adapter vs null, the `EvalReport`
+    dlm.judge.memo     the base model's side of an evaluation, remembered under its inputs
 
 An engine: it takes models, tokenizers and items, never documents.
 """

@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dlm.judge.guard import GuardScore, change_pct, guard_examples, guard_score
+from dlm.judge.memo import BaseSide, BaseSideMemo
 from dlm.judge.null import add_null_adapter
-from dlm.judge.score import EvalItem, ItemScore, reference_examples, score_items
+from dlm.judge.score import GENERATE_BATCH, EvalItem, ItemScore, item_score, reference_examples, score_items
 
 MODELS = ("base", "adapter", "null")
 KIND_ORDER = ("instruction", "probe", "synth")
@@ -84,6 +85,7 @@ def judge_adapter(
     seed: int,
     max_new_tokens: int,
     general_max_increase: float | None = None,
+    memo: BaseSideMemo | None = None,
 ) -> EvalReport:
     """Score `items` and the guard on the base, the trained adapter and its null adapter.
 
@@ -94,6 +96,11 @@ def judge_adapter(
         general_texts: the guard's passages (`dlm.judge.general.load_general_set`).
         seed: seeds the null adapter (the run's `training.seed`).
         general_max_increase: percent; a larger guard change adds a warning.
+        memo: where the base model's side is remembered (`dlm.judge.memo`): read when its
+            key matches, else computed and written. The report is the same bytes either way.
+
+    Raises:
+        OSError: `memo`'s file cannot be written.
     """
     trained = peft_model.active_adapter
     null = add_null_adapter(peft_model, seed, trained)
@@ -103,9 +110,9 @@ def judge_adapter(
     scores: dict[str, list[ItemScore]] = {}
     general: dict[str, GuardScore] = {}
     try:
-        with peft_model.disable_adapter():
-            scores["base"] = score_items(peft_model, tokenizer, items, max_new_tokens, examples)
-            general["base"] = guard_score(peft_model, guard, pad_id)
+        scores["base"], general["base"] = _base_side(
+            peft_model, tokenizer, items, examples, guard, max_new_tokens, memo
+        )
         for model, name in (("adapter", trained), ("null", null)):
             peft_model.set_adapter(name)
             scores[model] = score_items(peft_model, tokenizer, items, max_new_tokens, examples)
@@ -135,6 +142,41 @@ def judge_adapter(
             "training.eval.general_max_increase"
         )
     return report
+
+
+def _base_side(
+    peft_model: Any,
+    tokenizer: Any,
+    items: Sequence[EvalItem],
+    examples: list[Any],
+    guard: list[Any],
+    max_new_tokens: int,
+    memo: BaseSideMemo | None,
+) -> tuple[list[ItemScore], GuardScore]:
+    """The items and the guard on the base model (the adapters disabled), from `memo`
+    when it holds them under this evaluation's key."""
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    generation_pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    key = None
+    if memo is not None:
+        key = memo.key(
+            examples,
+            guard,
+            pad_id=pad_id,
+            generation_pad_id=generation_pad,
+            max_new_tokens=max_new_tokens,
+            generate_batch=GENERATE_BATCH,
+        )
+        side = memo.read(key, len(items))
+        if side is not None and (side.general is not None) == bool(guard):
+            scored = [item_score(item, r, lp) for item, r, lp in zip(items, side.replies, side.logprobs, strict=True)]
+            return scored, side.general or GuardScore(0.0, 0, 0)
+    with peft_model.disable_adapter():
+        scores = score_items(peft_model, tokenizer, items, max_new_tokens, examples)
+        general = guard_score(peft_model, guard, pad_id)
+    if memo is not None and key is not None:
+        memo.write(key, BaseSide([s.reply for s in scores], [s.logprob for s in scores], general if guard else None))
+    return scores, general
 
 
 def summarize(results: Sequence[ItemResult]) -> dict[str, KindSummary]:

@@ -138,9 +138,14 @@ def score_items(
     sums, counts = example_nll(model, examples, pad_id)
     replies = greedy_replies(model, tokenizer, [i.prompt_text for i in items], max_new_tokens)
     return [
-        ItemScore(reply, passes(reply, item.answer, item.keys, item.question), -s / max(c, 1))
-        for item, reply, s, c in zip(items, replies, sums, counts, strict=False)
+        item_score(item, reply, -s / max(c, 1)) for item, reply, s, c in zip(items, replies, sums, counts, strict=False)
     ]
+
+
+def item_score(item: EvalItem, reply: str, logprob: float) -> ItemScore:
+    """`item`'s score from its greedy `reply` and reference `logprob` (nats per token):
+    `passed` is the pass rule (`dlm.judge.match`) applied to the reply."""
+    return ItemScore(reply, passes(reply, item.answer, item.keys, item.question), logprob)
 
 
 def make_item(

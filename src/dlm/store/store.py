@@ -7,6 +7,8 @@
         metrics.sqlite           runs and per-step loss (dlm.metrics)
         heldout-base.json        the base model's held-out score, kept for the next run
                                  (dlm.train.base_score)
+        judge-base.json          the base model's side of the last evaluation, kept for
+                                 the next one (dlm.judge.memo)
         tokenized-cache/         this document's cache state (dlm.cache; entries live in
                                  the shared store, dlm.paths.cache_store_dir)
         adapter/
@@ -70,6 +72,10 @@ class Store:
     @property
     def heldout_base_path(self) -> Path:
         return self.root / "heldout-base.json"
+
+    @property
+    def judge_base_path(self) -> Path:
+        return self.root / "judge-base.json"
 
     @property
     def cache_state_dir(self) -> Path:

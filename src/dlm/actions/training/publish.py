@@ -220,7 +220,7 @@ def _judge(run: PreparedRun, model: Any, version: str, sink: TrainSink) -> dict[
     """The probe report of the adapter just published (`dlm.actions.evaluating`), recorded
     in metrics; None when `training.eval.judge` is off or there is nothing to score.
     The version is already committed: an interrupt here loses only the report."""
-    from dlm.actions.evaluating import eval_items, judge_trained, summary_of
+    from dlm.actions.evaluating import base_side_memo, eval_items, judge_trained, summary_of
 
     if not run.training.eval.judge:
         return None
@@ -228,7 +228,8 @@ def _judge(run: PreparedRun, model: Any, version: str, sink: TrainSink) -> dict[
     if not items:
         return None
     sink.on_note(f"evaluating {len(items)} questions on the base model, the adapter and a null adapter")
-    report = judge_trained(run.doc, model, run.tokenizer, run.probes, version)
+    memo = base_side_memo(run.store, run.ref, model, run.tokenizer)
+    report = judge_trained(run.doc, model, run.tokenizer, run.probes, version, memo)
     with MetricsDB(run.store.metrics_path) as metrics:
         metrics.log_judgement(
             run_id=run.run_id, adapter_version=version, phase="final", step=None, summary=summary_of(report)

@@ -1,0 +1,173 @@
+"""The base model's side of an evaluation, remembered across evaluations of one document.
+
+Every evaluation (`dlm eval`, and the report `dlm train` ends with) scores the items and
+the general set on three models: the base, the adapter and the null adapter
+(`dlm.judge.report`). The base model's side, each item's greedy reply and reference
+log-probability and the general set's NLL, does not depend on the adapter: it is a
+function of the base model, the items, the general set, the scoring settings and the
+software and hardware that compute it. Every evaluation of a document whose items did not
+change would compute the very same floats again; the general set alone is about 41
+passages of up to 256 tokens, one of the two guard passes. So the side is kept under a
+key that names every one of those inputs, and an evaluation whose key matches reads it
+and scores only the adapter and the null adapter.
+
+File (`Store.judge_base_path`, canonical JSON, written atomically):
+
+    {"format": 1,
+     "key": "sha256:<hex>",                                 # BaseSideMemo.key(...)
+     "items": [{"reply": "...", "logprob": -1.234...}, ...], # one per item, in order
+     "general": {"nll": 2.81..., "passages": 41, "tokens": 9876} | null}
+
+`passed` is not stored: it is recomputed from the reply by the pass rule
+(`dlm.judge.match`). Log-probabilities and the NLL are the unrounded floats (JSON keeps a
+float exactly, shortest repr), so a report built from the memo is byte-identical to one
+computed afresh. One entry per document: the last key scored replaces it. A file that is
+missing, unreadable, of another format, of another key or of another item count is a
+miss, never an error.
+
+Key (`BaseSideMemo.key`): `canonical_sha256` of
+    format        FORMAT below (bumped when scoring changes meaning)
+    model         `dlm.train.base_score.model_identity` (revision, config.json sha256,
+                  dtype) and the sha256 of generation_config.json (it can change the
+                  tokens greedy decoding stops at)
+    tokenizer     `dlm.tokenize.fingerprint.tokenizer_sha256` (replies are decoded with it)
+    items         `eval_set_sha256` of the items' reference examples (prompt and answer
+                  ids, labels on the answer; the prompt ids are what greedy decoding
+                  starts from) with the pad id and the scoring batch rule
+    generation    max_new_tokens, the generation batch size, the generation pad id
+    general       `eval_set_sha256` of the general set's examples (None: no general set)
+    environment   `dlm.train.base_score.scoring_environment`: pinned versions, hardware,
+                  CPU model and kernel level, torch's thread count, determinism flags
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dlm.atomic import atomic_write_json
+from dlm.canonical import canonical_sha256
+from dlm.judge.guard import GuardScore
+from dlm.train.base_score import eval_set_sha256
+from dlm.train.evaluate import EvalExample, EvalSet
+
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class BaseSide:
+    """The base model's side of one evaluation.
+
+    Attributes:
+        replies: the greedy reply per item, in item order.
+        logprobs: mean log-probability per reference-answer token per item (nats, <= 0),
+            unrounded.
+        general: the general set on the base model; None when there is no general set.
+    """
+
+    replies: list[str]
+    logprobs: list[float]
+    general: GuardScore | None
+
+
+@dataclass(frozen=True)
+class BaseSideMemo:
+    """Where the base side of a document's evaluations is remembered, and the inputs of
+    its key that depend on the model and the machine (module docstring); the inputs that
+    depend on the items come with `key(...)`.
+
+    Attributes:
+        path: the memo file (`Store.judge_base_path`).
+        model: `model_identity(...)` plus `generation_config_sha256` (`model_inputs`).
+        tokenizer: `tokenizer_sha256(tokenizer)`.
+        environment: `scoring_environment()`.
+    """
+
+    path: Path
+    model: dict[str, Any]
+    tokenizer: str
+    environment: dict[str, Any]
+
+    def key(
+        self,
+        examples: list[EvalExample],
+        general: list[EvalExample] | None,
+        *,
+        pad_id: int,
+        generation_pad_id: int,
+        max_new_tokens: int,
+        generate_batch: int,
+    ) -> str:
+        """`sha256:<hex>` naming every input of the base side (module docstring).
+
+        Args:
+            examples: the items' reference examples (`dlm.judge.score.reference_examples`).
+            general: the general set's examples (`dlm.judge.guard.guard_examples`), None
+                or empty when the evaluation has none.
+            pad_id: the pad id scoring batches with; `generation_pad_id`: generation's.
+        """
+        return canonical_sha256(
+            {
+                "format": FORMAT,
+                "model": self.model,
+                "tokenizer": self.tokenizer,
+                "items": eval_set_sha256(EvalSet(examples), pad_id),
+                "generation": {
+                    "max_new_tokens": max_new_tokens,
+                    "batch": generate_batch,
+                    "pad_id": generation_pad_id,
+                },
+                "general": eval_set_sha256(EvalSet(general), pad_id) if general else None,
+                "environment": self.environment,
+            }
+        )
+
+    def read(self, key: str, items: int) -> BaseSide | None:
+        """The remembered side for `key` with `items` items, or None on any miss."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            if data.get("format") != FORMAT or data.get("key") != key or len(data["items"]) != items:
+                return None
+            general = data["general"]
+            return BaseSide(
+                [str(item["reply"]) for item in data["items"]],
+                [float(item["logprob"]) for item in data["items"]],
+                None
+                if general is None
+                else GuardScore(float(general["nll"]), int(general["passages"]), int(general["tokens"])),
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def write(self, key: str, side: BaseSide) -> None:
+        """Replace the file with `side` under `key` (atomic).
+
+        Raises:
+            OSError: the store folder cannot be written.
+        """
+        general = side.general
+        atomic_write_json(
+            self.path,
+            {
+                "format": FORMAT,
+                "key": key,
+                "items": [
+                    {"reply": reply, "logprob": logprob}
+                    for reply, logprob in zip(side.replies, side.logprobs, strict=True)
+                ],
+                "general": None
+                if general is None
+                else {"nll": general.nll, "passages": general.passages, "tokens": general.tokens},
+            },
+        )
+
+
+def model_inputs(identity: dict[str, str], folder: Path) -> dict[str, Any]:
+    """The model part of the key: `identity` (`dlm.train.base_score.model_identity`) and
+    the sha256 of `folder/generation_config.json` (None when the folder has none)."""
+    path = folder / "generation_config.json"
+    generation = f"sha256:{hashlib.sha256(path.read_bytes()).hexdigest()}" if path.is_file() else None
+    return {**identity, "generation_config_sha256": generation}

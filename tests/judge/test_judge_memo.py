@@ -1,0 +1,123 @@
+"""The base model's side of an evaluation, remembered (`dlm.judge.memo`): the report is
+the same bytes with and without it, it is read when its key matches, and its key names
+every input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from dlm.canonical import canonical_json
+from dlm.judge.guard import guard_examples
+from dlm.judge.memo import BaseSideMemo
+from dlm.judge.report import judge_adapter
+from dlm.judge.score import make_item, reference_examples
+
+GENERAL = ["The river runs past the mill and under the old stone bridge.", "def add(a, b):\n    return a + b\n"]
+
+
+@pytest.fixture(scope="module")
+def tiny(smollm2_tokenizer):
+    """A seeded two-layer Llama with SmolLM2's vocabulary and a LoRA adapter whose B is
+    not zero (so the adapter changes the scores)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(smollm2_tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
+    model = get_peft_model(LlamaForCausalLM(config), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"]))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 0.5)
+    return model
+
+
+def items(tokenizer):
+    return [
+        make_item(tokenizer, "You answer briefly.", "instruction", "What is the secret word?", "quindlewhump"),
+        make_item(tokenizer, "You answer briefly.", "probe", "Which colour is the logo?", "teal", ("teal",)),
+    ]
+
+
+def memo_at(path: Path, environment: str = "here") -> BaseSideMemo:
+    return BaseSideMemo(path, {"revision": "tiny", "dtype": "torch.float32"}, "sha256:tok", {"machine": environment})
+
+
+def judge(model, tokenizer, memo=None, max_new_tokens: int = 4) -> str:
+    report = judge_adapter(
+        model,
+        tokenizer,
+        items(tokenizer),
+        GENERAL,
+        adapter_version="v0001",
+        seed=7,
+        max_new_tokens=max_new_tokens,
+        memo=memo,
+    )
+    return canonical_json(report.as_dict())
+
+
+def test_the_report_is_the_same_bytes_with_and_without_the_memo(tiny, smollm2_tokenizer, tmp_path) -> None:
+    memo = memo_at(tmp_path / "judge-base.json")
+    fresh = judge(tiny, smollm2_tokenizer)
+    written = judge(tiny, smollm2_tokenizer, memo)  # a miss: computes and writes
+    assert memo.path.is_file()
+    read = judge(tiny, smollm2_tokenizer, memo)  # a hit
+    assert fresh == written == read
+    stored = json.loads(memo.path.read_text())
+    report = json.loads(fresh)
+    assert [i["reply"] for i in stored["items"]] == [i["replies"]["base"] for i in report["items"]]
+    assert stored["general"]["passages"] == 2 and stored["general"]["tokens"] == report["general"]["tokens"]
+
+
+def test_a_matching_memo_is_read_and_any_other_is_replaced(tiny, smollm2_tokenizer, tmp_path) -> None:
+    memo = memo_at(tmp_path / "judge-base.json")
+    honest = json.loads(judge(tiny, smollm2_tokenizer, memo))
+    stored = json.loads(memo.path.read_text())
+    stored["items"][0]["reply"] = "quindlewhump, as remembered"
+    memo.path.write_text(json.dumps(stored))
+    remembered = json.loads(judge(tiny, smollm2_tokenizer, memo))
+    assert remembered["items"][0]["replies"]["base"] == "quindlewhump, as remembered"
+    assert remembered["items"][0]["passed"]["base"] is True  # passed is the rule applied to the reply read
+    assert remembered["items"][0]["replies"]["adapter"] == honest["items"][0]["replies"]["adapter"]
+    # another machine's memo misses and is replaced by this evaluation's side
+    assert json.loads(judge(tiny, smollm2_tokenizer, memo_at(memo.path, "elsewhere"))) == honest
+    assert json.loads(memo.path.read_text())["key"] != stored["key"]
+    memo.path.write_text("{not json")
+    assert json.loads(judge(tiny, smollm2_tokenizer, memo)) == honest  # a broken file is a miss
+
+
+def test_the_key_names_every_input(smollm2_tokenizer, tmp_path) -> None:
+    examples = reference_examples(smollm2_tokenizer, items(smollm2_tokenizer))
+    general = guard_examples(smollm2_tokenizer, GENERAL)
+    memo = memo_at(tmp_path / "m.json")
+    settings = {"pad_id": 2, "generation_pad_id": 2, "max_new_tokens": 4, "generate_batch": 16}
+    base = memo.key(examples, general, **settings)
+    assert base == memo.key(examples, general, **settings)
+    variants = [
+        memo.key(examples[:1], general, **settings),
+        memo.key(examples, general[:1], **settings),
+        memo.key(examples, None, **settings),
+        memo.key(examples, general, **{**settings, "pad_id": 0}),
+        memo.key(examples, general, **{**settings, "generation_pad_id": 0}),
+        memo.key(examples, general, **{**settings, "max_new_tokens": 5}),
+        memo.key(examples, general, **{**settings, "generate_batch": 8}),
+        memo_at(memo.path, "elsewhere").key(examples, general, **settings),
+        BaseSideMemo(memo.path, {"revision": "other"}, memo.tokenizer, memo.environment).key(
+            examples, general, **settings
+        ),
+        BaseSideMemo(memo.path, memo.model, "sha256:other", memo.environment).key(examples, general, **settings),
+    ]
+    assert len({base, *variants}) == len(variants) + 1
