@@ -94,19 +94,20 @@ def test_eval_prints_the_same_bytes_twice_and_gates_on_min_pass(trained, monkeyp
     assert memo.is_file()  # training remembered the base model's side (dlm.judge.memo)
     memo.unlink()
     runner = CliRunner()
+    passed = report.evaluation["kinds"]["probe"]["passed"]["adapter"]
     first = runner.invoke(app, ["eval", str(path), "--json"])  # every side computed afresh
     assert memo.is_file()
-    second = runner.invoke(app, ["eval", str(path), "--json"])  # the base side read back
+    # the base side read back; a gate the adapter meets exits 0 and changes no byte
+    second = runner.invoke(app, ["eval", str(path), "--json", "--min-pass", str(passed)])
     assert first.exit_code == 0, first.output
+    assert second.exit_code == 0, second.output
     assert first.stdout == second.stdout
     data = json.loads(first.stdout)
     # the stored adapter scores as the in-memory one did at the end of training
     assert data["kinds"] == report.evaluation["kinds"]
-    passed = data["kinds"]["probe"]["passed"]["adapter"]
-    ok = runner.invoke(app, ["eval", str(path), "--min-pass", str(passed)])
-    assert ok.exit_code == 0 and "probes:" in ok.stdout
+    assert data["kinds"]["probe"]["passed"]["adapter"] == passed
     gated = runner.invoke(app, ["eval", str(path), "--min-pass", str(passed + 1)])
-    assert gated.exit_code == 1
+    assert gated.exit_code == 1 and "probes:" in gated.stdout  # the report, then the gate
     assert f"the adapter passed {passed} of 2 probes, fewer than --min-pass {passed + 1}" in gated.output
 
 
