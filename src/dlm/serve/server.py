@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import signal
 import socket
 import threading
 import time
@@ -110,6 +111,12 @@ def uvicorn_server(
     import uvicorn
 
     class _Server(uvicorn.Server):
+        interrupted = False
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            self.interrupted = self.interrupted or sig == signal.SIGINT
+            super().handle_exit(sig, frame)
+
         async def shutdown(self, sockets: Any = None) -> None:
             timer = None
             if stopping is not None:
@@ -223,3 +230,8 @@ def serve_forever(
     finally:
         if stopping is not None:
             stopping.close(WORKER_JOIN_TIMEOUT)
+    if server.interrupted:
+        # uvicorn re-raises the Ctrl-C it caught once it has shut down, into asyncio's own
+        # SIGINT handler, which only cancels the server's task; that re-raise was seen lost
+        # on a loaded machine (exit 0 after "Finished server process"), so it is made here
+        raise KeyboardInterrupt
