@@ -142,8 +142,15 @@ def bare_loop(precision: str, sequence_len: int, batch: int, steps: int) -> None
 
 
 def same_work(text: str) -> str:
-    """The document with the LoRA targets both versions compare on and no end-of-train judge."""
+    """The document with the LoRA targets both versions compare on (the older default)."""
     return text.replace("\ntraining:\n", "\ntraining:\n  target_modules: [q_proj, k_proj, v_proj, o_proj]\n", 1)
+
+
+def without_judge(text: str) -> str:
+    """The document with `training.eval.judge: false` (an older dlm has no judge to skip)."""
+    if "\n  eval:\n" in text:
+        return text.replace("\n  eval:\n", "\n  eval:\n    judge: false\n", 1)
+    return text.replace("\ntraining:\n", "\ntraining:\n  eval:\n    judge: false\n", 1)
 
 
 def baseline_tree(ref: str, tmp: Path) -> Path:
@@ -269,13 +276,9 @@ def compare_baseline(args: argparse.Namespace, env: dict[str, str]) -> None:
             for name in args.docs.split(","):
                 text = same_work(docs[name])
                 for side in today:
-                    judged = with_precision(text, side.removeprefix("today-"))
-                    judged = (
-                        judged.replace("\n  eval:\n", "\n  eval:\n    judge: false\n", 1)
-                        if "\n  eval:\n" in judged
-                        else judged.replace("\ntraining:\n", "\ntraining:\n  eval:\n    judge: false\n", 1)
+                    (tmp / f"{name}-{side}.dlm").write_text(
+                        without_judge(with_precision(text, side.removeprefix("today-")))
                     )
-                    (tmp / f"{name}-{side}.dlm").write_text(judged)
                 (tmp / f"{name}-baseline.dlm").write_text(text)
                 got: dict[str, list[dict]] = {side: [] for side in sides}
                 for side, side_env in sides.items():  # model on disk, cache warm: not timed
