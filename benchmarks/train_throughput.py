@@ -12,6 +12,9 @@ Each measurement runs in a fresh process under a wrapper that reports its peak R
   real text (every token but each block's first carries loss), under the same ISA pin;
   bf16 is torch's CPU (or CUDA) autocast, as the Trainer applies it.
 
+On CUDA both sides also report the peak GPU memory torch allocated during the steps
+(`torch.cuda.max_memory_allocated`; the report's `accelerator_peak_bytes`).
+
 Pairs run interleaved (dlm, bare, bare, dlm, ...) so drift on a shared machine hits
 both sides. With `--baseline REF`, an older commit's `dlm train` (a detached git worktree
 with its own C lister built, on the same interpreter and packages) runs the same
@@ -121,6 +124,8 @@ def bare_loop(precision: str, sequence_len: int, batch: int, steps: int) -> None
     optim = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=2e-4)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model.to(device)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     times = []
     for step in range(steps + 1):  # step 0 warms up and is not timed
         batch_ids = torch.from_numpy(ids[step]).to(device)
@@ -136,9 +141,19 @@ def bare_loop(precision: str, sequence_len: int, batch: int, steps: int) -> None
     seconds = sum(times[1:])
     print(
         json.dumps(
-            {"loss_tokens_per_s": steps * batch * (sequence_len - 1) / seconds, "loss": float(loss), "seconds": seconds}
+            {
+                "loss_tokens_per_s": steps * batch * (sequence_len - 1) / seconds,
+                "loss": float(loss),
+                "seconds": seconds,
+                "gpu_peak": torch.cuda.max_memory_allocated() if device == "cuda" else None,
+            }
         )
     )
+
+
+def gigabytes(n: int | None) -> str:
+    """`n` bytes in GB with two decimals, or `-` when there is no figure (off CUDA)."""
+    return "-" if n is None else f"{n / 1e9:.2f}"
 
 
 def same_work(text: str) -> str:
@@ -178,6 +193,7 @@ def dlm_run(doc: Path, env: dict[str, str], steps: int) -> dict:
         "real_fraction": report["real_token_fraction"],
         "train_loss": report["train_loss"],
         "heldout_after": ((report.get("heldout") or {}).get("after") or {}).get("loss", float("nan")),
+        "gpu_peak": report.get("accelerator_peak_bytes"),
     }
 
 
@@ -198,7 +214,8 @@ def main() -> None:
     )
     parser.add_argument("--baseline", help="an older commit whose dlm train runs beside today's (fp32, same work)")
     args = parser.parse_args()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
+    path = os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": path}
     if args.baseline:
         compare_baseline(args, env)
         return
@@ -210,9 +227,9 @@ def main() -> None:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     print(
         "| document | precision | dlm loss tok/s | bare tok/s | dlm / bare | dlm wall s | dlm peak RSS GB "
-        "| real-token fraction | train loss | held-out after |"
+        "| real-token fraction | train loss | held-out after | dlm / bare GPU peak GB |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     results: dict[tuple[str, str], dict] = {}
     with tempfile.TemporaryDirectory(prefix="dlm-bench-") as tmp:
         for name in args.docs.split(","):
@@ -242,7 +259,8 @@ def main() -> None:
                 print(
                     f"| {name} | {precision} | {d['loss_tokens_per_s']:.0f} | {b:.0f} | "
                     f"{d['loss_tokens_per_s'] / b:.2f}x | {d['wall']:.1f} | {d['rss'] / 1e9:.2f} | "
-                    f"{last['real_fraction']:.3f} | {last['train_loss']:.3f} | {last['heldout_after']:.3f} |",
+                    f"{last['real_fraction']:.3f} | {last['train_loss']:.3f} | {last['heldout_after']:.3f} | "
+                    f"{gigabytes(last['gpu_peak'])} / {gigabytes(bare_side[-1]['gpu_peak'])} |",
                     flush=True,
                 )
     for name in args.docs.split(","):

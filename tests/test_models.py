@@ -60,3 +60,20 @@ def test_concurrent_first_use_builds_once_and_never_exposes_a_partial_folder(tmp
     assert all(p.returncode == 0 for p in procs)
     assert outs[0] == outs[1] and outs[0].startswith("sha256:")
     assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["smollm2-135m", "smollm2-135m.lock"]
+
+
+def test_damaged_gguf_install_is_refused_with_the_reinstall_command(tmp_path: Path, monkeypatch):
+    from dlm.models import base
+
+    package = tmp_path / "site" / "dlm_test_damaged_gguf"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "model.gguf").write_bytes(b"PK\x03\x04" + bytes(64))  # a wheel's bytes where the GGUF should be
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setitem(
+        base.ALIASES, "damaged", base.AliasSpec("dlm_test_damaged_gguf", "model.gguf", "pip install damaged")
+    )
+    monkeypatch.setenv("DLM_MODELS_DIR", str(tmp_path / "models"))
+    with pytest.raises(BaseModelError, match=r"model.gguf is not a GGUF file .*pip install damaged --force-reinstall"):
+        resolve_base_model("damaged")
+    assert not any((tmp_path / "models").glob("*damaged*/config.json"))

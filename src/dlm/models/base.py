@@ -39,6 +39,7 @@ from dlm.paths import models_dir
 
 _IDENTITY_FILE = "dlm-identity.json"
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf")
+_GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file (the GGUF specification)
 
 
 @dataclass(frozen=True)
@@ -209,8 +210,16 @@ def _package_dir(spec: AliasSpec) -> Path:
     if found is None or found.origin is None:
         raise BaseModelError(f"the embedded base model needs the {spec.package} package: run `{spec.install_hint}`")
     folder = Path(found.origin).parent
-    if not (folder / spec.gguf_file).is_file():
-        raise BaseModelError(f"{folder / spec.gguf_file} is missing; reinstall: `{spec.install_hint}`")
+    gguf = folder / spec.gguf_file
+    if not gguf.is_file():
+        raise BaseModelError(f"{gguf} is missing; reinstall: `{spec.install_hint}`")
+    with gguf.open("rb") as f:
+        magic = f.read(4)
+    if magic != _GGUF_MAGIC:  # a truncated or overwritten install: transformers would fail deep inside
+        raise BaseModelError(
+            f"{gguf} is not a GGUF file (starts with {magic!r}, not {_GGUF_MAGIC!r}); "
+            f"reinstall: `{spec.install_hint} --force-reinstall`"
+        )
     return folder
 
 

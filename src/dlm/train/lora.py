@@ -79,6 +79,7 @@ class LoraResult:
     train_loss: float | None
     tokens_seen: int
     seconds: float
+    accelerator_peak_bytes: int | None = None  # torch.cuda.max_memory_allocated over the steps; None off CUDA
 
     @property
     def tokens_per_second(self) -> float | None:
@@ -318,6 +319,9 @@ def train_lora(
     install_keyed_dropout(
         trainer.model, hyper.seed, trainer.accelerator.process_index, trainer.accelerator.num_processes, forwards=done
     )
+    on_cuda = torch.cuda.is_available()
+    if on_cuda:
+        torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     with packed_attention(trainer.model):
         output = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from is not None else None)
@@ -332,4 +336,5 @@ def train_lora(
         train_loss=float(output.training_loss) if output.training_loss is not None else None,
         tokens_seen=int(trainer.state.num_input_tokens_seen or 0),
         seconds=seconds,
+        accelerator_peak_bytes=int(torch.cuda.max_memory_allocated()) if on_cuda else None,
     )

@@ -280,6 +280,7 @@ def build_report(
         train_tokens=result.tokens_seen,
         tokens_per_second=result.tokens_per_second,
         train_seconds=result.seconds,
+        accelerator_peak_bytes=result.accelerator_peak_bytes,
         rows=_row_counts(run.tokenized),
         files_taken=run.tokenized.files_taken,
         files_skipped=run.files_skipped,
