@@ -8,7 +8,11 @@ Checks (each returns a `VerifyResult`):
   the adapted models, the relative error of the adapter's logit change
   `||(L_a - L_0) - (P_a - P_0)|| / ||P_a - P_0||`, and each side's NLL gain
   (nats/token). Pass: with a float32 base GGUF, top-1 100% and error <= 2%; with a
-  quantized base, the NLL gains within 0.005 nats/token.
+  quantized base, the NLL gains within 0.005 nats/token or 2% of peft's gain, whichever
+  is larger (llama.cpp multiplies quantized weights by activations it quantizes to 8
+  bits, an error that grows with the adapter's change: measured 0.039 nats/token on a
+  3.95-nat gain over the Q4_1 base, 1%, where the same adapter over the float32 base
+  agreed to 0.0009).
 - `gguf-tensors` (gguf, ollama; otherwise): every tensor read back with
   `gguf.GGUFReader` equals peft's under the layout rules of `dlm.export.layout`,
   the names match one to one, and `adapter.lora.alpha` is what the scale needs.
@@ -56,7 +60,7 @@ HELD_OUT_TEXT = (
     "north-west, visibility good, a falling barometer. Later, by the light of the lamp, he read "
     "letters from his sister, who lived in the city and wrote about trams, markets and the price of bread."
 )
-F32_TOP1, F32_DELTA_ERROR, QUANT_NLL_GAP, MERGED_TOLERANCE = 1.0, 0.02, 0.005, 1e-4
+F32_TOP1, F32_DELTA_ERROR, QUANT_NLL_GAP, QUANT_NLL_SHARE, MERGED_TOLERANCE = 1.0, 0.02, 0.005, 0.02, 1e-4
 HALF_TOP1, EFFECT_RANGE = 0.95, (0.75, 1.25)
 
 
@@ -159,6 +163,12 @@ def gguf_is_float32(path: Path) -> bool:
     return all(t.tensor_type == GGMLQuantizationType.F32 for t in GGUFReader(path).tensors)
 
 
+def quantized_nll_tolerance(gain_peft: float) -> float:
+    """How far (nats/token) llama.cpp's NLL gain over a quantized base may sit from peft's
+    `gain_peft`: 0.005, or 2% of the gain when that is larger (module docstring)."""
+    return max(QUANT_NLL_GAP, QUANT_NLL_SHARE * abs(gain_peft))
+
+
 def verify_llama_cpp(
     gguf_adapter: Path, base_gguf: Path, base_dir: Path, adapter_dir: Path, tokenizer: Any, text: str = HELD_OUT_TEXT
 ) -> VerifyResult:
@@ -176,7 +186,7 @@ def verify_llama_cpp(
     if f32:
         passed = top1 >= F32_TOP1 and delta_err <= F32_DELTA_ERROR
     else:
-        passed = abs(gain_llama - gain_peft) <= QUANT_NLL_GAP
+        passed = abs(gain_llama - gain_peft) <= quantized_nll_tolerance(gain_peft)
     effect = adapter_effect(la, l0, l0 + (pa - p0))  # against llama.cpp's own run of the base
     passed = passed and effect_ok(effect)
     numbers = {
