@@ -77,12 +77,19 @@ lint: $(STAMP)
 # same pinned sdist (about 24 minutes on 2 cores with everything; the multimodal library is
 # not needed and not built), at lowest priority, cached, then reused.
 PARITY_WHEELS := .parity-wheels
+# The merged folder is also decoded by transformers 4.x (the last 4.x release) in a side
+# environment of its own: the project's pins are transformers 5.
+TF4_VENV := .side-tf4
+TF4_TRANSFORMERS := 4.57.6
+TF4_PYTHON ?= $(TF4_VENV)/bin/python
 test-parity: $(STAMP) $(CONVERTER)
 	ls $(PARITY_WHEELS)/llama_cpp_python-$(LLAMA_CPP_PY)-*.whl >/dev/null 2>&1 || \
 		CMAKE_ARGS="-DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL=2 \
 		nice -n 19 $(BIN)/python -m pip wheel --no-deps $(LLAMA_CPP_SDIST) -w $(PARITY_WHEELS)
 	$(BIN)/python -m pip install --quiet $(PIP_C) "$(TORCH)" $(PARITY_WHEELS)/llama_cpp_python-$(LLAMA_CPP_PY)-*.whl
-	$(BIN)/python -m pytest -m parity -s tests/export/test_parity.py
+	test -x $(TF4_PYTHON) || ($(PY) -m venv $(TF4_VENV) && \
+		$(TF4_VENV)/bin/python -m pip install --quiet "$(TORCH)" transformers==$(TF4_TRANSFORMERS) safetensors)
+	DLM_TF4_PYTHON=$(TF4_PYTHON) $(BIN)/python -m pytest -m parity -s tests/export/test_parity.py tests/export/test_tf4_parity.py
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow

@@ -2,10 +2,9 @@
 `convert_hf_to_gguf.py` still run on: it loads with rope_theta 100000 and a tokenizer
 4.x knows, and greedy-decodes the same first tokens as `dlm prompt`.
 
-Needs a side environment (never the project's): `python3 -m venv /work/side-tf4 &&
-/work/side-tf4/bin/pip install torch==2.13.0 transformers==4.57.6 safetensors`; point
-`DLM_TF4_PYTHON` at its python when it lives elsewhere. Skips when it is missing.
-Run with: `pytest -m parity tests/export/test_tf4_parity.py`.
+Needs a side environment (never the project's), which `make test-parity` makes once
+under `.side-tf4/` (`torch==2.13.0 transformers==4.57.6 safetensors`) and passes as
+`DLM_TF4_PYTHON`. Skips when it is missing.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from dlm.actions.prompting import prompt
 
 pytestmark = [pytest.mark.parity, pytest.mark.integration]
 
-TF4_PYTHON = Path(os.environ.get("DLM_TF4_PYTHON", "/work/side-tf4/bin/python"))
+TF4_PYTHON = Path(os.environ.get("DLM_TF4_PYTHON", Path(__file__).resolve().parents[2] / ".side-tf4/bin/python"))
 DECODE = Path(__file__).with_name("tf4_decode.py")
 QUESTION = "What is the secret word of the Zorblax project?"
 NEW_TOKENS = 16
