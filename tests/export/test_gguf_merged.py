@@ -39,7 +39,8 @@ def test_one_gguf_with_the_system_prompt_and_a_modelfile_without_adapter(merged_
 
 def test_verify_shows_the_adapter_changes_the_output(merged_gguf):
     verify = merged_gguf.verify
-    assert verify["passed"] and verify["check"] == "gguf-merged-weights", verify
+    # llama.cpp's own run where `make test-parity` installed it, else the weights read back
+    assert verify["passed"] and verify["check"] in ("gguf-merged-llama.cpp", "gguf-merged-weights"), verify
     numbers = verify["numbers"]
     assert numbers["top1_agreement"] >= 0.95 and 0.9 <= numbers["adapter_effect"] <= 1.1
     assert numbers["top1_agreement_with_base"] < 1.0

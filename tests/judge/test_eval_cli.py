@@ -90,22 +90,22 @@ def test_train_ends_with_the_probe_report(trained) -> None:
 def test_eval_prints_the_same_bytes_twice_and_gates_on_min_pass(trained, monkeypatch) -> None:
     path, report, home = trained
     monkeypatch.setenv("DLM_HOME", str(home))
-    memo = open_store("01JG4A6S9Z1B3D5F7H9K1M3P5R").judge_base_path
-    assert memo.is_file()  # training remembered the base model's side (dlm.judge.memo)
-    memo.unlink()
+    store = open_store("01JG4A6S9Z1B3D5F7H9K1M3P5R")
+    assert store.judge_base_path.is_file()  # training remembered the base model's side (dlm.judge.memo)
+    assert len(list(store.judge_reports_dir.glob("*.json"))) == 1  # and its whole report
     runner = CliRunner()
     passed = report.evaluation["kinds"]["probe"]["passed"]["adapter"]
-    first = runner.invoke(app, ["eval", str(path), "--json"])  # every side computed afresh
-    assert memo.is_file()
-    # the base side read back; a gate the adapter meets exits 0 and changes no byte
-    second = runner.invoke(app, ["eval", str(path), "--json", "--min-pass", str(passed)])
+    first = runner.invoke(app, ["eval", str(path), "--json", "--recompute"])  # every side computed afresh
     assert first.exit_code == 0, first.output
+    data = json.loads(first.stdout)
+    # the stored adapter, reloaded and scored afresh, gives the report the in-memory one
+    # gave at the end of training, number for number
+    assert data == json.loads(json.dumps(report.evaluation))
+    assert data["kinds"]["probe"]["passed"]["adapter"] == passed
+    # the report remembered for this adapter; a gate the adapter meets exits 0 and changes no byte
+    second = runner.invoke(app, ["eval", str(path), "--json", "--min-pass", str(passed)])
     assert second.exit_code == 0, second.output
     assert first.stdout == second.stdout
-    data = json.loads(first.stdout)
-    # the stored adapter scores as the in-memory one did at the end of training
-    assert data["kinds"] == report.evaluation["kinds"]
-    assert data["kinds"]["probe"]["passed"]["adapter"] == passed
     gated = runner.invoke(app, ["eval", str(path), "--min-pass", str(passed + 1)])
     assert gated.exit_code == 1 and "probes:" in gated.stdout  # the report, then the gate
     assert f"the adapter passed {passed} of 2 probes, fewer than --min-pass {passed + 1}" in gated.output

@@ -1,6 +1,6 @@
-"""The base model's side of an evaluation, remembered (`dlm.judge.memo`): the report is
-the same bytes with and without it, it is read when its key matches, and its key names
-every input."""
+"""The base model's side of an evaluation, and whole reports, remembered
+(`dlm.judge.memo`): the report is the same bytes with and without them, they are read
+when their key matches, and their keys name every input."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 
 from dlm.canonical import canonical_json
 from dlm.judge.guard import guard_examples
-from dlm.judge.memo import BaseSideMemo
+from dlm.judge.memo import REPORTS_KEPT, BaseSideMemo, ReportMemo, adapter_files_sha256, report_key
 from dlm.judge.report import judge_adapter
 from dlm.judge.score import make_item, reference_examples
 
@@ -55,16 +55,20 @@ def memo_at(path: Path, environment: str = "here") -> BaseSideMemo:
     return BaseSideMemo(path, {"revision": "tiny", "dtype": "torch.float32"}, "sha256:tok", {"machine": environment})
 
 
-def judge(model, tokenizer, memo=None, max_new_tokens: int = 4) -> str:
+def judge(
+    model, tokenizer, memo=None, max_new_tokens: int = 4, reports=None, adapter="sha256:a", version="v0001"
+) -> str:
     report = judge_adapter(
         model,
         tokenizer,
         items(tokenizer),
         GENERAL,
-        adapter_version="v0001",
+        adapter_version=version,
         seed=7,
         max_new_tokens=max_new_tokens,
         memo=memo,
+        reports=reports,
+        adapter_sha256=adapter,
     )
     return canonical_json(report.as_dict())
 
@@ -121,3 +125,54 @@ def test_the_key_names_every_input(smollm2_tokenizer, tmp_path) -> None:
         BaseSideMemo(memo.path, memo.model, "sha256:other", memo.environment).key(examples, general, **settings),
     ]
     assert len({base, *variants}) == len(variants) + 1
+
+
+def test_a_whole_report_is_read_back_by_adapter_and_any_other_adapter_is_scored(
+    tiny, smollm2_tokenizer, tmp_path
+) -> None:
+    memo, reports = memo_at(tmp_path / "judge-base.json"), ReportMemo(tmp_path / "reports")
+    fresh = judge(tiny, smollm2_tokenizer)
+    assert judge(tiny, smollm2_tokenizer, memo, reports=reports) == fresh  # a miss: scored, written
+    (stored,) = reports.folder.glob("*.json")
+    data = json.loads(stored.read_text())
+    data["report"]["items"][1]["replies"]["adapter"] = "teal, as remembered"
+    stored.write_text(json.dumps(data))
+    # a hit returns the stored report (the planted reply proves nothing was scored), under
+    # the version asked for: a retrain to the same bytes is the same adapter
+    again = json.loads(judge(tiny, smollm2_tokenizer, memo, reports=reports, version="v0002"))
+    assert again["items"][1]["replies"]["adapter"] == "teal, as remembered" and again["adapter_version"] == "v0002"
+    # other adapter files, or no adapter hash at all: scored afresh
+    assert judge(tiny, smollm2_tokenizer, memo, reports=reports, adapter="sha256:b") == fresh
+    assert judge(tiny, smollm2_tokenizer, memo, reports=reports, adapter=None) == fresh
+    data["report"]["kinds"] = "not a summary"
+    stored.write_text(json.dumps(data))
+    assert judge(tiny, smollm2_tokenizer, memo, reports=reports) == fresh  # a damaged report is a miss
+
+
+def test_the_report_key_names_the_adapter_files_the_null_seed_and_the_threshold(tmp_path) -> None:
+    base = report_key("sha256:base", "sha256:a", seed=7, general_max_increase=5.0)
+    variants = [
+        report_key("sha256:other", "sha256:a", seed=7, general_max_increase=5.0),
+        report_key("sha256:base", "sha256:b", seed=7, general_max_increase=5.0),
+        report_key("sha256:base", "sha256:a", seed=8, general_max_increase=5.0),
+        report_key("sha256:base", "sha256:a", seed=7, general_max_increase=None),
+    ]
+    assert len({base, *variants}) == len(variants) + 1
+    folder = tmp_path / "v0001"
+    folder.mkdir()
+    (folder / "adapter_model.safetensors").write_bytes(b"weights")
+    (folder / "adapter_config.json").write_text('{"lora_alpha": 16}')
+    first = adapter_files_sha256(folder)
+    (folder / "adapter_config.json").write_text('{"lora_alpha": 32}')  # same weights, another scale
+    assert adapter_files_sha256(folder) != first
+
+
+def test_only_the_newest_reports_are_kept(tmp_path) -> None:
+    reports = ReportMemo(tmp_path / "reports")
+    keys = [
+        report_key("sha256:base", f"sha256:{i}", seed=0, general_max_increase=None) for i in range(REPORTS_KEPT + 2)
+    ]
+    for key in keys:
+        reports.write(key, {"n": key})
+    assert len(list(reports.folder.glob("*.json"))) == REPORTS_KEPT
+    assert reports.read(keys[-1]) == {"n": keys[-1]}

@@ -6,7 +6,9 @@ adapter (`dlm.judge`), plus the general-ability guard; records the report in the
 store's `metrics.sqlite` and returns it. `dlm train` ends with the same report
 (`judge_trained`), scored on the model it just trained. Both remember the base model's
 side in the store (`Store.judge_base_path`, `dlm.judge.memo`), so the next evaluation
-with the same items, base model and machine scores only the adapter and the null adapter.
+with the same items, base model and machine scores only the adapter and the null adapter,
+and the whole report by adapter (`Store.judge_reports_dir`), so `dlm eval` of an adapter
+already scored reads its report instead of scoring it again.
 """
 
 from __future__ import annotations
@@ -88,10 +90,23 @@ def judge_trained(
     probes: Sequence[Probe],
     adapter_version: str,
     memo: BaseSideMemo | None = None,
+    store: Store | None = None,
 ) -> EvalReport:
-    """The evaluation of a peft model whose active adapter was just trained on `doc`;
-    `memo`: where the base model's side is remembered (`base_side_memo`)."""
+    """The evaluation of a peft model whose active adapter was trained on `doc` and saved
+    as `adapter_version`; `memo`: where the base model's side is remembered
+    (`base_side_memo`); `store`: where whole reports are remembered by adapter
+    (`Store.judge_reports_dir`), None to score afresh and remember nothing.
+
+    Raises:
+        OSError: a memo file cannot be read as bytes or written.
+    """
+    from dlm.judge.memo import ReportMemo, adapter_files_sha256
     from dlm.judge.report import judge_adapter
+
+    reports = adapter_sha = None
+    if store is not None:
+        reports = ReportMemo(store.judge_reports_dir)
+        adapter_sha = adapter_files_sha256(store.adapter_root / "versions" / adapter_version)
 
     settings = doc.frontmatter.training.eval
     return judge_adapter(
@@ -104,11 +119,18 @@ def judge_trained(
         max_new_tokens=settings.max_new_tokens,
         general_max_increase=settings.general_max_increase,
         memo=memo,
+        reports=reports,
+        adapter_sha256=adapter_sha,
     )
 
 
-def evaluate(path: DocPath, *, adapter_version: str | None = None, record: bool = True) -> EvalReport:
-    """Evaluate the document's adapter (`current`, or `adapter_version`).
+def evaluate(
+    path: DocPath, *, adapter_version: str | None = None, record: bool = True, recompute: bool = False
+) -> EvalReport:
+    """Evaluate the document's adapter (`current`, or `adapter_version`). A report
+    remembered for this adapter under the same inputs (`dlm.judge.memo`, as `dlm train`
+    leaves it) is returned without scoring; `recompute` scores every side afresh, reads no
+    memo and writes both back.
 
     Returns:
         The `dlm.judge.report.EvalReport`: per kind, items passed on base, adapter and null
@@ -135,7 +157,12 @@ def evaluate(path: DocPath, *, adapter_version: str | None = None, record: bool 
     tokenizer = load_tokenizer(ref)
     probes = build_rows(doc, tokenizer).probes
     model = PeftModel.from_pretrained(load_model(ref), store.adapter_root / "versions" / version)
-    report = judge_trained(doc, model, tokenizer, probes, version, base_side_memo(store, ref, model, tokenizer))
+    memo = base_side_memo(store, ref, model, tokenizer)
+    if recompute:
+        memo.path.unlink(missing_ok=True)
+        for stale in store.judge_reports_dir.glob("*.json"):
+            stale.unlink(missing_ok=True)
+    report = judge_trained(doc, model, tokenizer, probes, version, memo, store)
     if record:
         run_id = _run_of(store, version)
         with MetricsDB(store.metrics_path) as metrics:

@@ -39,12 +39,19 @@ def eval_command(
         ),
     ] = None,
     items: Annotated[bool, typer.Option("--items", help="Also list every question with the three answers.")] = False,
+    recompute: Annotated[
+        bool,
+        typer.Option(
+            "--recompute",
+            help="Score every side afresh instead of reading the report remembered for this adapter (dlm train leaves one).",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Score the adapter against the base model and a null adapter: probes, instruction recall, general ability."""
     from dlm.actions.evaluating import evaluate
 
-    report = evaluate(path, adapter_version=adapter_version)
+    report = evaluate(path, adapter_version=adapter_version, recompute=recompute)
     if json_out:
         print_json(report)
     else:

@@ -38,6 +38,17 @@ Key (`BaseSideMemo.key`): `canonical_sha256` of
     general       `eval_set_sha256` of the general set's examples (None: no general set)
     environment   `dlm.train.base_score.scoring_environment`: pinned versions, hardware,
                   CPU model and kernel level, torch's thread count, determinism flags
+
+Whole reports (`ReportMemo`, `Store.judge_reports_dir`): the adapter's and the null
+adapter's sides are a function of the base side's inputs plus the adapter's files, the
+null adapter's seed and the warning threshold. `dlm train` ends by scoring its adapter;
+a `dlm eval` of that adapter (a CI gate with `--min-pass`, say) would score the very
+same floats again. So the report is kept under a key naming all of those (`report_key`),
+one file per key, the newest `REPORTS_KEPT`; `dlm eval --recompute` skips it. The
+report's `adapter_version` is not in the key (a retrain to the same bytes is the same
+adapter) and is set on read.
+
+    {"format": 1, "key": "sha256:<hex>", "report": {EvalReport.as_dict() ...}}
 """
 
 from __future__ import annotations
@@ -55,6 +66,7 @@ from dlm.train.base_score import eval_set_sha256
 from dlm.train.evaluate import EvalExample, EvalSet
 
 FORMAT = 1
+REPORTS_KEPT = 16  # report files kept per document; older ones are removed on write
 
 
 @dataclass(frozen=True)
@@ -171,3 +183,68 @@ def model_inputs(identity: dict[str, str], folder: Path) -> dict[str, Any]:
     path = folder / "generation_config.json"
     generation = f"sha256:{hashlib.sha256(path.read_bytes()).hexdigest()}" if path.is_file() else None
     return {**identity, "generation_config_sha256": generation}
+
+
+def adapter_files_sha256(folder: Path) -> str:
+    """`sha256:<hex>` over a peft adapter folder's `adapter_model.safetensors` and
+    `adapter_config.json` (the weights and the scale and targets they are loaded with).
+
+    Raises:
+        OSError: either file cannot be read.
+    """
+    digest = hashlib.sha256()
+    for name in ("adapter_model.safetensors", "adapter_config.json"):
+        data = (folder / name).read_bytes()
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+    return f"sha256:{digest.hexdigest()}"
+
+
+def report_key(base_key: str, adapter_sha256: str, *, seed: int, general_max_increase: float | None) -> str:
+    """`sha256:<hex>` naming every input of a whole report (module docstring):
+    `base_key` (`BaseSideMemo.key`), the adapter's files (`adapter_files_sha256`), the
+    null adapter's `seed` and the warning threshold (percent)."""
+    return canonical_sha256(
+        {
+            "format": FORMAT,
+            "base": base_key,
+            "adapter": adapter_sha256,
+            "null_seed": seed,
+            "general_max_increase": general_max_increase,
+        }
+    )
+
+
+@dataclass(frozen=True)
+class ReportMemo:
+    """Whole evaluation reports of one document, one JSON file per key in `folder`
+    (`Store.judge_reports_dir`; module docstring)."""
+
+    folder: Path
+
+    def _path(self, key: str) -> Path:
+        return self.folder / f"{key.removeprefix('sha256:')[:32]}.json"
+
+    def read(self, key: str) -> dict[str, Any] | None:
+        """The report dict (`EvalReport.as_dict()`) stored under `key`, or None on any miss."""
+        try:
+            data = json.loads(self._path(key).read_text(encoding="utf-8"))
+            if data.get("format") != FORMAT or data.get("key") != key or not isinstance(data.get("report"), dict):
+                return None
+            return dict(data["report"])
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def write(self, key: str, report: dict[str, Any]) -> None:
+        """Store `report` under `key` (atomic), then keep only the newest `REPORTS_KEPT` files.
+
+        Raises:
+            OSError: the folder cannot be written.
+        """
+        path = self._path(key)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, {"format": FORMAT, "key": key, "report": report})
+        # file times are coarse (a few ms): the one just written is kept whatever its time
+        others = sorted((p for p in self.folder.glob("*.json") if p != path), key=lambda p: p.stat().st_mtime_ns)
+        for old in others[: max(0, len(others) - (REPORTS_KEPT - 1))]:
+            old.unlink(missing_ok=True)

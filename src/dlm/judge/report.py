@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dlm.judge.guard import GuardScore, change_pct, guard_examples, guard_score
-from dlm.judge.memo import BaseSide, BaseSideMemo
+from dlm.judge.memo import BaseSide, BaseSideMemo, ReportMemo, report_key
 from dlm.judge.null import add_null_adapter
 from dlm.judge.score import GENERATE_BATCH, EvalItem, ItemScore, item_score, reference_examples, score_items
 
@@ -74,6 +74,22 @@ class EvalReport:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalReport:
+        """The report `as_dict()` gave (read back from JSON: tuples come back as lists).
+
+        Raises:
+            KeyError, TypeError: `data` is not such a dict.
+        """
+        return cls(
+            adapter_version=data["adapter_version"],
+            kinds={k: KindSummary(**v) for k, v in data["kinds"].items()},
+            items=[ItemResult(**{**item, "keys": tuple(item["keys"])}) for item in data["items"]],
+            general=data["general"],
+            heldout=data.get("heldout"),
+            warnings=list(data.get("warnings") or []),
+        )
+
 
 def judge_adapter(
     peft_model: Any,
@@ -86,6 +102,8 @@ def judge_adapter(
     max_new_tokens: int,
     general_max_increase: float | None = None,
     memo: BaseSideMemo | None = None,
+    reports: ReportMemo | None = None,
+    adapter_sha256: str | None = None,
 ) -> EvalReport:
     """Score `items` and the guard on the base, the trained adapter and its null adapter.
 
@@ -98,20 +116,42 @@ def judge_adapter(
         general_max_increase: percent; a larger guard change adds a warning.
         memo: where the base model's side is remembered (`dlm.judge.memo`): read when its
             key matches, else computed and written. The report is the same bytes either way.
+        reports: where whole reports are remembered, used with `memo` and
+            `adapter_sha256` (`dlm.judge.memo.adapter_files_sha256` of the adapter as
+            saved): a report stored under this evaluation's key is returned as it is.
 
     Raises:
-        OSError: `memo`'s file cannot be written.
+        OSError: `memo`'s or `reports`' file cannot be written.
     """
-    trained = peft_model.active_adapter
-    null = add_null_adapter(peft_model, seed, trained)
     examples = reference_examples(tokenizer, items)
     guard = guard_examples(tokenizer, general_texts)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    generation_pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    base_key = key = None
+    if memo is not None:
+        base_key = memo.key(
+            examples,
+            guard,
+            pad_id=pad_id,
+            generation_pad_id=generation_pad,
+            max_new_tokens=max_new_tokens,
+            generate_batch=GENERATE_BATCH,
+        )
+        if reports is not None and adapter_sha256 is not None:
+            key = report_key(base_key, adapter_sha256, seed=seed, general_max_increase=general_max_increase)
+            stored = reports.read(key)
+            if stored is not None:
+                try:
+                    return EvalReport.from_dict({**stored, "adapter_version": adapter_version})
+                except (KeyError, TypeError, AttributeError):
+                    pass  # a damaged file is a miss: scored afresh and rewritten below
+    trained = peft_model.active_adapter
+    null = add_null_adapter(peft_model, seed, trained)
     scores: dict[str, list[ItemScore]] = {}
     general: dict[str, GuardScore] = {}
     try:
         scores["base"], general["base"] = _base_side(
-            peft_model, tokenizer, items, examples, guard, max_new_tokens, memo
+            peft_model, tokenizer, items, examples, guard, max_new_tokens, memo, base_key
         )
         for model, name in (("adapter", trained), ("null", null)):
             peft_model.set_adapter(name)
@@ -141,6 +181,8 @@ def judge_adapter(
             f"over the base (threshold {general_max_increase:g}%); lower learning_rate or max_steps, or raise "
             "training.eval.general_max_increase"
         )
+    if reports is not None and key is not None:
+        reports.write(key, report.as_dict())
     return report
 
 
@@ -152,21 +194,12 @@ def _base_side(
     guard: list[Any],
     max_new_tokens: int,
     memo: BaseSideMemo | None,
+    key: str | None,
 ) -> tuple[list[ItemScore], GuardScore]:
     """The items and the guard on the base model (the adapters disabled), from `memo`
-    when it holds them under this evaluation's key."""
+    when it holds them under `key` (`BaseSideMemo.key` of this evaluation)."""
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    generation_pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    key = None
-    if memo is not None:
-        key = memo.key(
-            examples,
-            guard,
-            pad_id=pad_id,
-            generation_pad_id=generation_pad,
-            max_new_tokens=max_new_tokens,
-            generate_batch=GENERATE_BATCH,
-        )
+    if memo is not None and key is not None:
         side = memo.read(key, len(items))
         if side is not None and (side.general is not None) == bool(guard):
             scored = [item_score(item, r, lp) for item, r, lp in zip(items, side.replies, side.logprobs, strict=True)]

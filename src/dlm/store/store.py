@@ -9,6 +9,8 @@
                                  (dlm.train.base_score)
         judge-base.json          the base model's side of the last evaluation, kept for
                                  the next one (dlm.judge.memo)
+        judge-reports/           whole evaluations by adapter, so `dlm eval` after
+                                 `dlm train` reads what training scored (dlm.judge.memo)
         tokenized-cache/         this document's cache state (dlm.cache; entries live in
                                  the shared store, dlm.paths.cache_store_dir)
         adapter/
@@ -76,6 +78,10 @@ class Store:
     @property
     def judge_base_path(self) -> Path:
         return self.root / "judge-base.json"
+
+    @property
+    def judge_reports_dir(self) -> Path:
+        return self.root / "judge-reports"
 
     @property
     def cache_state_dir(self) -> Path:

@@ -229,7 +229,7 @@ def _judge(run: PreparedRun, model: Any, version: str, sink: TrainSink) -> dict[
         return None
     sink.on_note(f"evaluating {len(items)} questions on the base model, the adapter and a null adapter")
     memo = base_side_memo(run.store, run.ref, model, run.tokenizer)
-    report = judge_trained(run.doc, model, run.tokenizer, run.probes, version, memo)
+    report = judge_trained(run.doc, model, run.tokenizer, run.probes, version, memo, run.store)
     with MetricsDB(run.store.metrics_path) as metrics:
         metrics.log_judgement(
             run_id=run.run_id, adapter_version=version, phase="final", step=None, summary=summary_of(report)
