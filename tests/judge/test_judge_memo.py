@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from dlm.canonical import canonical_json
-from dlm.judge.guard import guard_examples
+from dlm.judge.guard import guard_examples, guard_score
 from dlm.judge.memo import REPORTS_KEPT, BaseSideMemo, ReportMemo, adapter_files_sha256, report_key
 from dlm.judge.report import judge_adapter
 from dlm.judge.score import make_item, reference_examples
@@ -118,6 +118,7 @@ def test_the_key_names_every_input(smollm2_tokenizer, tmp_path) -> None:
         memo.key(examples, general, **{**settings, "generation_pad_id": 0}),
         memo.key(examples, general, **{**settings, "max_new_tokens": 5}),
         memo.key(examples, general, **{**settings, "generate_batch": 8}),
+        memo.key(examples, general, **settings, general_precision="bfloat16"),
         memo_at(memo.path, "elsewhere").key(examples, general, **settings),
         BaseSideMemo(memo.path, {"revision": "other"}, memo.tokenizer, memo.environment).key(
             examples, general, **settings
@@ -176,3 +177,12 @@ def test_only_the_newest_reports_are_kept(tmp_path) -> None:
         reports.write(key, {"n": key})
     assert len(list(reports.folder.glob("*.json"))) == REPORTS_KEPT
     assert reports.read(keys[-1]) == {"n": keys[-1]}
+
+
+def test_the_general_set_scores_under_bfloat16_autocast_when_asked(tiny, smollm2_tokenizer) -> None:
+    general = guard_examples(smollm2_tokenizer, GENERAL)
+    fp32 = guard_score(tiny, general, 0)
+    bf16 = guard_score(tiny, general, 0, "bfloat16")
+    assert bf16.tokens == fp32.tokens and bf16.passages == fp32.passages
+    assert bf16.nll != fp32.nll and abs(bf16.nll - fp32.nll) < 0.01 * fp32.nll  # rounded, not another model
+    assert next(tiny.parameters()).dtype == torch.float32  # the weights stay as loaded

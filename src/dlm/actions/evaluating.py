@@ -102,6 +102,7 @@ def judge_trained(
     """
     from dlm.judge.memo import ReportMemo, adapter_files_sha256
     from dlm.judge.report import judge_adapter
+    from dlm.train.precision import resolve_precision
 
     reports = adapter_sha = None
     if store is not None:
@@ -121,6 +122,7 @@ def judge_trained(
         memo=memo,
         reports=reports,
         adapter_sha256=adapter_sha,
+        precision=resolve_precision(doc.frontmatter.training.precision),
     )
 
 

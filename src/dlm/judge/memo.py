@@ -36,6 +36,7 @@ Key (`BaseSideMemo.key`): `canonical_sha256` of
                   starts from) with the pad id and the scoring batch rule
     generation    max_new_tokens, the generation batch size, the generation pad id
     general       `eval_set_sha256` of the general set's examples (None: no general set)
+                  and the precision it is scored in (`dlm.judge.guard`)
     environment   `dlm.train.base_score.scoring_environment`: pinned versions, hardware,
                   CPU model and kernel level, torch's thread count, determinism flags
 
@@ -112,6 +113,7 @@ class BaseSideMemo:
         generation_pad_id: int,
         max_new_tokens: int,
         generate_batch: int,
+        general_precision: str = "float32",
     ) -> str:
         """`sha256:<hex>` naming every input of the base side (module docstring).
 
@@ -120,6 +122,7 @@ class BaseSideMemo:
             general: the general set's examples (`dlm.judge.guard.guard_examples`), None
                 or empty when the evaluation has none.
             pad_id: the pad id scoring batches with; `generation_pad_id`: generation's.
+            general_precision: the dtype name the general set is scored in (`guard_score`).
         """
         return canonical_sha256(
             {
@@ -133,6 +136,7 @@ class BaseSideMemo:
                     "pad_id": generation_pad_id,
                 },
                 "general": eval_set_sha256(EvalSet(general), pad_id) if general else None,
+                "general_precision": general_precision,
                 "environment": self.environment,
             }
         )

@@ -104,6 +104,7 @@ def judge_adapter(
     memo: BaseSideMemo | None = None,
     reports: ReportMemo | None = None,
     adapter_sha256: str | None = None,
+    precision: str = "float32",
 ) -> EvalReport:
     """Score `items` and the guard on the base, the trained adapter and its null adapter.
 
@@ -119,6 +120,7 @@ def judge_adapter(
         reports: where whole reports are remembered, used with `memo` and
             `adapter_sha256` (`dlm.judge.memo.adapter_files_sha256` of the adapter as
             saved): a report stored under this evaluation's key is returned as it is.
+        precision: the dtype name the general set is scored in (`dlm.judge.guard`).
 
     Raises:
         OSError: `memo`'s or `reports`' file cannot be written.
@@ -136,6 +138,7 @@ def judge_adapter(
             generation_pad_id=generation_pad,
             max_new_tokens=max_new_tokens,
             generate_batch=GENERATE_BATCH,
+            general_precision=precision,
         )
         if reports is not None and adapter_sha256 is not None:
             key = report_key(base_key, adapter_sha256, seed=seed, general_max_increase=general_max_increase)
@@ -151,13 +154,13 @@ def judge_adapter(
     general: dict[str, GuardScore] = {}
     try:
         scores["base"], general["base"] = _base_side(
-            peft_model, tokenizer, items, examples, guard, max_new_tokens, memo, base_key
+            peft_model, tokenizer, items, examples, guard, max_new_tokens, memo, base_key, precision
         )
         for model, name in (("adapter", trained), ("null", null)):
             peft_model.set_adapter(name)
             scores[model] = score_items(peft_model, tokenizer, items, max_new_tokens, examples)
             if model == "adapter":
-                general["adapter"] = guard_score(peft_model, guard, pad_id)
+                general["adapter"] = guard_score(peft_model, guard, pad_id, precision)
     finally:
         peft_model.set_adapter(trained)
         peft_model.delete_adapter(null)
@@ -195,6 +198,7 @@ def _base_side(
     max_new_tokens: int,
     memo: BaseSideMemo | None,
     key: str | None,
+    precision: str,
 ) -> tuple[list[ItemScore], GuardScore]:
     """The items and the guard on the base model (the adapters disabled), from `memo`
     when it holds them under `key` (`BaseSideMemo.key` of this evaluation)."""
@@ -206,7 +210,7 @@ def _base_side(
             return scored, side.general or GuardScore(0.0, 0, 0)
     with peft_model.disable_adapter():
         scores = score_items(peft_model, tokenizer, items, max_new_tokens, examples)
-        general = guard_score(peft_model, guard, pad_id)
+        general = guard_score(peft_model, guard, pad_id, precision)
     if memo is not None and key is not None:
         memo.write(key, BaseSide([s.reply for s in scores], [s.logprob for s in scores], general if guard else None))
     return scores, general
