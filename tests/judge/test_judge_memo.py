@@ -12,7 +12,7 @@ import torch
 
 from dlm.canonical import canonical_json
 from dlm.judge.guard import guard_examples, guard_score
-from dlm.judge.memo import REPORTS_KEPT, BaseSideMemo, ReportMemo, adapter_files_sha256, report_key
+from dlm.judge.memo import GENERAL_KEPT, REPORTS_KEPT, BaseSideMemo, ReportMemo, adapter_files_sha256, report_key
 from dlm.judge.report import judge_adapter
 from dlm.judge.score import make_item, reference_examples
 
@@ -51,8 +51,10 @@ def items(tokenizer):
     ]
 
 
-def memo_at(path: Path, environment: str = "here") -> BaseSideMemo:
-    return BaseSideMemo(path, {"revision": "tiny", "dtype": "torch.float32"}, "sha256:tok", {"machine": environment})
+def memo_at(path: Path, environment: str = "here", shared: Path | None = None) -> BaseSideMemo:
+    return BaseSideMemo(
+        path, {"revision": "tiny", "dtype": "torch.float32"}, "sha256:tok", {"machine": environment}, shared
+    )
 
 
 def judge(
@@ -186,3 +188,38 @@ def test_the_general_set_scores_under_bfloat16_autocast_when_asked(tiny, smollm2
     assert bf16.tokens == fp32.tokens and bf16.passages == fp32.passages
     assert bf16.nll != fp32.nll and abs(bf16.nll - fp32.nll) < 0.01 * fp32.nll  # rounded, not another model
     assert next(tiny.parameters()).dtype == torch.float32  # the weights stay as loaded
+
+
+def test_the_base_models_general_score_is_shared_by_documents_on_one_machine(tiny, smollm2_tokenizer, tmp_path) -> None:
+    shared = tmp_path / "models" / "general-scores.json"
+    honest = json.loads(judge(tiny, smollm2_tokenizer, memo_at(tmp_path / "a.json", shared=shared)))
+    data = json.loads(shared.read_text())
+    (key,) = data["entries"]
+    assert data["order"] == [key] and data["entries"][key]["nll"] == pytest.approx(
+        honest["general"]["base_nll"], abs=1e-4
+    )
+    data["entries"][key]["nll"] = 9.5
+    shared.write_text(json.dumps(data))
+    # another document (its own per-document memo, empty): the planted base score is read
+    other = json.loads(judge(tiny, smollm2_tokenizer, memo_at(tmp_path / "b.json", shared=shared)))
+    assert other["general"]["base_nll"] == 9.5 and other["general"]["adapter_nll"] == honest["general"]["adapter_nll"]
+    assert other["items"] == honest["items"]
+    # another machine misses and adds its own entry; a damaged file is a miss and is rewritten
+    assert json.loads(judge(tiny, smollm2_tokenizer, memo_at(tmp_path / "c.json", "elsewhere", shared))) == honest
+    assert len(json.loads(shared.read_text())["entries"]) == 2
+    shared.write_text("{not json")
+    assert json.loads(judge(tiny, smollm2_tokenizer, memo_at(tmp_path / "d.json", shared=shared))) == honest
+    assert list(json.loads(shared.read_text())["entries"]) == [key]
+
+
+def test_only_the_newest_general_scores_are_kept(tmp_path) -> None:
+    from dlm.judge.guard import GuardScore
+
+    memo = memo_at(tmp_path / "m.json", shared=tmp_path / "general-scores.json")
+    keys = [f"sha256:{i:04d}" for i in range(GENERAL_KEPT + 3)]
+    for i, key in enumerate(keys):
+        memo.write_general(key, GuardScore(float(i), 1, 2))
+    memo.write_general(keys[5], GuardScore(5.5, 1, 2))  # rewritten: the newest again
+    data = json.loads(memo.general_path.read_text())
+    assert data["order"][-1] == keys[5] and len(data["entries"]) == GENERAL_KEPT
+    assert memo.read_general(keys[0]) is None and memo.read_general(keys[5]) == GuardScore(5.5, 1, 2)

@@ -63,14 +63,18 @@ def general_texts() -> list[str]:
     return [text for _, text in load_general_set()]
 
 
-def base_side_memo(store: Store, ref: BaseModelRef, peft_model: Any, tokenizer: Any) -> BaseSideMemo:
+def base_side_memo(
+    store: Store, ref: BaseModelRef, peft_model: Any, tokenizer: Any, *, shared: bool = True
+) -> BaseSideMemo:
     """Where `store` remembers the base side of its evaluations on `ref` as loaded in
-    `peft_model` (`dlm.judge.memo`). Imports torch.
+    `peft_model` (`dlm.judge.memo`); with `shared`, the base model's general-set score is
+    also read from and written to `models_dir()/general-scores.json`. Imports torch.
 
     Raises:
         OSError: the base model's `config.json` cannot be read.
     """
     from dlm.judge.memo import BaseSideMemo, model_inputs
+    from dlm.paths import models_dir
     from dlm.tokenize.fingerprint import tokenizer_sha256
     from dlm.train.base_score import model_identity, scoring_environment
 
@@ -80,6 +84,7 @@ def base_side_memo(store: Store, ref: BaseModelRef, peft_model: Any, tokenizer: 
         model_inputs(model_identity(ref.revision, ref.path, dtype), ref.path),
         tokenizer_sha256(tokenizer),
         scoring_environment(),
+        models_dir() / "general-scores.json" if shared else None,
     )
 
 
@@ -159,7 +164,7 @@ def evaluate(
     tokenizer = load_tokenizer(ref)
     probes = build_rows(doc, tokenizer).probes
     model = PeftModel.from_pretrained(load_model(ref), store.adapter_root / "versions" / version)
-    memo = base_side_memo(store, ref, model, tokenizer)
+    memo = base_side_memo(store, ref, model, tokenizer, shared=not recompute)
     if recompute:
         memo.path.unlink(missing_ok=True)
         for stale in store.judge_reports_dir.glob("*.json"):

@@ -40,6 +40,13 @@ Key (`BaseSideMemo.key`): `canonical_sha256` of
     environment   `dlm.train.base_score.scoring_environment`: pinned versions, hardware,
                   CPU model and kernel level, torch's thread count, determinism flags
 
+The general set on the base model (`BaseSideMemo.general_path`, beside the materialized
+base models: `models_dir()/general-scores.json`) does not depend on the document either:
+it is kept per `general_key` (the model, tokenizer, environment, the general examples and
+their precision), so the first evaluation of every new document on a known base model
+and machine skips that pass too. `{"format": 1, "entries": {key: {"nll", "passages",
+"tokens"}}, "order": [key, ...]}`, the newest `GENERAL_KEPT` keys, written under a file lock.
+
 Whole reports (`ReportMemo`, `Store.judge_reports_dir`): the adapter's and the null
 adapter's sides are a function of the base side's inputs plus the adapter's files, the
 null adapter's seed and the warning threshold. `dlm train` ends by scoring its adapter;
@@ -68,6 +75,7 @@ from dlm.train.evaluate import EvalExample, EvalSet
 
 FORMAT = 1
 REPORTS_KEPT = 16  # report files kept per document; older ones are removed on write
+GENERAL_KEPT = 32  # base models x machines x precisions whose general-set score is kept
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,56 @@ class BaseSideMemo:
     model: dict[str, Any]
     tokenizer: str
     environment: dict[str, Any]
+    general_path: Path | None = None
+
+    def general_key(self, general: list[EvalExample], *, pad_id: int, precision: str) -> str:
+        """`sha256:<hex>` naming every input of the base model's general-set score: the
+        model, tokenizer and environment of this memo, the examples and `precision`."""
+        return canonical_sha256(
+            {
+                "format": FORMAT,
+                "model": self.model,
+                "tokenizer": self.tokenizer,
+                "general": eval_set_sha256(EvalSet(general), pad_id),
+                "general_precision": precision,
+                "environment": self.environment,
+            }
+        )
+
+    def read_general(self, key: str) -> GuardScore | None:
+        """The base model's general-set score under `key` from `general_path`, or None on any miss."""
+        if self.general_path is None:
+            return None
+        try:
+            entry = json.loads(self.general_path.read_text(encoding="utf-8"))["entries"][key]
+            return GuardScore(float(entry["nll"]), int(entry["passages"]), int(entry["tokens"]))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def write_general(self, key: str, score: GuardScore) -> None:
+        """Add `score` under `key` to `general_path` (locked read-modify-write, atomic
+        replace; the newest `GENERAL_KEPT` keys are kept). No-op without `general_path`.
+
+        Raises:
+            OSError: the folder cannot be written.
+        """
+        if self.general_path is None:
+            return
+        from filelock import FileLock
+
+        self.general_path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.general_path) + ".lock"):
+            try:
+                data = json.loads(self.general_path.read_text(encoding="utf-8"))
+                entries, order = dict(data["entries"]), [str(k) for k in data["order"] if k in data["entries"]]
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                entries, order = {}, []
+            # canonical JSON sorts the keys, so the order they were written in is a list beside them
+            order = [*(k for k in order if k != key), key][-GENERAL_KEPT:]
+            entries[key] = {"nll": score.nll, "passages": score.passages, "tokens": score.tokens}
+            atomic_write_json(
+                self.general_path, {"format": FORMAT, "entries": {k: entries[k] for k in order}, "order": order}
+            )
 
     def key(
         self,

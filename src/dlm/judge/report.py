@@ -208,9 +208,14 @@ def _base_side(
         if side is not None and (side.general is not None) == bool(guard):
             scored = [item_score(item, r, lp) for item, r, lp in zip(items, side.replies, side.logprobs, strict=True)]
             return scored, side.general or GuardScore(0.0, 0, 0)
+    general_key = memo.general_key(guard, pad_id=pad_id, precision=precision) if memo is not None and guard else None
+    general = memo.read_general(general_key) if memo is not None and general_key is not None else None
     with peft_model.disable_adapter():
         scores = score_items(peft_model, tokenizer, items, max_new_tokens, examples)
-        general = guard_score(peft_model, guard, pad_id, precision)
+        if general is None:
+            general = guard_score(peft_model, guard, pad_id, precision)
+            if memo is not None and general_key is not None:
+                memo.write_general(general_key, general)
     if memo is not None and key is not None:
         memo.write(key, BaseSide([s.reply for s in scores], [s.logprob for s in scores], general if guard else None))
     return scores, general
