@@ -64,7 +64,9 @@ def tiny_llama(vocab: int) -> torch.nn.Module:
     return LlamaForCausalLM(config)
 
 
-def train_once(tokenizer, work: Path, sequence_len: int | None) -> tuple[bool, dict[str, torch.Tensor]]:
+def train_once(
+    tokenizer, work: Path, sequence_len: int | None, forced: bool | None = None
+) -> tuple[bool, dict[str, torch.Tensor]]:
     from datasets import Dataset
 
     seen: list[bool] = []
@@ -77,7 +79,7 @@ def train_once(tokenizer, work: Path, sequence_len: int | None) -> tuple[bool, d
     gen = torch.Generator().manual_seed(1)
     ids = [torch.randint(0, len(tokenizer), (16,), generator=gen).tolist() for _ in range(8)]
     data = Dataset.from_dict({"input_ids": ids, "labels": ids})
-    run = Hyperparameters(4, 8, 0.1, ("q_proj", "v_proj"), 1e-2, 3, 1.0, 2, 1, 7)
+    run = Hyperparameters(4, 8, 0.1, ("q_proj", "v_proj"), 1e-2, 3, 1.0, 2, 1, 7, gradient_checkpointing=forced)
     torch.manual_seed(0)
     result = train_lora(
         tiny_llama(len(tokenizer)),
@@ -103,3 +105,26 @@ def test_an_adapter_trained_without_checkpointing_is_bit_identical(tmp_path: Pat
     assert with_ckpt.keys() == without.keys() and with_ckpt
     assert all(torch.equal(with_ckpt[k], without[k]) for k in with_ckpt)  # lora dropout 0.1 included
     assert any(not torch.equal(v, torch.zeros_like(v)) for k, v in without.items() if "lora_B" in k)  # it trained
+
+
+@pytest.mark.integration
+def test_training_gradient_checkpointing_overrides_the_rule(tmp_path: Path, smollm2_tokenizer):
+    forced_on, with_ckpt = train_once(smollm2_tokenizer, tmp_path / "a", 16, forced=True)  # the rule says off
+    forced_off, without = train_once(smollm2_tokenizer, tmp_path / "b", None, forced=False)  # the rule says on
+    assert forced_on is True and forced_off is False
+    assert all(torch.equal(with_ckpt[k], without[k]) for k in with_ckpt)
+
+
+def test_the_document_key_reaches_the_hyperparameters_and_stays_out_of_the_lock():
+    from dlm.actions.training.plan import hyperparameters
+    from dlm.actions.training.types import TrainOptions
+    from dlm.doc.schema import TrainingConfig
+    from dlm.train.lora import lock_hyperparameters
+
+    picked = {
+        value: hyperparameters(TrainingConfig(gradient_checkpointing=value, precision="fp32"), TrainOptions())
+        for value in ("auto", True, False)
+    }
+    assert [picked[v].gradient_checkpointing for v in ("auto", True, False)] == [None, True, False]
+    locks = {str(v): lock_hyperparameters(h, 128, True, None) for v, h in picked.items()}
+    assert "gradient_checkpointing" not in locks["True"] and locks["True"] == locks["False"] == locks["auto"]

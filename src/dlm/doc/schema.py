@@ -146,6 +146,8 @@ class TrainingConfig(_Strict):
     seed: int = Field(default=42, ge=0, lt=2**32)  # numpy's seed range (set_seed seeds numpy)
     packing: bool = True  # whole examples packed into blocks, no attention across them (dlm.train.dataset)
     precision: Literal["fp32", "bf16", "auto"] = "auto"  # bf16 where the hardware has it (dlm.train.precision)
+    # recompute activations in backward: less memory, slower; auto: on unless a CPU has room (dlm.train.lora)
+    gradient_checkpointing: bool | Literal["auto"] = "auto"
     instruction_share: YamlFloat | None = Field(default=None, gt=0, lt=1)
     budget: str | int | None = None
     recast: bool = False

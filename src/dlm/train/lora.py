@@ -20,6 +20,7 @@ rarely lacks. It changes no number (the recomputed forward is the same arithmeti
 and the dropout masks are replayed from the saved generator state), so on CPU it is
 off unless the activations would take more than `ACTIVATION_SHARE` of the machine's
 memory (`gradient_checkpointing`); on an accelerator, where memory is scarce, it stays on.
+`training.gradient_checkpointing: true` or `false` overrides the rule.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class Hyperparameters:
     gradient_accumulation_steps: int
     seed: int
     precision: str = "float32"  # the resolved dtype name (`dlm.train.precision`)
+    gradient_checkpointing: bool | None = None  # None: `gradient_checkpointing(...)` decides
 
 
 @dataclass(frozen=True)
@@ -138,12 +140,14 @@ def lock_hyperparameters(
     """The training settings the determinism lock hashes (`dlm.lock.record`).
 
     `precision` is left out (the lock records it as a field of its own, the dtype the
-    run trained in); `packing` is the packing mode (`PACKING_MODE`) or False, so a lock
+    run trained in), and so is `gradient_checkpointing` (it trades speed for memory and
+    changes no number: `tests/test_lora_checkpointing.py`); `packing` is the packing mode (`PACKING_MODE`) or False, so a lock
     written when packing concatenated rows differs from one of padding-free blocks;
     `instruction_share` only when set, so locks written before it existed keep their hash.
     """
     values = asdict(hyper)
     values.pop("precision")
+    values.pop("gradient_checkpointing")  # memory only: the same numbers either way
     values.update(sequence_len=sequence_len, packing=PACKING_MODE if packing else False)
     if instruction_share is not None:
         values.update(instruction_share=instruction_share)
@@ -288,7 +292,9 @@ def train_lora(
         dataset_kwargs={"skip_prepare_dataset": True},
         include_num_input_tokens_seen="non_padding",
         optim="adamw_torch",
-        gradient_checkpointing=gradient_checkpointing(_device(), activations, physical_memory()),
+        gradient_checkpointing=hyper.gradient_checkpointing
+        if hyper.gradient_checkpointing is not None
+        else gradient_checkpointing(_device(), activations, physical_memory()),
     )
     peft_config = LoraConfig(
         r=hyper.lora_r,

@@ -113,6 +113,7 @@ def hyperparameters(training: TrainingConfig, options: TrainOptions) -> Hyperpar
         gradient_accumulation_steps=training.gradient_accumulation_steps,
         seed=training.seed,
         precision=resolve_precision(training.precision),
+        gradient_checkpointing=None if training.gradient_checkpointing == "auto" else training.gradient_checkpointing,
     )
 
 
