@@ -4,7 +4,8 @@ the cost of switching adapters between requests.
     .venv/bin/python benchmarks/serve_adapters.py [--adapters 4] [--repeats 5] [--new-tokens 16]
 
 Loads the real SmolLM2-135M-Instruct once and attaches `--adapters` LoRA adapters of
-`dlm train`'s default shape (r 8, alpha 16 on q/k/v/o projections, random weights)
+`dlm train`'s default shape (`training:` defaults: r 8, alpha 16 on every linear layer,
+random weights)
 as peft named adapters, the way `dlm serve A.dlm B.dlm ...` does
 (`dlm.infer.adapters.attach_adapter`). Prints, per adapter, its parameter bytes and
 the growth of the process's resident memory; then the median latency of one greedy
@@ -42,8 +43,15 @@ def make_adapter(base_path: Path, folder: Path, seed: int) -> None:
 
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_pretrained(base_path)
-    config = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
-                        init_lora_weights=False)  # fmt: skip
+    from dlm.doc.schema import TrainingConfig
+
+    defaults = TrainingConfig()  # the shape `dlm train` gives an adapter by default
+    config = LoraConfig(
+        r=defaults.lora_r,
+        lora_alpha=defaults.lora_alpha,
+        target_modules=list(defaults.target_modules),
+        init_lora_weights=False,
+    )
     get_peft_model(model, config).save_pretrained(folder)
 
 

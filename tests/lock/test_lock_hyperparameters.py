@@ -20,7 +20,12 @@ RUN = Hyperparameters(
 
 
 def test_a_windows_run_hashes_as_locks_written_before_precision_and_packing_modes():
-    before = {**{k: v for k, v in asdict(RUN).items() if k != "precision"}, "sequence_len": 128, "packing": False}
+    # what locks hashed before: no precision, no gradient_checkpointing (neither is a hashed setting)
+    before = {
+        **{k: v for k, v in asdict(RUN).items() if k not in ("precision", "gradient_checkpointing")},
+        "sequence_len": 128,
+        "packing": False,
+    }
     hyper = lock_hyperparameters(RUN, 128, False, None)
     assert hyper == before
     assert hyperparameters_sha256(hyper) == hyperparameters_sha256(before)
@@ -29,6 +34,11 @@ def test_a_windows_run_hashes_as_locks_written_before_precision_and_packing_mode
 def test_precision_is_not_hashed_it_is_the_locks_own_field():
     bf16 = Hyperparameters(**{**asdict(RUN), "precision": "bfloat16"})
     assert lock_hyperparameters(bf16, 128, True, None) == lock_hyperparameters(RUN, 128, True, None)
+
+
+def test_gradient_checkpointing_is_not_hashed_it_changes_no_number():
+    forced = Hyperparameters(**{**asdict(RUN), "gradient_checkpointing": True})
+    assert lock_hyperparameters(forced, 128, True, None) == lock_hyperparameters(RUN, 128, True, None)
 
 
 def test_padding_free_packing_hashes_apart_from_the_old_concatenation():
