@@ -19,6 +19,7 @@ FLOORS = {
     "errors": 0,
     "atomic": 0,
     "canonical": 0,
+    "keyed": 0,
     "paths": 0,
     "chat": 0,
     "defaults": 0,

@@ -70,6 +70,7 @@ from typing import Any
 from dlm.atomic import atomic_write_json
 from dlm.canonical import canonical_sha256
 from dlm.judge.guard import GuardScore
+from dlm.keyed import read_keyed, write_keyed
 from dlm.train.base_score import eval_set_sha256
 from dlm.train.evaluate import EvalExample, EvalSet
 
@@ -201,9 +202,11 @@ class BaseSideMemo:
 
     def read(self, key: str, items: int) -> BaseSide | None:
         """The remembered side for `key` with `items` items, or None on any miss."""
+        data = read_keyed(self.path, FORMAT, key)
+        if data is None:
+            return None
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            if data.get("format") != FORMAT or data.get("key") != key or len(data["items"]) != items:
+            if len(data["items"]) != items:
                 return None
             general = data["general"]
             return BaseSide(
@@ -213,7 +216,7 @@ class BaseSideMemo:
                 if general is None
                 else GuardScore(float(general["nll"]), int(general["passages"]), int(general["tokens"])),
             )
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
 
     def write(self, key: str, side: BaseSide) -> None:
@@ -223,11 +226,11 @@ class BaseSideMemo:
             OSError: the store folder cannot be written.
         """
         general = side.general
-        atomic_write_json(
+        write_keyed(
             self.path,
+            FORMAT,
+            key,
             {
-                "format": FORMAT,
-                "key": key,
                 "items": [
                     {"reply": reply, "logprob": logprob}
                     for reply, logprob in zip(side.replies, side.logprobs, strict=True)
@@ -289,13 +292,9 @@ class ReportMemo:
 
     def read(self, key: str) -> dict[str, Any] | None:
         """The report dict (`EvalReport.as_dict()`) stored under `key`, or None on any miss."""
-        try:
-            data = json.loads(self._path(key).read_text(encoding="utf-8"))
-            if data.get("format") != FORMAT or data.get("key") != key or not isinstance(data.get("report"), dict):
-                return None
-            return dict(data["report"])
-        except (OSError, ValueError, AttributeError):
-            return None
+        data = read_keyed(self._path(key), FORMAT, key)
+        report = data.get("report") if data is not None else None
+        return dict(report) if isinstance(report, dict) else None
 
     def write(self, key: str, report: dict[str, Any]) -> None:
         """Store `report` under `key` (atomic), then keep only the newest `REPORTS_KEPT` files.
@@ -305,7 +304,7 @@ class ReportMemo:
         """
         path = self._path(key)
         self.folder.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path, {"format": FORMAT, "key": key, "report": report})
+        write_keyed(path, FORMAT, key, {"report": report})
         # file times are coarse (a few ms): the one just written is kept whatever its time
         others = sorted((p for p in self.folder.glob("*.json") if p != path), key=lambda p: p.stat().st_mtime_ns)
         for old in others[: max(0, len(others) - (REPORTS_KEPT - 1))]:

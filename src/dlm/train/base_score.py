@@ -34,13 +34,12 @@ Key (`score_key`): `canonical_sha256` of
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from dlm.atomic import atomic_write_json
 from dlm.canonical import canonical_sha256
+from dlm.keyed import read_keyed, write_keyed
 from dlm.train.evaluate import TOKENS_PER_BATCH, EvalResult, EvalSet
 
 FORMAT = 1
@@ -111,10 +110,10 @@ class BaseScoreMemo:
 
     def read(self) -> EvalResult | None:
         """The remembered `EvalResult`, or None on any miss (module docstring)."""
+        data = read_keyed(self.path, FORMAT, self.key)
+        if data is None:
+            return None
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            if data.get("format") != FORMAT or data.get("key") != self.key:
-                return None
             result = data["result"]
             return EvalResult(
                 loss=float(result["loss"]),
@@ -124,7 +123,7 @@ class BaseScoreMemo:
                 loss_tokens=int(result["loss_tokens"]),
                 by_kind={str(k): float(v) for k, v in result["by_kind"].items()},
             )
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
 
     def write(self, result: EvalResult) -> None:
@@ -133,4 +132,4 @@ class BaseScoreMemo:
         Raises:
             OSError: the store folder cannot be written.
         """
-        atomic_write_json(self.path, {"format": FORMAT, "key": self.key, "result": result.as_dict()})
+        write_keyed(self.path, FORMAT, self.key, {"result": result.as_dict()})
