@@ -7,8 +7,8 @@ Each measurement runs in a fresh process under a wrapper that reports its peak R
   were warmed by one untimed run first. Loss tokens per second are the report's
   `loss_tokens / train_seconds` (tokens whose label is predicted); wall is the
   whole command (start, tokenization from the warm cache, held-out scoring, save);
-- the bare loop: SmolLM2-135M with the same LoRA (r 8, alpha 16, dropout 0.05 on q, k,
-  v, o), AdamW, forward + backward + step on full `batch x sequence_len` blocks of
+- the bare loop: SmolLM2-135M with the same LoRA (`training:` defaults: r 8, alpha 16,
+  dropout 0.05 on every linear layer), AdamW, forward + backward + step on full `batch x sequence_len` blocks of
   real text (every token but each block's first carries loss), under the same ISA pin;
   bf16 is torch's CPU (or CUDA) autocast, as the Trainer applies it.
 
@@ -98,6 +98,7 @@ def bare_loop(precision: str, sequence_len: int, batch: int, steps: int) -> None
     import torch
     from peft import LoraConfig, get_peft_model
 
+    from dlm.doc.schema import TrainingConfig
     from dlm.models import load_model, load_tokenizer, resolve_base_model
 
     ref = resolve_base_model("smollm2-135m")
@@ -109,14 +110,15 @@ def bare_loop(precision: str, sequence_len: int, batch: int, steps: int) -> None
     need = (steps + 1) * batch * sequence_len
     ids = np.resize(ids, need).reshape(steps + 1, batch, sequence_len)
     torch.manual_seed(42)
+    defaults = TrainingConfig()  # the LoRA `dlm train` gives a document that sets none
     model = get_peft_model(
         load_model(ref),
         LoraConfig(
-            r=8,
-            lora_alpha=16,
-            lora_dropout=0.05,
+            r=defaults.lora_r,
+            lora_alpha=defaults.lora_alpha,
+            lora_dropout=defaults.lora_dropout,
             task_type="CAUSAL_LM",
-            target_modules=["k_proj", "o_proj", "q_proj", "v_proj"],
+            target_modules=sorted(defaults.target_modules),
         ),
     )
     model.config.use_cache = False
