@@ -3,6 +3,7 @@ loss on each kind's tokens (a tiny randomly initialized Llama, no second pass)."
 
 import numpy as np
 import torch
+from tinyllama import tiny_llama
 
 from dlm.train.kind_loss import KindLoss
 
@@ -26,22 +27,6 @@ class Windows:
 
     def __getitem__(self, i):
         return self.examples[i]
-
-
-def tiny_llama():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=64,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=32,
-    )
-    return LlamaForCausalLM(config)
 
 
 def example(ids, n_prompt=0):

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from tinyllama import tiny_llama
 
 from dlm.train.lora import (
     ACTIVATION_SHARE,
@@ -48,22 +49,6 @@ def test_physical_memory_is_positive_where_the_os_says():
     assert memory is None or memory > 0
 
 
-def tiny_llama(vocab: int) -> torch.nn.Module:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=64,
-    )
-    return LlamaForCausalLM(config)
-
-
 def train_once(
     tokenizer, work: Path, sequence_len: int | None, forced: bool | None = None
 ) -> tuple[bool, dict[str, torch.Tensor]]:
@@ -82,7 +67,15 @@ def train_once(
     run = Hyperparameters(4, 8, 0.1, ("q_proj", "v_proj"), 1e-2, 3, 1.0, 2, 1, 7, gradient_checkpointing=forced)
     torch.manual_seed(0)
     result = train_lora(
-        tiny_llama(len(tokenizer)),
+        tiny_llama(
+            len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            max_position_embeddings=64,
+        ),
         tokenizer,
         data,
         run,

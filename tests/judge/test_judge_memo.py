@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tinyllama import tiny_llama
 
 from dlm.canonical import canonical_json
 from dlm.judge.guard import guard_examples, guard_score
@@ -24,11 +25,9 @@ def tiny(smollm2_tokenizer):
     """A seeded two-layer Llama with SmolLM2's vocabulary and a LoRA adapter whose B is
     not zero (so the adapter changes the scores)."""
     from peft import LoraConfig, get_peft_model
-    from transformers import LlamaConfig, LlamaForCausalLM
 
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(smollm2_tokenizer),
+    base = tiny_llama(
+        len(smollm2_tokenizer),
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=2,
@@ -36,7 +35,7 @@ def tiny(smollm2_tokenizer):
         num_key_value_heads=2,
         max_position_embeddings=256,
     )
-    model = get_peft_model(LlamaForCausalLM(config), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"]))
+    model = get_peft_model(base, LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"]))
     with torch.no_grad():
         for name, param in model.named_parameters():
             if "lora_B" in name:

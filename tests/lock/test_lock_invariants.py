@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from golden_tool import golden_tuple, tuple_hash
 from lock_factory import FIXED_ENV
+from tinyllama import tiny_llama
 
 from dlm.canonical import canonical_json
 from dlm.lock import adapter_sha256, canonicalize_adapter_dir, hyperparameters_sha256
@@ -199,17 +200,7 @@ print(raw, adapter_sha256(out))
 def test_real_peft_adapter_folder_hashes_the_same_in_fresh_processes(tmp_path: Path) -> None:
     """peft writes target_modules in set order, which follows PYTHONHASHSEED; after
     canonicalization two processes with different hash seeds leave identical folders."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
-        vocab_size=64,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-    )
-    LlamaForCausalLM(config).save_pretrained(tmp_path / "base")
+    tiny_llama(max_position_embeddings=2048).save_pretrained(tmp_path / "base")
     raw, digests = [], []
     for seed in (1, 2):
         out = tmp_path / f"adapter-{seed}"
