@@ -57,7 +57,14 @@ def memo_at(path: Path, environment: str = "here", shared: Path | None = None) -
 
 
 def judge(
-    model, tokenizer, memo=None, max_new_tokens: int = 4, reports=None, adapter="sha256:a", version="v0001"
+    model,
+    tokenizer,
+    memo=None,
+    max_new_tokens: int = 4,
+    reports=None,
+    adapter="sha256:a",
+    version="v0001",
+    reuse: bool = True,
 ) -> str:
     report = judge_adapter(
         model,
@@ -70,6 +77,7 @@ def judge(
         memo=memo,
         reports=reports,
         adapter_sha256=adapter,
+        reuse=reuse,
     )
     return canonical_json(report.as_dict())
 
@@ -222,3 +230,27 @@ def test_only_the_newest_general_scores_are_kept(tmp_path) -> None:
     data = json.loads(memo.general_path.read_text())
     assert data["order"][-1] == keys[5] and len(data["entries"]) == GENERAL_KEPT
     assert memo.read_general(keys[0]) is None and memo.read_general(keys[5]) == GuardScore(5.5, 1, 2)
+
+
+def test_without_reuse_nothing_remembered_is_read_and_what_is_scored_is_written(
+    tiny, smollm2_tokenizer, tmp_path
+) -> None:
+    shared = tmp_path / "general-scores.json"
+    memo, reports = memo_at(tmp_path / "judge-base.json", shared=shared), ReportMemo(tmp_path / "reports")
+    honest = judge(tiny, smollm2_tokenizer, memo, reports=reports)
+    (stored,) = reports.folder.glob("*.json")
+    planted = json.loads(stored.read_text())
+    planted["report"]["items"][0]["replies"]["adapter"] = "planted"
+    stored.write_text(json.dumps(planted))
+    side = json.loads(memo.path.read_text())
+    side["items"][0]["reply"] = "planted"
+    memo.path.write_text(json.dumps(side))
+    general = json.loads(shared.read_text())
+    (key,) = general["entries"]
+    general["entries"][key]["nll"] = 9.5
+    shared.write_text(json.dumps(general))
+    assert judge(tiny, smollm2_tokenizer, memo, reports=reports, reuse=False) == honest
+    # and each memo now holds what was scored again, not what was planted
+    assert judge(tiny, smollm2_tokenizer, memo, reports=reports) == honest
+    assert json.loads(memo.path.read_text())["items"][0]["reply"] != "planted"
+    assert json.loads(shared.read_text())["entries"][key]["nll"] != 9.5

@@ -63,12 +63,10 @@ def general_texts() -> list[str]:
     return [text for _, text in load_general_set()]
 
 
-def base_side_memo(
-    store: Store, ref: BaseModelRef, peft_model: Any, tokenizer: Any, *, shared: bool = True
-) -> BaseSideMemo:
+def base_side_memo(store: Store, ref: BaseModelRef, peft_model: Any, tokenizer: Any) -> BaseSideMemo:
     """Where `store` remembers the base side of its evaluations on `ref` as loaded in
-    `peft_model` (`dlm.judge.memo`); with `shared`, the base model's general-set score is
-    also read from and written to `models_dir()/general-scores.json`. Imports torch.
+    `peft_model` (`dlm.judge.memo`), and where the base model's general-set score is kept
+    for every document (`models_dir()/general-scores.json`). Imports torch.
 
     Raises:
         OSError: the base model's `config.json` cannot be read.
@@ -84,7 +82,7 @@ def base_side_memo(
         model_inputs(model_identity(ref.revision, ref.path, dtype), ref.path),
         tokenizer_sha256(tokenizer),
         scoring_environment(),
-        models_dir() / "general-scores.json" if shared else None,
+        models_dir() / "general-scores.json",
     )
 
 
@@ -96,11 +94,13 @@ def judge_trained(
     adapter_version: str,
     memo: BaseSideMemo | None = None,
     store: Store | None = None,
+    reuse: bool = True,
 ) -> EvalReport:
     """The evaluation of a peft model whose active adapter was trained on `doc` and saved
     as `adapter_version`; `memo`: where the base model's side is remembered
     (`base_side_memo`); `store`: where whole reports are remembered by adapter
-    (`Store.judge_reports_dir`), None to score afresh and remember nothing.
+    (`Store.judge_reports_dir`), None to remember no report; `reuse`: False scores every
+    side afresh, reading no memo, and writes them back.
 
     Raises:
         OSError: a memo file cannot be read as bytes or written.
@@ -128,6 +128,7 @@ def judge_trained(
         reports=reports,
         adapter_sha256=adapter_sha,
         precision=resolve_precision(doc.frontmatter.training.precision),
+        reuse=reuse,
     )
 
 
@@ -164,12 +165,8 @@ def evaluate(
     tokenizer = load_tokenizer(ref)
     probes = build_rows(doc, tokenizer).probes
     model = PeftModel.from_pretrained(load_model(ref), store.adapter_root / "versions" / version)
-    memo = base_side_memo(store, ref, model, tokenizer, shared=not recompute)
-    if recompute:
-        memo.path.unlink(missing_ok=True)
-        for stale in store.judge_reports_dir.glob("*.json"):
-            stale.unlink(missing_ok=True)
-    report = judge_trained(doc, model, tokenizer, probes, version, memo, store)
+    memo = base_side_memo(store, ref, model, tokenizer)
+    report = judge_trained(doc, model, tokenizer, probes, version, memo, store, reuse=not recompute)
     if record:
         run_id = _run_of(store, version)
         with MetricsDB(store.metrics_path) as metrics:

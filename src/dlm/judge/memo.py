@@ -128,14 +128,24 @@ class BaseSideMemo:
             }
         )
 
+    def _general_file(self) -> tuple[dict[str, Any], list[str]]:
+        """`general_path`'s entries and their order, oldest first; empty when the file is
+        missing or damaged (a miss, never an error)."""
+        try:
+            data = json.loads(self.general_path.read_text(encoding="utf-8")) if self.general_path else {}
+            entries = dict(data["entries"])
+            return entries, [str(k) for k in data["order"] if k in entries]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return {}, []
+
     def read_general(self, key: str) -> GuardScore | None:
         """The base model's general-set score under `key` from `general_path`, or None on any miss."""
-        if self.general_path is None:
+        entry = self._general_file()[0].get(key)
+        if entry is None:
             return None
         try:
-            entry = json.loads(self.general_path.read_text(encoding="utf-8"))["entries"][key]
             return GuardScore(float(entry["nll"]), int(entry["passages"]), int(entry["tokens"]))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError):
             return None
 
     def write_general(self, key: str, score: GuardScore) -> None:
@@ -151,11 +161,7 @@ class BaseSideMemo:
 
         self.general_path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.general_path) + ".lock"):
-            try:
-                data = json.loads(self.general_path.read_text(encoding="utf-8"))
-                entries, order = dict(data["entries"]), [str(k) for k in data["order"] if k in data["entries"]]
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
-                entries, order = {}, []
+            entries, order = self._general_file()
             # canonical JSON sorts the keys, so the order they were written in is a list beside them
             order = [*(k for k in order if k != key), key][-GENERAL_KEPT:]
             entries[key] = {"nll": score.nll, "passages": score.passages, "tokens": score.tokens}

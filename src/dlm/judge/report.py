@@ -105,6 +105,7 @@ def judge_adapter(
     reports: ReportMemo | None = None,
     adapter_sha256: str | None = None,
     precision: str = "float32",
+    reuse: bool = True,
 ) -> EvalReport:
     """Score `items` and the guard on the base, the trained adapter and its null adapter.
 
@@ -121,6 +122,8 @@ def judge_adapter(
             `adapter_sha256` (`dlm.judge.memo.adapter_files_sha256` of the adapter as
             saved): a report stored under this evaluation's key is returned as it is.
         precision: the dtype name the general set is scored in (`dlm.judge.guard`).
+        reuse: read what `memo` and `reports` hold; False scores every side afresh and
+            still writes both (`dlm eval --recompute`).
 
     Raises:
         OSError: `memo`'s or `reports`' file cannot be written.
@@ -142,7 +145,7 @@ def judge_adapter(
         )
         if reports is not None and adapter_sha256 is not None:
             key = report_key(base_key, adapter_sha256, seed=seed, general_max_increase=general_max_increase)
-            stored = reports.read(key)
+            stored = reports.read(key) if reuse else None
             if stored is not None:
                 try:
                     return EvalReport.from_dict({**stored, "adapter_version": adapter_version})
@@ -154,7 +157,7 @@ def judge_adapter(
     general: dict[str, GuardScore] = {}
     try:
         scores["base"], general["base"] = _base_side(
-            peft_model, tokenizer, items, examples, guard, max_new_tokens, memo, base_key, precision
+            peft_model, tokenizer, items, examples, guard, max_new_tokens, pad_id, precision, memo, base_key, reuse
         )
         for model, name in (("adapter", trained), ("null", null)):
             peft_model.set_adapter(name)
@@ -196,20 +199,22 @@ def _base_side(
     examples: list[Any],
     guard: list[Any],
     max_new_tokens: int,
+    pad_id: int,
+    precision: str,
     memo: BaseSideMemo | None,
     key: str | None,
-    precision: str,
+    reuse: bool,
 ) -> tuple[list[ItemScore], GuardScore]:
     """The items and the guard on the base model (the adapters disabled), from `memo`
-    when it holds them under `key` (`BaseSideMemo.key` of this evaluation)."""
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    if memo is not None and key is not None:
+    when it holds them under `key` (`BaseSideMemo.key` of this evaluation) and `reuse`;
+    whatever is scored is written to `memo`."""
+    if memo is not None and key is not None and reuse:
         side = memo.read(key, len(items))
         if side is not None and (side.general is not None) == bool(guard):
             scored = [item_score(item, r, lp) for item, r, lp in zip(items, side.replies, side.logprobs, strict=True)]
             return scored, side.general or GuardScore(0.0, 0, 0)
     general_key = memo.general_key(guard, pad_id=pad_id, precision=precision) if memo is not None and guard else None
-    general = memo.read_general(general_key) if memo is not None and general_key is not None else None
+    general = memo.read_general(general_key) if memo is not None and general_key is not None and reuse else None
     with peft_model.disable_adapter():
         scores = score_items(peft_model, tokenizer, items, max_new_tokens, examples)
         if general is None:
