@@ -141,8 +141,9 @@ def lock_hyperparameters(
 
     `precision` is left out (the lock records it as a field of its own, the dtype the
     run trained in), and so is `gradient_checkpointing` (it trades speed for memory and
-    changes no number: `tests/test_lora_checkpointing.py`); `packing` is the packing mode (`PACKING_MODE`) or False, so a lock
-    written when packing concatenated rows differs from one of padding-free blocks;
+    changes no number: `tests/test_lora_checkpointing.py`); `packing` is the packing mode
+    (`PACKING_MODE`) or False, so a lock written when packing concatenated rows differs
+    from one of padding-free blocks;
     `instruction_share` only when set, so locks written before it existed keep their hash.
     """
     values = asdict(hyper)
@@ -325,7 +326,7 @@ def train_lora(
     install_keyed_dropout(
         trainer.model, hyper.seed, trainer.accelerator.process_index, trainer.accelerator.num_processes, forwards=done
     )
-    on_cuda = torch.cuda.is_available()
+    on_cuda = _device() == "cuda"
     if on_cuda:
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
