@@ -17,9 +17,11 @@ Gradient checkpointing (TRL turns it on by default) recomputes every layer's for
 during backward to keep fewer activations: a quarter of a CPU step's compute (7.4 s
 against 9.7 s of CPU time for SmolLM2-135M, 4 x 128 tokens) to save memory a CPU run
 rarely lacks. It changes no number (the recomputed forward is the same arithmetic,
-and the dropout masks are replayed from the saved generator state), so on CPU it is
-off unless the activations would take more than `ACTIVATION_SHARE` of the machine's
-memory (`gradient_checkpointing`); on an accelerator, where memory is scarce, it stays on.
+and the dropout masks are replayed from the saved generator state), so it is off
+unless the activations would take more than `ACTIVATION_SHARE` of the training
+device's memory (`gradient_checkpointing`): RAM on a CPU or Apple GPU, the card's own
+memory on CUDA. On an H100 it cost 1.8x per step for SmolLM2-135M (the demo, 40 steps:
+33.0 s with it, 18.2 s without; peak GPU memory 0.97 GB against 1.74 GB of 80).
 `training.gradient_checkpointing: true` or `false` overrides the rule.
 """
 
@@ -187,10 +189,22 @@ def physical_memory() -> int | None:
         return None
 
 
-def gradient_checkpointing(device: str, activations: int | None, memory: int | None) -> bool:
-    """Whether to checkpoint (module docstring): always off CPU; on CPU only when the
-    `activations` estimate (bytes, None: unknown) exceeds `ACTIVATION_SHARE` of `memory`."""
-    if device != "cpu" or activations is None or memory is None:
+def device_memory(device: str) -> int | None:
+    """Bytes of memory the training `device` holds activations in: the current CUDA
+    card's total memory, else RAM (a CPU, or an Apple GPU's unified memory); None where
+    unknown."""
+    if device == "cuda":
+        try:
+            return int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
+        except (RuntimeError, AssertionError):
+            return None
+    return physical_memory()
+
+
+def gradient_checkpointing(activations: int | None, memory: int | None) -> bool:
+    """Whether to checkpoint (module docstring): when the `activations` estimate (bytes)
+    exceeds `ACTIVATION_SHARE` of the device's `memory` (bytes), or either is unknown."""
+    if activations is None or memory is None:
         return True
     return activations > ACTIVATION_SHARE * memory
 
@@ -295,7 +309,7 @@ def train_lora(
         optim="adamw_torch",
         gradient_checkpointing=hyper.gradient_checkpointing
         if hyper.gradient_checkpointing is not None
-        else gradient_checkpointing(_device(), activations, physical_memory()),
+        else gradient_checkpointing(activations, device_memory(_device())),
     )
     peft_config = LoraConfig(
         r=hyper.lora_r,
