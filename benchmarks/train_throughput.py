@@ -5,7 +5,9 @@ Each measurement runs in a fresh process under a wrapper that reports its peak R
 - `dlm train DOC --json --max-steps N` on a copy of the document with
   `training.precision` set, in a `DLM_HOME` whose model and tokenized-section cache
   were warmed by one untimed run first. Loss tokens per second are the report's
-  `loss_tokens / train_seconds` (tokens whose label is predicted); wall is the
+  `loss_tokens / step_seconds` (tokens whose label is predicted, per second of the
+  steps, the probe and held-out measurements between them excluded; an older report
+  without `step_seconds` divides by `train_seconds`); wall is the
   whole command (start, tokenization from the warm cache, held-out scoring, save);
 - the bare loop: SmolLM2-135M with the same LoRA (`training:` defaults: r 8, alpha 16,
   dropout 0.05 on every linear layer), AdamW, forward + backward + step on full `batch x sequence_len` blocks of
@@ -189,7 +191,8 @@ def dlm_run(doc: Path, env: dict[str, str], steps: int) -> dict:
     report = json.loads(got["stdout"])
     loss_tokens = report.get("loss_tokens") or report["train_tokens"] * (report.get("real_token_fraction") or 1.0)
     return {
-        "loss_tokens_per_s": loss_tokens / report["train_seconds"],
+        # the steps alone where the report says (measurements between steps are not training)
+        "loss_tokens_per_s": loss_tokens / (report.get("step_seconds") or report["train_seconds"]),
         "wall": got["wall"],
         "rss": got["rss"],
         "real_fraction": report["real_token_fraction"],

@@ -263,6 +263,9 @@ def train(
         f"trained {report.steps} steps{resumed} on {report.train_tokens:,} tokens in "
         f"{report.train_seconds:.1f}s: [bold]{tps} tokens/s[/], loss {loss}{kinds}"
     )
+    measuring = report.train_seconds - report.step_seconds
+    if measuring >= 0.05:
+        console.print(f"  of which {measuring:.1f}s measured the adapter between steps (not in tokens/s)")
     print_heldout(report)
     if report.evaluation:
         from dlm.cli.eval_cmd import report_lines

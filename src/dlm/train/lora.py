@@ -84,10 +84,50 @@ class LoraResult:
     tokens_seen: int
     seconds: float
     accelerator_peak_bytes: int | None = None  # torch.cuda.max_memory_allocated over the steps; None off CUDA
+    hook_seconds: float = 0.0  # of `seconds`, spent in the caller's callbacks (measurements, checkpoints)
+
+    @property
+    def step_seconds(self) -> float:
+        """Seconds of the training steps themselves: `seconds` less `hook_seconds`."""
+        return max(self.seconds - self.hook_seconds, 0.0)
 
     @property
     def tokens_per_second(self) -> float | None:
-        return self.tokens_seen / self.seconds if self.seconds > 0 else None
+        """Tokens processed per second of the steps (measurements between them excluded)."""
+        return self.tokens_seen / self.step_seconds if self.step_seconds > 0 else None
+
+
+class HookClock:
+    """Adds up the wall time spent inside the callbacks it wraps (`timed`)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def timed(self, callbacks: list[Any]) -> list[Any]:
+        """Each transformers `TrainerCallback` in `callbacks` wrapped so that every event it
+        handles adds its duration to `seconds`; results (a `TrainerControl`) pass through."""
+        from transformers import TrainerCallback
+
+        clock = self
+
+        def relay(name: str) -> Any:
+            def event(self: Any, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+                started = time.perf_counter()
+                try:
+                    return getattr(self.inner, name)(args, state, control, **kwargs)
+                finally:
+                    clock.seconds += time.perf_counter() - started
+
+            return event
+
+        events = {name: relay(name) for name in vars(TrainerCallback) if name.startswith("on_")}
+        timed_class = type("TimedCallback", (TrainerCallback,), events)
+        wrapped = []
+        for callback in callbacks:
+            proxy = timed_class()
+            proxy.inner = callback
+            wrapped.append(proxy)
+        return wrapped
 
 
 def native_loss_trainer() -> Any:
@@ -269,7 +309,8 @@ def train_lora(
         dataset: map-style dataset of `{"input_ids", "labels"}` examples.
         work_dir: scratch folder for the trainer (checkpoints are written there first).
         trainer_cls: an SFTTrainer class; default `trainer_class(<this device>)`.
-        callbacks: more transformers `TrainerCallback`s (the held-out loss hook).
+        callbacks: more transformers `TrainerCallback`s (the held-out loss hook); the time
+            they take is `LoraResult.hook_seconds`, not counted in the step rate.
         sequence_len: the longest example in tokens; with it a CPU run may skip gradient
             checkpointing (`gradient_checkpointing`), without it the run checkpoints.
         resume_from: a Trainer checkpoint folder to continue from (adapter, optimizer,
@@ -318,6 +359,7 @@ def train_lora(
         target_modules=sorted(hyper.target_modules),
         task_type="CAUSAL_LM",
     )
+    clock = HookClock()
     with warnings.catch_warnings():
         # transformers' own deprecation notices about arguments TRL passes are noise here
         warnings.simplefilter("ignore", FutureWarning)
@@ -329,7 +371,7 @@ def train_lora(
             processing_class=tokenizer,
             peft_config=peft_config,
             data_collator=PackedCollator(_pad_id(tokenizer)),
-            callbacks=[_callback(sink), *(callbacks or [])],
+            callbacks=[_callback(sink), *clock.timed(callbacks or [])],
         )
     # stdout belongs to the command (`--json`); progress goes through `sink`
     trainer.remove_callback(PrinterCallback)
@@ -358,4 +400,5 @@ def train_lora(
         tokens_seen=int(trainer.state.num_input_tokens_seen or 0),
         seconds=seconds,
         accelerator_peak_bytes=int(torch.cuda.max_memory_allocated()) if on_cuda else None,
+        hook_seconds=clock.seconds,
     )

@@ -186,9 +186,10 @@ def _tokens_before(resumed_from: Path | None) -> int:
 
 
 def _rate(result: LoraResult, before: int) -> float | None:
-    """Tokens per second of the training done in this process: a resumed Trainer counts
-    the tokens seen before its checkpoint too (`before`), but its clock starts at the resume."""
-    return (result.tokens_seen - before) / result.seconds if result.seconds > 0 else None
+    """Tokens per second of the training steps done in this process: a resumed Trainer
+    counts the tokens seen before its checkpoint too (`before`), but its clock starts at
+    the resume."""
+    return (result.tokens_seen - before) / result.step_seconds if result.step_seconds > 0 else None
 
 
 def _keep_checkpoint(staging: Path, checkpoints: Path) -> Path | None:
@@ -280,6 +281,7 @@ def build_report(
         train_tokens=result.tokens_seen,
         tokens_per_second=result.tokens_per_second,
         train_seconds=result.seconds,
+        step_seconds=round(result.step_seconds, 3),
         accelerator_peak_bytes=result.accelerator_peak_bytes,
         rows=_row_counts(run.tokenized),
         files_taken=run.tokenized.files_taken,

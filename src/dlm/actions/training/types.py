@@ -100,8 +100,10 @@ class NullSink(NullProgress):
 class TrainReport:
     """The outcome of `dlm train`, as shown to the user (`--json` prints every field).
 
-    Seconds are wall-clock; `tokens_per_second` counts the tokens the model processed
-    (padding excluded); `real_token_fraction` is the share of them that carried loss.
+    Seconds are wall-clock: `train_seconds` the whole training loop, `step_seconds` its
+    steps alone (less the held-out and probe measurements and checkpoints between them).
+    `tokens_per_second` counts the tokens the model processed (padding excluded) per
+    second of the steps; `real_token_fraction` is the share of them that carried loss.
     """
 
     run_id: str
@@ -116,6 +118,7 @@ class TrainReport:
     train_tokens: int
     tokens_per_second: float | None
     train_seconds: float
+    step_seconds: float
     rows: dict[str, int]
     files_taken: int
     files_skipped: dict[str, int]
