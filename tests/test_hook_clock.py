@@ -32,7 +32,7 @@ def test_wrapped_hooks_relay_events_and_controls_and_add_up_their_time(monkeypat
     inner = _Stopper()
     (wrapped,) = clock.timed([inner])
     args: Any = None
-    assert isinstance(wrapped, TrainerCallback)
+    assert isinstance(wrapped, TrainerCallback) and type(wrapped).__name__ == "Timed_Stopper"
     state: Any = SimpleNamespace(global_step=3)
     control = TrainerControl()
     returned = wrapped.on_step_end(args, state, control, model=None)

@@ -24,6 +24,7 @@ from dlm.store import open_store
             strict_sources=True,
             lock_mode=LockMode.STRICT,
             cache_remote="s3://bucket/prefix",
+            judge=False,
         ),
         *[TrainOptions(lock_mode=mode) for mode in LockMode],
     ],

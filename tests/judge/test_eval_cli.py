@@ -2,6 +2,7 @@
 vs null adapter, the guard, reproducible bytes, the CI gate, metrics."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,19 @@ def test_eval_of_a_missing_version_is_one_line(trained, monkeypatch) -> None:
     result = CliRunner().invoke(app, ["eval", str(path), "--adapter-version", "v0042"])
     assert result.exit_code == 1
     assert "--adapter-version v0042: not in" in result.output and "v0001" in result.output
+
+
+def test_train_no_judge_publishes_without_a_report(trained, tmp_path, monkeypatch) -> None:
+    path, _, home = trained
+    copy = tmp_path / "home"
+    shutil.copytree(home, copy)  # the other tests keep v0001 current
+    monkeypatch.setenv("DLM_HOME", str(copy))
+    store = open_store("01JG4A6S9Z1B3D5F7H9K1M3P5R")
+    reports_before = sorted(store.judge_reports_dir.glob("*.json"))
+    result = CliRunner().invoke(app, ["train", str(path), "--max-steps", "1", "--no-judge", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["adapter_version"] == "v0002" and report["evaluation"] is None
+    assert sorted(store.judge_reports_dir.glob("*.json")) == reports_before
+    with MetricsDB(store.metrics_path) as db:
+        assert db.judgements(report["run_id"]) == []

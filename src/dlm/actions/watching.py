@@ -58,6 +58,7 @@ def watch(
     use_cache: bool = True,
     strict_sources: bool = False,
     lock_mode: Any = None,
+    judge: bool = True,
     sink: Any = None,
     stop_event: threading.Event | None = None,
 ) -> WatchSummary:
@@ -69,7 +70,9 @@ def watch(
     """
     from dlm.actions.training import TrainOptions, train_document
 
-    options = TrainOptions(max_steps=max_steps, use_cache=use_cache, strict_sources=strict_sources, lock_mode=lock_mode)
+    options = TrainOptions(
+        max_steps=max_steps, use_cache=use_cache, strict_sources=strict_sources, lock_mode=lock_mode, judge=judge
+    )
     return watch_and_train(Path(path), lambda doc: train_document(doc, options, sink), on_cycle, stop_event=stop_event)
 
 

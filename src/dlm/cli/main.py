@@ -118,6 +118,13 @@ def train(
             "refused if the document, its rows or the hyperparameters changed.",
         ),
     ] = False,
+    no_judge: Annotated[
+        bool,
+        typer.Option(
+            "--no-judge",
+            help="Skip the probe report that ends the run (training.eval.judge off for this run); `dlm eval` scores it later.",
+        ),
+    ] = False,
     watch: Annotated[
         bool,
         typer.Option(
@@ -211,7 +218,13 @@ def train(
             )
 
         return run_watch(
-            path, max_steps=max_steps, use_cache=not no_cache, strict_sources=strict, lock_mode=mode, json_out=json_out
+            path,
+            max_steps=max_steps,
+            use_cache=not no_cache,
+            strict_sources=strict,
+            lock_mode=mode,
+            judge=not no_judge,
+            json_out=json_out,
         )
     launch = None
     if nproc is not None or nnodes > 1 or accelerate_config is not None or master_addr or master_port:
@@ -228,6 +241,7 @@ def train(
             cache_remote=cache_remote,
             launch=launch,
             resume=resume,
+            judge=not no_judge,
         )
     finally:
         sink.close()

@@ -81,7 +81,8 @@ class EvalConfig(_Strict):
     off; `max_rows`: how many held-out rows are scored; `every_steps`: also score every
     N optimizer steps (None: before and after only). `judge`: end `dlm train` with the
     probe report (instruction pairs and probes on base, adapter and null adapter, the
-    general-ability guard); `max_new_tokens`: length of each greedy answer;
+    general-ability guard; off, the probes are not scored during training either,
+    unless `keep_best` needs them); `max_new_tokens`: length of each greedy answer;
     `general_max_increase`: percent rise of the general set's NLL over the base that
     warns; `keep_best`: publish the weights whose probe score was best and stop after
     `patience` scores without gain (off: `dlm.judge.track` says why)."""

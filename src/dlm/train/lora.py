@@ -121,10 +121,10 @@ class HookClock:
             return event
 
         events = {name: relay(name) for name in vars(TrainerCallback) if name.startswith("on_")}
-        timed_class = type("TimedCallback", (TrainerCallback,), events)
         wrapped = []
         for callback in callbacks:
-            proxy = timed_class()
+            # one class per wrapped class: the Trainer warns when two callbacks share a class
+            proxy = type(f"Timed{type(callback).__name__}", (TrainerCallback,), events)()
             proxy.inner = callback
             wrapped.append(proxy)
         return wrapped

@@ -66,6 +66,7 @@ def train(
     nproc: int | None = None,
     launch: LaunchSpec | None = None,
     resume: bool = False,
+    judge: bool = True,
 ) -> TrainReport:
     """Train a new adapter version for the `.dlm` document at `path`.
 
@@ -85,6 +86,8 @@ def train(
         resume: continue the interrupted run from its latest checkpoint
             (`dlm.train.checkpoint`), refused when the document, its rows or the
             hyperparameters changed since; one process only.
+        judge: False skips the probe report that ends a run (`training.eval.judge`
+            off for this run only): a quick run whose adapter nobody will read.
 
     Returns:
         The `TrainReport` that `dlm train` renders (`--json` prints it).
@@ -103,6 +106,7 @@ def train(
         lock_mode=lock_mode,
         cache_remote=cache_remote,
         resume=resume,
+        judge=judge,
     )
     if launch is None:
         launch = LaunchSpec(nproc or doc.frontmatter.training.nproc or 1)

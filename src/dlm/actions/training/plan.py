@@ -73,6 +73,7 @@ class PreparedRun:
         probes: questions scored after training and never trained on.
         steps_reason: why the run has its steps (the recipe's line, or the key or flag).
         resume_from: the checkpoint `--resume` continues from (None: a fresh run).
+        judge: end with the probe report (`training.eval.judge`, unless the caller said no).
     """
 
     doc: Document
@@ -92,6 +93,7 @@ class PreparedRun:
     probes: tuple[Probe, ...] = ()
     steps_reason: str = ""
     resume_from: Path | None = None
+    judge: bool = True
 
     @property
     def training(self) -> TrainingConfig:
@@ -282,6 +284,7 @@ def prepare(
         probes=built.probes,
         steps_reason=steps_reason,
         resume_from=resume_from,
+        judge=options.judge and doc.frontmatter.training.eval.judge,
     )
 
 

@@ -219,11 +219,12 @@ def _note_discarded(run: PreparedRun, sink: TrainSink) -> None:
 
 def _judge(run: PreparedRun, model: Any, version: str, sink: TrainSink) -> dict[str, Any] | None:
     """The probe report of the adapter just published (`dlm.actions.evaluating`), recorded
-    in metrics; None when `training.eval.judge` is off or there is nothing to score.
+    in metrics; None when `training.eval.judge` or the caller turned it off, or there is
+    nothing to score.
     The version is already committed: an interrupt here loses only the report."""
     from dlm.actions.evaluating import base_side_memo, eval_items, judge_trained, summary_of
 
-    if not run.training.eval.judge:
+    if not run.judge:
         return None
     items = eval_items(run.doc, run.tokenizer, run.probes)
     if not items:
@@ -348,13 +349,16 @@ def _probe_tracker(run: PreparedRun, metrics: MetricsDB) -> ProbeTracker | None:
     """The probes' score during training (`dlm.judge.track`), on one process with at
     least one probe: the probes and the instruction pairs (transfer and recall), every
     `every_steps` steps (default: eight times a run); the best weights kept and the early
-    stop only with `training.eval.keep_best`."""
+    stop only with `training.eval.keep_best`. None when the run ends without the probe
+    report (`training.eval.judge` or the caller) and keeps no best adapter: nobody reads it."""
     from dlm.actions.evaluating import eval_items
     from dlm.judge.score import reference_examples
     from dlm.judge.track import ProbeTracker
 
     settings = run.training.eval
     if run.plan.world_size > 1 or not run.probes or not run.hyper.max_steps:
+        return None
+    if not run.judge and not settings.keep_best:
         return None
     items = eval_items(run.doc, run.tokenizer, run.probes)
     every = settings.every_steps or max(1, run.hyper.max_steps // 8)

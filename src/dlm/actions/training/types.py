@@ -26,6 +26,7 @@ class TrainOptions:
     lock_mode: LockMode | None = None  # None means the default mode
     cache_remote: str | None = None  # overrides $DLM_CACHE_REMOTE and training.cache.remote
     resume: bool = False  # continue the interrupted run from its latest checkpoint
+    judge: bool = True  # False: no probe report at the end, whatever training.eval.judge says
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values (the lock mode by its value)."""
@@ -44,6 +45,7 @@ class TrainOptions:
             lock_mode=LockMode(mode) if mode is not None else None,
             cache_remote=data.get("cache_remote"),
             resume=bool(data.get("resume", False)),
+            judge=bool(data.get("judge", True)),
         )
 
 
