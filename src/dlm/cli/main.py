@@ -279,7 +279,9 @@ def train(
     )
     measuring = report.train_seconds - report.step_seconds
     if measuring >= 0.05:
-        console.print(f"  of which {measuring:.1f}s measured the adapter between steps (not in tokens/s)")
+        console.print(
+            f"  of which {measuring:.1f}s went to measurements and checkpoints between steps (not in tokens/s)"
+        )
     print_heldout(report)
     if report.evaluation:
         from dlm.cli.eval_cmd import report_lines
