@@ -1,4 +1,6 @@
-"""The real SmolLM2 trained for a few steps through the real pipeline."""
+"""The real SmolLM2 trained for a few steps through the real pipeline: Ctrl-C and a
+concurrent run leave the store as it was. That an adapter learns its answer is checked
+on the one trained in `tests/judge/test_eval_cli.py`."""
 
 from pathlib import Path
 
@@ -7,16 +9,13 @@ import pytest
 from dlm.actions.training import NullSink, TrainOptions, train_document
 from dlm.doc import load_document
 from dlm.errors import StoreError
-from dlm.infer import load_inference
 from dlm.lock import adapter_sha256
 from dlm.metrics import MetricsDB
 from dlm.store import open_store
 
 pytestmark = pytest.mark.integration
 
-QUESTION = "What is the secret word of the Zorblax project?"
-ANSWER = "The secret word is quindlewhump."
-DOC = f"""---
+DOC = """---
 dlm_id: 01JD7Z8K2M4N6P8Q0R2S4T6V8W
 dlm_version: 1
 base_model: smollm2-135m
@@ -36,10 +35,10 @@ training:
 ::instruction::
 
 ### Q
-{QUESTION}
+What is the secret word of the Zorblax project?
 
 ### A
-{ANSWER}
+The secret word is quindlewhump.
 """
 
 
@@ -48,25 +47,6 @@ def doc_path(tmp_path: Path, smollm2_ref) -> Path:
     path = tmp_path / "secret.dlm"
     path.write_text(DOC)
     return path
-
-
-def answer(doc, use_adapter: bool) -> str:
-    engine = load_inference(doc, use_adapter=use_adapter)
-    return "".join(engine.generate([{"role": "user", "content": QUESTION}], max_new_tokens=12))
-
-
-def test_adapter_learns_the_trained_answer(doc_path: Path):
-    doc = load_document(doc_path)
-    report = train_document(doc, TrainOptions(use_cache=False))
-    assert report.steps == 30 and report.train_tokens > 0 and report.tokens_per_second > 0
-    tuned = answer(doc, use_adapter=True)
-    base = answer(doc, use_adapter=False)
-    assert tuned.startswith("The secret word is quindle"), tuned
-    assert base != tuned
-    with MetricsDB(open_store(doc.frontmatter.dlm_id).metrics_path) as db:
-        (run,) = db.runs()
-    assert run["status"] == "completed" and len(run["steps_logged"]) == 30
-    assert run["steps_logged"][-1]["loss"] < run["steps_logged"][0]["loss"]
 
 
 class InterruptAt(NullSink):

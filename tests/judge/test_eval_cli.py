@@ -1,5 +1,7 @@
-"""`dlm eval` and the report `dlm train` ends with, on the real SmolLM2: base vs adapter
-vs null adapter, the guard, reproducible bytes, the CI gate, metrics."""
+"""The real SmolLM2 trained once on one Q/A pair through the real pipeline, then: the
+adapter answers it and the base does not, the run's metrics, the report `dlm train`
+ends with and `dlm eval` (base vs adapter vs null adapter, the guard, reproducible
+bytes, the CI gate)."""
 
 import json
 import shutil
@@ -11,6 +13,8 @@ from typer.testing import CliRunner
 from dlm.actions.training import NullSink, TrainOptions, train_document
 from dlm.cli.main import app
 from dlm.doc import load_document
+from dlm.errors import StoreError
+from dlm.infer import load_inference
 from dlm.metrics import MetricsDB
 from dlm.store import open_store
 
@@ -69,6 +73,29 @@ def trained(tmp_path_factory: pytest.TempPathFactory, smollm2_ref) -> tuple[Path
     return path, report, home
 
 
+def _answer(path: Path, home: Path, use_adapter: bool) -> str:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DLM_HOME", str(home))
+        engine = load_inference(load_document(path), use_adapter=use_adapter)
+        question = "What is the secret word of the Zorblax project?"
+        return "".join(engine.generate([{"role": "user", "content": question}], max_new_tokens=12))
+
+
+def test_adapter_learns_the_trained_answer(trained) -> None:
+    path, report, home = trained
+    assert report.steps == 24 and report.train_tokens > 0 and report.tokens_per_second > 0
+    tuned = _answer(path, home, use_adapter=True)
+    base = _answer(path, home, use_adapter=False)
+    assert tuned.startswith("The secret word is quindle"), tuned
+    assert base != tuned
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DLM_HOME", str(home))
+        with MetricsDB(open_store("01JG4A6S9Z1B3D5F7H9K1M3P5R").metrics_path) as db:
+            (run,) = db.runs()
+    assert run["status"] == "completed" and len(run["steps_logged"]) == 24
+    assert run["steps_logged"][-1]["loss"] < run["steps_logged"][0]["loss"]
+
+
 def test_train_ends_with_the_probe_report(trained) -> None:
     path, report, home = trained
     evaluation = report.evaluation
@@ -96,12 +123,18 @@ def test_eval_prints_the_same_bytes_twice_and_gates_on_min_pass(trained, monkeyp
     assert len(list(store.judge_reports_dir.glob("*.json"))) == 1  # and its whole report
     runner = CliRunner()
     passed = report.evaluation["kinds"]["probe"]["passed"]["adapter"]
-    first = runner.invoke(app, ["eval", str(path), "--json", "--recompute"])  # every side computed afresh
+    # without the remembered report, the adapter and null sides are scored afresh from the
+    # stored adapter; the base side is read from its memo (that a memo equals a fresh
+    # score, `--recompute`, is tests/judge/test_judge_memo.py's)
+    for remembered in store.judge_reports_dir.glob("*.json"):
+        remembered.unlink()
+    first = runner.invoke(app, ["eval", str(path), "--json"])
     assert first.exit_code == 0, first.output
     data = json.loads(first.stdout)
     # the stored adapter, reloaded and scored afresh, gives the report the in-memory one
     # gave at the end of training, number for number
     assert data == json.loads(json.dumps(report.evaluation))
+    assert len(list(store.judge_reports_dir.glob("*.json"))) == 1  # remembered again
     assert data["kinds"]["probe"]["passed"]["adapter"] == passed
     # the report remembered for this adapter; a gate the adapter meets exits 0 and changes no byte
     second = runner.invoke(app, ["eval", str(path), "--json", "--min-pass", str(passed)])
@@ -134,3 +167,21 @@ def test_train_no_judge_publishes_without_a_report(trained, tmp_path, monkeypatc
     assert sorted(store.judge_reports_dir.glob("*.json")) == reports_before
     with MetricsDB(store.metrics_path) as db:
         assert db.judgements(report["run_id"]) == []
+
+
+def test_eval_recompute_asks_for_every_side_afresh(tmp_path, monkeypatch) -> None:
+    import dlm.actions.evaluating as evaluating
+
+    seen = []
+
+    def fake_evaluate(path, adapter_version=None, recompute=False):
+        seen.append(recompute)
+        raise StoreError("stop here")
+
+    monkeypatch.setattr(evaluating, "evaluate", fake_evaluate)
+    path = tmp_path / "doc.dlm"
+    path.write_text(DOC)
+    for args in (["--recompute"], []):
+        result = CliRunner().invoke(app, ["eval", str(path), *args])
+        assert result.exit_code == 1 and "stop here" in result.output
+    assert seen == [True, False]
