@@ -216,3 +216,28 @@ def test_foreign_lock_is_refused(tmp_path: Path) -> None:
         assert "another document" in message and "01M82E24HQJBHXQZ3BX9M8Z1JJ" in message
         assert "--update-lock" in message
     assert check_lock(tmp_path, make_lock(), LockMode.UPDATE).should_write
+
+
+@pytest.mark.parametrize("mode", [None, LockMode.STRICT])
+def test_a_damaged_lock_stops_train_before_anything_is_loaded(
+    tmp_path: Path, dlm_home: Path, monkeypatch, mode
+) -> None:
+    import dlm.actions.training as training
+    from dlm.doc import load_document, new_document
+    from dlm.store import open_store
+
+    path = tmp_path / "doc.dlm"
+    path.write_text(new_document())
+    store = open_store(load_document(path).frontmatter.dlm_id)
+    store.root.mkdir(parents=True, exist_ok=True)
+    lock_path(store.root).write_bytes(b'{"lock_version": 1, "dlm_id"')
+    started = []
+    monkeypatch.setattr(training, "train_document", lambda *a, **k: started.append(a))
+    monkeypatch.setattr(training, "launch_train", lambda *a, **k: started.append(a))
+    with pytest.raises(LockValidationError, match=r"dlm\.lock:1:\d+: not valid JSON .*--update-lock"):
+        training.train(path, lock_mode=mode, nproc=2)
+    assert started == []
+    # the modes that do not read the lock start the run as before
+    for passing in (LockMode.UPDATE, LockMode.IGNORE):
+        training.train(path, lock_mode=passing)
+    assert len(started) == 2

@@ -33,6 +33,7 @@ from dlm.lock.validator import (
     LockMode,
     Mismatch,
     check_lock,
+    check_lock_readable,
     diff_locks,
 )
 
@@ -55,6 +56,7 @@ __all__ = [
     "canonicalize_adapter_dir",
     "capture_environment",
     "check_lock",
+    "check_lock_readable",
     "current_flags",
     "determinism_class",
     "diff_locks",

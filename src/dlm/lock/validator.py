@@ -108,6 +108,19 @@ def diff_locks(old: DlmLock, new: DlmLock) -> tuple[Mismatch, ...]:
     return tuple(out)
 
 
+def check_lock_readable(store_dir: Path, mode: LockMode) -> None:
+    """Read `store_dir/dlm.lock` when `mode` compares against it (`default`, `strict`),
+    so that a damaged lock stops a run before a model or a rank is started; the full
+    check (`check_lock`) still runs once the run's lock is built.
+
+    Raises:
+        LockValidationError: the lock is damaged or of an unknown version.
+    """
+    path = lock_path(store_dir)
+    if mode not in (LockMode.IGNORE, LockMode.UPDATE) and path.is_file():
+        read_lock(path)
+
+
 def check_lock(store_dir: Path, current: DlmLock, mode: LockMode) -> LockDecision:
     """Validate `current` (from `build_lock`) against `store_dir/dlm.lock`, before training.
 

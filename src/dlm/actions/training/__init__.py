@@ -36,7 +36,7 @@ from dlm.actions.training.ranks import check_agreement, launch_train, rank_entry
 from dlm.actions.training.types import DEFAULT_OPTIONS, NullSink, TrainOptions, TrainReport, TrainSink
 from dlm.doc import Document
 from dlm.errors import DlmError, TrainingError
-from dlm.lock import LockMode
+from dlm.lock import LockMode, check_lock_readable
 from dlm.store import Store, open_store
 from dlm.train.checkpoint import find_resumable
 from dlm.train.distributed import (
@@ -108,6 +108,8 @@ def train(
         resume=resume,
         judge=judge,
     )
+    # a damaged lock is refused now, not after the model is loaded or the ranks started
+    check_lock_readable(store.root, lock_mode or LockMode.DEFAULT)
     if launch is None:
         launch = LaunchSpec(nproc or doc.frontmatter.training.nproc or 1)
     if (launch.nproc > 1 or launch.nnodes > 1) and not RankInfo.from_env().distributed:
