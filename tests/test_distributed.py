@@ -163,6 +163,10 @@ def test_failure_line_is_the_first_rank_with_its_cause(tmp_path: Path) -> None:
 def test_a_rank_killed_by_a_signal_is_the_cause(tmp_path: Path) -> None:
     exc = _child_failed(tmp_path, {0: (1, "rank 0: RuntimeError: connection closed by peer"), 1: (-9, None)})
     assert describe_failure(exc) == "rank 1: killed by SIGKILL"
+    # rank 0, failing on the lost connection, was stopped by the launcher's SIGTERM
+    stopped = _child_failed(tmp_path, {0: (-15, None), 1: (-9, None)})
+    assert describe_failure(stopped) == "rank 1: killed by SIGKILL"
+    assert describe_failure(_child_failed(tmp_path, {1: (-15, None)})) == "rank 1: killed by SIGTERM"
     silent = _child_failed(tmp_path, {1: (3, None)})
     assert describe_failure(silent) == "rank 1: exited with status 3 and no message"
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -147,7 +148,9 @@ def describe_failure(exc: Any) -> str:
     failures = exc.failures
     killed = sorted(r for r, f in failures.items() if f.exitcode < 0)
     # a rank killed by a signal (the OOM killer, kill -9) is the cause; the peers that
-    # lost their connection to it fail after it
+    # lost their connection to it fail after it, and those still running when the launcher
+    # notices are stopped by its SIGTERM: a rank killed by another signal comes first
+    killed = [r for r in killed if failures[r].exitcode != -signal.SIGTERM] or killed
     rank, failure = (killed[0], failures[killed[0]]) if killed else exc.get_first_failure()
     message = failure.message
     if isinstance(message, dict):  # the format torch's own `@record` writes
