@@ -1,5 +1,6 @@
 """Keyed LoRA dropout: masks follow the global micro-batch, whatever process draws them."""
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -77,3 +78,27 @@ def test_second_rank_draws_the_masks_of_the_single_process_second_micro_batch():
 
 def test_zero_dropout_leaves_peft_identity_alone():
     assert install_keyed_dropout(lora_tiny(dropout=0.0), seed=5) == 0
+
+
+def test_cpu_masks_are_sfc64_draws_with_p_rounded_to_a_65536th():
+    from dlm.train.dropout import keep_mask
+
+    cpu = torch.device("cpu")
+    keep, share = keep_mask(torch.Size([64, 1024]), 0.05, 12345, cpu)
+    assert keep.dtype == torch.bool and keep.shape == (64, 1024)
+    assert share == (65536 - 3277) / 65536  # round(0.05 * 65536) = 3277 dropped levels of 65536
+    assert abs(1 - float(keep.float().mean()) - 3277 / 65536) < 0.003
+    again, _ = keep_mask(torch.Size([64, 1024]), 0.05, 12345, cpu)
+    assert torch.equal(keep, again)
+    assert not torch.equal(keep, keep_mask(torch.Size([64, 1024]), 0.05, 12346, cpu)[0])
+    # the stream is pinned: NumPy's SFC64 raw words, read as little-endian 16-bit draws
+    words = np.random.SFC64(12345).random_raw(2)
+    draws = np.asarray(words, dtype="<u8").view("<u2")
+    assert keep.flatten()[:8].tolist() == (draws >= 3277).tolist()
+    # the expected output is the input
+    x = torch.ones(256, 1024)
+    out = x * keep_mask(x.shape, 0.25, 7, cpu)[0] / keep_mask(x.shape, 0.25, 7, cpu)[1]
+    assert abs(float(out.mean()) - 1.0) < 0.01
+    # p close to 1 still keeps one level in 65536 rather than dividing by zero
+    nearly_all, tiny_share = keep_mask(torch.Size([8]), 0.99999999, 1, cpu)
+    assert tiny_share == 1 / 65536

@@ -3,6 +3,7 @@
 from dataclasses import asdict
 
 from dlm.lock.record import hyperparameters_sha256
+from dlm.train.dropout import MASKS_MODE
 from dlm.train.lora import PACKING_MODE, Hyperparameters, lock_hyperparameters
 
 RUN = Hyperparameters(
@@ -21,14 +22,22 @@ RUN = Hyperparameters(
 
 def test_a_windows_run_hashes_as_locks_written_before_precision_and_packing_modes():
     # what locks hashed before: no precision, no gradient_checkpointing (neither is a hashed setting)
+    no_dropout = Hyperparameters(**{**asdict(RUN), "lora_dropout": 0.0})
     before = {
-        **{k: v for k, v in asdict(RUN).items() if k not in ("precision", "gradient_checkpointing")},
+        **{k: v for k, v in asdict(no_dropout).items() if k not in ("precision", "gradient_checkpointing")},
         "sequence_len": 128,
         "packing": False,
     }
-    hyper = lock_hyperparameters(RUN, 128, False, None)
+    hyper = lock_hyperparameters(no_dropout, 128, False, None)
     assert hyper == before
     assert hyperparameters_sha256(hyper) == hyperparameters_sha256(before)
+
+
+def test_dropout_runs_hash_apart_from_locks_written_with_the_old_masks():
+    hyper = lock_hyperparameters(RUN, 128, False, None)
+    assert hyper["dropout_masks"] == MASKS_MODE
+    old = {k: v for k, v in hyper.items() if k != "dropout_masks"}  # masks drawn by torch.rand
+    assert hyperparameters_sha256(hyper) != hyperparameters_sha256(old)
 
 
 def test_precision_is_not_hashed_it_is_the_locks_own_field():

@@ -10,6 +10,16 @@ with a key of three integers:
 
     key = blake2b-64(seed, global micro-batch index, dropout module index)
 
+The mask (`keep_mask`): on a CPU, NumPy's SFC64 generator seeded with the key gives 64-bit
+words, read as little-endian 16-bit numbers `u`, one per element, and an element is kept
+when `u >= round(p * 65536)`; the kept ones are scaled by `65536 / (65536 - round(p *
+65536))`, so the drop probability is `p` rounded to 1/65536 (0.05 drops 3277/65536) and
+the expected output is the input. It replaced `torch.rand` (MT19937, one 32-bit draw per
+element), which took about a fifth of a CPU step: the demo's 4 x 128 tokens on every
+linear layer need 77 million mask elements per step (`benchmarks/dropout_masks.py`). On a
+GPU the mask is `torch.rand(...) >= p` from a device generator seeded with the key, drawn
+where the tensor lives.
+
 - seed: the run's `training.seed`;
 - global micro-batch index: the data loader hands rank `r` of `W` the micro-batches
   `r, r + W, r + 2W, ...` of the one shuffled order (accelerate's batch-sampler shards),
@@ -27,9 +37,11 @@ semantics: an element is zeroed with probability `p` and the rest are scaled by
 from __future__ import annotations
 
 import hashlib
+import math
 import struct
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -59,15 +71,40 @@ class KeyedDropout(nn.Module):
         rest scaled by `1 / (1 - p)`; unchanged in eval mode."""
         if not self.training or self.p == 0:
             return x
-        generator = torch.Generator(device=x.device)
-        generator.manual_seed(mask_key(self.seed, self.clock.index, self.module_index))
-        keep = torch.rand(x.shape, generator=generator, device=x.device) >= self.p
-        # multiplied by the bool mask itself: the same bits as by its float copy, and
-        # autograd keeps 1 byte per element for backward instead of 4
-        return x * keep / (1.0 - self.p)
+        keep, kept_share = keep_mask(
+            x.shape, self.p, mask_key(self.seed, self.clock.index, self.module_index), x.device
+        )
+        # multiplied by the bool mask itself: autograd keeps 1 byte per element for
+        # backward instead of 4 for a float copy
+        return x * keep / kept_share
 
     def extra_repr(self) -> str:
         return f"p={self.p}, module_index={self.module_index}"
+
+
+MASK_LEVELS = 65536  # a CPU mask element is one 16-bit draw
+# the mask scheme, part of the settings the lock hashes (`dlm.train.lora.lock_hyperparameters`):
+# the masks drawn by `torch.rand` before it gave other bytes for the same document
+MASKS_MODE = "keyed-sfc64"
+
+
+def keep_mask(shape: torch.Size, p: float, key: int, device: torch.device) -> tuple[torch.Tensor, float]:
+    """The keep mask of one dropout call (module docstring) and the share of elements it
+    keeps in expectation, the divisor of the kept ones.
+
+    Returns:
+        `(keep, share)`: `keep` bool of `shape` on `device`; `share` = 1 - the drop
+        probability actually used (on a CPU `p` rounded to 1/65536; elsewhere `p`).
+    """
+    if device.type != "cpu":
+        generator = torch.Generator(device=device)
+        generator.manual_seed(key)
+        return torch.rand(shape, generator=generator, device=device) >= p, 1.0 - p
+    threshold = min(round(p * MASK_LEVELS), MASK_LEVELS - 1)
+    n = math.prod(shape)
+    words = np.random.SFC64(key).random_raw((n + 3) // 4)
+    draws = np.asarray(words, dtype="<u8").view("<u2")[:n]
+    return torch.from_numpy(draws >= threshold).view(shape), (MASK_LEVELS - threshold) / MASK_LEVELS
 
 
 def mask_key(seed: int, micro_batch: int, module_index: int) -> int:

@@ -186,12 +186,18 @@ def lock_hyperparameters(
     changes no number: `tests/test_lora_checkpointing.py`); `packing` is the packing mode
     (`PACKING_MODE`) or False, so a lock written when packing concatenated rows differs
     from one of padding-free blocks;
-    `instruction_share` only when set, so locks written before it existed keep their hash.
+    `instruction_share` only when set, so locks written before it existed keep their hash;
+    with LoRA dropout on, `dropout_masks` (`dlm.train.dropout.MASKS_MODE`), since locks
+    written when the masks came from `torch.rand` describe other bytes.
     """
+    from dlm.train.dropout import MASKS_MODE
+
     values = asdict(hyper)
     values.pop("precision")
     values.pop("gradient_checkpointing")  # memory only: the same numbers either way
     values.update(sequence_len=sequence_len, packing=PACKING_MODE if packing else False)
+    if hyper.lora_dropout > 0:
+        values.update(dropout_masks=MASKS_MODE)
     if instruction_share is not None:
         values.update(instruction_share=instruction_share)
     return values
