@@ -26,7 +26,7 @@ from dlm.models import load_model, load_tokenizer, resolve_base_model
 from dlm.tokenize.seam import TokenizedRows
 from dlm.train.checkpoint import saver_callback
 from dlm.train.dataset import WindowDataset, as_hf_dataset
-from dlm.train.lora import LoraRun, train_lora
+from dlm.train.lora import Hyperparameters, train_lora
 
 
 class Clock(TrainerCallback):
@@ -68,7 +68,7 @@ def main() -> None:
         kinds=["prose"] * 64,
     )
     dataset = WindowDataset(rows, 128)
-    run = LoraRun(
+    run = Hyperparameters(
         lora_r=8,
         lora_alpha=16,
         lora_dropout=0.05,

@@ -22,7 +22,7 @@ import torch
 from dlm.models import load_model, load_tokenizer, resolve_base_model
 from dlm.tokenize.seam import TokenizedRows
 from dlm.train.dataset import WindowDataset, as_hf_dataset
-from dlm.train.lora import LoraRun, native_loss_trainer, train_lora
+from dlm.train.lora import Hyperparameters, native_loss_trainer, train_lora
 
 
 class StepTimes:
@@ -63,7 +63,9 @@ def main() -> None:
     ref = resolve_base_model("smollm2-135m")
     tokenizer = load_tokenizer(ref)
     rows = synthetic_rows(args.steps * args.batch_size, args.sequence_len)
-    run = LoraRun(8, 16, 0.0, ("k_proj", "o_proj", "q_proj", "v_proj"), 2e-4, args.steps, 1.0, args.batch_size, 1, 42)
+    run = Hyperparameters(
+        8, 16, 0.0, ("k_proj", "o_proj", "q_proj", "v_proj"), 2e-4, args.steps, 1.0, args.batch_size, 1, 42
+    )
     variants = {"trl-fused-head": SFTTrainer, "native-loss": native_loss_trainer()}
     results: dict[str, StepTimes] = {name: StepTimes() for name in variants}
     for round_ in range(args.rounds):
