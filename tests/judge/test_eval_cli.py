@@ -84,6 +84,7 @@ def _answer(path: Path, home: Path, use_adapter: bool) -> str:
 def test_adapter_learns_the_trained_answer(trained) -> None:
     path, report, home = trained
     assert report.steps == 24 and report.train_tokens > 0 and report.tokens_per_second > 0
+    assert report.peak_rss_bytes is not None and report.peak_rss_bytes > 540e6  # SmolLM2's float32 weights alone
     tuned = _answer(path, home, use_adapter=True)
     base = _answer(path, home, use_adapter=False)
     assert tuned.startswith("The secret word is quindle"), tuned

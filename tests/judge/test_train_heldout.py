@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,7 @@ def test_train_cli_prints_the_held_out_line_and_plots_it(tmp_path: Path, smollm2
     assert result.exit_code == 0, result.output
     assert "held-out loss " in result.output and "(perplexity " in result.output
     assert "8 rows" in result.output and "real tokens:" in result.output
+    assert re.search(r"peak memory: \d+\.\d\d GB resident", result.output)
     assert "step 1/2" in result.output and "ETA" in result.output  # plain lines: not a terminal
     plot = tmp_path / "loss.png"
     result = runner.invoke(app, ["metrics", str(path), "--plot", str(plot)])

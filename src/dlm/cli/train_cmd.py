@@ -216,6 +216,8 @@ def train(
         console.print(
             f"  of which {measuring:.1f}s went to measurements and checkpoints between steps (not in tokens/s)"
         )
+    if report.peak_rss_bytes:
+        console.print(f"peak memory: {report.peak_rss_bytes / 1e9:.2f} GB resident (this process)")
     print_heldout(report)
     if report.evaluation:
         from dlm.cli.eval_cmd import report_lines

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -233,6 +234,17 @@ def physical_memory() -> int | None:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, ValueError, OSError):
         return None
+
+
+def peak_rss_bytes() -> int | None:
+    """This process's peak resident set size in bytes so far (`getrusage`: kilobytes on
+    Linux, bytes on macOS); None where the `resource` module is missing (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    peak = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    return peak if sys.platform == "darwin" else peak * 1024
 
 
 def device_memory(device: str) -> int | None:

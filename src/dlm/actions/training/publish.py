@@ -30,7 +30,7 @@ from dlm.train.dataset import as_hf_dataset
 from dlm.train.evaluate import build_eval_set
 from dlm.train.heldout import subset
 from dlm.train.kind_loss import KindLoss
-from dlm.train.lora import LoraResult, train_lora
+from dlm.train.lora import LoraResult, peak_rss_bytes, train_lora
 from dlm.train.tracking import HeldOutTracker, TokenTally, planned_tokens
 
 if TYPE_CHECKING:
@@ -284,6 +284,7 @@ def build_report(
         train_seconds=result.seconds,
         step_seconds=round(result.step_seconds, 3),
         accelerator_peak_bytes=result.accelerator_peak_bytes,
+        peak_rss_bytes=peak_rss_bytes(),
         rows=_row_counts(run.tokenized),
         files_taken=run.tokenized.files_taken,
         files_skipped=run.files_skipped,

@@ -139,3 +139,4 @@ class TrainReport:
     accelerator_peak_bytes: int | None = (
         None  # peak GPU memory allocated by torch during the steps (bytes); None off CUDA
     )
+    peak_rss_bytes: int | None = None  # this process's peak resident memory (bytes); None where the OS does not say
