@@ -47,22 +47,3 @@ def test_the_step_rate_leaves_out_the_hooks_time() -> None:
     result = LoraResult(model=None, steps=4, train_loss=1.0, tokens_seen=600, seconds=10.0, hook_seconds=4.0)
     assert result.step_seconds == 6.0 and result.tokens_per_second == 100.0
     assert LoraResult(None, 1, None, 10, 2.0, hook_seconds=2.5).tokens_per_second is None
-
-
-def test_peak_rss_is_the_kernels_high_water_mark():
-    import sys
-    from pathlib import Path
-
-    import pytest
-
-    from dlm.train.lora import peak_rss_bytes
-
-    if not sys.platform.startswith("linux"):
-        pytest.skip("VmHWM is Linux's")
-    ballast = bytearray(64 * 2**20)  # touched: the peak is at least this much above the start
-    ballast[::4096] = b"x" * len(ballast[::4096])
-    status = Path("/proc/self/status").read_text()
-    hwm = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) * 1024
-    assert abs(peak_rss_bytes() - hwm) < 16 * 2**20
-    assert peak_rss_bytes() >= 64 * 2**20
-    del ballast

@@ -1,8 +1,10 @@
-"""Gradient checkpointing: the rule that turns it off while activations fit the device, and
-proof that it changes no number of the trained adapter."""
+"""Gradient checkpointing: the rule that turns it off while activations fit the device, the
+memory figures of `dlm.train.lora` (device memory, peak RSS), and proof that checkpointing
+changes no number of the trained adapter."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -17,6 +19,7 @@ from dlm.train.lora import (
     device_memory,
     gradient_checkpointing,
     native_loss_trainer,
+    peak_rss_bytes,
     physical_memory,
     train_lora,
 )
@@ -128,3 +131,15 @@ def test_the_document_key_reaches_the_hyperparameters_and_stays_out_of_the_lock(
     assert [picked[v].gradient_checkpointing for v in ("auto", True, False)] == [None, True, False]
     locks = {str(v): lock_hyperparameters(h, 128, True, None) for v, h in picked.items()}
     assert "gradient_checkpointing" not in locks["True"] and locks["True"] == locks["False"] == locks["auto"]
+
+
+def test_peak_rss_is_the_kernels_high_water_mark():
+    if not sys.platform.startswith("linux"):
+        pytest.skip("VmHWM is Linux's")
+    ballast = bytearray(64 * 2**20)  # touched: the peak is at least this much above the start
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    status = Path("/proc/self/status").read_text()
+    hwm = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) * 1024
+    assert abs(peak_rss_bytes() - hwm) < 16 * 2**20
+    assert peak_rss_bytes() >= 64 * 2**20
+    del ballast

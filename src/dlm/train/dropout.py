@@ -32,8 +32,8 @@ where the tensor lives.
 The index is counted by a forward pre-hook on the model in training mode (evaluation
 forwards do not count), so recomputed forwards under gradient checkpointing, which run
 inside backward, replay the mask of their own micro-batch. Masks keep nn.Dropout's
-semantics: an element is zeroed with probability `p` and the rest are scaled by
-`1 / (1 - p)`.
+semantics: an element is zeroed with probability `p` (on a CPU `p` rounded to
+1/65536, `keep_mask`) and the rest are scaled by one over the share kept.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class KeyedDropout(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """`x` (any shape and float dtype) with elements zeroed at probability `p`, the
-        rest scaled by `1 / (1 - p)`; unchanged in eval mode."""
+        rest scaled by one over the share kept (`keep_mask`); unchanged in eval mode."""
         if not self.training or self.p == 0:
             return x
         keep, kept_share = keep_mask(

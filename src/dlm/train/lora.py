@@ -17,7 +17,7 @@ Gradient checkpointing (TRL turns it on by default) recomputes every layer's for
 during backward to keep fewer activations: a quarter of a CPU step's compute (7.4 s
 against 9.7 s of CPU time for SmolLM2-135M, 4 x 128 tokens) to save memory a CPU run
 rarely lacks. It changes no number (the recomputed forward is the same arithmetic,
-and the dropout masks are replayed from the saved generator state), so it is off
+and the dropout masks are drawn again from their key, `dlm.train.dropout`), so it is off
 unless the activations would take more than `ACTIVATION_SHARE` of the training
 device's memory (`gradient_checkpointing`): RAM on a CPU or Apple GPU, the card's own
 memory on CUDA. On an H100 it cost 1.8x per step for SmolLM2-135M (the demo, 40 steps:
