@@ -1,4 +1,4 @@
-"""The per-kind train loss read from the trainer's forward pass equals the model's own
+"""The per-kind train loss read from the trainer's fused loss equals the model's own
 loss on each kind's tokens (a tiny randomly initialized Llama, no second pass)."""
 
 import numpy as np
@@ -6,6 +6,7 @@ import torch
 from tinyllama import tiny_llama
 
 from dlm.train.kind_loss import KindLoss
+from dlm.train.lm_loss import causal_lm_token_nll
 
 
 class Rows:
@@ -49,7 +50,9 @@ def test_window_means_match_the_models_own_loss_per_kind():
     labels = torch.tensor(
         np.array([np.pad(e["labels"], (0, width - len(e["labels"])), constant_values=-100) for e in batch])
     )
-    model(input_ids=ids, labels=labels).loss.backward()
+    nll = causal_lm_token_nll(model, model, {"input_ids": ids, "labels": labels})
+    tracker.see_nll(nll.detach())
+    nll.sum().backward()
     window = tracker.take_window()
     for hook in hooks:
         hook.remove()
@@ -72,6 +75,8 @@ def test_eval_passes_and_unmatched_batches_are_not_counted():
     tracker.wrap(dataset)[0]
     with torch.no_grad():
         model(input_ids=torch.tensor([[1, 2, 3, 4]]))
+        tracker.see_nll(torch.zeros(1, 4))  # an eval pass: the input hook matched nothing
     model.train()
     model(input_ids=torch.tensor([[9, 9, 9, 9]]))  # fetched by no data loader
+    tracker.see_nll(torch.zeros(1, 4))
     assert tracker.take_window() == {}

@@ -17,8 +17,8 @@ from dlm.train.lora import (
     Hyperparameters,
     activation_bytes,
     device_memory,
+    fused_loss_trainer,
     gradient_checkpointing,
-    native_loss_trainer,
     peak_rss_bytes,
     physical_memory,
     train_lora,
@@ -31,11 +31,11 @@ SMOLLM2 = SimpleNamespace(
 
 def test_activation_estimate_matches_the_formula_and_grows_with_tokens():
     per_layer = 6 * 576 + 4 * 1536 + 9 * 512
-    assert activation_bytes(SMOLLM2, 8, 512) == 4 * 8 * 512 * (30 * per_layer + 3 * 49152)
+    assert activation_bytes(SMOLLM2, 8, 512) == 4 * 8 * 512 * (30 * per_layer + 576)
     assert activation_bytes(SMOLLM2, 4, 1024) > 2 * activation_bytes(SMOLLM2, 4, 512)  # attention weights grow as T^2
     assert activation_bytes(SMOLLM2, 8, 512) == 2 * activation_bytes(SMOLLM2, 4, 512)
     no_mlp_size = SimpleNamespace(**{k: v for k, v in vars(SMOLLM2).items() if k != "intermediate_size"})
-    assert activation_bytes(no_mlp_size, 1, 64) == 4 * 64 * (30 * (6 * 576 + 4 * 4 * 576 + 9 * 64) + 3 * 49152)
+    assert activation_bytes(no_mlp_size, 1, 64) == 4 * 64 * (30 * (6 * 576 + 4 * 4 * 576 + 9 * 64) + 576)
 
 
 def test_checkpointing_is_off_while_activations_fit_the_device():
@@ -66,7 +66,7 @@ def train_once(
 
     seen: list[bool] = []
 
-    class Recording(native_loss_trainer()):  # type: ignore[misc]
+    class Recording(fused_loss_trainer()):  # type: ignore[misc]
         def train(self, *args, **kwargs):
             seen.append(bool(self.args.gradient_checkpointing))
             return super().train(*args, **kwargs)

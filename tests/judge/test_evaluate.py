@@ -7,22 +7,21 @@ import math
 import numpy as np
 import pytest
 import torch
-from uniformlm import Logits, UniformLM
+from uniformlm import LogitsLM, UniformLM
 
 from dlm.tokenize.seam import TokenizedRows
 from dlm.train.evaluate import EvalExample, EvalSet, build_eval_set, eval_window, heldout_loss
 
 
-class OracleLM(torch.nn.Module):
+class OracleLM(LogitsLM):
     """Predicts token t+1 = token t + 1 with near certainty."""
 
     def __init__(self, vocab: int) -> None:
-        super().__init__()
-        self.vocab = vocab
+        super().__init__(vocab)
         self.w = torch.nn.Parameter(torch.zeros(1))
 
-    def forward(self, input_ids, attention_mask):
-        return Logits(torch.nn.functional.one_hot((input_ids + 1) % self.vocab, self.vocab).float() * 50)
+    def logits(self, input_ids):
+        return torch.nn.functional.one_hot((input_ids + 1) % self.vocab, self.vocab).float() * 50
 
 
 def example(ids: list[int], n_prompt: int = 0, kind: str = "prose") -> EvalExample:

@@ -8,22 +8,22 @@ import torch
 
 from dlm.judge.track import ProbeTracker
 from dlm.train.evaluate import EvalExample
-from tests.judge.uniformlm import Logits
+from tests.judge.uniformlm import LogitsLM
 
 VOCAB = 8
 
 
-class Leaning(torch.nn.Module):
+class Leaning(LogitsLM):
     """Logits put `w` on token 3 and 0 elsewhere: the answer `3 3 3` gets likelier as `w` grows."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(VOCAB)
         self.w = torch.nn.Parameter(torch.zeros(1))
 
-    def forward(self, input_ids: Any, attention_mask: Any) -> Logits:
+    def logits(self, input_ids: Any) -> torch.Tensor:
         logits = torch.zeros(*input_ids.shape, VOCAB)
         logits[..., 3] = self.w
-        return Logits(logits)
+        return logits
 
 
 def examples() -> list[EvalExample]:

@@ -48,7 +48,9 @@ def add_null_adapter(peft_model: Any, seed: int, trained_name: str = "default") 
     from peft import get_peft_model_state_dict, set_peft_model_state_dict
 
     config = peft_model.peft_config[trained_name]
-    trained = get_peft_model_state_dict(peft_model, adapter_name=trained_name)
+    # dlm's LoRA never targets the embeddings; "auto" would look for the base's config.json
+    # under the adapter's base-model name (an alias) and warn on the user's terminal
+    trained = get_peft_model_state_dict(peft_model, adapter_name=trained_name, save_embedding_layers=False)
     active = peft_model.active_adapter
     if NULL_ADAPTER not in peft_model.peft_config:
         peft_model.add_adapter(NULL_ADAPTER, config)

@@ -128,13 +128,16 @@ def example_nll(model: Any, examples: list[EvalExample], pad_id: int = 0) -> tup
     """Per example: (sum of -log p over its loss tokens in nats, its loss-token count).
 
     Examples are batched by length (right padding, attention mask), scored under
-    `torch.no_grad()` in eval mode; the model's train/eval mode is restored afterwards.
+    `torch.no_grad()` in eval mode with the LM head fused into the NLL (no logits over
+    the vocabulary are kept); the model's train/eval mode is restored afterwards.
     Both lists follow `examples`' order.
     """
     import torch
-    import torch.nn.functional as F
+
+    from dlm.train.lm_loss import causal_lm_of, causal_lm_token_nll
 
     was_training = model.training
+    causal_lm = causal_lm_of(model)
     device = next(model.parameters()).device
     sums, counts = [0.0] * len(examples), [0] * len(examples)
     model.eval()
@@ -151,16 +154,11 @@ def example_nll(model: Any, examples: list[EvalExample], pad_id: int = 0) -> tup
                     ids[row, :n] = torch.from_numpy(ex.input_ids)
                     labels[row, :n] = torch.from_numpy(ex.labels)
                     mask[row, :n] = 1
-                logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits  # (B, T, V)
-                # token t is predicted at t - 1: shift the labels, not the logits (a slice of the
-                # logits would be copied by the reshape, one more (B, T, V) float32 tensor)
-                target = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], -100)], dim=1).to(device)
-                nll = F.cross_entropy(
-                    logits.float().reshape(-1, logits.shape[-1]),
-                    target.reshape(-1),
-                    ignore_index=-100,
-                    reduction="none",
-                ).reshape(target.shape)
+                # the LM head fused with the NLL, a chunk of positions at a time: no (B, T, V)
+                # logits (`dlm.train.lm_loss`); position t holds the NLL of label t + 1
+                inputs = {"input_ids": ids.to(device), "attention_mask": mask.to(device), "labels": labels}
+                nll = causal_lm_token_nll(model, causal_lm, inputs)
+                target = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], -100)], dim=1)
                 per_row = nll.sum(dim=1).cpu().tolist()
                 per_count = (target != -100).sum(dim=1).cpu().tolist()
                 for row, i in enumerate(batch):

@@ -5,18 +5,17 @@ How: every example the data loader fetches is recorded with the kind of each of 
 tokens (`KindLoss.wrap`; a window has its row's kind, a packed block the kinds of the
 rows it spans). A pre-hook on the input embeddings sees each training micro-batch's
 `input_ids` [B, T] and matches each row to a recorded example (same ids, right-padded,
-as TRL's collator pads); a hook on the LM head sees the logits [B, T, V] and adds,
-detached, each predicted token's cross-entropy (nats) to its kind's sum, the labels
-shifted as the model's own loss shifts them (-100 ignored). `take_window` returns and
-resets the per-kind means; the callback does so at each logging step, so one window is
-the optimizer step's micro-batches. Only forward passes in training mode with grad on
-count (the held-out scoring runs in eval mode).
+as the collator pads); the trainer's loss then hands over the per-token NLL it computed
+anyway (`see_nll`, from `dlm.train.lm_loss`: position t holds the NLL of label t + 1,
+as the model's own loss shifts them), and each loss token's NLL is added, detached, to
+its kind's sum. `take_window` returns and resets the per-kind means; the callback does
+so at each logging step, so one window is the optimizer step's micro-batches. Only
+forward passes in training mode with grad on count (the held-out scoring runs in eval
+mode).
 
-Cost: a log-softmax over the vocabulary for the predicted tokens, chunked
-(`CHUNK_TOKENS` rows at a time), next to the matmul that made those logits. A batch
-that cannot be matched (an example fetched but not trained, a different padding side)
-is left out of the window rather than guessed. Where the LM head is not called as a
-module (TRL's fused loss on CUDA), no per-kind loss is recorded.
+Cost: a gather of [B, T] floats per micro-batch. A batch that cannot be matched (an
+example fetched but not trained, a different padding side) is left out of the window
+rather than guessed; a trainer that computes no per-token NLL records none.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from typing import Any
 import numpy as np
 
 KINDS = ("prose", "instruction", "source")
-CHUNK_TOKENS = 256
 MAX_PENDING = 4096
 
 
@@ -89,12 +87,9 @@ class KindLoss:
         return Recording()
 
     def attach(self, model: Any) -> list[Any]:
-        """Register the two hooks on `model` (a transformers causal LM); returns handles
-        to `remove()`."""
-        return [
-            model.get_input_embeddings().register_forward_pre_hook(self._see_inputs),
-            model.get_output_embeddings().register_forward_hook(self._see_logits),
-        ]
+        """Register the input hook on `model` (a transformers causal LM); returns handles
+        to `remove()`. The trainer must also call `see_nll` after each forward."""
+        return [model.get_input_embeddings().register_forward_pre_hook(self._see_inputs)]
 
     def _see_inputs(self, module: Any, args: tuple[Any, ...]) -> None:
         import torch
@@ -118,36 +113,25 @@ class KindLoss:
                 return labels, kinds
         return None
 
-    def _see_logits(self, module: Any, args: tuple[Any, ...], output: Any) -> None:
-        import torch
-        import torch.nn.functional as F
+    def see_nll(self, nll: Any) -> None:
+        """Add a training micro-batch's per-token NLL to the window of each token's kind.
 
+        Args:
+            nll: float [B, T] tensor (detached): position t holds the NLL of label t + 1;
+                rows follow the `input_ids` the input hook last saw.
+        """
         current, self.current = self.current, None
-        if current is None or not torch.is_tensor(output) or output.dim() != 3:
+        if current is None or nll.dim() != 2:
             return
-        with torch.no_grad():
-            for j, labels, kinds in current:
-                n = len(labels)
-                target = torch.as_tensor(labels[1:n], device=output.device)
-                keep = (target != -100).cpu().numpy()
-                nll = (
-                    torch.cat(
-                        [
-                            F.cross_entropy(
-                                output[j, a : min(a + CHUNK_TOKENS, n - 1)].float(),
-                                target[a : a + CHUNK_TOKENS],
-                                ignore_index=-100,
-                                reduction="none",
-                            )
-                            for a in range(0, n - 1, CHUNK_TOKENS)
-                        ]
-                    )
-                    if n > 1
-                    else output.new_zeros(0)
-                )
-                k = kinds[1:n][keep]
-                self.sums += np.bincount(k, weights=nll.cpu().numpy()[keep], minlength=len(KINDS))
-                self.counts += np.bincount(k, minlength=len(KINDS))
+        values = nll.float().cpu().numpy()
+        for j, labels, kinds in current:
+            n = len(labels)
+            if n < 2:
+                continue
+            keep = labels[1:n] != -100
+            k = kinds[1:n][keep]
+            self.sums += np.bincount(k, weights=values[j, : n - 1][keep], minlength=len(KINDS))
+            self.counts += np.bincount(k, minlength=len(KINDS))
 
     def take_window(self) -> dict[str, tuple[float, int]]:
         """kind -> (mean nats per loss token, loss tokens) since the last call, for the

@@ -7,8 +7,8 @@ transformers turns into a block-diagonal mask only when no KV cache is built, so
 run trains with `use_cache` off (`packed_attention`). Precision: `Hyperparameters.precision`
 (`dlm.train.precision`); bfloat16 is autocast, on CUDA and on CPU alike. LoRA dropout
 masks are keyed by the global micro-batch (`dlm.train.dropout`), so any number of ranks
-trains the bytes of one process accumulating the same micro-batches. Off CUDA the
-loss is the model's own cross-entropy (see `native_loss_trainer`). The Trainer saves no
+trains the bytes of one process accumulating the same micro-batches. The loss never
+materializes the logits (`fused_loss_trainer`, `dlm.train.lm_loss`). The Trainer saves no
 checkpoint of its own accord (`save_strategy` "no"): a caller's callback asks for one
 when due and publishes it atomically (`dlm.train.checkpoint`); the adapter itself is
 saved once, at the end, by the caller.
@@ -131,30 +131,43 @@ class HookClock:
         return wrapped
 
 
-def native_loss_trainer() -> Any:
-    """An SFTTrainer whose loss is the model's own cross-entropy over `labels`.
+def fused_loss_trainer() -> Any:
+    """An SFTTrainer whose loss is the LM head and cross-entropy fused (`dlm.train.lm_loss`).
 
-    TRL scores tokens through a fused, chunked LM head so the full logits are never
-    materialized: a memory win on GPUs with large vocabularies, but on CPU it costs
-    more than it saves (`benchmarks/train_step.py` measures both side by side). The
-    model's own loss uses the same labels (-100 ignored, shifted inside the model) and
-    the same normalization by the number of loss tokens in the batch.
+    The loss equals the model's own (the same labels, -100 ignored and shifted, summed and
+    divided by the batch's loss tokens as the Trainer's `num_items_in_batch` asks, scaled
+    across ranks as the Trainer scales it) without materializing the logits. An instance's
+    `on_token_nll`, when set, receives each training micro-batch's detached per-token NLL
+    [B, T] (`dlm.train.kind_loss`). A model whose LM head trains, or a caller asking for
+    the outputs, gets the model's own loss. TRL's own chunked loss (its default on CUDA)
+    is not used: it keeps no per-token NLL and computes entropy and accuracy metrics dlm
+    does not log.
     """
     from transformers import Trainer
     from trl import SFTTrainer
 
-    class NativeLossSFTTrainer(SFTTrainer):
+    from dlm.train.lm_loss import causal_lm_of, causal_lm_token_nll, head_is_frozen
+
+    class FusedLossSFTTrainer(SFTTrainer):
+        on_token_nll: Any = None
+
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            return Trainer.compute_loss(self, model, inputs, return_outputs, num_items_in_batch)
+            causal_lm = causal_lm_of(model)
+            if return_outputs or not head_is_frozen(causal_lm):
+                return Trainer.compute_loss(self, model, inputs, return_outputs, num_items_in_batch)
+            nll = causal_lm_token_nll(model, causal_lm, inputs)
+            if self.on_token_nll is not None and model.training:
+                self.on_token_nll(nll.detach())
+            if num_items_in_batch is None:
+                num_items_in_batch = (inputs["labels"][:, 1:] != -100).sum()
+            loss = nll.sum() / num_items_in_batch
+            if self.args.average_tokens_across_devices and self.model_accepts_loss_kwargs:
+                # as Trainer.compute_loss: the gradients are averaged over ranks later
+                tp_size = self.get_tp_size() if hasattr(self, "get_tp_size") else 1
+                loss = loss * (self.accelerator.num_processes // tp_size if self.args.n_gpu <= 1 else self.args.n_gpu)
+            return loss
 
-    return NativeLossSFTTrainer
-
-
-def trainer_class(device: str) -> Any:
-    """TRL's SFTTrainer on CUDA, the native-loss variant elsewhere (see above)."""
-    from trl import SFTTrainer
-
-    return SFTTrainer if device == "cuda" else native_loss_trainer()
+    return FusedLossSFTTrainer
 
 
 @contextmanager
@@ -212,8 +225,10 @@ def activation_bytes(config: Any, micro_batch: int, sequence_len: int) -> int:
 
     Per token and layer: about `6 * hidden + 4 * intermediate` values (norm, attention
     and MLP inputs, the gated MLP's three products) and `heads * sequence_len`
-    attention weights; per token, three copies of the logits. For SmolLM2-135M at
-    8 x 512 tokens: 8.8 GiB estimated, 9.0 GiB measured (peak RSS growth of one step).
+    attention weights; per token, the fused loss's gradient of its hidden state
+    (`dlm.train.lm_loss`; no logits are kept). With the model's own loss, which kept
+    three copies of the logits per token, SmolLM2-135M at 8 x 512 tokens was 8.8 GiB
+    estimated and 9.0 GiB measured (peak RSS growth of one step).
 
     Args:
         config: a transformers model config (`hidden_size`, `num_hidden_layers`,
@@ -225,7 +240,7 @@ def activation_bytes(config: Any, micro_batch: int, sequence_len: int) -> int:
     intermediate = int(getattr(config, "intermediate_size", None) or 4 * hidden)
     per_layer = 6 * hidden + 4 * intermediate + int(config.num_attention_heads) * sequence_len
     tokens = micro_batch * sequence_len
-    return 4 * tokens * (layers * per_layer + 3 * int(config.vocab_size))
+    return 4 * tokens * (layers * per_layer + hidden)
 
 
 def physical_memory() -> int | None:
@@ -319,6 +334,7 @@ def train_lora(
     callbacks: list[Any] | None = None,
     sequence_len: int | None = None,
     resume_from: Path | None = None,
+    on_token_nll: Any = None,
 ) -> LoraResult:
     """Wrap `model` with a LoRA adapter and train it on `dataset`.
 
@@ -326,13 +342,16 @@ def train_lora(
         model: a base causal LM (float32).
         dataset: map-style dataset of `{"input_ids", "labels"}` examples.
         work_dir: scratch folder for the trainer (checkpoints are written there first).
-        trainer_cls: an SFTTrainer class; default `trainer_class(<this device>)`.
+        trainer_cls: an SFTTrainer class; default `fused_loss_trainer()`.
         callbacks: more transformers `TrainerCallback`s (the held-out loss hook); the time
             they take is `LoraResult.hook_seconds`, not counted in the step rate.
         sequence_len: the longest example in tokens; with it a CPU run may skip gradient
             checkpointing (`gradient_checkpointing`), without it the run checkpoints.
         resume_from: a Trainer checkpoint folder to continue from (adapter, optimizer,
             scheduler, RNG states and step; the Trainer skips the batches already seen).
+        on_token_nll: called with each training micro-batch's detached per-token NLL
+            (float32 [B, T], `dlm.train.lm_loss.causal_lm_token_nll`), as the per-kind
+            loss wants it (`dlm.train.kind_loss.KindLoss.see_nll`).
 
     Raises:
         KeyboardInterrupt: propagated untouched so the caller can keep the store intact.
@@ -381,7 +400,7 @@ def train_lora(
     with warnings.catch_warnings():
         # transformers' own deprecation notices about arguments TRL passes are noise here
         warnings.simplefilter("ignore", FutureWarning)
-        trainer_cls = trainer_cls or trainer_class("cuda" if torch.cuda.is_available() else "cpu")
+        trainer_cls = trainer_cls or fused_loss_trainer()
         trainer = trainer_cls(
             model=model,
             args=config,
@@ -391,6 +410,7 @@ def train_lora(
             data_collator=PackedCollator(_pad_id(tokenizer)),
             callbacks=[_callback(sink), *clock.timed(callbacks or [])],
         )
+    trainer.on_token_nll = on_token_nll
     # stdout belongs to the command (`--json`); progress goes through `sink`
     trainer.remove_callback(PrinterCallback)
     done = 0  # micro-batches this process trained before the checkpoint it resumes from

@@ -104,6 +104,7 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
                     callbacks=[*callbacks, *heldout.callbacks(), *([probes.callback()] if probes else [])],
                     sequence_len=run.training.sequence_len,
                     resume_from=run.resume_from,
+                    on_token_nll=kinds.see_nll,
                 )
             finally:
                 for hook in hooks:

@@ -1,0 +1,127 @@
+"""The training loss without the logits: LM head and cross-entropy fused, chunk by chunk.
+
+A causal LM's own loss first makes the logits, `[B, T, V]` with V = 49,152 for
+SmolLM2; at the default micro-batch of 4 x 2048 tokens that is 1.6 GB in float32, and
+the cross-entropy keeps another such tensor for backward and makes a third for the
+gradient (a default `dlm train` of the `json` and `email` packages peaked at 14.9 GB
+resident). Here the model runs its decoder as usual and its LM head on the last position
+only (`logits_to_keep=1`); a hook on the decoder hands over the final hidden states
+`[B, T, H]`, and `token_nll` scores them `CHUNK_TOKENS` rows at a time. The loss is the
+last operation of the graph, so each token's gradient with respect to its hidden state,
+`(softmax - onehot) @ W` `[H]`, is computed in the same pass while the chunk's logits
+exist, and backward only scales it by the incoming gradient of that token's NLL. What
+stays for backward is `[N, H]` floats instead of about three `[N, V]`; the work is the
+same two LM-head products as before, no logits are recomputed.
+
+Precision: under autocast the two products run in the autocast dtype (bfloat16), as the
+model's own LM head would; the log-sum-exp, the NLL and the softmax are float32, as in
+transformers' loss. The LM head weight must be frozen (LoRA never adapts it; a model
+whose head trains uses its own loss: `head_is_frozen`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+CHUNK_TOKENS = 1024  # rows of logits alive at once: 1024 x 49,152 float32 = 201 MB
+
+
+class _FusedHeadNLL(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, dtype: torch.dtype, chunk: int
+    ) -> torch.Tensor:
+        n = hidden.shape[0]
+        nll = torch.zeros(n, dtype=torch.float32, device=hidden.device)
+        grad = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
+        valid = target != -100
+        safe = target.clamp(min=0)
+        with torch.autocast(hidden.device.type, enabled=False):
+            w = weight.to(dtype)
+            for a in range(0, n, chunk):
+                b = min(a + chunk, n)
+                logits = (hidden[a:b].to(dtype) @ w.T).float()  # [c, V]
+                lse = torch.logsumexp(logits, dim=-1)
+                picked = logits.gather(1, safe[a:b, None]).squeeze(1)
+                keep = valid[a:b]
+                nll[a:b] = torch.where(keep, lse - picked, 0.0)
+                if grad is not None:
+                    probs = logits.sub_(lse[:, None]).exp_()  # softmax, in place of the logits
+                    probs[torch.arange(b - a, device=probs.device), safe[a:b]] -= 1.0
+                    probs.mul_(keep[:, None])
+                    grad[a:b] = (probs.to(dtype) @ w).to(grad.dtype)
+        ctx.save_for_backward(grad if grad is not None else hidden.new_zeros(0))
+        return nll
+
+    @staticmethod
+    def backward(ctx: Any, grad_nll: torch.Tensor) -> tuple[Any, ...]:
+        (grad,) = ctx.saved_tensors
+        return grad * grad_nll[:, None].to(grad.dtype), None, None, None, None
+
+
+def token_nll(
+    hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, chunk: int = CHUNK_TOKENS
+) -> torch.Tensor:
+    """Each token's negative log-likelihood under the LM head, without keeping logits.
+
+    Args:
+        hidden: 2-D float [N, H], the decoder's final hidden states (requires grad in
+            training; the gradient flows back through it).
+        weight: 2-D float [V, H], the LM head's weight (frozen: no gradient is returned).
+        target: 1-D int64 [N], the id each row predicts; -100 means no loss.
+        chunk: rows of logits computed at once.
+
+    Returns:
+        1-D float32 [N]: `logsumexp(logits) - logits[target]` in nats, 0 where `target`
+        is -100. Under autocast the LM-head products run in its dtype (module docstring).
+    """
+    device = hidden.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
+    return _FusedHeadNLL.apply(hidden, weight, target, dtype, chunk)
+
+
+def causal_lm_of(model: Any) -> Any:
+    """The transformers causal LM inside `model`: through a rank wrapper (`.module`,
+    torch's DistributedDataParallel) and a peft model (`get_base_model()`)."""
+    inner = getattr(model, "module", model)
+    return inner.get_base_model() if hasattr(inner, "get_base_model") else inner
+
+
+def head_is_frozen(model: Any) -> bool:
+    """True when `model`'s LM head weight takes no gradient (LoRA, the fused loss's case)."""
+    head = model.get_output_embeddings()
+    return head is not None and not head.weight.requires_grad
+
+
+def causal_lm_token_nll(model: Any, causal_lm: Any, inputs: dict[str, Any]) -> torch.Tensor:
+    """Run `model` on `inputs` and return each position's NLL of the next label, fused.
+
+    Args:
+        model: what the trainer calls (a peft model, possibly wrapped for several ranks).
+        causal_lm: the transformers causal LM inside it (`get_decoder`,
+            `get_output_embeddings`).
+        inputs: the collated batch: `input_ids` [B, T], `labels` [B, T] (-100: no loss)
+            and `attention_mask` or `position_ids`.
+
+    Returns:
+        2-D float32 [B, T]: position t holds `-log p(labels[t + 1])`, as the model's own
+        loss shifts its labels; 0 at the last position and where that label is -100.
+    """
+    captured: list[torch.Tensor] = []
+
+    def keep(module: Any, args: Any, output: Any) -> None:
+        captured.append(output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0])
+
+    handle = causal_lm.get_decoder().register_forward_hook(keep)
+    try:
+        model(**{k: v for k, v in inputs.items() if k != "labels"}, logits_to_keep=1)
+    finally:
+        handle.remove()
+    hidden = captured[-1]  # [B, T, H]
+    labels = inputs["labels"].to(hidden.device)
+    target = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], -100)], dim=1)  # [B, T]
+    batch, length, width = hidden.shape
+    nll = token_nll(hidden.reshape(-1, width), causal_lm.get_output_embeddings().weight, target.reshape(-1))
+    return nll.view(batch, length)

@@ -1,0 +1,107 @@
+"""The fused LM-head loss equals the model's own cross-entropy, with its gradients, and
+never asks the LM head for more than one position (a tiny randomly initialized Llama)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from tinyllama import tiny_llama
+
+from dlm.train.lm_loss import causal_lm_token_nll, head_is_frozen, token_nll
+
+
+def problem(n: int = 300, h: int = 32, v: int = 1000) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    hidden = torch.randn(n, h, generator=gen, requires_grad=True)
+    weight = torch.randn(v, h, generator=gen) * 0.1
+    target = torch.randint(0, v, (n,), generator=gen)
+    target[::7] = -100
+    upstream = torch.randn(n, generator=gen)
+    return hidden, weight, target, upstream
+
+
+def reference(hidden, weight, target, upstream, autocast: bool):
+    hidden.grad = None
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        nll = F.cross_entropy(F.linear(hidden, weight).float(), target, ignore_index=-100, reduction="none")
+    (nll * upstream).sum().backward()
+    return nll.detach(), hidden.grad.clone()
+
+
+def fused(hidden, weight, target, upstream, autocast: bool, chunk: int):
+    hidden.grad = None
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        nll = token_nll(hidden, weight, target, chunk=chunk)
+    (nll * upstream).sum().backward()
+    return nll.detach(), hidden.grad.clone()
+
+
+@pytest.mark.parametrize("chunk", [64, 300, 4096])
+def test_float32_nll_and_gradient_equal_cross_entropy(chunk: int) -> None:
+    hidden, weight, target, upstream = problem()
+    want_nll, want_grad = reference(hidden, weight, target, upstream, autocast=False)
+    got_nll, got_grad = fused(hidden, weight, target, upstream, autocast=False, chunk=chunk)
+    assert torch.allclose(got_nll, want_nll, atol=1e-5, rtol=1e-5)
+    assert torch.all(got_nll[::7] == 0)  # -100 carries no loss
+    assert torch.allclose(got_grad, want_grad, atol=1e-5, rtol=1e-5)
+    assert torch.all(got_grad[::7] == 0)
+
+
+def test_bfloat16_autocast_matches_cross_entropy_under_autocast() -> None:
+    hidden, weight, target, upstream = problem()
+    want_nll, want_grad = reference(hidden, weight, target, upstream, autocast=True)
+    got_nll, got_grad = fused(hidden, weight, target, upstream, autocast=True, chunk=64)
+    assert got_nll.dtype == torch.float32
+    assert torch.allclose(got_nll, want_nll, atol=1e-5)  # the same bf16 products, float32 after
+    # the gradient's product is rounded to bfloat16 in a different order: about 1% of its scale
+    assert (got_grad - want_grad).abs().max() <= 0.01 * want_grad.abs().max()
+
+
+def test_without_grad_nothing_is_kept_for_backward() -> None:
+    hidden, weight, target, _ = problem()
+    with torch.no_grad():
+        nll = token_nll(hidden, weight, target, chunk=64)
+    assert nll.grad_fn is None and nll.shape == (300,)
+
+
+def batch(packed: bool) -> dict[str, torch.Tensor]:
+    ids = torch.tensor([[5, 9, 13, 17, 21, 25], [2, 6, 10, 14, 0, 0]])
+    labels = torch.tensor([[5, 9, 13, 17, 21, 25], [-100, -100, 10, 14, -100, -100]])
+    if packed:  # two examples in row 0, restarting positions; no attention mask
+        return {
+            "input_ids": ids,
+            "labels": labels,
+            "position_ids": torch.tensor([[0, 1, 2, 0, 1, 2], [0, 1, 2, 3, 0, 1]]),
+        }
+    return {"input_ids": ids, "labels": labels, "attention_mask": (labels != -100) | (ids != 0)}
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_the_models_own_loss_and_gradients_come_out_of_the_fused_path(packed: bool) -> None:
+    model = tiny_llama().train()
+    model.config.use_cache = False
+    model.get_output_embeddings().weight.requires_grad_(False)
+    inputs = batch(packed)
+    own = model(**inputs).loss
+    own.backward()
+    want = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+
+    widths: list[int] = []
+    hook = model.get_output_embeddings().register_forward_hook(lambda m, a, out: widths.append(out.shape[1]))
+    nll = causal_lm_token_nll(model, model, inputs)
+    hook.remove()
+    loss = nll.sum() / (inputs["labels"][:, 1:] != -100).sum()
+    loss.backward()
+    assert widths == [1]  # the LM head ran on the last position only: no [B, T, V] logits
+    assert nll.shape == inputs["input_ids"].shape
+    assert torch.allclose(loss, own, atol=1e-6)
+    got = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+    assert got.keys() == want.keys() and want
+    assert all(torch.allclose(got[n], want[n], atol=1e-6) for n in want)
+
+
+def test_head_is_frozen_says_whether_the_lm_head_trains() -> None:
+    model = tiny_llama()
+    assert not head_is_frozen(model)
+    model.get_output_embeddings().weight.requires_grad_(False)
+    assert head_is_frozen(model)
