@@ -105,3 +105,65 @@ def test_head_is_frozen_says_whether_the_lm_head_trains() -> None:
     assert not head_is_frozen(model)
     model.get_output_embeddings().weight.requires_grad_(False)
     assert head_is_frozen(model)
+
+
+def word_tokenizer(vocab: int = 64):
+    """A fast tokenizer over `vocab` made-up words, what the Trainer needs as `processing_class`."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = {f"w{i}": i for i in range(vocab)}
+    inner = Tokenizer(models.WordLevel(words, unk_token="w1"))
+    inner.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=inner, pad_token="w0", eos_token="w2", unk_token="w1")
+
+
+def test_the_fused_trainer_trains_and_hands_over_each_micro_batchs_token_nll(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from datasets import Dataset
+
+    from dlm.train.lora import Hyperparameters, train_lora
+
+    gen = torch.Generator().manual_seed(3)
+    ids = [torch.randint(3, 64, (12,), generator=gen).tolist() for _ in range(4)]
+    seen: list[torch.Tensor] = []
+    losses: list[float] = []
+    sink = SimpleNamespace(on_train_start=lambda total: None, on_step=lambda step, loss, *rest: losses.append(loss))
+    run = Hyperparameters(4, 8, 0.0, ("q_proj", "v_proj"), 1e-2, 2, 1.0, 2, 1, 7)
+    result = train_lora(
+        tiny_llama(64, max_position_embeddings=64),
+        word_tokenizer(),
+        Dataset.from_dict({"input_ids": ids, "labels": ids}),
+        run,
+        tmp_path,
+        sink,
+        sequence_len=12,
+        on_token_nll=seen.append,
+    )
+    assert result.steps == 2 and len(seen) == 2  # one micro-batch per step
+    assert all(s.shape == (2, 12) and s.dtype == torch.float32 and not s.requires_grad for s in seen)
+    assert all(torch.all(s[:, -1] == 0) for s in seen)  # the last position predicts nothing
+    # the logged loss of each step is the mean of its micro-batch's 2 x 11 token NLLs
+    assert losses == pytest.approx([float(s[:, :-1].mean()) for s in seen], rel=1e-5)
+    lora_b = [p for n, p in result.model.named_parameters() if "lora_B" in n]
+    assert lora_b and any(bool(p.detach().abs().sum() > 0) for p in lora_b)  # it trained
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("autocast", [False, True])
+def test_on_cuda_the_fused_nll_and_gradient_equal_cross_entropy(autocast: bool) -> None:
+    hidden, weight, target, upstream = (t.cuda() for t in problem())
+    hidden = hidden.detach().requires_grad_(True)
+    hidden.grad = None
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+        want = F.cross_entropy(F.linear(hidden, weight).float(), target, ignore_index=-100, reduction="none")
+    (want * upstream).sum().backward()
+    want_grad = hidden.grad.clone()
+    hidden.grad = None
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+        got = token_nll(hidden, weight, target, chunk=64)
+    (got * upstream).sum().backward()
+    assert torch.allclose(got, want.detach(), atol=1e-4)
+    tolerance = 0.01 * want_grad.abs().max() if autocast else 1e-4
+    assert (hidden.grad - want_grad).abs().max() <= tolerance

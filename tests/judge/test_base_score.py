@@ -13,6 +13,7 @@ from uniformlm import UniformLM
 
 from dlm.metrics import MetricsDB
 from dlm.train.base_score import (
+    FORMAT,
     BaseScoreMemo,
     cpu_model,
     eval_set_sha256,
@@ -79,7 +80,7 @@ def test_another_key_is_a_miss_and_writing_replaces_it(tmp_path: Path):
     BaseScoreMemo(path, "new").write(replace(RESULT, loss=1.5))
     assert BaseScoreMemo(path, "old").read() is None
     assert BaseScoreMemo(path, "new").read() == replace(RESULT, loss=1.5)
-    assert json.loads(path.read_text())["format"] == 1
+    assert json.loads(path.read_text())["format"] == FORMAT
 
 
 def test_eval_set_digest_covers_ids_labels_kinds_order_and_pad():
@@ -109,10 +110,12 @@ def test_score_key_changes_with_each_part(tmp_path: Path):
         score_key({**model, "dtype": "torch.bfloat16"}, "sha256:e", env),
         score_key(model, "sha256:f", env),
         score_key(model, "sha256:e", {**env, "torch_threads": 1}),
+        score_key(model, "sha256:e", env, "bfloat16"),  # scored under bf16 autocast
     }
     (tmp_path / "config.json").write_text('{"hidden_size": 16}')  # same weights, another model
     others.add(score_key(model_identity("sha256:" + "0" * 64, tmp_path, "torch.float32"), "sha256:e", env))
-    assert key not in others and len(others) == 5
+    assert key not in others and len(others) == 6
+    assert score_key(model, "sha256:e", env, "float32") == key
 
 
 def test_scoring_environment_names_threads_kernels_and_cpu():

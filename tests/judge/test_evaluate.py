@@ -75,3 +75,17 @@ def test_build_eval_set_cuts_one_window_per_row():
 def test_empty_set_is_refused():
     with pytest.raises(ValueError):
         heldout_loss(UniformLM(3), EvalSet([]))
+
+
+def test_bfloat16_scoring_runs_under_autocast_and_stays_close_to_float32():
+    from tinyllama import tiny_llama
+
+    model = tiny_llama(vocab_size=64)
+    ids = [5, 9, 13, 17, 21, 25, 29, 33]
+    seen: list[torch.dtype] = []
+    hook = model.model.layers[0].self_attn.q_proj.register_forward_hook(lambda m, a, out: seen.append(out.dtype))
+    fp32 = heldout_loss(model, EvalSet([example(ids)]))
+    bf16 = heldout_loss(model, EvalSet([example(ids)]), precision="bfloat16")
+    hook.remove()
+    assert seen == [torch.float32, torch.bfloat16]  # the second pass ran its products in bfloat16
+    assert bf16.loss != fp32.loss and bf16.loss == pytest.approx(fp32.loss, rel=1e-2)

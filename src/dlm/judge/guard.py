@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from dlm.train.evaluate import EvalExample, example_nll
+from dlm.train.evaluate import EvalExample, example_nll, scoring_precision
 
 GUARD_MAX_TOKENS = 256
 
@@ -54,10 +54,7 @@ def guard_examples(tokenizer: Any, texts: Sequence[str]) -> list[EvalExample]:
 def guard_score(model: Any, examples: list[EvalExample], pad_id: int, precision: str = "float32") -> GuardScore:
     """Score the general examples on `model` (module docstring), under bfloat16 autocast
     when `precision` is `bfloat16` (the weights stay as loaded; the NLL is summed in float32)."""
-    import torch
-
-    device = next(model.parameters()).device.type
-    with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bfloat16"):
+    with scoring_precision(model, precision):
         sums, counts = example_nll(model, examples, pad_id)
     total = sum(counts)
     return GuardScore(sum(sums) / total if total else 0.0, len(examples), total)

@@ -13,7 +13,7 @@ and scores only the adapter and the null adapter.
 
 File (`Store.judge_base_path`, canonical JSON, written atomically):
 
-    {"format": 1,
+    {"format": 2,
      "key": "sha256:<hex>",                                 # BaseSideMemo.key(...)
      "items": [{"reply": "...", "logprob": -1.234...}, ...], # one per item, in order
      "general": {"nll": 2.81..., "passages": 41, "tokens": 9876} | null}
@@ -44,7 +44,7 @@ The general set on the base model (`BaseSideMemo.general_path`, beside the mater
 base models: `models_dir()/general-scores.json`) does not depend on the document either:
 it is kept per `general_key` (the model, tokenizer, environment, the general examples and
 their precision), so the first evaluation of every new document on a known base model
-and machine skips that pass too. `{"format": 1, "entries": {key: {"nll", "passages",
+and machine skips that pass too. `{"format": 2, "entries": {key: {"nll", "passages",
 "tokens"}}, "order": [key, ...]}`, the newest `GENERAL_KEPT` keys, written under a file lock.
 
 Whole reports (`ReportMemo`, `Store.judge_reports_dir`): the adapter's and the null
@@ -56,7 +56,7 @@ one file per key, the newest `REPORTS_KEPT`; `dlm eval --recompute` skips it. Th
 report's `adapter_version` is not in the key (a retrain to the same bytes is the same
 adapter) and is set on read.
 
-    {"format": 1, "key": "sha256:<hex>", "report": {EvalReport.as_dict() ...}}
+    {"format": 2, "key": "sha256:<hex>", "report": {EvalReport.as_dict() ...}}
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ from dlm.keyed import read_keyed, write_keyed
 from dlm.train.base_score import eval_set_sha256
 from dlm.train.evaluate import EvalExample, EvalSet
 
-FORMAT = 1
+FORMAT = 2  # 2: the LM head fused into the NLL (dlm.train.lm_loss), other last bits
 REPORTS_KEPT = 16  # report files kept per document; older ones are removed on write
 GENERAL_KEPT = 32  # base models x machines x precisions whose general-set score is kept
 

@@ -11,7 +11,7 @@ key matches reads it instead of computing it; any other run computes and replace
 
 File (`Store.heldout_base_path`, canonical JSON, written atomically):
 
-    {"format": 1,
+    {"format": 2,
      "key": "sha256:<hex>",                   # score_key(...) below
      "result": {"loss": ..., "perplexity": ..., "rows": ..., "tokens": ...,
                 "loss_tokens": ..., "by_kind": {...}}}   # an EvalResult
@@ -29,6 +29,7 @@ Key (`score_key`): `canonical_sha256` of
     environment          what decides the floating-point result: pinned package versions,
                          hardware tier, accelerator, CUDA/ROCm versions, the CPU kernel
                          level, the CPU model, torch's thread count, the determinism flags
+    precision            the dtype name the score is taken in, when not float32
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from dlm.canonical import canonical_sha256
 from dlm.keyed import read_keyed, write_keyed
 from dlm.train.evaluate import TOKENS_PER_BATCH, EvalResult, EvalSet
 
-FORMAT = 1
+FORMAT = 2  # 2: the LM head fused into the NLL (dlm.train.lm_loss), other last bits
 _CPUINFO = "/proc/cpuinfo"
 
 
@@ -96,9 +97,13 @@ def cpu_model(path: str = _CPUINFO) -> str:
     return platform.processor()
 
 
-def score_key(model: dict[str, str], eval_digest: str, environment: dict[str, Any]) -> str:
-    """`sha256:<hex>` naming every input of one base-model score (module docstring)."""
-    return canonical_sha256({"format": FORMAT, "model": model, "eval_set": eval_digest, "environment": environment})
+def score_key(model: dict[str, str], eval_digest: str, environment: dict[str, Any], precision: str = "float32") -> str:
+    """`sha256:<hex>` naming every input of one base-model score (module docstring);
+    `precision` is the dtype name the score is taken in (`dlm.train.evaluate.scoring_precision`)."""
+    key = {"format": FORMAT, "model": model, "eval_set": eval_digest, "environment": environment}
+    if precision != "float32":  # float32 keys stay what they were before scores had a precision
+        key["precision"] = precision
+    return canonical_sha256(key)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ which draws nothing from any random generator: the training run is unchanged by 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -168,8 +170,21 @@ def example_nll(model: Any, examples: list[EvalExample], pad_id: int = 0) -> tup
     return sums, counts
 
 
-def heldout_loss(model: Any, eval_set: EvalSet, pad_id: int = 0) -> EvalResult:
-    """Score `eval_set` with `model` (a causal LM, peft-wrapped or not).
+@contextmanager
+def scoring_precision(model: Any, precision: str) -> Iterator[None]:
+    """Score under bfloat16 autocast when `precision` is `bfloat16` (the weights stay as
+    loaded, the NLL is summed in float32), as the Trainer's own evaluation does in a bf16
+    run; plain float32 otherwise."""
+    import torch
+
+    device = next(model.parameters()).device.type
+    with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bfloat16"):
+        yield
+
+
+def heldout_loss(model: Any, eval_set: EvalSet, pad_id: int = 0, precision: str = "float32") -> EvalResult:
+    """Score `eval_set` with `model` (a causal LM, peft-wrapped or not), in `precision`
+    (the run's training dtype name: `scoring_precision`).
 
     The model's train/eval mode is restored afterwards.
 
@@ -178,7 +193,8 @@ def heldout_loss(model: Any, eval_set: EvalSet, pad_id: int = 0) -> EvalResult:
     """
     if not eval_set.examples:
         raise ValueError("no held-out examples to score")
-    sums, counts = example_nll(model, eval_set.examples, pad_id)
+    with scoring_precision(model, precision):
+        sums, counts = example_nll(model, eval_set.examples, pad_id)
     nll_by_kind: dict[str, float] = {}
     count_by_kind: dict[str, int] = {}
     for ex, nll, count in zip(eval_set.examples, sums, counts, strict=False):
@@ -196,7 +212,9 @@ def heldout_loss(model: Any, eval_set: EvalSet, pad_id: int = 0) -> EvalResult:
     )
 
 
-def eval_callback(eval_set: EvalSet, every_steps: int, on_result: Any, pad_id: int = 0) -> Any:
+def eval_callback(
+    eval_set: EvalSet, every_steps: int, on_result: Any, pad_id: int = 0, precision: str = "float32"
+) -> Any:
     """A transformers `TrainerCallback` scoring `eval_set` every `every_steps` optimizer steps.
 
     `on_result(step, EvalResult)` receives each measurement. The last step is left to the
@@ -209,6 +227,6 @@ def eval_callback(eval_set: EvalSet, every_steps: int, on_result: Any, pad_id: i
             step = state.global_step
             if model is None or step % every_steps or step >= state.max_steps:
                 return
-            on_result(step, heldout_loss(model, eval_set, pad_id))
+            on_result(step, heldout_loss(model, eval_set, pad_id, precision))
 
     return _HeldOut()

@@ -75,7 +75,9 @@ class HeldOutTracker:
     writing each measurement to `metrics` and to `sink.on_eval(phase, step, result)`.
 
     With `memo`, the `before` score (on the base model) is read from it when it holds
-    this run's key, else computed and written to it (`dlm.train.base_score`)."""
+    this run's key, else computed and written to it (`dlm.train.base_score`). Every
+    score is taken in `precision`, the run's training dtype name
+    (`dlm.train.evaluate.scoring_precision`)."""
 
     eval_set: EvalSet
     metrics: MetricsDB
@@ -84,6 +86,7 @@ class HeldOutTracker:
     every_steps: int | None = None
     pad_id: int = 0
     memo: BaseScoreMemo | None = None
+    precision: str = "float32"
     results: list[tuple[str, int, EvalResult]] = field(default_factory=list)
 
     @property
@@ -97,7 +100,7 @@ class HeldOutTracker:
         memo = self.memo if phase == "before" else None
         result = memo.read() if memo is not None else None
         if result is None:
-            result = heldout_loss(model, self.eval_set, self.pad_id)
+            result = heldout_loss(model, self.eval_set, self.pad_id, self.precision)
             if memo is not None:
                 memo.write(result)
         self._keep(phase, step, result)
@@ -108,7 +111,11 @@ class HeldOutTracker:
             return []
         return [
             eval_callback(
-                self.eval_set, self.every_steps, lambda step, result: self._keep("step", step, result), self.pad_id
+                self.eval_set,
+                self.every_steps,
+                lambda step, result: self._keep("step", step, result),
+                self.pad_id,
+                self.precision,
             )
         ]
 

@@ -342,9 +342,12 @@ def _heldout_tracker(run: PreparedRun, metrics: MetricsDB, sink: TrainSink, mode
             model_identity(run.ref.revision, run.ref.path, str(model.dtype)),
             eval_set_sha256(eval_set, pad_id),
             scoring_environment(),
+            run.hyper.precision,
         )
         memo = BaseScoreMemo(run.store.heldout_base_path, key)
-    return HeldOutTracker(eval_set, metrics, run.run_id, sink, training.eval.every_steps, pad_id, memo)
+    return HeldOutTracker(
+        eval_set, metrics, run.run_id, sink, training.eval.every_steps, pad_id, memo, run.hyper.precision
+    )
 
 
 def _probe_tracker(run: PreparedRun, metrics: MetricsDB) -> ProbeTracker | None:
