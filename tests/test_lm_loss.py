@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from tinyllama import tiny_llama
 
-from dlm.train.lm_loss import causal_lm_token_nll, head_is_frozen, token_nll
+from dlm.train.lm_loss import causal_lm_token_nll, fusable, head_is_frozen, token_nll
 
 
 def problem(n: int = 300, h: int = 32, v: int = 1000) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -100,11 +100,29 @@ def test_the_models_own_loss_and_gradients_come_out_of_the_fused_path(packed: bo
     assert all(torch.allclose(got[n], want[n], atol=1e-6) for n in want)
 
 
-def test_head_is_frozen_says_whether_the_lm_head_trains() -> None:
+def test_fusable_only_where_the_logits_are_the_frozen_heads_product_alone() -> None:
     model = tiny_llama()
-    assert not head_is_frozen(model)
+    assert not head_is_frozen(model) and not fusable(model)  # the head trains: its own loss
     model.get_output_embeddings().weight.requires_grad_(False)
-    assert head_is_frozen(model)
+    assert head_is_frozen(model) and fusable(model)
+    model.config.model_type = "gemma2"  # soft-caps its logits: not a plain product
+    assert not fusable(model)
+    model.config.model_type = "llama"
+    model.lm_head = torch.nn.Linear(16, 64, bias=True).requires_grad_(False)
+    assert not fusable(model)
+
+
+def test_a_model_the_fused_loss_does_not_fit_is_scored_from_its_own_logits() -> None:
+    model = tiny_llama().train()  # its LM head trains, so `fusable` is False
+    inputs = batch(packed=False)
+    own = model(**inputs).loss
+    own.backward()
+    want = model.get_output_embeddings().weight.grad.clone()
+    model.zero_grad(set_to_none=True)
+    nll = causal_lm_token_nll(model, model, inputs)
+    (nll.sum() / (inputs["labels"][:, 1:] != -100).sum()).backward()
+    assert torch.allclose(nll.sum() / (inputs["labels"][:, 1:] != -100).sum(), own.detach(), atol=1e-6)
+    assert torch.allclose(model.get_output_embeddings().weight.grad, want, atol=1e-6)  # the head learns too
 
 
 def word_tokenizer(vocab: int = 64):

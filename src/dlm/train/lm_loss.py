@@ -15,15 +15,18 @@ same two LM-head products as before, no logits are recomputed.
 
 Precision: under autocast the two products run in the autocast dtype (bfloat16), as the
 model's own LM head would; the log-sum-exp, the NLL and the softmax are float32, as in
-transformers' loss. The LM head weight must be frozen (LoRA never adapts it; a model
-whose head trains uses its own loss: `head_is_frozen`).
+transformers' loss. The LM head weight must be frozen (LoRA never adapts it) and the
+model's logits must be that head's product alone (`fusable`); any other model keeps its
+own loss.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 CHUNK_TOKENS = 1024  # rows of logits alive at once: 1024 x 49,152 float32 = 201 MB
 
@@ -89,26 +92,62 @@ def causal_lm_of(model: Any) -> Any:
     return inner.get_base_model() if hasattr(inner, "get_base_model") else inner
 
 
+# transformers model types whose logits are exactly `lm_head(final hidden states)`, a
+# bias-free linear map with nothing after it (no soft-capping, scaling or bias); others
+# keep their own loss, which is correct for any model and only costs the logits' memory
+FUSED_MODEL_TYPES = frozenset(
+    {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3", "olmo", "olmo2", "smollm3"}
+)
+
+
 def head_is_frozen(model: Any) -> bool:
     """True when `model`'s LM head weight takes no gradient (LoRA, the fused loss's case)."""
     head = model.get_output_embeddings()
     return head is not None and not head.weight.requires_grad
 
 
+def fusable(causal_lm: Any) -> bool:
+    """True when the fused NLL equals `causal_lm`'s own loss: a model type of
+    `FUSED_MODEL_TYPES` with a frozen, bias-free LM head and a forward that takes
+    `logits_to_keep`. Otherwise callers use the model's own logits."""
+    config = getattr(causal_lm, "config", None)
+    if getattr(config, "model_type", None) not in FUSED_MODEL_TYPES:
+        return False
+    if not (hasattr(causal_lm, "get_decoder") and hasattr(causal_lm, "get_output_embeddings")):
+        return False
+    head = causal_lm.get_output_embeddings()
+    if head is None or getattr(head, "bias", None) is not None or not head_is_frozen(causal_lm):
+        return False
+    try:
+        return "logits_to_keep" in inspect.signature(causal_lm.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def causal_lm_token_nll(model: Any, causal_lm: Any, inputs: dict[str, Any]) -> torch.Tensor:
-    """Run `model` on `inputs` and return each position's NLL of the next label, fused.
+    """Run `model` on `inputs` and return each position's NLL of the next label: fused with
+    the LM head where `fusable(causal_lm)`, else from the model's own logits.
 
     Args:
         model: what the trainer calls (a peft model, possibly wrapped for several ranks).
-        causal_lm: the transformers causal LM inside it (`get_decoder`,
-            `get_output_embeddings`).
+        causal_lm: the transformers causal LM inside it (`causal_lm_of(model)`).
         inputs: the collated batch: `input_ids` [B, T], `labels` [B, T] (-100: no loss)
             and `attention_mask` or `position_ids`.
 
     Returns:
         2-D float32 [B, T]: position t holds `-log p(labels[t + 1])`, as the model's own
         loss shifts its labels; 0 at the last position and where that label is -100.
+        Differentiable when grad is on.
     """
+    features = {k: v for k, v in inputs.items() if k != "labels"}
+    labels = inputs["labels"]
+    if not fusable(causal_lm):
+        logits = model(**features).logits  # [B, T, V]
+        target = _next_labels(labels.to(logits.device))
+        nll = F.cross_entropy(
+            logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100, reduction="none"
+        )
+        return nll.view(target.shape)
     captured: list[torch.Tensor] = []
 
     def keep(module: Any, args: Any, output: Any) -> None:
@@ -116,12 +155,16 @@ def causal_lm_token_nll(model: Any, causal_lm: Any, inputs: dict[str, Any]) -> t
 
     handle = causal_lm.get_decoder().register_forward_hook(keep)
     try:
-        model(**{k: v for k, v in inputs.items() if k != "labels"}, logits_to_keep=1)
+        model(**features, logits_to_keep=1)
     finally:
         handle.remove()
     hidden = captured[-1]  # [B, T, H]
-    labels = inputs["labels"].to(hidden.device)
-    target = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], -100)], dim=1)  # [B, T]
+    target = _next_labels(labels.to(hidden.device))
     batch, length, width = hidden.shape
     nll = token_nll(hidden.reshape(-1, width), causal_lm.get_output_embeddings().weight, target.reshape(-1))
     return nll.view(batch, length)
+
+
+def _next_labels(labels: torch.Tensor) -> torch.Tensor:
+    """[B, T] labels shifted left by one, -100 at the last position."""
+    return torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], -100)], dim=1)
