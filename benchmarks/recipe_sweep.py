@@ -47,6 +47,8 @@ CONFIGS: dict[str, dict] = {
     "no-keep-lr5e-4": {"eval": {"keep_best": False}, "learning_rate": 5e-4},
     "no-keep-prose-cuts": {"eval": {"keep_best": False}, "_prose_cuts": True},
     "no-keep-prose-cuts-answer-cloze": {"eval": {"keep_best": False}, "_prose_cuts": True, "_answer_cloze": True},
+    "prose-x10": {"_prose_repeats": 10},
+    "prose-x20": {"_prose_repeats": 20},
     "hand-tuned": {"max_steps": 60, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256},
     "repeat20": {
         "max_steps": 42,
@@ -186,6 +188,14 @@ def prose_cuts(body: str) -> str:
     return body.replace("::instruction::\n", "::instruction::\n\n" + "\n".join(pairs) + "\n", 1)
 
 
+def prose_repeats(body: str, n: int) -> str:
+    """The prose before the first pair `n` times, each copy its own section (a heading
+    naming the copy), so the recipe's "the rest once" shows the model the prose `n` times."""
+    prose, rest = body.split("::instruction::", 1)
+    copies = [prose.replace("# Ferry\n", f"# Ferry, in brief ({k + 1})\n", 1) for k in range(n)]
+    return "\n".join(copies) + "::instruction::" + rest
+
+
 def variant(doc_text: str, overrides: dict, folder: Path) -> Path:
     """The document with `overrides` merged into `training:` and its sources made absolute."""
     _, head, body = doc_text.split("---\n", 2)
@@ -196,6 +206,8 @@ def variant(doc_text: str, overrides: dict, folder: Path) -> Path:
         body = answer_cloze(body)
     if overrides.pop("_prose_cuts", False):
         body = prose_cuts(body)
+    if "_prose_repeats" in overrides:
+        body = prose_repeats(body, overrides.pop("_prose_repeats"))
     front = yaml.safe_load(head)
     training = front.setdefault("training", {})
     for source in training.get("sources", []):
