@@ -50,7 +50,7 @@ def test_window_means_match_the_models_own_loss_per_kind():
     labels = torch.tensor(
         np.array([np.pad(e["labels"], (0, width - len(e["labels"])), constant_values=-100) for e in batch])
     )
-    nll = causal_lm_token_nll(model, model, {"input_ids": ids, "labels": labels})
+    nll = causal_lm_token_nll(model, {"input_ids": ids, "labels": labels})
     tracker.see_nll(nll.detach())
     nll.sum().backward()
     window = tracker.take_window()

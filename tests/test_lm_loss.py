@@ -88,7 +88,7 @@ def test_the_models_own_loss_and_gradients_come_out_of_the_fused_path(packed: bo
 
     widths: list[int] = []
     hook = model.get_output_embeddings().register_forward_hook(lambda m, a, out: widths.append(out.shape[1]))
-    nll = causal_lm_token_nll(model, model, inputs)
+    nll = causal_lm_token_nll(model, inputs)
     hook.remove()
     loss = nll.sum() / (inputs["labels"][:, 1:] != -100).sum()
     loss.backward()
@@ -119,7 +119,7 @@ def test_a_model_the_fused_loss_does_not_fit_is_scored_from_its_own_logits() -> 
     own.backward()
     want = model.get_output_embeddings().weight.grad.clone()
     model.zero_grad(set_to_none=True)
-    nll = causal_lm_token_nll(model, model, inputs)
+    nll = causal_lm_token_nll(model, inputs)
     (nll.sum() / (inputs["labels"][:, 1:] != -100).sum()).backward()
     assert torch.allclose(nll.sum() / (inputs["labels"][:, 1:] != -100).sum(), own.detach(), atol=1e-6)
     assert torch.allclose(model.get_output_embeddings().weight.grad, want, atol=1e-6)  # the head learns too

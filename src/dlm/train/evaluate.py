@@ -136,10 +136,9 @@ def example_nll(model: Any, examples: list[EvalExample], pad_id: int = 0) -> tup
     """
     import torch
 
-    from dlm.train.lm_loss import causal_lm_of, causal_lm_token_nll
+    from dlm.train.lm_loss import causal_lm_token_nll
 
     was_training = model.training
-    causal_lm = causal_lm_of(model)
     device = next(model.parameters()).device
     sums, counts = [0.0] * len(examples), [0] * len(examples)
     model.eval()
@@ -159,10 +158,9 @@ def example_nll(model: Any, examples: list[EvalExample], pad_id: int = 0) -> tup
                 # the LM head fused with the NLL, a chunk of positions at a time: no (B, T, V)
                 # logits (`dlm.train.lm_loss`); position t holds the NLL of label t + 1
                 inputs = {"input_ids": ids.to(device), "attention_mask": mask.to(device), "labels": labels}
-                nll = causal_lm_token_nll(model, causal_lm, inputs)
-                target = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], -100)], dim=1)
+                nll = causal_lm_token_nll(model, inputs)
                 per_row = nll.sum(dim=1).cpu().tolist()
-                per_count = (target != -100).sum(dim=1).cpu().tolist()
+                per_count = (labels[:, 1:] != -100).sum(dim=1).tolist()  # the labels predicted
                 for row, i in enumerate(batch):
                     sums[i], counts[i] = float(per_row[row]), int(per_count[row])
     finally:

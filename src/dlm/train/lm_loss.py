@@ -124,13 +124,13 @@ def fusable(causal_lm: Any) -> bool:
         return False
 
 
-def causal_lm_token_nll(model: Any, causal_lm: Any, inputs: dict[str, Any]) -> torch.Tensor:
+def causal_lm_token_nll(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
     """Run `model` on `inputs` and return each position's NLL of the next label: fused with
-    the LM head where `fusable(causal_lm)`, else from the model's own logits.
+    the LM head where the causal LM inside it is `fusable`, else from the model's own logits.
 
     Args:
-        model: what the trainer calls (a peft model, possibly wrapped for several ranks).
-        causal_lm: the transformers causal LM inside it (`causal_lm_of(model)`).
+        model: what the trainer calls (a causal LM, a peft model, possibly wrapped for
+            several ranks: `causal_lm_of`).
         inputs: the collated batch: `input_ids` [B, T], `labels` [B, T] (-100: no loss)
             and `attention_mask` or `position_ids`.
 
@@ -139,6 +139,7 @@ def causal_lm_token_nll(model: Any, causal_lm: Any, inputs: dict[str, Any]) -> t
         loss shifts its labels; 0 at the last position and where that label is -100.
         Differentiable when grad is on.
     """
+    causal_lm = causal_lm_of(model)
     features = {k: v for k, v in inputs.items() if k != "labels"}
     labels = inputs["labels"]
     if not fusable(causal_lm):

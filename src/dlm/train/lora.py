@@ -140,23 +140,23 @@ def fused_loss_trainer() -> Any:
     `on_token_nll`, when set, receives each training micro-batch's detached per-token NLL
     [B, T] (`dlm.train.kind_loss`). A model the fused loss does not fit
     (`dlm.train.lm_loss.fusable`) is scored from its own logits, the same numbers with
-    the logits' memory; a caller asking for the outputs gets `Trainer.compute_loss`. TRL's own chunked loss (its default on CUDA)
-    is not used: it keeps no per-token NLL and computes entropy and accuracy metrics dlm
-    does not log.
+    the logits' memory; a caller asking for the outputs gets `Trainer.compute_loss`.
+    TRL's own chunked loss (its default on CUDA) is not used: it keeps no per-token NLL,
+    computes entropy and accuracy metrics dlm does not log, and was slower and larger
+    on a CPU (`benchmarks/train_step.py`).
     """
     from transformers import Trainer
     from trl import SFTTrainer
 
-    from dlm.train.lm_loss import causal_lm_of, causal_lm_token_nll
+    from dlm.train.lm_loss import causal_lm_token_nll
 
     class FusedLossSFTTrainer(SFTTrainer):
         on_token_nll: Any = None
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            causal_lm = causal_lm_of(model)
             if return_outputs:
                 return Trainer.compute_loss(self, model, inputs, return_outputs, num_items_in_batch)
-            nll = causal_lm_token_nll(model, causal_lm, inputs)
+            nll = causal_lm_token_nll(model, inputs)
             if self.on_token_nll is not None and model.training:
                 self.on_token_nll(nll.detach())
             if num_items_in_batch is None:
