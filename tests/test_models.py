@@ -45,6 +45,22 @@ def test_fingerprint_stable_and_sensitive(smollm2_tokenizer):
         smollm2_tokenizer.chat_template = original
 
 
+def test_a_remembered_fingerprint_is_the_computed_one_and_sees_a_backend_change(smollm2_ref):
+    from dlm.models import load_tokenizer
+    from dlm.tokenize import fingerprint
+
+    tok = load_tokenizer(smollm2_ref)
+    first = fingerprint.tokenizer_sha256(tok)
+    fingerprint._memo.clear()
+    assert fingerprint.tokenizer_sha256(tok) == first  # computed afresh
+    assert fingerprint.tokenizer_sha256(tok) == first  # remembered
+    tok.add_tokens(["<dlm-planted>"])  # the backend JSON changes, nothing else does
+    assert fingerprint.tokenizer_sha256(tok) != first
+    fingerprint._memo.clear()
+    changed = fingerprint.tokenizer_sha256(tok)
+    assert changed != first and fingerprint.tokenizer_sha256(tok) == changed
+
+
 @pytest.mark.slow
 def test_concurrent_first_use_builds_once_and_never_exposes_a_partial_folder(tmp_path: Path):
     import os
