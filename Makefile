@@ -22,7 +22,7 @@ CONVERTER := $(LLAMA_CPP_DIR)/convert_lora_to_gguf.py
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS ?= 1
 
-.PHONY: install demo test test-fast test-slow test-parity lint clean
+.PHONY: install demo test test-fast test-durations test-slow test-parity lint clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS) src/dlm/rows/_fastlist.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -67,6 +67,11 @@ test: $(STAMP) $(CONVERTER)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest $(TEST_WORKERS) -m 'not slow and not parity and not integration'
+
+# tests/durations.json (the order workers take files in) from a whole run of this machine
+test-durations: $(STAMP) $(CONVERTER)
+	$(BIN)/python -m pytest $(TEST_WORKERS) --junitxml=$(VENV)/suite.xml
+	$(BIN)/python scripts/test-durations.py $(VENV)/suite.xml
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check src tests scripts benchmarks
