@@ -48,6 +48,9 @@ CONFIGS: dict[str, dict] = {
     "no-keep-prose-cuts": {"eval": {"keep_best": False}, "_prose_cuts": True},
     "no-keep-prose-cuts-answer-cloze": {"eval": {"keep_best": False}, "_prose_cuts": True, "_answer_cloze": True},
     "prose-x10": {"_prose_repeats": 10},
+    "prose-tails": {"_prose_tails": (1, 2)},
+    "prose-tails-thirds": {"_prose_tails": (1, 3, 2, 3)},
+    "prose-tails-thirds-lr7e-4": {"_prose_tails": (1, 3, 2, 3), "learning_rate": 7e-4},
     "prose-x20": {"_prose_repeats": 20},
     "hand-tuned": {"max_steps": 60, "learning_rate": 1e-3, "instruction_share": 0.5, "sequence_len": 256},
     "repeat20": {
@@ -188,6 +191,23 @@ def prose_cuts(body: str) -> str:
     return body.replace("::instruction::\n", "::instruction::\n\n" + "\n".join(pairs) + "\n", 1)
 
 
+def prose_tails(body: str, cuts: tuple[int, ...]) -> str:
+    """Each prose sentence as cloze pairs whose answer is only the words after the cut
+    (the fact the sentence ends on), cut at each fraction `cuts[2k] / cuts[2k + 1]`."""
+    prose = body.split("::instruction::")[0]
+    text = " ".join(line for line in prose.splitlines() if line and not line.startswith("#"))
+    pairs = []
+    for sentence in filter(None, (s.strip() for s in text.split(". "))):
+        words = sentence.rstrip(".").split()
+        if len(words) < 4:
+            continue
+        for num, den in zip(cuts[::2], cuts[1::2]):
+            cut = max(2, num * len(words) // den)
+            head, tail = " ".join(words[:cut]), " ".join(words[cut:])
+            pairs.append(f"### Q\nComplete this statement about Ferry: {head} ...\n\n### A\n{tail[0].upper() + tail[1:]}.\n")
+    return body.replace("::instruction::\n", "::instruction::\n\n" + "\n".join(pairs) + "\n", 1)
+
+
 def prose_repeats(body: str, n: int) -> str:
     """The prose before the first pair `n` times, each copy its own section (a heading
     naming the copy), so the recipe's "the rest once" shows the model the prose `n` times."""
@@ -206,6 +226,8 @@ def variant(doc_text: str, overrides: dict, folder: Path) -> Path:
         body = answer_cloze(body)
     if overrides.pop("_prose_cuts", False):
         body = prose_cuts(body)
+    if "_prose_tails" in overrides:
+        body = prose_tails(body, overrides.pop("_prose_tails"))
     if "_prose_repeats" in overrides:
         body = prose_repeats(body, overrides.pop("_prose_repeats"))
     front = yaml.safe_load(head)
