@@ -175,9 +175,10 @@ def answer_cloze(body: str) -> str:
     return body.replace("::instruction::\n", "::instruction::\n\n" + "\n".join(pairs) + "\n", 1)
 
 
-def prose_cuts(body: str) -> str:
-    """Each prose sentence twice more as a cloze pair, cut after a third and after two
-    thirds of its words (dlm's own recast cuts it in half)."""
+def prose_cloze(body: str, cuts: tuple[int, ...], tail_only: bool) -> str:
+    """Each prose sentence as cloze pairs, cut at each fraction `cuts[2k] / cuts[2k + 1]`
+    of its words; the answer is the whole sentence, or with `tail_only` only the words
+    after the cut (the fact the sentence ends on)."""
     prose = body.split("::instruction::")[0]
     text = " ".join(line for line in prose.splitlines() if line and not line.startswith("#"))
     pairs = []
@@ -185,26 +186,11 @@ def prose_cuts(body: str) -> str:
         words = sentence.rstrip(".").split()
         if len(words) < 4:
             continue
-        for cut in (max(2, len(words) // 3), max(2, 2 * len(words) // 3)):
-            head = " ".join(words[:cut])
-            pairs.append(f"### Q\nComplete this statement about Ferry: {head} ...\n\n### A\n{sentence.rstrip('.')}.\n")
-    return body.replace("::instruction::\n", "::instruction::\n\n" + "\n".join(pairs) + "\n", 1)
-
-
-def prose_tails(body: str, cuts: tuple[int, ...]) -> str:
-    """Each prose sentence as cloze pairs whose answer is only the words after the cut
-    (the fact the sentence ends on), cut at each fraction `cuts[2k] / cuts[2k + 1]`."""
-    prose = body.split("::instruction::")[0]
-    text = " ".join(line for line in prose.splitlines() if line and not line.startswith("#"))
-    pairs = []
-    for sentence in filter(None, (s.strip() for s in text.split(". "))):
-        words = sentence.rstrip(".").split()
-        if len(words) < 4:
-            continue
-        for num, den in zip(cuts[::2], cuts[1::2]):
+        for num, den in zip(cuts[::2], cuts[1::2], strict=True):
             cut = max(2, num * len(words) // den)
             head, tail = " ".join(words[:cut]), " ".join(words[cut:])
-            pairs.append(f"### Q\nComplete this statement about Ferry: {head} ...\n\n### A\n{tail[0].upper() + tail[1:]}.\n")
+            answer = tail[0].upper() + tail[1:] if tail_only else " ".join(words)
+            pairs.append(f"### Q\nComplete this statement about Ferry: {head} ...\n\n### A\n{answer}.\n")
     return body.replace("::instruction::\n", "::instruction::\n\n" + "\n".join(pairs) + "\n", 1)
 
 
@@ -224,10 +210,10 @@ def variant(doc_text: str, overrides: dict, folder: Path) -> Path:
         body = recast(body)
     if overrides.pop("_answer_cloze", False):
         body = answer_cloze(body)
-    if overrides.pop("_prose_cuts", False):
-        body = prose_cuts(body)
+    if overrides.pop("_prose_cuts", False):  # dlm's own recast cuts in half; these at thirds
+        body = prose_cloze(body, (1, 3, 2, 3), tail_only=False)
     if "_prose_tails" in overrides:
-        body = prose_tails(body, overrides.pop("_prose_tails"))
+        body = prose_cloze(body, overrides.pop("_prose_tails"), tail_only=True)
     if "_prose_repeats" in overrides:
         body = prose_repeats(body, overrides.pop("_prose_repeats"))
     front = yaml.safe_load(head)
