@@ -4,12 +4,12 @@ materialized once per checkout under .dlm-test-models/ (shared, read-mostly).
 Parallel runs (`make test` runs `pytest -n auto`, pytest-xdist): each worker runs whole
 test files (a module fixture such as a trained adapter is built once), tests/export/ as
 one unit (its session fixture trains one adapter), longest first by `tests/durations.json`
-(seconds per unit from a whole run, `make test-durations`), so the short ones fill the end
-and both workers finish together; a unit not listed there counts as long when it holds
-`integration` tests (they train or serve the real SmolLM2), else as short. Torch in each worker gets the worker's share of
-the cores (`OMP_NUM_THREADS`, inherited by the `dlm` processes tests start): two
-workers with two threads each on two cores spend more time waiting on each other than
-computing. Without `-n` nothing of this applies."""
+(seconds per unit from a whole run, `make test-durations`), so the short ones fill the
+end and the workers finish together; a unit not listed there counts as long when it
+holds `integration` tests (they train or serve the real SmolLM2), else as short. Torch
+in each worker gets the worker's share of the cores (`OMP_NUM_THREADS`, inherited by the
+`dlm` processes tests start): two workers with two threads each on two cores spend more
+time waiting on each other than computing. Without `-n` nothing of this applies."""
 
 from __future__ import annotations
 
