@@ -61,15 +61,21 @@ demo: $(STAMP)
 # The whole suite, one worker per core (at most 4; tests/conftest.py says how files are
 # shared out). `test-fast`: the same without the tests that train or serve the real SmolLM2.
 TEST_WORKERS := -n auto --maxprocesses 4
+# the embedded base model, built once per checkout from its GGUF where tests/conftest.py
+# looks for it (about 30 s), before the workers start rather than inside the first test
+TEST_MODELS := .dlm-test-models/smollm2-135m
 
-test: $(STAMP) $(CONVERTER)
+$(TEST_MODELS): | $(STAMP)
+	DLM_MODELS_DIR=$(CURDIR)/.dlm-test-models $(BIN)/python -c "from dlm.models import resolve_base_model; resolve_base_model('smollm2-135m')"
+
+test: $(STAMP) $(CONVERTER) $(TEST_MODELS)
 	$(BIN)/python -m pytest $(TEST_WORKERS)
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(TEST_MODELS)
 	$(BIN)/python -m pytest $(TEST_WORKERS) -m 'not slow and not parity and not integration'
 
 # tests/durations.json (the order workers take files in) from a whole run of this machine
-test-durations: $(STAMP) $(CONVERTER)
+test-durations: $(STAMP) $(CONVERTER) $(TEST_MODELS)
 	$(BIN)/python -m pytest $(TEST_WORKERS) --junitxml=$(VENV)/suite.xml
 	$(BIN)/python scripts/test-durations.py $(VENV)/suite.xml
 
