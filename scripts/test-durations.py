@@ -27,8 +27,9 @@ def main(report: Path) -> None:
     totals: dict[str, float] = {}
     for case in ET.parse(report).getroot().iter("testcase"):
         path = case.get("file") or case.get("classname", "").replace(".", "/") + ".py"
-        if not path.startswith("tests/"):  # classname of a class-based test: module path + class
+        if not path.startswith("tests/"):
             continue
+        # a class-based test's classname is its module path and the class: drop the class
         while not (REPO / path).is_file() and "/" in path:
             path = path.rsplit("/", 1)[0] + ".py"
         unit = scheduling_unit(path)
