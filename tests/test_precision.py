@@ -80,3 +80,64 @@ def test_a_bf16_run_autocasts_the_step_and_keeps_the_adapter_float32(smollm2_ref
     assert result.steps == 1 and torch.bfloat16 in seen
     lora = [p for n, p in result.model.named_parameters() if "lora_" in n]
     assert lora and all(p.dtype == torch.float32 for p in lora)
+
+    frozen = dict(result.model.named_parameters())
+    assert frozen["base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight"].dtype == torch.bfloat16
+    assert frozen["base_model.model.model.layers.0.mlp.down_proj.weight"].dtype == torch.bfloat16
+    assert frozen["base_model.model.model.embed_tokens.weight"].dtype == torch.float32
+
+
+def _lora_step(hold: bool):
+    """One forward and backward of a tiny LoRA model under bf16 autocast: the loss and
+    the LoRA gradients."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from dlm.train.lm_loss import causal_lm_token_nll
+    from dlm.train.precision import hold_frozen_linears
+    from tests.tinyllama import tiny_llama
+
+    model = get_peft_model(
+        tiny_llama(tie_word_embeddings=True, num_hidden_layers=2),
+        LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj"], init_lora_weights=False),
+    )
+    converted = hold_frozen_linears(model, "bfloat16") if hold else 0
+    ids = torch.arange(3, 27).view(2, 12)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        nll = causal_lm_token_nll(model, {"input_ids": ids, "labels": ids})
+    loss = nll.sum()
+    loss.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+    return model, converted, loss.detach(), grads
+
+
+def test_frozen_linears_held_in_bf16_train_the_same_bits_under_autocast():
+    import torch
+
+    plain, _, loss, grads = _lora_step(hold=False)
+    held, converted, held_loss, held_grads = _lora_step(hold=True)
+    assert torch.equal(loss, held_loss)
+    assert grads.keys() == held_grads.keys() and grads
+    assert all(torch.equal(grads[n], held_grads[n]) for n in grads)
+    params = dict(held.named_parameters())
+    # 2 layers x 7 projections of a 16-wide model: every frozen linear but the tied head
+    frozen = [p for n, p in plain.named_parameters() if "proj" in n and "lora_" not in n]
+    assert len(frozen) == 14 and converted == 4 * sum(p.numel() for p in frozen)
+    assert all(p.dtype == torch.float32 for n, p in params.items() if "lora_" in n)
+    assert params["base_model.model.model.embed_tokens.weight"].dtype == torch.float32
+    head = held.get_base_model().lm_head.weight
+    assert head is held.get_base_model().model.embed_tokens.weight  # still tied
+    assert params["base_model.model.model.layers.1.mlp.down_proj.weight"].dtype == torch.bfloat16
+
+
+def test_a_float32_run_holds_its_weights_as_loaded():
+    import torch
+
+    from dlm.train.precision import hold_frozen_linears
+    from tests.tinyllama import tiny_llama
+
+    model = tiny_llama()
+    before = {n: p.data_ptr() for n, p in model.named_parameters()}
+    assert hold_frozen_linears(model, "float32") == 0
+    assert {n: p.data_ptr() for n, p in model.named_parameters()} == before
+    assert all(p.dtype == torch.float32 for p in model.parameters())

@@ -18,7 +18,9 @@ keeping stopped a 57-step run at step 42 and published step 14: 2 of 8 pairs and
 paraphrases passed, against 8 of 8 and 3 of 8 for the same run trained to the end.
 
 Scoring runs in eval mode under `torch.no_grad()` and draws from no random generator,
-so a run with the tracker trains the same steps as one without, up to the stop.
+so a run with the tracker trains the same steps as one without, up to the stop. It runs
+in the training precision (`precision`: bfloat16 autocast in a bfloat16 run, whose
+frozen weights are held in bfloat16), as the held-out loss does.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlm.train.evaluate import EvalExample, example_nll
+from dlm.train.evaluate import EvalExample, example_nll, scoring_precision
 
 MIN_GAIN = 0.01
 
@@ -48,6 +50,7 @@ class ProbeTracker:
     patience: int | None = None
     keep: bool = True
     on_score: Callable[[int, float], None] | None = None
+    precision: str = "float32"  # the run's dtype name (`dlm.train.precision`)
     scores: list[tuple[int, float]] = field(default_factory=list)
     best_step: int = 0
     best_score: float = float("-inf")
@@ -57,7 +60,8 @@ class ProbeTracker:
 
     def score(self, model: Any) -> float:
         """Mean log-probability per token of the reference answers (nats, <= 0)."""
-        sums, counts = example_nll(model, self.examples, self.pad_id)
+        with scoring_precision(model, self.precision):
+            sums, counts = example_nll(model, self.examples, self.pad_id)
         return -sum(sums) / max(sum(counts), 1)
 
     def measure(self, model: Any, step: int) -> bool:

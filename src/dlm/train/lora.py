@@ -77,7 +77,10 @@ class Hyperparameters:
 
 @dataclass(frozen=True)
 class LoraResult:
-    """What training produced. `model` is the peft model (adapter not yet saved)."""
+    """What training produced. `model` is the peft model (adapter not yet saved); in a
+    bfloat16 run its frozen linear weights are held in bfloat16
+    (`dlm.train.precision.hold_frozen_linears`), so it is scored under
+    `scoring_precision` and never generates: a float32 answer needs a fresh base model."""
 
     model: Any
     steps: int
@@ -363,6 +366,7 @@ def train_lora(
 
     from dlm.train.collator import PackedCollator
     from dlm.train.dropout import install_keyed_dropout
+    from dlm.train.precision import hold_frozen_linears
 
     activations = activation_bytes(model.config, hyper.batch_size, sequence_len) if sequence_len else None
     config = SFTConfig(
@@ -412,6 +416,8 @@ def train_lora(
             callbacks=[_callback(sink), *clock.timed(callbacks or [])],
         )
     trainer.on_token_nll = on_token_nll
+    # after peft's wrap, so LoRA's weights are created (and initialized) in float32
+    hold_frozen_linears(trainer.model, hyper.precision)
     # stdout belongs to the command (`--json`); progress goes through `sink`
     trainer.remove_callback(PrinterCallback)
     done = 0  # micro-batches this process trained before the checkpoint it resumes from
@@ -431,8 +437,8 @@ def train_lora(
     from accelerate.utils import extract_model_from_parallel
 
     return LoraResult(
-        # without accelerate's mixed-precision wrapper: the trained model is scored (held-out
-        # loss, probes) in float32 exactly as a reload of the saved adapter would be
+        # without accelerate's mixed-precision wrapper: the caller scores it (held-out loss,
+        # probes) in the training precision, as the steps ran
         model=extract_model_from_parallel(trainer.model, keep_fp32_wrapper=False),
         steps=int(trainer.state.global_step),
         train_loss=float(output.training_loss) if output.training_loss is not None else None,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from dlm.train.evaluate import build_eval_set
 from dlm.train.heldout import subset
 from dlm.train.kind_loss import KindLoss
 from dlm.train.lora import LoraResult, peak_rss_bytes, train_lora
+from dlm.train.memory import release_freed_memory
 from dlm.train.tracking import HeldOutTracker, TokenTally, planned_tokens
 
 if TYPE_CHECKING:
@@ -155,7 +156,12 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
     assert run.lock is not None  # rank 0 always prepares the lock
     run.lock.finish(run.run_id, sha)
     warnings = list(run.lock.decision.warnings)
-    evaluation = _judge(run, result.model, version, sink)
+    # the trained model's frozen weights may be held in bfloat16: let it go before the
+    # judge loads the adapter on a float32 base, as `dlm eval` and `dlm prompt` do
+    del model
+    result = replace(result, model=None)
+    release_freed_memory()
+    evaluation = _judge(run, adapter_dir, version, sink)
     if evaluation is not None:
         warnings += evaluation["warnings"]
     report = build_report(
@@ -218,11 +224,14 @@ def _note_discarded(run: PreparedRun, sink: TrainSink) -> None:
             )
 
 
-def _judge(run: PreparedRun, model: Any, version: str, sink: TrainSink) -> dict[str, Any] | None:
-    """The probe report of the adapter just published (`dlm.actions.evaluating`), recorded
-    in metrics; None when `training.eval.judge` or the caller turned it off, or there is
-    nothing to score.
+def _judge(run: PreparedRun, adapter_dir: Path, version: str, sink: TrainSink) -> dict[str, Any] | None:
+    """The probe report of the adapter just published in `adapter_dir`
+    (`dlm.actions.evaluating`), loaded on a fresh float32 base model exactly as `dlm eval`
+    loads it, and recorded in metrics; None when `training.eval.judge` or the caller
+    turned it off, or there is nothing to score.
     The version is already committed: an interrupt here loses only the report."""
+    from peft import PeftModel
+
     from dlm.actions.evaluating import base_side_memo, eval_items, judge_trained, summary_of
 
     if not run.judge:
@@ -231,6 +240,7 @@ def _judge(run: PreparedRun, model: Any, version: str, sink: TrainSink) -> dict[
     if not items:
         return None
     sink.on_note(f"evaluating {len(items)} questions on the base model, the adapter and a null adapter")
+    model = PeftModel.from_pretrained(load_model(run.ref), adapter_dir)
     memo = base_side_memo(run.store, run.ref, model, run.tokenizer)
     report = judge_trained(run.doc, model, run.tokenizer, run.probes, version, memo, run.store)
     with MetricsDB(run.store.metrics_path) as metrics:
@@ -379,7 +389,13 @@ def _probe_tracker(run: PreparedRun, metrics: MetricsDB) -> ProbeTracker | None:
         )
 
     return ProbeTracker(
-        reference_examples(run.tokenizer, items), every, pad_id, settings.patience, settings.keep_best, record
+        reference_examples(run.tokenizer, items),
+        every,
+        pad_id,
+        settings.patience,
+        settings.keep_best,
+        record,
+        precision=run.hyper.precision,
     )
 
 
