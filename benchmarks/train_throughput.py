@@ -20,8 +20,9 @@ On CUDA both sides also report the peak GPU memory torch allocated during the st
 Pairs run interleaved (dlm, bare, bare, dlm, ...) so drift on a shared machine hits
 both sides. With `--baseline REF`, an older commit's `dlm train` (a detached git worktree
 with its own C lister built, on the same interpreter and packages) runs the same
-document in fp32 interleaved with today's (in each of `--precisions`), and the ratios of loss tokens/s, wall and peak
-RSS are printed; both sides then train the same LoRA targets (`q/k/v/o`, the older
+document interleaved with today's, in each of `--precisions` when it has
+`training.precision` (else in fp32, its only CPU mode), and the ratios of loss tokens/s,
+wall and peak RSS are printed, each precision against the baseline's own; both sides then train the same LoRA targets (`q/k/v/o`, the older
 default) with the held-out judge off, so the work compared is the same. An older
 report without `loss_tokens` counts them as `train_tokens x real_token_fraction`. Documents: the demo (examples/stdlib.dlm, `sequence_len` 128) and a
 long-row document (the `json` and `email` packages of the standard library as
@@ -180,6 +181,14 @@ def without_judge(text: str) -> str:
     return text.replace("\ntraining:\n", "\ntraining:\n  eval:\n    judge: false\n", 1)
 
 
+def knows_precision(ref: str) -> bool:
+    """Whether commit `ref`'s document schema has `training.precision` (and the judge)."""
+    schema = subprocess.run(
+        ["git", "-C", str(REPO), "show", f"{ref}:src/dlm/doc/schema.py"], capture_output=True, text=True
+    ).stdout
+    return "precision:" in schema and "judge" in schema
+
+
 def baseline_tree(ref: str, tmp: Path) -> Path:
     """A detached worktree of `ref` under `tmp` with its C lister built in place."""
     tree = tmp / "baseline"
@@ -296,23 +305,27 @@ def compare_baseline(args: argparse.Namespace, env: dict[str, str]) -> None:
     long = LONG_DOC.format(stdlib=stdlib)
     docs = {"demo": demo, "long": long, "defaults": at_defaults(long)}
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-    print(f"today ({REPO.name} working tree) against {args.baseline} (fp32), q/k/v/o, {args.steps} steps, no judge")
+    print(f"today ({REPO.name} working tree) against {args.baseline}, q/k/v/o, {args.steps} steps, no judge")
     print("| document | side | loss tok/s | wall s | peak RSS GB | real-token fraction |")
     print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="dlm-bench-") as folder:
         tmp = Path(folder)
         tree = baseline_tree(args.baseline, tmp)
         try:
-            today = [f"today-{p}" for p in args.precisions.split(",")]
+            precisions = args.precisions.split(",")
+            today = [f"today-{p}" for p in precisions]
+            # a baseline that knows `training.precision` runs each precision too (its `auto`
+            # would pick bf16 where the CPU has it); an older one runs fp32, its only CPU mode
+            paired = knows_precision(args.baseline)
+            baselines = [f"baseline-{p}" for p in precisions] if paired else ["baseline"]
             sides = {side: {**env} for side in today}
-            sides["baseline"] = {**env, "PYTHONPATH": str(tree / "src")}
+            sides.update({side: {**env, "PYTHONPATH": str(tree / "src")} for side in baselines})
             for name in args.docs.split(","):
                 text = same_work(docs[name])
-                for side in today:
-                    (tmp / f"{name}-{side}.dlm").write_text(
-                        without_judge(with_precision(text, side.removeprefix("today-")))
-                    )
-                (tmp / f"{name}-baseline.dlm").write_text(text)
+                for side in [*today, *(baselines if paired else [])]:
+                    (tmp / f"{name}-{side}.dlm").write_text(without_judge(with_precision(text, side.rsplit("-", 1)[1])))
+                if not paired:
+                    (tmp / f"{name}-baseline.dlm").write_text(text)
                 got: dict[str, list[dict]] = {side: [] for side in sides}
                 for side, side_env in sides.items():  # model on disk, cache warm: not timed
                     side_env["DLM_HOME"] = str(tmp / f"home-{name}-{side}")
@@ -325,18 +338,18 @@ def compare_baseline(args: argparse.Namespace, env: dict[str, str]) -> None:
                     side: {k: statistics.median(x[k] for x in runs) for k in ("loss_tokens_per_s", "wall", "rss")}
                     for side, runs in got.items()
                 }
-                for side in ["baseline", *today]:
+                for side in [*baselines, *today]:
                     m = med[side]
                     print(
                         f"| {name} | {side} | {m['loss_tokens_per_s']:.0f} | {m['wall']:.1f} | {m['rss'] / 1e9:.2f} "
                         f"| {got[side][-1]['real_fraction'] or 0:.3f} |",
                         flush=True,
                     )
-                b = med["baseline"]
                 for side in today:
-                    t = med[side]
+                    base = f"baseline-{side.rsplit('-', 1)[1]}" if paired else "baseline"
+                    b, t = med[base], med[side]
                     print(
-                        f"{name}: {side} / baseline: loss tokens/s "
+                        f"{name}: {side} / {base}: loss tokens/s "
                         f"{t['loss_tokens_per_s'] / b['loss_tokens_per_s']:.2f}x, "
                         f"wall {t['wall'] / b['wall']:.2f}x, peak RSS {t['rss'] / b['rss']:.2f}x",
                         flush=True,
