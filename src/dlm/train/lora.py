@@ -366,6 +366,7 @@ def train_lora(
 
     from dlm.train.collator import PackedCollator
     from dlm.train.dropout import install_keyed_dropout
+    from dlm.train.memory import limit_heap_growth
     from dlm.train.precision import hold_frozen_linears
 
     activations = activation_bytes(model.config, hyper.batch_size, sequence_len) if sequence_len else None
@@ -427,6 +428,7 @@ def train_lora(
     install_keyed_dropout(
         trainer.model, hyper.seed, trainer.accelerator.process_index, trainer.accelerator.num_processes, forwards=done
     )
+    limit_heap_growth()
     on_cuda = _device() == "cuda"
     if on_cuda:
         torch.cuda.reset_peak_memory_stats()
