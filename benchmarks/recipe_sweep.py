@@ -33,6 +33,7 @@ ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "d
 CONFIGS: dict[str, dict] = {
     "defaults": {},
     "defaults-fp32": {"precision": "fp32"},
+    "dropout0": {"lora_dropout": 0.0},
     "defaults-no-recast": {"recast": False},
     "defaults-fp32-no-recast": {"precision": "fp32", "recast": False},
     "defaults-answer-cloze": {"_answer_cloze": True},

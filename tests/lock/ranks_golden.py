@@ -4,7 +4,7 @@ Repository tooling beside `golden_tool` (same tuple, same fresh-process runs):
 `tests/lock/test_ranks_golden.py` and `scripts/regen-ranks-golden.py` import it.
 
     tests/golden/determinism/ranks2.dlm            the document: golden.dlm's corpus and
-                                                   settings (default LoRA dropout), its own dlm_id
+                                                   settings (LoRA dropout 0.05), its own dlm_id
     tests/golden/determinism/ranks2-<16 hex>.json  one tuple: {"format", "tuple_hash", "tuple",
                                                    "world_size", "document", "document_sha256",
                                                    "adapter_sha256"}

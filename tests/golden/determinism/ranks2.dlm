@@ -5,6 +5,7 @@ base_model: smollm2-135m
 training:
   lora_r: 4
   lora_alpha: 8
+  lora_dropout: 0.05  # dropout on: the masks must not depend on the rank that draws them
   learning_rate: 0.001
   max_steps: 4
   batch_size: 2
