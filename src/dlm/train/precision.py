@@ -94,7 +94,7 @@ def hold_frozen_linears(model: Any, precision: str) -> int:
     (peft's rule for adapters). The float32 tensors transformers loaded are views of the
     mapped safetensors file, whose pages count as resident once read: copying the rest
     lets the mapping go. The demo's steps (SmolLM2-135M, 4 x 128 tokens) went from 2.34 to
-    1.96 GB resident with this and the 256-row logits chunks of `dlm.train.lm_loss`.
+    1.96 GB resident with this and 256-row logits chunks (`dlm.train.lm_loss`).
 
     The float32 bits of the converted weights are gone: score or generate in float32
     from a fresh `dlm.models.load_model`, and score this model only under
