@@ -59,7 +59,7 @@ def test_window_means_match_the_models_own_loss_per_kind():
     model.eval()
     with torch.no_grad():
         for e, kind in zip(examples, ["prose", "instruction", "source"], strict=False):
-            own = model(input_ids=torch.tensor([e["input_ids"]]), labels=torch.tensor([e["labels"]])).loss
+            own = model(input_ids=torch.as_tensor(e["input_ids"])[None], labels=torch.as_tensor(e["labels"])[None]).loss
             loss, tokens = window[kind]
             assert abs(loss - float(own)) < 1e-5
             assert tokens == int((e["labels"][1:] != -100).sum())
