@@ -136,7 +136,7 @@ class TrainingConfig(_Strict):
     lora_r: int = Field(default=8, gt=0)
     lora_alpha: int = Field(default=16, gt=0)
     # 0, as in peft: on the demo and the ferry document the pass counts matched 0.05's within
-    # one paraphrase, and the masks cost about a sixth of a CPU step (benchmarks/recipe_sweep.py)
+    # one paraphrase, and the demo's steps ran 1.17x faster without masks (docs/evaluation.md)
     lora_dropout: YamlFloat = Field(default=0.0, ge=0, lt=1)
     target_modules: list[str] = Field(default_factory=lambda: list(ALL_LINEAR), min_length=1)
     learning_rate: YamlFloat = Field(default=1e-3, gt=0)
