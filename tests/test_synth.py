@@ -413,3 +413,50 @@ def test_show_counts_synth_pairs_and_shows_their_tokens(synth_doc: Path, smollm2
     assert view["kind"] == "instruction" and view["source"] == first.origin
     assert "".join(t["text"] for t in view["tokens"]) == first.text
     assert 0 < view["n_prompt"] < view["n_tokens"]
+
+
+def _constants_tree(root: Path, files: int, constants_per_file: int) -> list[FileRow]:
+    for i in range(files):
+        lines = [f"LIMIT_{i}_{k} = {i * 100 + k}\n" for k in range(constants_per_file)]
+        (root / f"mod{i}.py").write_text("".join(lines) + "\n\ndef helper(x):\n    return x\n")
+    return file_rows(root)
+
+
+def test_auto_states_a_small_codebases_constants_once_each(tmp_path: Path):
+    from dlm.doc.schema import SynthConfig
+    from dlm.rows.build import drawn_synth
+
+    files = _constants_tree(tmp_path, files=3, constants_per_file=2)
+    drawn = drawn_synth(SynthConfig(), files, has_questions=True)
+    assert drawn is not None and drawn.probes == []
+    assert sorted(qa.question for _, qa in drawn.train) == sorted(
+        f"What is the value of `LIMIT_{i}_{k}` in `mod{i}.py`?" for i in range(3) for k in range(2)
+    )
+    assert {fact.kind for fact, _ in drawn.train} == {"value"}  # no where/purpose/signature pairs
+    # the same tree under `enabled: true` draws every kind at the configured phrasings
+    full = drawn_synth(SynthConfig(enabled=True), files, has_questions=True)
+    assert full is not None and len(full.train) + len(full.probes) > len(drawn.train)
+    assert drawn_synth(SynthConfig(enabled=False), files, has_questions=True) is None
+
+
+def test_auto_draws_nothing_without_questions_or_past_its_bounds(tmp_path: Path, monkeypatch):
+    from dlm.doc.schema import SynthConfig
+    from dlm.rows import build
+    from dlm.rows.build import AUTO_SYNTH, drawn_synth
+
+    small = tmp_path / "small"
+    small.mkdir()
+    files = _constants_tree(small, files=2, constants_per_file=1)
+    assert drawn_synth(SynthConfig(), files, has_questions=False) is None
+    many_constants = tmp_path / "constants"
+    many_constants.mkdir()
+    crowded = _constants_tree(many_constants, files=1, constants_per_file=AUTO_SYNTH.max_facts + 1)
+    assert drawn_synth(SynthConfig(), crowded, has_questions=True) is None
+    at_bound = _constants_tree(tmp_path / "constants", files=1, constants_per_file=AUTO_SYNTH.max_facts)
+    assert drawn_synth(SynthConfig(), at_bound, has_questions=True) is not None
+    # a large tree is not parsed at all
+    big = tmp_path / "big"
+    big.mkdir()
+    tree = _constants_tree(big, files=AUTO_SYNTH.max_files + 1, constants_per_file=0)
+    monkeypatch.setattr(build, "synth_set", lambda *a, **k: pytest.fail("parsed a tree past max_files"))
+    assert drawn_synth(SynthConfig(), tree, has_questions=True) is None

@@ -108,9 +108,12 @@ class SynthConfig(_Strict):
     """Q/A pairs drawn from the Python sources (`dlm.rows.synth` has the rules): where a
     name is defined, its docstring's first sentence, its signature, a constant's value.
     `phrasings`: training pairs per fact; `probe_share`: share of definitions held out
-    as probes instead; `max_facts`: cap on facts, a hash-chosen sample."""
+    as probes instead; `max_facts`: cap on facts, a hash-chosen sample. `enabled: auto`
+    (the default) draws only the constants' values, one phrasing each, none held out,
+    and only for a small codebase beside questions (`dlm.rows.build.AUTO_SYNTH`); `true`
+    draws what these keys say."""
 
-    enabled: bool = False
+    enabled: bool | Literal["auto"] = "auto"
     kinds: list[SynthKind] = Field(default_factory=lambda: list(SYNTH_KINDS), min_length=1)
     phrasings: int = Field(default=3, ge=1, le=4)
     probe_share: YamlFloat = Field(default=0.25, ge=0, lt=1)

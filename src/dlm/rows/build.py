@@ -133,8 +133,9 @@ def build_rows(doc: Document, tokenizer: Any, *, strict: bool = False) -> BuiltR
             probes.extend(Probe(p.question, p.answer, p.keys, f"{name}:{p.line}") for p in section.pairs)
     base_dir = doc.path.parent if doc.path else Path.cwd()
     walk = walk_sources(fm.training.sources, base_dir, strict=strict, doc_name=name)
-    if fm.training.synth.enabled:
-        drawn = synth_set(fm.training.synth, walk.files)
+    has_questions = any(isinstance(s, InstructionSection | ProbeSection) for s in doc.sections)
+    drawn = drawn_synth(fm.training.synth, walk.files, has_questions)
+    if drawn is not None:
         for fact, qa in drawn.train:
             full, prompt = render_instruction(tokenizer, fm.system_prompt, qa.question, qa.answer)
             origin = SYNTH_ORIGIN.format(path=fact.path, line=fact.line)
@@ -144,6 +145,49 @@ def build_rows(doc: Document, tokenizer: Any, *, strict: bool = False) -> BuiltR
             for fact, qa, keys in drawn.probes
         )
     return BuiltRows(rows=RowSet(text_rows=text_rows, file_rows=walk.files), walk=walk, probes=tuple(probes))
+
+
+@dataclass(frozen=True)
+class AutoSynth:
+    """What `training.synth.enabled: auto` draws, and when.
+
+    The Q/A pairs a document asks about are learned from the pairs themselves; a fact
+    that sits only in the code is not (0 of 2 on `examples/ferry.dlm` at every setting of
+    `benchmarks/recipe_sweep.py`). Stating each constant's value once as a pair (`What
+    is the value of `JOURNAL_ROTATE_MB` in `ferry/storage.py`?`), seen as often as the
+    document's own pairs, taught one of the two code facts and raised the paraphrases
+    from 5 to 7 of 8 (`--only synth-values`: 67 steps instead of 42, general change
+    +5.27% against +5.64%). Every other kind and phrasing multiplies the pairs, and so
+    the steps: all kinds at three phrasings gave the ferry document 272 steps. A large
+    tree's constants would crowd out the document's own pairs within a budget, so
+    `auto` stays off beyond `max_files` Python files (the tree is not parsed then) or
+    `max_facts` values, and without `::instruction::` or `::probe::` sections.
+    """
+
+    max_files: int = 64
+    max_facts: int = 16
+
+
+AUTO_SYNTH = AutoSynth()
+
+
+def drawn_synth(config: SynthConfig, files: Sequence[FileRow], has_questions: bool) -> SynthSet | None:
+    """The synth pairs and probes a run trains on and scores, or None when it draws none:
+    `enabled: false`, or `auto` outside `AUTO_SYNTH`'s bounds.
+
+    Args:
+        files: the walk's file rows (only `.py` ones are read).
+        has_questions: the document has instruction pairs or probes.
+    """
+    if config.enabled is True:
+        return synth_set(config, files)
+    if config.enabled is False or not has_questions:
+        return None
+    if sum(f.relpath.endswith(".py") for f in files) > AUTO_SYNTH.max_files:
+        return None
+    auto = config.model_copy(update={"kinds": ["value"], "phrasings": 1, "probe_share": 0.0, "max_facts": None})
+    drawn = synth_set(auto, files)
+    return drawn if 0 < len(drawn.train) <= AUTO_SYNTH.max_facts else None
 
 
 def synth_set(config: SynthConfig, files: Sequence[FileRow], remember: bool = True) -> SynthSet:
