@@ -34,6 +34,7 @@ CONFIGS: dict[str, dict] = {
     "defaults": {},
     "defaults-fp32": {"precision": "fp32"},
     "dropout0": {"lora_dropout": 0.0},
+    "lr8e-4": {"learning_rate": 8e-4},
     "synth-values": {"synth": {"enabled": True, "kinds": ["value"], "phrasings": 1, "probe_share": 0.0}},
     "defaults-no-recast": {"recast": False},
     "defaults-fp32-no-recast": {"precision": "fp32", "recast": False},
