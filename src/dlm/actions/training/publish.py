@@ -14,23 +14,23 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlm.actions.training.plan import PreparedRun
+from dlm.actions.training.report import build_report, tokenization_record
 from dlm.actions.training.types import NullSink, TrainReport, TrainSink
 from dlm.lock.schema import lock_to_json
-from dlm.metrics import MetricsDB, RunRecord, TokenizationRecord
+from dlm.metrics import MetricsDB, RunRecord
 from dlm.models import load_model
-from dlm.tokenize.seam import TokenizedRows
 from dlm.train.base_score import BaseScoreMemo, eval_set_sha256, model_identity, score_key, scoring_environment
 from dlm.train.checkpoint import checkpoint_step, latest_checkpoint, saver_callback, write_run_file
 from dlm.train.dataset import as_hf_dataset
 from dlm.train.evaluate import build_eval_set
 from dlm.train.heldout import subset
 from dlm.train.kind_loss import KindLoss
-from dlm.train.lora import LoraResult, peak_rss_bytes, train_lora
+from dlm.train.lora import LoraResult, train_lora
 from dlm.train.memory import release_freed_memory
 from dlm.train.tracking import HeldOutTracker, TokenTally, planned_tokens
 
@@ -48,7 +48,7 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
     """
     from dlm.lock import adapter_sha256, canonicalize_adapter_dir
 
-    tokenization = _tokenization(run.tokenized)
+    tokenization = tokenization_record(run.tokenized)
     every = run.training.parsed_checkpoint_every
     with MetricsDB(run.store.metrics_path) as metrics:
         before = _tokens_before(run.resume_from)
@@ -264,79 +264,6 @@ def train_as_peer(run: PreparedRun) -> TrainReport:
             sequence_len=run.training.sequence_len,
         )
     return build_report(run, result)
-
-
-def build_report(
-    run: PreparedRun,
-    result: LoraResult,
-    *,
-    version: str = "",
-    adapter_dir: str = "",
-    sha: str = "",
-    warnings: list[str] | None = None,
-    heldout: dict[str, Any] | None = None,
-    real_token_fraction: float | None = None,
-    evaluation: dict[str, Any] | None = None,
-    loss_tokens: int | None = None,
-) -> TrainReport:
-    """The one `TrainReport` of a run: rank 0's names the adapter, a peer's leaves it empty."""
-    return TrainReport(
-        run_id=run.run_id,
-        dlm_id=run.doc.frontmatter.dlm_id,
-        adapter_version=version,
-        adapter_dir=adapter_dir,
-        adapter_sha256=sha,
-        base_model=run.ref.name,
-        base_model_revision=run.ref.revision,
-        steps=result.steps,
-        train_loss=result.train_loss,
-        train_tokens=result.tokens_seen,
-        tokens_per_second=result.tokens_per_second,
-        train_seconds=result.seconds,
-        step_seconds=round(result.step_seconds, 3),
-        accelerator_peak_bytes=result.accelerator_peak_bytes,
-        peak_rss_bytes=peak_rss_bytes(),
-        rows=_row_counts(run.tokenized),
-        files_taken=run.tokenized.files_taken,
-        files_skipped=run.files_skipped,
-        lossy_files=run.tokenized.lossy_files,
-        examples=len(run.dataset),
-        tokenization=asdict(_tokenization(run.tokenized)),
-        warnings=warnings or [],
-        heldout=heldout,
-        real_token_fraction=real_token_fraction,
-        distributed=_distributed_summary(run),
-        rank=run.rank,
-        evaluation=evaluation,
-        loss_tokens=loss_tokens,
-    )
-
-
-def _row_counts(tokenized: TokenizedRows) -> dict[str, int]:
-    counts: dict[str, int] = {"prose": 0, "instruction": 0, "source": 0}
-    for kind in tokenized.kinds:
-        counts[kind] += 1
-    return counts
-
-
-def _tokenization(tokenized: TokenizedRows) -> TokenizationRecord:
-    stats = tokenized.stats
-    return TokenizationRecord(
-        stats.total_rows, stats.cache_hits, stats.cache_misses, stats.seconds, stats.cache_bytes_after
-    )
-
-
-def _distributed_summary(run: PreparedRun) -> dict[str, Any] | None:
-    """The plan and each rank's tokenization (None for one process)."""
-    if run.plan.world_size == 1:
-        return None
-    return {
-        "world_size": run.plan.world_size,
-        "per_device_batch_size": run.plan.per_device_batch_size,
-        "gradient_accumulation_steps": run.plan.gradient_accumulation_steps,
-        "backend": run.plan.backend,
-        "ranks": run.ranks,
-    }
 
 
 def _heldout_tracker(run: PreparedRun, metrics: MetricsDB, sink: TrainSink, model: Any) -> HeldOutTracker:
