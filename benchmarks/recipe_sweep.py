@@ -35,6 +35,7 @@ CONFIGS: dict[str, dict] = {
     "defaults-fp32": {"precision": "fp32"},
     "dropout0": {"lora_dropout": 0.0},
     "lr8e-4": {"learning_rate": 8e-4},
+    "r4": {"lora_r": 4, "lora_alpha": 8},
     "synth-values": {"synth": {"enabled": True, "kinds": ["value"], "phrasings": 1, "probe_share": 0.0}},
     "defaults-no-recast": {"recast": False},
     "defaults-fp32-no-recast": {"precision": "fp32", "recast": False},
