@@ -365,6 +365,7 @@ def test_build_rows_renders_synth_pairs_with_the_chat_template(synth_doc: Path, 
     built = build_rows(load_document(synth_doc), smollm2_tokenizer)
     synth_rows = [r for r in built.rows.text_rows if r.origin.endswith(" (synth)")]
     assert synth_rows and all(r.kind == "instruction" for r in synth_rows)
+    assert built.synth_pairs == len(synth_rows)
     assert built.rows.text_rows[0].kind == "prose" and not built.rows.text_rows[1].origin.endswith("(synth)")
     for row in synth_rows:
         assert row.prompt_text and row.text.startswith(row.prompt_text)
@@ -377,7 +378,7 @@ def test_build_rows_renders_synth_pairs_with_the_chat_template(synth_doc: Path, 
 
     synth_doc.write_text(DOC.replace("{enabled}", "false"))
     off = build_rows(load_document(synth_doc), smollm2_tokenizer)
-    assert len(off.rows.text_rows) == 2 and off.probes == ()
+    assert len(off.rows.text_rows) == 2 and off.probes == () and off.synth_pairs == 0
 
 
 def test_synth_rows_go_through_the_section_cache(synth_doc: Path, smollm2_ref):

@@ -334,3 +334,10 @@ def test_unclosed_fence_is_reported_where_it_opens() -> None:
 def test_problems_sort_by_position() -> None:
     error = DocParseError("f.dlm", [DocProblem(9, 1, "b"), DocProblem(2, 5, "a")])
     assert str(error) == "f.dlm:2:5: a\nf.dlm:9:1: b"
+
+
+def test_synth_enabled_names_both_kinds_of_value_it_takes() -> None:
+    assert problems(fm("training:\n  synth:\n    enabled: maybe\n")) == [
+        "<string>:5:14: training.synth.enabled.bool: should be true or false (got 'maybe')",
+        "<string>:5:14: training.synth.enabled.literal['auto']: should be 'auto' (got 'maybe')",
+    ]

@@ -14,19 +14,18 @@ from dlm.actions.common import DocPath, doc_dir, open_document
 from dlm.doc import Document
 from dlm.errors import UsageError
 from dlm.metrics import MetricsDB
-from dlm.rows.build import drawn_synth
+from dlm.rows.build import asks_questions, drawn_synth
 from dlm.rows.walk import walk_sources
 
 
 def _rows_by_kind(doc: Document) -> dict[str, int]:
-    from dlm.doc import InstructionSection, ProbeSection, ProseSection
+    from dlm.doc import InstructionSection, ProseSection
 
     prose = sum(isinstance(s, ProseSection) for s in doc.sections)
     pairs = sum(len(s.pairs) for s in doc.sections if isinstance(s, InstructionSection))
     base_dir = doc_dir(doc) or Path.cwd()
     walk = walk_sources(doc.frontmatter.training.sources, base_dir, doc_name=str(doc.path))
-    has_questions = any(isinstance(s, InstructionSection | ProbeSection) for s in doc.sections)
-    drawn = drawn_synth(doc.frontmatter.training.synth, walk.files, has_questions)
+    drawn = drawn_synth(doc.frontmatter.training.synth, walk.files, asks_questions(doc))
     synth_pairs, synth_probes = (len(drawn.train), len(drawn.probes)) if drawn is not None else (0, 0)
     return {
         "prose": prose,

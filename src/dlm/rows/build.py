@@ -43,6 +43,7 @@ class BuiltRows:
     rows: RowSet
     walk: WalkResult
     probes: tuple[Probe, ...] = ()  # never trained on: scored by `dlm eval`
+    synth_pairs: int = 0  # the `training.synth` training pairs among `rows`' text rows
 
 
 def instruction_messages(system_prompt: str | None, question: str, answer: str | None) -> list[dict]:
@@ -133,8 +134,7 @@ def build_rows(doc: Document, tokenizer: Any, *, strict: bool = False) -> BuiltR
             probes.extend(Probe(p.question, p.answer, p.keys, f"{name}:{p.line}") for p in section.pairs)
     base_dir = doc.path.parent if doc.path else Path.cwd()
     walk = walk_sources(fm.training.sources, base_dir, strict=strict, doc_name=name)
-    has_questions = any(isinstance(s, InstructionSection | ProbeSection) for s in doc.sections)
-    drawn = drawn_synth(fm.training.synth, walk.files, has_questions)
+    drawn = drawn_synth(fm.training.synth, walk.files, asks_questions(doc))
     if drawn is not None:
         for fact, qa in drawn.train:
             full, prompt = render_instruction(tokenizer, fm.system_prompt, qa.question, qa.answer)
@@ -144,7 +144,19 @@ def build_rows(doc: Document, tokenizer: Any, *, strict: bool = False) -> BuiltR
             Probe(qa.question, qa.answer, keys, SYNTH_ORIGIN.format(path=fact.path, line=fact.line))
             for fact, qa, keys in drawn.probes
         )
-    return BuiltRows(rows=RowSet(text_rows=text_rows, file_rows=walk.files), walk=walk, probes=tuple(probes))
+    return BuiltRows(
+        rows=RowSet(text_rows=text_rows, file_rows=walk.files),
+        walk=walk,
+        probes=tuple(probes),
+        synth_pairs=len(drawn.train) if drawn is not None else 0,
+    )
+
+
+def asks_questions(doc: Document) -> bool:
+    """Whether `doc` has `::instruction::` or `::probe::` sections (what `auto` synth needs)."""
+    from dlm.doc import InstructionSection, ProbeSection
+
+    return any(isinstance(s, InstructionSection | ProbeSection) for s in doc.sections)
 
 
 @dataclass(frozen=True)

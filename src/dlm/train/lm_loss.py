@@ -30,9 +30,10 @@ import torch.nn.functional as F
 
 # rows of logits alive at once (SmolLM2: 49,152 float32 logits a row, 197 KB). Fewer rows
 # hold less memory but cost float32 time: one fused pass over 2048 tokens took 1.69 s in
-# 1024-row chunks, 1.74 s in 512, 1.84 s in 256; under bfloat16 autocast 128 rows were as
-# fast as 256 and 1024 (1.10, 1.17 and 1.13 s; 64 rows 1.24 s; 2-core Zen 4), and every
-# row's NLL and gradient are the same bits in any chunk (tests/test_lm_loss.py)
+# 1024-row chunks, 1.74 s in 512, 1.84 s in 256; under bfloat16 autocast 256 rows were as
+# fast as 1024 (1.08 against 1.13 s) and, in a later sitting, 128 as fast as 256 (1.10
+# against 1.17 s; 64 rows 1.24 s; 2-core Zen 4). Every row's NLL and gradient are the same
+# bits in any chunk (tests/test_lm_loss.py)
 CHUNK_TOKENS = {torch.float32: 1024, torch.bfloat16: 128}
 
 

@@ -215,10 +215,9 @@ def prepare(
     (built, tokenized), waited, ready = group.in_turns(rows_and_ids)
     for note in [*built.walk.notes, *tokenized.warnings]:
         sink.on_message(note)
-    synth_pairs = sum(row.origin.endswith(" (synth)") for row in built.rows.text_rows)
-    if synth_pairs and training.synth.enabled == "auto":
+    if built.synth_pairs and training.synth.enabled == "auto":
         sink.on_note(
-            f"training.synth (auto): {synth_pairs} Q/A pairs state the values of the sources' constants "
+            f"training.synth (auto): {built.synth_pairs} Q/A pairs state the values of the sources' constants "
             "(`training.synth.enabled: false` leaves them out)"
         )
     files_skipped = dict(built.walk.skipped + tokenized.files_skipped)
