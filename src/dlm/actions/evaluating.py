@@ -153,6 +153,7 @@ def evaluate(
     from dlm.metrics import MetricsDB
     from dlm.models import load_model, load_tokenizer, resolve_base_model
     from dlm.rows.build import build_rows
+    from dlm.train.precision import training_device
 
     doc, store = open_document(path)
     version = adapter_version or store.current_version()
@@ -164,7 +165,9 @@ def evaluate(
     ref = resolve_base_model(doc.frontmatter.base_model, relative_to=doc_dir(doc))
     tokenizer = load_tokenizer(ref)
     probes = build_rows(doc, tokenizer).probes
-    model = PeftModel.from_pretrained(load_model(ref), store.adapter_root / "versions" / version)
+    model = PeftModel.from_pretrained(
+        load_model(ref, device=training_device()), store.adapter_root / "versions" / version
+    )
     memo = base_side_memo(store, ref, model, tokenizer)
     report = judge_trained(doc, model, tokenizer, probes, version, memo, store, reuse=not recompute)
     if record:

@@ -293,9 +293,11 @@ def _fast_tokenizer_class(folder: Path, transformers: Any) -> Any:
     return cls if isinstance(cls, type) and issubclass(cls, root) else None
 
 
-def load_model(ref: BaseModelRef, *, dtype: Any = None) -> Any:
-    """Load the base model for causal LM (float32 unless `dtype` is given)."""
+def load_model(ref: BaseModelRef, *, dtype: Any = None, device: str | None = None) -> Any:
+    """Load the base model for causal LM (float32 unless `dtype` is given), on the CPU or
+    on `device` (`cuda`, `mps`, `cpu`; `dlm.train.precision.training_device` for scoring)."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(ref.path, dtype=dtype or torch.float32)
+    model: Any = AutoModelForCausalLM.from_pretrained(ref.path, dtype=dtype or torch.float32)
+    return model.to(device) if device is not None and device != "cpu" else model

@@ -291,13 +291,6 @@ def _pad_id(tokenizer: Any) -> int:
     return int(pad) if pad is not None else int(tokenizer.eos_token_id)
 
 
-def _device() -> str:
-    if torch.cuda.is_available():
-        return "cuda"
-    mps = getattr(torch.backends, "mps", None)
-    return "mps" if mps is not None and mps.is_available() else "cpu"
-
-
 def _callback(sink: StepSink) -> Any:
     from transformers import TrainerCallback
 
@@ -367,7 +360,7 @@ def train_lora(
     from dlm.train.collator import PackedCollator
     from dlm.train.dropout import install_keyed_dropout
     from dlm.train.memory import limit_heap_growth
-    from dlm.train.precision import hold_frozen_linears
+    from dlm.train.precision import hold_frozen_linears, training_device
 
     activations = activation_bytes(model.config, hyper.batch_size, sequence_len) if sequence_len else None
     config = SFTConfig(
@@ -393,7 +386,7 @@ def train_lora(
         optim="adamw_torch",
         gradient_checkpointing=hyper.gradient_checkpointing
         if hyper.gradient_checkpointing is not None
-        else gradient_checkpointing(activations, device_memory(_device())),
+        else gradient_checkpointing(activations, device_memory(training_device())),
     )
     peft_config = LoraConfig(
         r=hyper.lora_r,
@@ -429,7 +422,7 @@ def train_lora(
         trainer.model, hyper.seed, trainer.accelerator.process_index, trainer.accelerator.num_processes, forwards=done
     )
     limit_heap_growth()
-    on_cuda = _device() == "cuda"
+    on_cuda = training_device() == "cuda"
     if on_cuda:
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()

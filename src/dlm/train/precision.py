@@ -45,14 +45,25 @@ class PrecisionSupport:
     auto: str
 
 
+def training_device() -> str:
+    """Where torch trains on this machine, and so where a run's scoring must run: `cuda`
+    (the current CUDA device), else `mps`, else `cpu` (imports torch). The precision `auto`
+    resolves to is chosen for this device; scoring a model left on the CPU in a precision
+    chosen for a GPU runs the CPU's bfloat16 kernels, which a CPU without AVX512 refuses."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    return "mps" if mps is not None and mps.is_available() else "cpu"
+
+
 def detect_support() -> PrecisionSupport:
     """This machine's `PrecisionSupport` (imports torch; reads /proc/cpuinfo)."""
     import torch
 
-    cuda = bool(torch.cuda.is_available())
-    cuda_bf16 = cuda and bool(torch.cuda.is_bf16_supported())
-    mps = getattr(torch.backends, "mps", None)
-    device = "cuda" if cuda else "mps" if mps is not None and mps.is_available() else "cpu"
+    device = training_device()
+    cuda_bf16 = device == "cuda" and bool(torch.cuda.is_bf16_supported())
     flags = read_cpu_flags()
     cpu_flags = tuple(f for f in CPU_BF16_FLAGS if f in flags)
     return PrecisionSupport(device, cuda_bf16, cpu_flags, auto_dtype(device, cuda_bf16, cpu_flags))

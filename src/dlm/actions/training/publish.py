@@ -32,6 +32,7 @@ from dlm.train.heldout import subset
 from dlm.train.kind_loss import KindLoss
 from dlm.train.lora import LoraResult, train_lora
 from dlm.train.memory import release_freed_memory
+from dlm.train.precision import training_device
 from dlm.train.tracking import HeldOutTracker, TokenTally, planned_tokens
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
                 saver_callback(every, checkpoints, lambda step, path: metrics.set_checkpoint(run.run_id, str(path)))
             )
         try:
-            model = load_model(run.ref)
+            model = load_model(run.ref, device=training_device())  # scored where it trains
             heldout = _heldout_tracker(run, metrics, sink, model)
             heldout.measure(model, "before", 0)
             probes = _probe_tracker(run, metrics)
@@ -240,7 +241,7 @@ def _judge(run: PreparedRun, adapter_dir: Path, version: str, sink: TrainSink) -
     if not items:
         return None
     sink.on_note(f"evaluating {len(items)} questions on the base model, the adapter and a null adapter")
-    model = PeftModel.from_pretrained(load_model(run.ref), adapter_dir)
+    model = PeftModel.from_pretrained(load_model(run.ref, device=training_device()), adapter_dir)
     memo = base_side_memo(run.store, run.ref, model, run.tokenizer)
     report = judge_trained(run.doc, model, run.tokenizer, run.probes, version, memo, run.store)
     with MetricsDB(run.store.metrics_path) as metrics:
