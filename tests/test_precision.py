@@ -141,3 +141,28 @@ def test_a_float32_run_holds_its_weights_as_loaded():
     assert hold_frozen_linears(model, "float32") == 0
     assert {n: p.data_ptr() for n, p in model.named_parameters()} == before
     assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+def test_training_device_is_the_device_auto_is_chosen_for(monkeypatch):
+    import torch
+
+    from dlm.train.precision import detect_support, training_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert training_device() == "cpu" == detect_support().device
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    support = detect_support()
+    # scoring follows training onto the GPU, so a bf16 score never runs the CPU's bf16 kernels
+    assert training_device() == "cuda" == support.device
+    assert support.auto == "bfloat16"
+
+
+def test_load_model_puts_the_base_model_on_the_device_asked(smollm2_ref):
+    from dlm.models import load_model
+
+    on_cpu = load_model(smollm2_ref)
+    assert {p.device.type for p in on_cpu.parameters()} == {"cpu"}
+    moved = load_model(smollm2_ref, device="meta")  # any device but the CPU: torch's shape-only one
+    assert {p.device.type for p in moved.parameters()} == {"meta"}
