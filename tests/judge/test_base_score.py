@@ -123,6 +123,7 @@ def test_scoring_environment_names_threads_kernels_and_cpu():
     assert env["torch_threads"] == torch.get_num_threads()
     assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert env["versions"]["torch"] and "cpu_model" in env and "determinism_flags" in env
+    assert env["scoring_device"] == "cpu"  # where this machine trains, and so scores
 
 
 def test_cpu_model_reads_the_first_model_name(tmp_path: Path):

@@ -28,7 +28,9 @@ Key (`score_key`): `canonical_sha256` of
                          the pad id, the batching rule (`TOKENS_PER_BATCH`)
     environment          what decides the floating-point result: pinned package versions,
                          hardware tier, accelerator, CUDA/ROCm versions, the CPU kernel
-                         level, the CPU model, torch's thread count, the determinism flags
+                         level, the CPU model, torch's thread count, the determinism flags,
+                         the device the score runs on (`training_device`: a GPU machine
+                         scored on its CPU before scoring followed training onto the GPU)
     precision            the dtype name the score is taken in, when not float32
 """
 
@@ -74,9 +76,11 @@ def model_identity(revision: str, folder: Path, dtype: str) -> dict[str, str]:
 def scoring_environment() -> dict[str, Any]:
     """The environment part of the key (module docstring); imports torch."""
     from dlm.lock import capture_environment, current_flags
+    from dlm.train.precision import training_device
 
     env = asdict(capture_environment())
     env["cpu_model"] = cpu_model()
+    env["scoring_device"] = training_device()
     env["determinism_flags"] = current_flags().model_dump()
     return env
 
