@@ -91,7 +91,10 @@ def test_the_report_is_the_same_bytes_with_and_without_the_memo(tiny, smollm2_to
     assert fresh == written == read
     stored = json.loads(memo.path.read_text())
     report = json.loads(fresh)
-    assert [i["reply"] for i in stored["items"]] == [i["replies"]["base"] for i in report["items"]]
+    # the base side keeps its unrounded log-probabilities; its replies come from the batch
+    # all three models answer in, so none are kept
+    assert [round(i["logprob"], 4) for i in stored["items"]] == [i["logprob"]["base"] for i in report["items"]]
+    assert all(set(i) == {"logprob"} for i in stored["items"])
     assert stored["general"]["passages"] == 2 and stored["general"]["tokens"] == report["general"]["tokens"]
 
 
@@ -99,12 +102,11 @@ def test_a_matching_memo_is_read_and_any_other_is_replaced(tiny, smollm2_tokeniz
     memo = memo_at(tmp_path / "judge-base.json")
     honest = json.loads(judge(tiny, smollm2_tokenizer, memo))
     stored = json.loads(memo.path.read_text())
-    stored["items"][0]["reply"] = "quindlewhump, as remembered"
+    stored["items"][0]["logprob"] = -0.125
     memo.path.write_text(json.dumps(stored))
     remembered = json.loads(judge(tiny, smollm2_tokenizer, memo))
-    assert remembered["items"][0]["replies"]["base"] == "quindlewhump, as remembered"
-    assert remembered["items"][0]["passed"]["base"] is True  # passed is the rule applied to the reply read
-    assert remembered["items"][0]["replies"]["adapter"] == honest["items"][0]["replies"]["adapter"]
+    assert remembered["items"][0]["logprob"]["base"] == -0.125  # read, not scored
+    assert remembered["items"][0]["replies"] == honest["items"][0]["replies"]
     # another machine's memo misses and is replaced by this evaluation's side
     assert json.loads(judge(tiny, smollm2_tokenizer, memo_at(memo.path, "elsewhere"))) == honest
     assert json.loads(memo.path.read_text())["key"] != stored["key"]
@@ -243,7 +245,7 @@ def test_without_reuse_nothing_remembered_is_read_and_what_is_scored_is_written(
     planted["report"]["items"][0]["replies"]["adapter"] = "planted"
     stored.write_text(json.dumps(planted))
     side = json.loads(memo.path.read_text())
-    side["items"][0]["reply"] = "planted"
+    side["items"][0]["logprob"] = -0.125
     memo.path.write_text(json.dumps(side))
     general = json.loads(shared.read_text())
     (key,) = general["entries"]
@@ -252,5 +254,18 @@ def test_without_reuse_nothing_remembered_is_read_and_what_is_scored_is_written(
     assert judge(tiny, smollm2_tokenizer, memo, reports=reports, reuse=False) == honest
     # and each memo now holds what was scored again, not what was planted
     assert judge(tiny, smollm2_tokenizer, memo, reports=reports) == honest
-    assert json.loads(memo.path.read_text())["items"][0]["reply"] != "planted"
+    assert json.loads(memo.path.read_text())["items"][0]["logprob"] != -0.125
     assert json.loads(shared.read_text())["entries"][key]["nll"] != 9.5
+
+
+def test_one_batch_answers_on_each_adapter_named(tiny, smollm2_tokenizer) -> None:
+    from dlm.judge.score import BASE, greedy_replies
+
+    prompts = [item.prompt_text for item in items(smollm2_tokenizer)]
+    tiny.train()
+    base, adapter, base_again = greedy_replies(tiny, smollm2_tokenizer, prompts, 6, (BASE, "default", BASE))
+    assert base == base_again  # a row's answer depends on its own tokens, not on its place in the batch
+    assert base != adapter  # the adapter's rows run through the adapter, the base rows do not
+    (alone,) = greedy_replies(tiny, smollm2_tokenizer, prompts, 6)
+    assert alone == greedy_replies(tiny, smollm2_tokenizer, prompts, 6)[0]  # same inputs, same bytes
+    assert tiny.training  # the mode it was in is restored

@@ -2,28 +2,30 @@
 
 Every evaluation (`dlm eval`, and the report `dlm train` ends with) scores the items and
 the general set on three models: the base, the adapter and the null adapter
-(`dlm.judge.report`). The base model's side, each item's greedy reply and reference
-log-probability and the general set's NLL, does not depend on the adapter: it is a
-function of the base model, the items, the general set, the scoring settings and the
-software and hardware that compute it. Every evaluation of a document whose items did not
-change would compute the very same floats again; the general set alone is about 41
-passages of up to 256 tokens, one of the two guard passes. So the side is kept under a
-key that names every one of those inputs, and an evaluation whose key matches reads it
-and scores only the adapter and the null adapter.
+(`dlm.judge.report`). The base model's side, each item's reference log-probability and
+the general set's NLL, does not depend on the adapter: it is a function of the base
+model, the items, the general set, the scoring settings and the software and hardware
+that compute it. Every evaluation of a document whose items did not change would compute
+the very same floats again; the general set alone is about 41 passages of up to 256
+tokens, one of the two guard passes. So the side is kept under a key that names every
+one of those inputs, and an evaluation whose key matches reads it and scores only the
+adapter and the null adapter. The base model's greedy replies are not kept: the three
+models answer in one batch (`dlm.judge.score.greedy_replies`), which costs about what
+two would, and a batch without the base rows would have another shape and could round
+the adapter's replies differently.
 
 File (`Store.judge_base_path`, canonical JSON, written atomically):
 
-    {"format": 2,
+    {"format": 3,
      "key": "sha256:<hex>",                                 # BaseSideMemo.key(...)
-     "items": [{"reply": "...", "logprob": -1.234...}, ...], # one per item, in order
+     "items": [{"logprob": -1.234...}, ...],                # one per item, in order
      "general": {"nll": 2.81..., "passages": 41, "tokens": 9876} | null}
 
-`passed` is not stored: it is recomputed from the reply by the pass rule
-(`dlm.judge.match`). Log-probabilities and the NLL are the unrounded floats (JSON keeps a
-float exactly, shortest repr), so a report built from the memo is byte-identical to one
-computed afresh. One entry per document: the last key scored replaces it. A file that is
-missing, unreadable, of another format, of another key or of another item count is a
-miss, never an error.
+Log-probabilities and the NLL are the unrounded floats (JSON keeps a float exactly,
+shortest repr), so a report built from the memo is byte-identical to one computed afresh.
+One entry per document: the last key scored replaces it. A file that is missing,
+unreadable, of another format, of another key or of another item count is a miss, never
+an error.
 
 Key (`BaseSideMemo.key`): `canonical_sha256` of
     format        FORMAT below (bumped when scoring changes meaning)
@@ -44,7 +46,7 @@ The general set on the base model (`BaseSideMemo.general_path`, beside the mater
 base models: `models_dir()/general-scores.json`) does not depend on the document either:
 it is kept per `general_key` (the model, tokenizer, environment, the general examples and
 their precision), so the first evaluation of every new document on a known base model
-and machine skips that pass too. `{"format": 2, "entries": {key: {"nll", "passages",
+and machine skips that pass too. `{"format": 3, "entries": {key: {"nll", "passages",
 "tokens"}}, "order": [key, ...]}`, the newest `GENERAL_KEPT` keys, written under a file lock.
 
 Whole reports (`ReportMemo`, `Store.judge_reports_dir`): the adapter's and the null
@@ -56,7 +58,7 @@ one file per key, the newest `REPORTS_KEPT`; `dlm eval --recompute` skips it. Th
 report's `adapter_version` is not in the key (a retrain to the same bytes is the same
 adapter) and is set on read.
 
-    {"format": 2, "key": "sha256:<hex>", "report": {EvalReport.as_dict() ...}}
+    {"format": 3, "key": "sha256:<hex>", "report": {EvalReport.as_dict() ...}}
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ from dlm.keyed import read_keyed, write_keyed
 from dlm.train.base_score import eval_set_sha256
 from dlm.train.evaluate import EvalExample, EvalSet
 
-FORMAT = 2  # 2: the LM head fused into the NLL (dlm.train.lm_loss), other last bits
+FORMAT = 3  # 2: the LM head fused into the NLL (dlm.train.lm_loss); 3: replies are not kept (one batch per model set)
 REPORTS_KEPT = 16  # report files kept per document; older ones are removed on write
 GENERAL_KEPT = 32  # base models x machines x precisions whose general-set score is kept
 
@@ -84,13 +86,11 @@ class BaseSide:
     """The base model's side of one evaluation.
 
     Attributes:
-        replies: the greedy reply per item, in item order.
         logprobs: mean log-probability per reference-answer token per item (nats, <= 0),
             unrounded.
         general: the general set on the base model; None when there is no general set.
     """
 
-    replies: list[str]
     logprobs: list[float]
     general: GuardScore | None
 
@@ -216,7 +216,6 @@ class BaseSideMemo:
                 return None
             general = data["general"]
             return BaseSide(
-                [str(item["reply"]) for item in data["items"]],
                 [float(item["logprob"]) for item in data["items"]],
                 None
                 if general is None
@@ -237,10 +236,7 @@ class BaseSideMemo:
             FORMAT,
             key,
             {
-                "items": [
-                    {"reply": reply, "logprob": logprob}
-                    for reply, logprob in zip(side.replies, side.logprobs, strict=True)
-                ],
+                "items": [{"logprob": logprob} for logprob in side.logprobs],
                 "general": None
                 if general is None
                 else {"nll": general.nll, "passages": general.passages, "tokens": general.tokens},

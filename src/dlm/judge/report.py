@@ -16,7 +16,15 @@ from typing import Any
 from dlm.judge.guard import GuardScore, change_pct, guard_examples, guard_score
 from dlm.judge.memo import BaseSide, BaseSideMemo, ReportMemo, report_key
 from dlm.judge.null import add_null_adapter
-from dlm.judge.score import GENERATE_BATCH, EvalItem, ItemScore, item_score, reference_examples, score_items
+from dlm.judge.score import (
+    BASE,
+    GENERATE_BATCH,
+    EvalItem,
+    greedy_replies,
+    item_score,
+    reference_examples,
+    reference_logprobs,
+)
 
 MODELS = ("base", "adapter", "null")
 KIND_ORDER = ("instruction", "probe", "synth")
@@ -153,20 +161,27 @@ def judge_adapter(
                     pass  # a damaged file is a miss: scored afresh and rewritten below
     trained = peft_model.active_adapter
     null = add_null_adapter(peft_model, seed, trained)
-    scores: dict[str, list[ItemScore]] = {}
+    logprobs: dict[str, list[float]] = {}
     general: dict[str, GuardScore] = {}
     try:
-        scores["base"], general["base"] = _base_side(
-            peft_model, tokenizer, items, examples, guard, max_new_tokens, pad_id, precision, memo, base_key, reuse
+        # one batch answers every prompt on the three models (`greedy_replies`)
+        prompts = [item.prompt_text for item in items]
+        answers = greedy_replies(peft_model, tokenizer, prompts, max_new_tokens, (BASE, trained, null))
+        replies = dict(zip(MODELS, answers, strict=True))
+        logprobs["base"], general["base"] = _base_side(
+            peft_model, examples, guard, pad_id, precision, memo, base_key, reuse
         )
         for model, name in (("adapter", trained), ("null", null)):
             peft_model.set_adapter(name)
-            scores[model] = score_items(peft_model, tokenizer, items, max_new_tokens, examples)
+            logprobs[model] = reference_logprobs(peft_model, examples, pad_id)
             if model == "adapter":
                 general["adapter"] = guard_score(peft_model, guard, pad_id, precision)
     finally:
         peft_model.set_adapter(trained)
         peft_model.delete_adapter(null)
+    scores = {
+        m: [item_score(item, r, lp) for item, r, lp in zip(items, replies[m], logprobs[m], strict=True)] for m in MODELS
+    }
     results = [
         ItemResult(
             item.kind,
@@ -194,36 +209,32 @@ def judge_adapter(
 
 def _base_side(
     peft_model: Any,
-    tokenizer: Any,
-    items: Sequence[EvalItem],
     examples: list[Any],
     guard: list[Any],
-    max_new_tokens: int,
     pad_id: int,
     precision: str,
     memo: BaseSideMemo | None,
     key: str | None,
     reuse: bool,
-) -> tuple[list[ItemScore], GuardScore]:
-    """The items and the guard on the base model (the adapters disabled), from `memo`
-    when it holds them under `key` (`BaseSideMemo.key` of this evaluation) and `reuse`;
-    whatever is scored is written to `memo`."""
+) -> tuple[list[float], GuardScore]:
+    """The items' reference log-probabilities and the guard on the base model (the
+    adapters disabled), from `memo` when it holds them under `key` (`BaseSideMemo.key`
+    of this evaluation) and `reuse`; whatever is scored is written to `memo`."""
     if memo is not None and key is not None and reuse:
-        side = memo.read(key, len(items))
+        side = memo.read(key, len(examples))
         if side is not None and (side.general is not None) == bool(guard):
-            scored = [item_score(item, r, lp) for item, r, lp in zip(items, side.replies, side.logprobs, strict=True)]
-            return scored, side.general or GuardScore(0.0, 0, 0)
+            return side.logprobs, side.general or GuardScore(0.0, 0, 0)
     general_key = memo.general_key(guard, pad_id=pad_id, precision=precision) if memo is not None and guard else None
     general = memo.read_general(general_key) if memo is not None and general_key is not None and reuse else None
     with peft_model.disable_adapter():
-        scores = score_items(peft_model, tokenizer, items, max_new_tokens, examples)
+        logprobs = reference_logprobs(peft_model, examples, pad_id)
         if general is None:
             general = guard_score(peft_model, guard, pad_id, precision)
             if memo is not None and general_key is not None:
                 memo.write_general(general_key, general)
     if memo is not None and key is not None:
-        memo.write(key, BaseSide([s.reply for s in scores], [s.logprob for s in scores], general if guard else None))
-    return scores, general
+        memo.write(key, BaseSide(logprobs, general if guard else None))
+    return logprobs, general
 
 
 def summarize(results: Sequence[ItemResult]) -> dict[str, KindSummary]:

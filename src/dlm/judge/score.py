@@ -27,7 +27,8 @@ import numpy as np
 from dlm.judge.match import passes
 from dlm.train.evaluate import EvalExample, example_nll
 
-GENERATE_BATCH = 16
+GENERATE_BATCH = 16  # prompts per generation batch (times the adapters answering them)
+BASE = "__base__"  # peft's name for the base model in a mixed-adapter batch
 
 
 @dataclass(frozen=True)
@@ -76,30 +77,43 @@ def reference_examples(tokenizer: Any, items: Sequence[EvalItem]) -> list[EvalEx
     return examples
 
 
-def greedy_replies(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int) -> list[str]:
+def greedy_replies(
+    model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int, adapters: Sequence[str] = ()
+) -> list[list[str]]:
     """The greedy continuation of each rendered prompt, decoded without special tokens.
 
     Batches of `GENERATE_BATCH` prompts, left-padded so every row ends at its prompt.
+    With `adapters` (names of a peft model's adapters, `BASE` for none), every prompt of
+    a batch is answered by each of them in the same batch (peft's mixed-adapter batch):
+    decoding is bound by reading the base weights, and one batch reads them once per token
+    for all of them. A row's numbers depend on its own tokens and the batch's shape only,
+    so the same prompts and adapters give the same replies byte for byte.
+
+    Returns:
+        `replies[k][i]`: adapter `k`'s reply to prompt `i`; one list, the model as it is,
+        when `adapters` is empty.
     """
     import torch
 
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     device = next(model.parameters()).device
-    replies: list[str] = [""] * len(prompts)
+    names: list[str | None] = list(adapters) or [None]
+    replies = [[""] * len(prompts) for _ in names]
     encoded = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
     order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]))
     was_training = model.training
     model.eval()
     try:
         for start in range(0, len(order), GENERATE_BATCH):
-            batch = order[start : start + GENERATE_BATCH]
-            width = max(len(encoded[i]) for i in batch)
-            ids = torch.full((len(batch), width), pad_id, dtype=torch.long)  # (B, T), left padded
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, i in enumerate(batch):
+            rows = [(k, i) for k in range(len(names)) for i in order[start : start + GENERATE_BATCH]]
+            width = max(len(encoded[i]) for _, i in rows)
+            ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, T), left padded
+            mask = torch.zeros((len(rows), width), dtype=torch.long)
+            for row, (_, i) in enumerate(rows):
                 n = len(encoded[i])
                 ids[row, width - n :] = torch.tensor(encoded[i], dtype=torch.long)
                 mask[row, width - n :] = 1
+            mixed = {"adapter_names": [names[k] for k, _ in rows]} if adapters else {}
             with torch.inference_mode():
                 out = model.generate(
                     input_ids=ids.to(device),
@@ -110,36 +124,20 @@ def greedy_replies(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_t
                     top_p=None,
                     top_k=None,
                     pad_token_id=pad_id,
+                    **mixed,
                 )
-            for row, i in enumerate(batch):
-                replies[i] = tokenizer.decode(out[row, width:], skip_special_tokens=True).strip()
+            for row, (k, i) in enumerate(rows):
+                replies[k][i] = tokenizer.decode(out[row, width:], skip_special_tokens=True).strip()
     finally:
         model.train(was_training)
     return replies
 
 
-def score_items(
-    model: Any,
-    tokenizer: Any,
-    items: Sequence[EvalItem],
-    max_new_tokens: int,
-    examples: list[EvalExample] | None = None,
-) -> list[ItemScore]:
-    """Every item on `model` (module docstring), in `items`' order.
-
-    Args:
-        examples: `reference_examples(tokenizer, items)` when the caller scores several
-            models on the same items (computed here otherwise).
-    """
-    if not items:
-        return []
-    examples = examples if examples is not None else reference_examples(tokenizer, items)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+def reference_logprobs(model: Any, examples: list[EvalExample], pad_id: int) -> list[float]:
+    """Mean log-probability per reference-answer token of each example on `model`
+    (nats, <= 0; `reference_examples`), unrounded."""
     sums, counts = example_nll(model, examples, pad_id)
-    replies = greedy_replies(model, tokenizer, [i.prompt_text for i in items], max_new_tokens)
-    return [
-        item_score(item, reply, -s / max(c, 1)) for item, reply, s, c in zip(items, replies, sums, counts, strict=False)
-    ]
+    return [-s / max(c, 1) for s, c in zip(sums, counts, strict=True)]
 
 
 def item_score(item: EvalItem, reply: str, logprob: float) -> ItemScore:
