@@ -52,10 +52,7 @@ DEMO_Q := Where does the json package keep its decoder?
 
 demo: $(STAMP)
 	$(BIN)/dlm train examples/stdlib.dlm
-	@echo "--- base model alone:"
-	@$(BIN)/dlm prompt examples/stdlib.dlm "$(DEMO_Q)" --no-adapter --max-new-tokens 48
-	@echo "--- base model + the new adapter:"
-	@$(BIN)/dlm prompt examples/stdlib.dlm "$(DEMO_Q)" --max-new-tokens 48
+	@$(BIN)/dlm prompt examples/stdlib.dlm "$(DEMO_Q)" --compare --max-new-tokens 48
 	@echo "--- loss curves: $(BIN)/dlm metrics examples/stdlib.dlm --plot loss.png"
 
 # The whole suite, one worker per core (at most 4; tests/conftest.py says how files are

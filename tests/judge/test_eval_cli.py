@@ -186,3 +186,17 @@ def test_eval_recompute_asks_for_every_side_afresh(tmp_path, monkeypatch) -> Non
         result = CliRunner().invoke(app, ["eval", str(path), *args])
         assert result.exit_code == 1 and "stop here" in result.output
     assert seen == [True, False]
+
+
+def test_prompt_compare_answers_as_the_two_single_prompts_do(trained, monkeypatch) -> None:
+    path, _, home = trained
+    monkeypatch.setenv("DLM_HOME", str(home))
+    question = "What is the secret word of the Zorblax project?"
+    result = CliRunner().invoke(app, ["prompt", str(path), question, "--compare", "--max-new-tokens", "12", "--json"])
+    assert result.exit_code == 0, result.output
+    both = json.loads(result.stdout)
+    assert both["question"] == question
+    assert both["adapter"] == _answer(path, home, use_adapter=True) and both["adapter"].startswith("The secret word")
+    assert both["base"] == _answer(path, home, use_adapter=False) != both["adapter"]
+    refused = CliRunner().invoke(app, ["prompt", str(path), question, "--compare", "--no-adapter"])
+    assert refused.exit_code == 2 and "drop --no-adapter" in refused.stderr

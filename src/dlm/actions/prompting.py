@@ -81,6 +81,49 @@ def prompt_many(
     return answers
 
 
+def compare(
+    path: DocPath,
+    questions: Sequence[str],
+    *,
+    max_new_tokens: int = 128,
+    temperature: float = 0.0,
+    on_answer: Callable[[str, str, str], None] | None = None,
+) -> list[dict[str, str]]:
+    """Answer each of `questions` with the base model alone and with the current adapter,
+    from one model load (`dlm prompt --compare`): the base answer is the one `dlm prompt
+    --no-adapter` gives (the adapter disabled, the base weights untouched), the adapter's
+    the one `dlm prompt` gives.
+
+    Args:
+        on_answer: called with (question, base answer, adapter answer) as each completes.
+
+    Returns:
+        `[{"question": q, "base": a, "adapter": a}, ...]` in the order of `questions`.
+
+    Raises:
+        DocError, BaseModelError: as `prompt`.
+        StoreError: no adapter has been trained yet.
+    """
+    from dataclasses import replace
+
+    from dlm.infer import load_inference
+
+    doc, _ = open_document(path)
+    tuned = load_inference(doc, use_adapter=True)
+    base = replace(tuned, adapter=None, adapter_version=None, model_id=tuned.base.name)
+    answers = []
+    for question in questions:
+        messages = [{"role": "user", "content": question}]
+        said = [
+            "".join(engine.generate(messages, max_new_tokens=max_new_tokens, temperature=temperature))
+            for engine in (base, tuned)
+        ]
+        answers.append({"question": question, "base": said[0], "adapter": said[1]})
+        if on_answer is not None:
+            on_answer(question, said[0], said[1])
+    return answers
+
+
 def read_questions(path: str | Path) -> list[str]:
     """The questions of a `--file`: one per line, blank lines and surrounding spaces dropped.
 

@@ -97,6 +97,9 @@ def prompt(
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", min=1)] = 128,
     temperature: Annotated[float, typer.Option("--temperature", min=0.0, help="0 is greedy.")] = 0.0,
     no_adapter: Annotated[bool, typer.Option("--no-adapter", help="Use the base model alone, to compare.")] = False,
+    compare: Annotated[
+        bool, typer.Option("--compare", help="Answer with the base model alone, then with the adapter: one model load.")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Answer a question with the base model plus the current adapter, streamed; or each line of --file, in order."""
@@ -104,6 +107,11 @@ def prompt(
 
     if (question is None) == (file is None):
         raise UsageError("give a QUESTION or --file QUESTIONS.txt, not both or neither")
+    if compare:
+        if no_adapter:
+            raise UsageError("--compare already answers with the base model alone; drop --no-adapter")
+        _compare(path, question, file, max_new_tokens, temperature, json_out)
+        return
     if file is not None:
         from rich.markup import escape
 
@@ -136,6 +144,30 @@ def prompt(
         sys.stdout.write(piece)
         sys.stdout.flush()
     sys.stdout.write("\n")
+
+
+def _compare(
+    path: Path, question: str | None, file: Path | None, max_new_tokens: int, temperature: float, json_out: bool
+) -> None:
+    """`dlm prompt --compare`: each answer from the base model alone, then with the adapter."""
+    from rich.markup import escape
+
+    from dlm.actions.prompting import compare, read_questions
+
+    questions = read_questions(file) if file is not None else [question or ""]
+
+    def show(q: str, base: str, adapter: str) -> None:
+        console.print(f"[bold]Q:[/] {escape(q)}", highlight=False)
+        console.print("[dim]--- base model alone:[/]")
+        console.print(base, highlight=False, markup=False)
+        console.print("[dim]--- base model + the adapter:[/]")
+        console.print(f"{adapter}\n", highlight=False, markup=False)
+
+    answers = compare(
+        path, questions, max_new_tokens=max_new_tokens, temperature=temperature, on_answer=None if json_out else show
+    )
+    if json_out:
+        print_json(answers if file is not None else answers[0])
 
 
 @app.command()
