@@ -171,11 +171,16 @@ def example_nll(model: Any, examples: list[EvalExample], pad_id: int = 0) -> tup
 @contextmanager
 def scoring_precision(model: Any, precision: str) -> Iterator[None]:
     """Score under bfloat16 autocast when `precision` is `bfloat16` (the weights stay as
-    loaded, the NLL is summed in float32), as the Trainer's own evaluation does in a bf16
-    run; plain float32 otherwise."""
+    loaded, the NLL is summed in float32, attention in float32 on a CPU as in training:
+    `dlm.train.attention`), as the Trainer's own evaluation does in a bf16 run; plain
+    float32 otherwise."""
     import torch
 
+    from dlm.train.attention import use_float32_cpu_attention
+
     device = next(model.parameters()).device.type
+    if precision == "bfloat16":
+        use_float32_cpu_attention()  # as training runs it (dlm.train.attention)
     with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bfloat16"):
         yield
 

@@ -357,6 +357,7 @@ def train_lora(
     from transformers import PrinterCallback
     from trl import SFTConfig
 
+    from dlm.train.attention import use_float32_cpu_attention
     from dlm.train.collator import PackedCollator
     from dlm.train.dropout import install_keyed_dropout
     from dlm.train.memory import limit_heap_growth
@@ -412,6 +413,7 @@ def train_lora(
     trainer.on_token_nll = on_token_nll
     # after peft's wrap, so LoRA's weights are created (and initialized) in float32
     hold_frozen_linears(trainer.model, hyper.precision)
+    use_float32_cpu_attention()
     # stdout belongs to the command (`--json`); progress goes through `sink`
     trainer.remove_callback(PrinterCallback)
     done = 0  # micro-batches this process trained before the checkpoint it resumes from

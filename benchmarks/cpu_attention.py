@@ -1,0 +1,121 @@
+"""Attention under the CPU's bfloat16 autocast: torch's kernel in bfloat16 against the
+same kernel in float32 (`dlm.train.attention`), first one layer's attention alone, then
+whole LoRA training steps of SmolLM2-135M with each.
+
+Attention: `scaled_dot_product_attention` forward and backward at one layer of the
+demo's shape (4 x 128 tokens, 9 heads of 64), causal and with a block mask (packed
+rows), per backend (flash, math) and dtype. Steps: the embedded SmolLM2-135M with peft
+LoRA (r 8, alpha 16, every linear layer), frozen linears held in bfloat16 as `dlm
+train` holds them, AdamW, forward + backward + step on random ids packed as two
+examples per row, under bf16 autocast, transformers' `sdpa` against the float32
+wrapper, interleaved in one process. Prints milliseconds, seconds per step and the ratio.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/cpu_attention.py [--steps 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+B, H, T, D = 4, 9, 128, 64
+
+
+def attention_ms(backend: SDPBackend, dtype: torch.dtype, masked: bool, n: int = 30) -> float:
+    """Milliseconds per forward + backward of one layer's attention."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(B, H, T, D, generator=g, dtype=dtype).requires_grad_() for _ in range(3))
+    mask = torch.ones(T, T, dtype=torch.bool).tril()[None, None].expand(B, 1, T, T) if masked else None
+
+    def once() -> None:
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=not masked)
+        out.sum().backward()
+
+    with sdpa_kernel([backend]):
+        for _ in range(3):
+            once()
+        start = time.perf_counter()
+        for _ in range(n):
+            once()
+    return (time.perf_counter() - start) / n * 1000
+
+
+def lora_model(float32_attention: bool) -> tuple[Any, Any]:
+    from peft import LoraConfig, get_peft_model
+
+    from dlm.doc.schema import ALL_LINEAR
+    from dlm.models import load_model, resolve_base_model
+    from dlm.train.precision import hold_frozen_linears
+
+    model = load_model(resolve_base_model("smollm2-135m"))
+    model.config.use_cache = False
+    model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=list(ALL_LINEAR)))
+    hold_frozen_linears(model, "bfloat16")
+    model.base_model.model.set_attn_implementation("sdpa_float32" if float32_attention else "sdpa")
+    model.train()
+    return model, torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+
+
+def register_float32_attention() -> None:
+    """The wrapper of `dlm.train.attention` under a name of its own, so one process can
+    run a model with it beside a model without it."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    import dlm.train.attention as attention
+
+    attention.use_float32_cpu_attention()
+    AttentionInterface.register("sdpa", attention._ORIGINAL[0])  # plain "sdpa" stays transformers' own
+    AttentionInterface.register("sdpa_float32", attention._sdpa)
+    AttentionMaskInterface.register("sdpa_float32", sdpa_mask)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=4)
+    args = parser.parse_args()
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU capability {torch.backends.cpu.get_cpu_capability()}"
+    )
+    for masked in (False, True):
+        for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.MATH):
+            row = {
+                str(dtype).removeprefix("torch."): attention_ms(backend, dtype, masked)
+                for dtype in (torch.bfloat16, torch.float32)
+            }
+            print(
+                f"attention {'block mask' if masked else 'causal':10s} {backend.name:15s} "
+                + "  ".join(f"{k} {v:.2f} ms" for k, v in row.items())
+                + f"  bf16/fp32 {row['bfloat16'] / row['float32']:.2f}x"
+            )
+    register_float32_attention()
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, 40000, (B, T), generator=g)
+    positions = torch.cat([torch.arange(T // 2), torch.arange(T // 2)]).expand(B, T)  # two packed examples a row
+    sides = {"bf16 attention": lora_model(False), "fp32 attention": lora_model(True)}
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    for step in range(args.steps + 1):
+        for name, (model, opt) in sides.items():
+            start = time.perf_counter()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model(input_ids=ids, labels=ids, position_ids=positions).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            if step:  # the first step of each warms up
+                times[name].append(time.perf_counter() - start)
+            else:
+                print(f"{name}: first-step loss {loss.item():.4f}")
+    median = {name: statistics.median(t) for name, t in times.items()}
+    for name, value in median.items():
+        print(f"LoRA step, {name}: {value:.3f} s (median of {args.steps})")
+    print(f"fp32 attention / bf16 attention step time: {median['fp32 attention'] / median['bf16 attention']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

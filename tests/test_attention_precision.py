@@ -1,0 +1,70 @@
+"""`dlm.train.attention`: attention in float32 under the CPU's bfloat16 autocast, and
+transformers' own function everywhere else."""
+
+import torch
+from tinyllama import tiny_llama
+
+from dlm.train.attention import use_float32_cpu_attention
+
+
+def _model():
+    torch.manual_seed(0)
+    model = tiny_llama(
+        64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2
+    )
+    model.config._attn_implementation = "sdpa"
+    return model.eval()
+
+
+def _attention_inputs():
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(2, 4, 16, 8, generator=g).to(torch.bfloat16) for _ in range(3))
+    return q, k, v
+
+
+def test_attention_runs_in_float32_only_under_cpu_bf16_autocast():
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    use_float32_cpu_attention()
+    use_float32_cpu_attention()  # idempotent: still one wrapper around transformers' function
+    wrapped = ALL_ATTENTION_FUNCTIONS["sdpa"]
+    module = _model().model.layers[0].self_attn
+    q, k, v = _attention_inputs()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = wrapped(module, q, k, v, None, is_causal=True)
+    expected, _ = sdpa_attention_forward(module, q.float(), k.float(), v.float(), None, is_causal=True)
+    assert out.dtype == torch.bfloat16
+    assert torch.equal(out, expected.to(torch.bfloat16))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        in_bf16, _ = sdpa_attention_forward(module, q, k, v, None, is_causal=True)
+    assert not torch.equal(out, in_bf16)  # the bfloat16 kernel rounds otherwise: the wrapper did something
+    # without autocast (float32 training, the goldens, inference) the call is transformers' own
+    q32, k32, v32 = q.float(), k.float(), v.float()
+    plain, _ = wrapped(module, q32, k32, v32, None, is_causal=True)
+    assert torch.equal(plain, sdpa_attention_forward(module, q32, k32, v32, None, is_causal=True)[0])
+
+
+def test_a_float32_forward_is_unchanged_and_a_bf16_one_goes_through_the_wrapper():
+    from dlm.train import attention
+
+    model = _model()
+    ids = torch.tensor([[1, 5, 9, 13, 2, 7, 3, 11]])
+    before = model(input_ids=ids).logits
+    use_float32_cpu_attention()
+    assert torch.equal(model(input_ids=ids).logits, before)
+    seen = []
+    original = attention._ORIGINAL[0]
+
+    def spy(module, query, *args, **kwargs):
+        seen.append(query.dtype)
+        return original(module, query, *args, **kwargs)
+
+    attention._ORIGINAL[0] = spy
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(input_ids=ids).logits
+    finally:
+        attention._ORIGINAL[0] = original
+    assert torch.isfinite(logits).all()
+    assert seen == [torch.float32, torch.float32]  # both layers' attention, in float32 under bf16 autocast
