@@ -106,7 +106,7 @@ def test_export_folder_is_published_with_mode_0644_and_no_staging_left(exported)
 def test_gguf_tensors_match_peft_under_the_rope_layout(exported, smollm2_ref):
     report, _ = exported
     verify = report.verify
-    assert verify["passed"] and verify["check"] in ("gguf-tensors", "llama.cpp-runtime")
+    assert verify["passed"] and verify["check"] in ("gguf-tensors", "llama.cpp-runtime"), verify
     result = verify_gguf_tensors(
         Path(report.out) / "adapter.gguf", Path(report.adapter_dir), smollm2_ref.path / "config.json", 16.0
     )
