@@ -266,6 +266,6 @@ def test_one_batch_answers_on_each_adapter_named(tiny, smollm2_tokenizer) -> Non
     base, adapter, base_again = greedy_replies(tiny, smollm2_tokenizer, prompts, 6, (BASE, "default", BASE))
     assert base == base_again  # a row's answer depends on its own tokens, not on its place in the batch
     assert base != adapter  # the adapter's rows run through the adapter, the base rows do not
-    (alone,) = greedy_replies(tiny, smollm2_tokenizer, prompts, 6)
-    assert alone == greedy_replies(tiny, smollm2_tokenizer, prompts, 6)[0]  # same inputs, same bytes
+    (alone,) = greedy_replies(tiny, smollm2_tokenizer, prompts, 6, ("default",))
+    assert alone == greedy_replies(tiny, smollm2_tokenizer, prompts, 6, ("default",))[0]  # same inputs, same bytes
     assert tiny.training  # the mode it was in is restored

@@ -14,6 +14,7 @@ already scored reads its report instead of scoring it again.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlm.actions.common import DocPath, doc_dir, open_document
@@ -61,6 +62,22 @@ def general_texts() -> list[str]:
     from dlm.judge.general import load_general_set
 
     return [text for _, text in load_general_set()]
+
+
+def scored_adapter(ref: BaseModelRef, adapter_dir: Path) -> Any:
+    """The peft adapter saved in `adapter_dir` on a fresh float32 base model, on the
+    device training uses (`dlm.train.precision.training_device`): the model `dlm eval`
+    and the report `dlm train` ends with both score.
+
+    Raises:
+        BaseModelError, OSError: the base model or the adapter cannot be loaded.
+    """
+    from peft import PeftModel
+
+    from dlm.models import load_model
+    from dlm.train.precision import training_device
+
+    return PeftModel.from_pretrained(load_model(ref, device=training_device()), adapter_dir)
 
 
 def base_side_memo(store: Store, ref: BaseModelRef, peft_model: Any, tokenizer: Any) -> BaseSideMemo:
@@ -148,12 +165,9 @@ def evaluate(
         DocError, BaseModelError: the document or its base model cannot be loaded.
         StoreError: no adapter yet, or `adapter_version` is not in the store.
     """
-    from peft import PeftModel
-
     from dlm.metrics import MetricsDB
-    from dlm.models import load_model, load_tokenizer, resolve_base_model
+    from dlm.models import load_tokenizer, resolve_base_model
     from dlm.rows.build import build_rows
-    from dlm.train.precision import training_device
 
     doc, store = open_document(path)
     version = adapter_version or store.current_version()
@@ -165,9 +179,7 @@ def evaluate(
     ref = resolve_base_model(doc.frontmatter.base_model, relative_to=doc_dir(doc))
     tokenizer = load_tokenizer(ref)
     probes = build_rows(doc, tokenizer).probes
-    model = PeftModel.from_pretrained(
-        load_model(ref, device=training_device()), store.adapter_root / "versions" / version
-    )
+    model = scored_adapter(ref, store.adapter_root / "versions" / version)
     memo = base_side_memo(store, ref, model, tokenizer)
     report = judge_trained(doc, model, tokenizer, probes, version, memo, store, reuse=not recompute)
     if record:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from dlm.actions.common import DocPath, open_document
 
 if TYPE_CHECKING:
-    from dlm.infer.generate import Reply
+    from dlm.infer.generate import InferenceModel, Reply
 
 
 def prompt(
@@ -70,11 +70,7 @@ def prompt_many(
     engine = load_inference(doc, use_adapter=use_adapter)
     answers = []
     for question in questions:
-        answer = "".join(
-            engine.generate(
-                [{"role": "user", "content": question}], max_new_tokens=max_new_tokens, temperature=temperature
-            )
-        )
+        answer = _answer(engine, question, max_new_tokens, temperature)
         answers.append({"question": question, "answer": answer})
         if on_answer is not None:
             on_answer(question, answer)
@@ -113,15 +109,17 @@ def compare(
     base = replace(tuned, adapter=None, adapter_version=None, model_id=tuned.base.name)
     answers = []
     for question in questions:
-        messages = [{"role": "user", "content": question}]
-        said = [
-            "".join(engine.generate(messages, max_new_tokens=max_new_tokens, temperature=temperature))
-            for engine in (base, tuned)
-        ]
+        said = [_answer(engine, question, max_new_tokens, temperature) for engine in (base, tuned)]
         answers.append({"question": question, "base": said[0], "adapter": said[1]})
         if on_answer is not None:
             on_answer(question, said[0], said[1])
     return answers
+
+
+def _answer(engine: InferenceModel, question: str, max_new_tokens: int, temperature: float) -> str:
+    """`engine`'s whole reply to `question` as its own conversation (one user turn)."""
+    messages = [{"role": "user", "content": question}]
+    return "".join(engine.generate(messages, max_new_tokens=max_new_tokens, temperature=temperature))
 
 
 def read_questions(path: str | Path) -> list[str]:

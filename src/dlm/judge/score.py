@@ -78,34 +78,32 @@ def reference_examples(tokenizer: Any, items: Sequence[EvalItem]) -> list[EvalEx
 
 
 def greedy_replies(
-    model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int, adapters: Sequence[str] = ()
+    model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int, adapters: Sequence[str]
 ) -> list[list[str]]:
-    """The greedy continuation of each rendered prompt, decoded without special tokens.
+    """The greedy continuation of each rendered prompt by each of `adapters` (names of
+    the peft model's adapters, `BASE` for none), decoded without special tokens.
 
-    Batches of `GENERATE_BATCH` prompts, left-padded so every row ends at its prompt.
-    With `adapters` (names of a peft model's adapters, `BASE` for none), every prompt of
-    a batch is answered by each of them in the same batch (peft's mixed-adapter batch):
-    decoding is bound by reading the base weights, and one batch reads them once per token
-    for all of them. A row's numbers depend on its own tokens and the batch's shape only,
-    so the same prompts and adapters give the same replies byte for byte.
+    Batches of `GENERATE_BATCH` prompts, each answered by every adapter in the same batch
+    (peft's mixed-adapter batch), left-padded so every row ends at its prompt: decoding
+    is bound by reading the base weights, and one batch reads them once per token for all
+    of them. A row's numbers depend on its own tokens and the batch's shape only, so the
+    same prompts and adapters give the same replies byte for byte.
 
     Returns:
-        `replies[k][i]`: adapter `k`'s reply to prompt `i`; one list, the model as it is,
-        when `adapters` is empty.
+        `replies[k][i]`: adapter `k`'s reply to prompt `i`.
     """
     import torch
 
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     device = next(model.parameters()).device
-    names: list[str | None] = list(adapters) or [None]
-    replies = [[""] * len(prompts) for _ in names]
+    replies = [[""] * len(prompts) for _ in adapters]
     encoded = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
     order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]))
     was_training = model.training
     model.eval()
     try:
         for start in range(0, len(order), GENERATE_BATCH):
-            rows = [(k, i) for k in range(len(names)) for i in order[start : start + GENERATE_BATCH]]
+            rows = [(k, i) for k in range(len(adapters)) for i in order[start : start + GENERATE_BATCH]]
             width = max(len(encoded[i]) for _, i in rows)
             ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, T), left padded
             mask = torch.zeros((len(rows), width), dtype=torch.long)
@@ -113,7 +111,6 @@ def greedy_replies(
                 n = len(encoded[i])
                 ids[row, width - n :] = torch.tensor(encoded[i], dtype=torch.long)
                 mask[row, width - n :] = 1
-            mixed = {"adapter_names": [names[k] for k, _ in rows]} if adapters else {}
             with torch.inference_mode():
                 out = model.generate(
                     input_ids=ids.to(device),
@@ -124,7 +121,7 @@ def greedy_replies(
                     top_p=None,
                     top_k=None,
                     pad_token_id=pad_id,
-                    **mixed,
+                    adapter_names=[adapters[k] for k, _ in rows],
                 )
             for row, (k, i) in enumerate(rows):
                 replies[k][i] = tokenizer.decode(out[row, width:], skip_special_tokens=True).strip()

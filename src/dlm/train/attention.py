@@ -6,12 +6,14 @@ slower in bfloat16 than in float32: on the 2-core Zen 4 (AVX512-BF16,
 `benchmarks/cpu_attention.py`) one layer of SmolLM2-135M at 4 x 128 tokens took 8.8 to
 10.1 ms forward and backward in bfloat16 against 5.2 to 5.3 ms in float32, and a whole
 bf16 LoRA step 1.66 s against 1.53 s (0.93x) with attention in float32. Attention is a
-small share of the FLOPs at these lengths, so float32 costs little and rounds less. `use_float32_cpu_attention` puts a wrapper in front of
-transformers' `sdpa` attention that, only while CPU bfloat16 autocast is on, casts
-query, key and value to float32, runs the same kernel with autocast off and casts the
-output back to the query's dtype. Everything else (float32 runs, which the goldens
-pin, CUDA, inference without autocast) calls transformers' function unchanged. The model
-config is not touched, so saved and exported configs are as before.
+small share of the FLOPs at these lengths, so float32 costs little and rounds less.
+
+`use_float32_cpu_attention` puts a wrapper in front of transformers' `sdpa` attention
+that, only while CPU bfloat16 autocast is on, casts query, key and value to float32,
+runs the same kernel with autocast off and casts the output back to the query's dtype.
+Everything else (float32 runs, which the goldens pin, CUDA, inference without autocast)
+calls transformers' function unchanged. The model config is not touched, so saved and
+exported configs are as before.
 """
 
 from __future__ import annotations

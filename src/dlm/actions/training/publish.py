@@ -231,9 +231,7 @@ def _judge(run: PreparedRun, adapter_dir: Path, version: str, sink: TrainSink) -
     loads it, and recorded in metrics; None when `training.eval.judge` or the caller
     turned it off, or there is nothing to score.
     The version is already committed: an interrupt here loses only the report."""
-    from peft import PeftModel
-
-    from dlm.actions.evaluating import base_side_memo, eval_items, judge_trained, summary_of
+    from dlm.actions.evaluating import base_side_memo, eval_items, judge_trained, scored_adapter, summary_of
 
     if not run.judge:
         return None
@@ -241,7 +239,7 @@ def _judge(run: PreparedRun, adapter_dir: Path, version: str, sink: TrainSink) -
     if not items:
         return None
     sink.on_note(f"evaluating {len(items)} questions on the base model, the adapter and a null adapter")
-    model = PeftModel.from_pretrained(load_model(run.ref, device=training_device()), adapter_dir)
+    model = scored_adapter(run.ref, adapter_dir)
     memo = base_side_memo(run.store, run.ref, model, run.tokenizer)
     report = judge_trained(run.doc, model, run.tokenizer, run.probes, version, memo, run.store)
     with MetricsDB(run.store.metrics_path) as metrics:
