@@ -34,3 +34,12 @@ def test_question_and_file_are_exclusive_and_an_empty_file_is_refused(tmp_path: 
     assert both.exit_code == 2 and "not both or neither" in both.stderr
     none = runner.invoke(app, ["prompt", str(doc), "--file", str(empty)])
     assert none.exit_code == 1 and f"--file {empty}: no questions in it" in none.stderr
+
+
+def test_compare_without_a_trained_adapter_is_one_line_and_exit_1(tmp_path: Path, dlm_home, smollm2_ref):
+    doc = tmp_path / "doc.dlm"
+    doc.write_text(DOC)
+    result = runner.invoke(app, ["prompt", str(doc), "hi", "--compare"])
+    assert result.exit_code == 1
+    assert f"{doc}: no trained adapter yet; run `dlm train {doc}` first" in result.stderr
+    assert "Traceback" not in result.stderr and "unexpected" not in result.stderr
