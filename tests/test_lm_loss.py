@@ -157,6 +157,7 @@ def test_the_fused_trainer_trains_and_hands_over_each_micro_batchs_token_nll(tmp
     gen = torch.Generator().manual_seed(3)
     ids = [torch.randint(3, 64, (12,), generator=gen).tolist() for _ in range(4)]
     seen: list[torch.Tensor] = []
+    labels: list[torch.Tensor] = []
     losses: list[float] = []
     sink = SimpleNamespace(on_train_start=lambda total: None, on_step=lambda step, loss, *rest: losses.append(loss))
     run = Hyperparameters(4, 8, 0.0, ("q_proj", "v_proj"), 1e-2, 2, 1.0, 2, 1, 7)
@@ -169,8 +170,12 @@ def test_the_fused_trainer_trains_and_hands_over_each_micro_batchs_token_nll(tmp
         sink,
         sequence_len=12,
         on_token_nll=seen.append,
+        on_micro_batch=labels.append,
     )
     assert result.steps == 2 and len(seen) == 2  # one micro-batch per step
+    # the labels of the micro-batches trained, and only those: 4 examples, 2 steps of 2
+    assert len(labels) == 2 and all(x.shape == (2, 12) for x in labels)
+    assert sorted(x.tolist() for b in labels for x in b) == sorted(ids)
     assert all(s.shape == (2, 12) and s.dtype == torch.float32 and not s.requires_grad for s in seen)
     assert all(torch.all(s[:, -1] == 0) for s in seen)  # the last position predicts nothing
     # the logged loss of each step is the mean of its micro-batch's 2 x 11 token NLLs
@@ -196,3 +201,18 @@ def test_on_cuda_the_fused_nll_and_gradient_equal_cross_entropy(autocast: bool) 
     assert torch.allclose(got, want.detach(), atol=1e-4)
     tolerance = 0.01 * want_grad.abs().max() if autocast else 1e-4
     assert (hidden.grad - want_grad).abs().max() <= tolerance
+
+
+def test_rows_without_loss_never_reach_the_head() -> None:
+    # a prompt token's NLL and gradient are 0 without its logits: with a head that would
+    # poison any product it enters, the masked rows still read exactly 0
+    hidden, weight, target, upstream = problem()
+    target[:] = -100
+    target[5] = 3
+    weight = weight.clone()
+    weight[7] = float("nan")  # every row's logits would hold a NaN
+    nll, grad = fused(hidden, weight, target, upstream, autocast=False, chunk=64)
+    masked = torch.ones(300, dtype=torch.bool)
+    masked[5] = False
+    assert torch.all(nll[masked] == 0) and torch.all(grad[masked] == 0)
+    assert torch.isnan(nll[5])

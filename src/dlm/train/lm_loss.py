@@ -10,8 +10,11 @@ only (`logits_to_keep=1`); a hook on the decoder hands over the final hidden sta
 last operation of the graph, so each token's gradient with respect to its hidden state,
 `(softmax - onehot) @ W` `[H]`, is computed in the same pass while the chunk's logits
 exist, and backward only scales it by the incoming gradient of that token's NLL. What
-stays for backward is `[N, H]` floats instead of about three `[N, V]`; the work is the
-same two LM-head products as before, no logits are recomputed.
+stays for backward is `[N, H]` floats instead of about three `[N, V]`; no logits are
+recomputed. Only the rows whose label carries loss reach the head: a prompt token, the
+last position and padding have NLL 0 and gradient 0 without their logits, so the two
+LM-head products (a fifth of a SmolLM2-135M step's matmul work) shrink with the share of
+tokens that carry loss.
 
 Precision: under autocast the two products run in the autocast dtype (bfloat16), as the
 model's own LM head would; the log-sum-exp, the NLL and the softmax are float32, as in
@@ -44,23 +47,40 @@ class _FusedHeadNLL(torch.autograd.Function):
     ) -> torch.Tensor:
         n = hidden.shape[0]
         nll = torch.zeros(n, dtype=torch.float32, device=hidden.device)
-        grad = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
-        valid = target != -100
-        safe = target.clamp(min=0)
+        grad = torch.zeros_like(hidden) if ctx.needs_input_grad[0] else None
+        # only rows that carry loss reach the head: a masked row's NLL and gradient are 0
+        # without it (prompt tokens, the last position, padding)
+        rows = (target != -100).nonzero().squeeze(1)
         with torch.autocast(hidden.device.type, enabled=False):
             w = weight.to(dtype)
-            for a in range(0, n, chunk):
-                b = min(a + chunk, n)
-                logits = (hidden[a:b].to(dtype) @ w.T).float()  # [c, V]
-                lse = torch.logsumexp(logits, dim=-1)
-                picked = logits.gather(1, safe[a:b, None]).squeeze(1)
-                keep = valid[a:b]
-                nll[a:b] = torch.where(keep, lse - picked, 0.0)
+            pieces = _even_chunks(rows, chunk)
+            # three [c, V] buffers for every piece of the call: a fresh tensor per piece and
+            # per operation cost the 2-core Zen 4 more in page faults than in arithmetic
+            width = max((p.shape[0] for p in pieces), default=0)
+            logits_buf = hidden.new_empty((width, weight.shape[0]), dtype=torch.float32)
+            shifted_buf = torch.empty_like(logits_buf)
+            low_buf = None if dtype == torch.float32 else torch.empty_like(logits_buf, dtype=dtype)
+            for at in pieces:
+                c = at.shape[0]
+                logits, shifted = logits_buf[:c], shifted_buf[:c]  # [c, V]
+                if low_buf is None:
+                    torch.mm(hidden[at].to(dtype), w.T, out=logits)
+                else:
+                    torch.mm(hidden[at].to(dtype), w.T, out=low_buf[:c])
+                    logits.copy_(low_buf[:c])
+                # log-sum-exp as torch.logsumexp computes it, without its temporaries
+                top = logits.amax(dim=1, keepdim=True)
+                torch.sub(logits, top, out=shifted).exp_()
+                lse = shifted.sum(dim=1).log_().add_(top.squeeze(1))
+                picked = logits.gather(1, target[at, None]).squeeze(1)
+                nll[at] = lse - picked
                 if grad is not None:
                     probs = logits.sub_(lse[:, None]).exp_()  # softmax, in place of the logits
-                    probs[torch.arange(b - a, device=probs.device), safe[a:b]] -= 1.0
-                    probs.mul_(keep[:, None])
-                    grad[a:b] = (probs.to(dtype) @ w).to(grad.dtype)
+                    probs[torch.arange(c, device=probs.device), target[at]] -= 1.0
+                    if low_buf is None:
+                        grad[at] = probs @ w
+                    else:
+                        grad[at] = (low_buf[:c].copy_(probs) @ w).to(grad.dtype)
         ctx.save_for_backward(grad if grad is not None else hidden.new_zeros(0))
         return nll
 
@@ -68,6 +88,18 @@ class _FusedHeadNLL(torch.autograd.Function):
     def backward(ctx: Any, grad_nll: torch.Tensor) -> tuple[Any, ...]:
         (grad,) = ctx.saved_tensors
         return grad * grad_nll[:, None].to(grad.dtype), None, None, None, None
+
+
+def _even_chunks(rows: torch.Tensor, chunk: int) -> list[torch.Tensor]:
+    """`rows` cut into the fewest pieces of at most `chunk`, of sizes that differ by at most
+    one. A CPU matmul takes another kernel for a product of a few rows (float32 rows of
+    1 to 11 gave other bits than the same rows in a larger product, 2-core Zen 4), so no
+    piece is a short tail: a row gets the same bits in any chunk size."""
+    n = rows.shape[0]
+    if n == 0:
+        return []
+    pieces = -(-n // chunk)
+    return list(torch.tensor_split(rows, pieces))
 
 
 def token_nll(
