@@ -33,6 +33,8 @@ def test_held_out_rows_are_scored_before_during_and_after(tmp_path: Path, smollm
     assert after["loss"] < before["loss"]  # lr 2e-3 on near-identical sentences
     assert before["perplexity"] == pytest.approx(2.718281828 ** before["loss"])
     assert 0 < report.real_token_fraction <= 1
+    # counted from the micro-batches the steps trained, not from what a data loader read ahead
+    assert 0 < report.loss_tokens <= report.train_tokens
     # the step-2 measurement ran inside the training loop: its time is not the steps' rate
     assert 0 < report.step_seconds < report.train_seconds
     assert report.tokens_per_second == pytest.approx(report.train_tokens / report.step_seconds, rel=1e-3)

@@ -39,8 +39,6 @@ function of the rows, so runs stay deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from dlm.tokenize.seam import TokenizedRows
@@ -218,22 +216,17 @@ def build_dataset(
     return kind(rows, sequence_len, instruction_share)
 
 
-def as_hf_dataset(
-    examples: WindowDataset | PackedDataset, on_batch: Callable[[list[dict]], None] | None = None
-) -> object:
+def as_hf_dataset(examples: WindowDataset | PackedDataset) -> object:
     """Wrap a lazy dataset as a Hugging Face `datasets.Dataset` (what TRL accepts).
 
     The Arrow table holds only `example_index` (int64 [n_examples]); ids are fetched
     and widened when the trainer reads a batch, through `with_transform`, so nothing
-    is materialized up front. `on_batch`, when given, sees the examples of each fetch
-    (one micro-batch per fetch when a data loader reads it).
+    is materialized up front.
     """
     from datasets import Dataset
 
     def fetch(batch: dict[str, list[int]]) -> dict[str, list[np.ndarray]]:
         got = [examples[int(i)] for i in batch["example_index"]]
-        if on_batch is not None:
-            on_batch(got)
         return {key: [g[key] for g in got] for key in got[0]} if got else {"input_ids": [], "labels": []}
 
     table = Dataset.from_dict({"example_index": np.arange(len(examples), dtype=np.int64)})

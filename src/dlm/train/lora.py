@@ -141,7 +141,8 @@ def fused_loss_trainer() -> Any:
     divided by the batch's loss tokens as the Trainer's `num_items_in_batch` asks, scaled
     across ranks as the Trainer scales it) without materializing the logits. An instance's
     `on_token_nll`, when set, receives each training micro-batch's detached per-token NLL
-    [B, T] (`dlm.train.kind_loss`). A model the fused loss does not fit
+    [B, T] (`dlm.train.kind_loss`), and `on_micro_batch` its labels [B, T]
+    (`dlm.train.tracking.TokenTally`). A model the fused loss does not fit
     (`dlm.train.lm_loss.fusable`) is scored from its own logits, the same numbers with
     the logits' memory; a caller asking for the outputs gets `Trainer.compute_loss`.
     TRL's own chunked loss (its default on CUDA) is not used: it keeps no per-token NLL,
@@ -155,11 +156,14 @@ def fused_loss_trainer() -> Any:
 
     class FusedLossSFTTrainer(SFTTrainer):
         on_token_nll: Any = None
+        on_micro_batch: Any = None
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             if return_outputs:
                 return Trainer.compute_loss(self, model, inputs, return_outputs, num_items_in_batch)
             nll = causal_lm_token_nll(model, inputs)
+            if self.on_micro_batch is not None and model.training:
+                self.on_micro_batch(inputs["labels"])
             if self.on_token_nll is not None and model.training:
                 self.on_token_nll(nll.detach())
             if num_items_in_batch is None:
@@ -332,6 +336,7 @@ def train_lora(
     sequence_len: int | None = None,
     resume_from: Path | None = None,
     on_token_nll: Any = None,
+    on_micro_batch: Any = None,
 ) -> LoraResult:
     """Wrap `model` with a LoRA adapter and train it on `dataset`.
 
@@ -349,6 +354,8 @@ def train_lora(
         on_token_nll: called with each training micro-batch's detached per-token NLL
             (float32 [B, T], `dlm.train.lm_loss.causal_lm_token_nll`), as the per-kind
             loss wants it (`dlm.train.kind_loss.KindLoss.see_nll`).
+        on_micro_batch: called with the labels (int64 [B, T], -100: no loss) of each
+            micro-batch trained, and of no other (`dlm.train.tracking.TokenTally`).
 
     Raises:
         KeyboardInterrupt: propagated untouched so the caller can keep the store intact.
@@ -411,6 +418,7 @@ def train_lora(
             callbacks=[_callback(sink), *clock.timed(callbacks or [])],
         )
     trainer.on_token_nll = on_token_nll
+    trainer.on_micro_batch = on_micro_batch
     # after peft's wrap, so LoRA's weights are created (and initialized) in float32
     hold_frozen_linears(trainer.model, hyper.precision)
     use_float32_cpu_attention()

@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from dlm.metrics import EvalRecord, MetricsDB
 from dlm.train.base_score import BaseScoreMemo
 from dlm.train.evaluate import EvalResult, EvalSet, eval_callback, heldout_loss
@@ -36,7 +34,10 @@ def planned_tokens(dataset: Any, max_steps: int | None, examples_per_step: int, 
 
 @dataclass
 class TokenTally:
-    """Counts what the trainer read, batch by batch (`on_batch` is given each micro-batch).
+    """Counts what the steps trained, micro-batch by micro-batch (`on_micro_batch` is given
+    the labels of each micro-batch the loss is computed on). Batches a data loader reads
+    ahead, or examples the trainer inspects, are not counted: at 10 steps of the demo those
+    were one batch and one example more than trained (an eighth of the count).
 
     `processed`: tokens fed to the model, padding included (batch size * longest example);
     `loss_tokens`: tokens whose label is predicted (a label != -100 after the first position).
@@ -45,11 +46,11 @@ class TokenTally:
     processed: int = 0
     loss_tokens: int = 0
 
-    def on_batch(self, examples: list[dict[str, np.ndarray]]) -> None:
-        if not examples:
-            return
-        self.processed += len(examples) * max(e["input_ids"].shape[0] for e in examples)
-        self.loss_tokens += sum(int((e["labels"][1:] != -100).sum()) for e in examples)
+    def on_micro_batch(self, labels: Any) -> None:
+        """Count one micro-batch. `labels`: 2-D int [B, T] (torch or numpy), -100 where no
+        loss is taken."""
+        self.processed += int(labels.shape[0] * labels.shape[1])
+        self.loss_tokens += int((labels[:, 1:] != -100).sum())
 
     @property
     def fraction(self) -> float | None:

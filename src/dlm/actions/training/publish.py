@@ -99,7 +99,7 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
                 result = train_lora(
                     model,
                     run.tokenizer,
-                    as_hf_dataset(kinds.wrap(run.dataset), tally.on_batch),
+                    as_hf_dataset(kinds.wrap(run.dataset)),
                     run.hyper,
                     staging / "trainer",
                     recorder,
@@ -107,6 +107,7 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
                     sequence_len=run.training.sequence_len,
                     resume_from=run.resume_from,
                     on_token_nll=kinds.see_nll,
+                    on_micro_batch=tally.on_micro_batch,
                 )
             finally:
                 for hook in hooks:
