@@ -216,3 +216,39 @@ def test_rows_without_loss_never_reach_the_head() -> None:
     masked[5] = False
     assert torch.all(nll[masked] == 0) and torch.all(grad[masked] == 0)
     assert torch.isnan(nll[5])
+
+
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_in_the_trainer_the_lm_head_runs_in_the_runs_precision(tmp_path, monkeypatch, precision: str) -> None:
+    # the Trainer autocasts the model's forward only; the fused head is called beside it
+    # and must run under the same autocast, or a bf16 run pays float32 for its LM head
+    from types import SimpleNamespace
+
+    from datasets import Dataset
+
+    import dlm.train.lm_loss as lm_loss
+    from dlm.train.lora import Hyperparameters, train_lora
+
+    dtypes: list[torch.dtype] = []
+    real = lm_loss.token_nll
+
+    def spy(hidden, weight, target, chunk=None):
+        on = torch.is_autocast_enabled("cpu")
+        dtypes.append(torch.get_autocast_dtype("cpu") if on else hidden.dtype)
+        return real(hidden, weight, target, chunk)
+
+    monkeypatch.setattr(lm_loss, "token_nll", spy)
+    gen = torch.Generator().manual_seed(5)
+    ids = [torch.randint(3, 64, (12,), generator=gen).tolist() for _ in range(4)]
+    sink = SimpleNamespace(on_train_start=lambda total: None, on_step=lambda *args: None)
+    run = Hyperparameters(4, 8, 0.0, ("q_proj", "v_proj"), 1e-2, 2, 1.0, 2, 1, 7, precision=precision)
+    train_lora(
+        tiny_llama(64, max_position_embeddings=64),
+        word_tokenizer(),
+        Dataset.from_dict({"input_ids": ids, "labels": ids}),
+        run,
+        tmp_path,
+        sink,
+        sequence_len=12,
+    )
+    assert dtypes == [getattr(torch, precision)] * 2
