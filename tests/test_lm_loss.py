@@ -111,6 +111,28 @@ def test_the_models_own_loss_and_gradients_come_out_of_the_fused_path(packed: bo
     assert all(torch.allclose(got[n], want[n], atol=1e-6) for n in want)
 
 
+def test_under_autocast_no_copy_of_the_lm_head_is_kept_for_backward() -> None:
+    # the model's own head, run for the one position it keeps, would cast its [V, H]
+    # weight to bfloat16 and save that copy for backward, for logits nobody reads
+    model = tiny_llama().train()
+    model.config.use_cache = False
+    model.get_output_embeddings().weight.requires_grad_(False)
+    vocab_by_hidden = tuple(model.get_output_embeddings().weight.shape)
+    saved: list[tuple[tuple[int, ...], torch.dtype]] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved.append((tuple(t.shape), t.dtype))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            nll = causal_lm_token_nll(model, batch(packed=True))
+    head_copies = {(vocab_by_hidden, torch.bfloat16), (vocab_by_hidden[::-1], torch.bfloat16)}  # or its .T
+    assert saved and not head_copies & set(saved)
+    assert nll.dtype == torch.float32 and nll.requires_grad
+    assert type(model.get_output_embeddings()).forward is model.get_output_embeddings().forward.__func__
+
+
 def test_fusable_only_where_the_logits_are_the_frozen_heads_product_alone() -> None:
     model = tiny_llama()
     assert not head_is_frozen(model) and not fusable(model)  # the head trains: its own loss

@@ -5,8 +5,9 @@ SmolLM2; at the default micro-batch of 4 x 2048 tokens that is 1.6 GB in float32
 the cross-entropy keeps another such tensor for backward and makes a third for the
 gradient (a default `dlm train` of the `json` and `email` packages peaked at 14.9 GB
 resident). Here the model runs its decoder as usual and its LM head on the last position
-only (`logits_to_keep=1`); a hook on the decoder hands over the final hidden states
-`[B, T, H]`, and `token_nll` scores them `CHUNK_TOKENS` rows at a time. The loss is the
+only (`logits_to_keep=1`, the head's product replaced by zeros: `_no_logits`); a hook on
+the decoder hands over the final hidden states `[B, T, H]`, and `token_nll` scores them
+`CHUNK_TOKENS` rows at a time. The loss is the
 last operation of the graph, so each token's gradient with respect to its hidden state,
 `(softmax - onehot) @ W` `[H]`, is computed in the same pass while the chunk's logits
 exist, and backward only scales it by the incoming gradient of that token's NLL. What
@@ -193,15 +194,30 @@ def causal_lm_token_nll(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         captured.append(output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0])
 
     handle = causal_lm.get_decoder().register_forward_hook(keep)
+    head = causal_lm.get_output_embeddings()
+    head.forward = _no_logits(head.weight.shape[0])
     try:
         model(**features, logits_to_keep=1)
     finally:
         handle.remove()
+        del head.forward  # the class's own forward again
     hidden = captured[-1]  # [B, T, H]
     target = _next_labels(labels.to(hidden.device))
     batch, length, width = hidden.shape
     nll = token_nll(hidden.reshape(-1, width), causal_lm.get_output_embeddings().weight, target.reshape(-1))
     return nll.view(batch, length)
+
+
+def _no_logits(vocab: int) -> Any:
+    """A stand-in for the LM head's forward while the fused NLL replaces it: zeros
+    `[B, k, vocab]`. The model's own head would cast its whole weight to the autocast
+    dtype for the one position it keeps, and keep that copy for backward (SmolLM2: 57 MB
+    per micro-batch in bfloat16), for logits no loss reads."""
+
+    def forward(hidden: torch.Tensor) -> torch.Tensor:
+        return hidden.new_zeros((*hidden.shape[:-1], vocab))
+
+    return forward
 
 
 def _next_labels(labels: torch.Tensor) -> torch.Tensor:
