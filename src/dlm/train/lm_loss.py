@@ -212,10 +212,13 @@ def _no_logits(vocab: int) -> Any:
     """A stand-in for the LM head's forward while the fused NLL replaces it: zeros
     `[B, k, vocab]`. The model's own head would cast its whole weight to the autocast
     dtype for the one position it keeps, and keep that copy for backward (SmolLM2: 57 MB
-    per micro-batch in bfloat16), for logits no loss reads."""
+    per micro-batch in bfloat16), for logits no loss reads. The zeros are a view of the
+    hidden states times 0, not a fresh tensor: torch's DistributedDataParallel finds the
+    parameters a forward used by walking back from its outputs, and outputs that lead
+    nowhere would have it mark every parameter ready before backward, then again in it."""
 
     def forward(hidden: torch.Tensor) -> torch.Tensor:
-        return hidden.new_zeros((*hidden.shape[:-1], vocab))
+        return (hidden[..., :1] * 0).expand(*hidden.shape[:-1], vocab)
 
     return forward
 
