@@ -68,3 +68,23 @@ def test_a_float32_forward_is_unchanged_and_a_bf16_one_goes_through_the_wrapper(
         attention._ORIGINAL[0] = original
     assert torch.isfinite(logits).all()
     assert seen == [torch.float32, torch.float32]  # both layers' attention, in float32 under bf16 autocast
+
+
+def test_sequences_of_float32_below_tokens_and_more_keep_bfloat16_attention(monkeypatch):
+    # at 512 tokens and more torch's bfloat16 kernel is as fast or faster (module docstring)
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from dlm.train import attention
+
+    use_float32_cpu_attention()
+    monkeypatch.setattr(attention, "FLOAT32_BELOW", 16)  # the inputs' 16 tokens are "long"
+    module = _model().model.layers[0].self_attn
+    q, k, v = _attention_inputs()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = attention._sdpa(module, q, k, v, None, is_causal=True)
+        own, _ = sdpa_attention_forward(module, q, k, v, None, is_causal=True)
+    assert torch.equal(out, own)
+    monkeypatch.setattr(attention, "FLOAT32_BELOW", 17)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        short, _ = attention._sdpa(module, q, k, v, None, is_causal=True)
+    assert not torch.equal(short, own)  # 16 < 17: the float32 wrapper ran
