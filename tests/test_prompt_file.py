@@ -42,4 +42,5 @@ def test_compare_without_a_trained_adapter_is_one_line_and_exit_1(tmp_path: Path
     result = runner.invoke(app, ["prompt", str(doc), "hi", "--compare"])
     assert result.exit_code == 1
     assert f"{doc}: no trained adapter yet; run `dlm train {doc}` first" in result.stderr
+    assert "--no-adapter" not in result.stderr  # a usage error beside --compare: no way out
     assert "Traceback" not in result.stderr and "unexpected" not in result.stderr

@@ -102,9 +102,12 @@ def compare(
     """
     from dataclasses import replace
 
+    from dlm.errors import StoreError
     from dlm.infer import load_inference
 
-    doc, _ = open_document(path)
+    doc, store = open_document(path)
+    if store.current_version() is None:  # before the model loads; --no-adapter is no way out here
+        raise StoreError(f"{path}: no trained adapter yet; run `dlm train {path}` first, then compare")
     tuned = load_inference(doc, use_adapter=True)
     base = replace(tuned, adapter=None, adapter_version=None, model_id=tuned.base.name)
     answers = []
