@@ -169,21 +169,17 @@ def word_tokenizer(vocab: int = 64):
     return PreTrainedTokenizerFast(tokenizer_object=inner, pad_token="w0", eos_token="w2", unk_token="w1")
 
 
-def test_the_fused_trainer_trains_and_hands_over_each_micro_batchs_token_nll(tmp_path) -> None:
+def train_tiny(tmp_path, ids: list[list[int]], on_step=None, precision: str = "float32", **hooks):
+    """Two steps of 2 x 12 tokens through `train_lora` and the fused trainer (a tiny Llama)."""
     from types import SimpleNamespace
 
     from datasets import Dataset
 
     from dlm.train.lora import Hyperparameters, train_lora
 
-    gen = torch.Generator().manual_seed(3)
-    ids = [torch.randint(3, 64, (12,), generator=gen).tolist() for _ in range(4)]
-    seen: list[torch.Tensor] = []
-    labels: list[torch.Tensor] = []
-    losses: list[float] = []
-    sink = SimpleNamespace(on_train_start=lambda total: None, on_step=lambda step, loss, *rest: losses.append(loss))
-    run = Hyperparameters(4, 8, 0.0, ("q_proj", "v_proj"), 1e-2, 2, 1.0, 2, 1, 7)
-    result = train_lora(
+    sink = SimpleNamespace(on_train_start=lambda total: None, on_step=on_step or (lambda *args: None))
+    run = Hyperparameters(4, 8, 0.0, ("q_proj", "v_proj"), 1e-2, 2, 1.0, 2, 1, 7, precision=precision)
+    return train_lora(
         tiny_llama(64, max_position_embeddings=64),
         word_tokenizer(),
         Dataset.from_dict({"input_ids": ids, "labels": ids}),
@@ -191,6 +187,20 @@ def test_the_fused_trainer_trains_and_hands_over_each_micro_batchs_token_nll(tmp
         tmp_path,
         sink,
         sequence_len=12,
+        **hooks,
+    )
+
+
+def test_the_fused_trainer_trains_and_hands_over_each_micro_batchs_token_nll(tmp_path) -> None:
+    gen = torch.Generator().manual_seed(3)
+    ids = [torch.randint(3, 64, (12,), generator=gen).tolist() for _ in range(4)]
+    seen: list[torch.Tensor] = []
+    labels: list[torch.Tensor] = []
+    losses: list[float] = []
+    result = train_tiny(
+        tmp_path,
+        ids,
+        on_step=lambda step, loss, *rest: losses.append(loss),
         on_token_nll=seen.append,
         on_micro_batch=labels.append,
     )
@@ -244,12 +254,7 @@ def test_rows_without_loss_never_reach_the_head() -> None:
 def test_in_the_trainer_the_lm_head_runs_in_the_runs_precision(tmp_path, monkeypatch, precision: str) -> None:
     # the Trainer autocasts the model's forward only; the fused head is called beside it
     # and must run under the same autocast, or a bf16 run pays float32 for its LM head
-    from types import SimpleNamespace
-
-    from datasets import Dataset
-
     import dlm.train.lm_loss as lm_loss
-    from dlm.train.lora import Hyperparameters, train_lora
 
     dtypes: list[torch.dtype] = []
     real = lm_loss.token_nll
@@ -262,15 +267,5 @@ def test_in_the_trainer_the_lm_head_runs_in_the_runs_precision(tmp_path, monkeyp
     monkeypatch.setattr(lm_loss, "token_nll", spy)
     gen = torch.Generator().manual_seed(5)
     ids = [torch.randint(3, 64, (12,), generator=gen).tolist() for _ in range(4)]
-    sink = SimpleNamespace(on_train_start=lambda total: None, on_step=lambda *args: None)
-    run = Hyperparameters(4, 8, 0.0, ("q_proj", "v_proj"), 1e-2, 2, 1.0, 2, 1, 7, precision=precision)
-    train_lora(
-        tiny_llama(64, max_position_embeddings=64),
-        word_tokenizer(),
-        Dataset.from_dict({"input_ids": ids, "labels": ids}),
-        run,
-        tmp_path,
-        sink,
-        sequence_len=12,
-    )
+    train_tiny(tmp_path, ids, precision=precision)
     assert dtypes == [getattr(torch, precision)] * 2
