@@ -269,3 +269,20 @@ def test_in_the_trainer_the_lm_head_runs_in_the_runs_precision(tmp_path, monkeyp
     ids = [torch.randint(3, 64, (12,), generator=gen).tolist() for _ in range(4)]
     train_tiny(tmp_path, ids, precision=precision)
     assert dtypes == [getattr(torch, precision)] * 2
+
+
+def test_a_heads_own_instance_forward_is_restored_after_the_fused_call() -> None:
+    # accelerate's hooks install a forward on the module itself; the stand-in must not drop it
+    model = tiny_llama().train()
+    model.config.use_cache = False
+    head = model.get_output_embeddings()
+    head.weight.requires_grad_(False)
+    calls: list[int] = []
+
+    def hooked(x: torch.Tensor) -> torch.Tensor:
+        calls.append(1)
+        return type(head).forward(head, x)
+
+    head.forward = hooked
+    causal_lm_token_nll(model, batch(packed=True))
+    assert head.__dict__["forward"] is hooked and not calls  # restored, and not run meanwhile

@@ -15,11 +15,11 @@ torch's bfloat16 attention.
 
 `use_float32_cpu_attention` puts a wrapper in front of transformers' `sdpa` attention
 that, only while CPU bfloat16 autocast is on and the sequence is shorter than
-`FLOAT32_BELOW`, casts query, key and value to float32,
-runs the same kernel with autocast off and casts the output back to the query's dtype.
-Everything else (float32 runs, which the goldens pin, CUDA, inference without autocast)
-calls transformers' function unchanged. The model config is not touched, so saved and
-exported configs are as before.
+`FLOAT32_BELOW`, casts query, key and value to float32, runs the same kernel with
+autocast off and casts the output back to the query's dtype. Everything else (float32
+runs, which the goldens pin, CUDA, inference without autocast) calls transformers'
+function unchanged. The model config is not touched, so saved and exported configs are
+as before.
 """
 
 from __future__ import annotations

@@ -7,10 +7,10 @@ gradient (a default `dlm train` of the `json` and `email` packages peaked at 14.
 resident). Here the model runs its decoder as usual and its LM head on the last position
 only (`logits_to_keep=1`, the head's product replaced by zeros: `_no_logits`); a hook on
 the decoder hands over the final hidden states `[B, T, H]`, and `token_nll` scores them
-`CHUNK_TOKENS` rows at a time. The loss is the
-last operation of the graph, so each token's gradient with respect to its hidden state,
-`(softmax - onehot) @ W` `[H]`, is computed in the same pass while the chunk's logits
-exist, and backward only scales it by the incoming gradient of that token's NLL. What
+`CHUNK_TOKENS` rows at a time. The loss is the last operation of the graph, so each
+token's gradient with respect to its hidden state, `(softmax - onehot) @ W` `[H]`, is
+computed in the same pass while the chunk's logits exist, and backward only scales it
+by the incoming gradient of that token's NLL. What
 stays for backward is `[N, H]` floats instead of about three `[N, V]`; no logits are
 recomputed. Only the rows whose label carries loss reach the head: a prompt token, the
 last position and padding have NLL 0 and gradient 0 without their logits, so the two
@@ -195,12 +195,16 @@ def causal_lm_token_nll(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
 
     handle = causal_lm.get_decoder().register_forward_hook(keep)
     head = causal_lm.get_output_embeddings()
+    own = head.__dict__.get("forward")  # an instance-level forward (accelerate's hooks set one)
     head.forward = _no_logits(head.weight.shape[0])
     try:
         model(**features, logits_to_keep=1)
     finally:
         handle.remove()
-        del head.forward  # the class's own forward again
+        if own is None:
+            del head.forward  # the class's own forward again
+        else:
+            head.forward = own
     hidden = captured[-1]  # [B, T, H]
     target = _next_labels(labels.to(hidden.device))
     batch, length, width = hidden.shape

@@ -165,10 +165,11 @@ def fused_loss_trainer() -> Any:
             # forward only, and the head outside it ran in float32 (2.3x its bfloat16 time)
             with self.accelerator.autocast():
                 nll = causal_lm_token_nll(model, inputs)
-            if self.on_micro_batch is not None and model.training:
-                self.on_micro_batch(inputs["labels"])
-            if self.on_token_nll is not None and model.training:
-                self.on_token_nll(nll.detach())
+            if model.training:
+                if self.on_micro_batch is not None:
+                    self.on_micro_batch(inputs["labels"])
+                if self.on_token_nll is not None:
+                    self.on_token_nll(nll.detach())
             if num_items_in_batch is None:
                 num_items_in_batch = (inputs["labels"][:, 1:] != -100).sum()
             loss = nll.sum() / num_items_in_batch
