@@ -4,13 +4,14 @@ whole LoRA training steps of SmolLM2-135M with each.
 
 Attention: `scaled_dot_product_attention` forward and backward at one layer of the
 demo's shape (4 x 128 tokens, 9 heads of 64), causal and with a block mask (packed
-rows), per backend (flash, math) and dtype. Steps: the embedded SmolLM2-135M with peft
+rows), per backend (flash, math) and dtype; then the flash kernel with a block mask at
+each of `--lengths` tokens a row, where the dtype that is faster changes. Steps: the embedded SmolLM2-135M with peft
 LoRA (r 8, alpha 16, every linear layer), frozen linears held in bfloat16 as `dlm
 train` holds them, AdamW, forward + backward + step on random ids packed as two
 examples per row, under bf16 autocast, transformers' `sdpa` against the float32
 wrapper, interleaved in one process. Prints milliseconds, seconds per step and the ratio.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/cpu_attention.py [--steps 4]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/cpu_attention.py [--steps 4] [--lengths 128,512,2048]
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 B, H, T, D = 4, 9, 128, 64
 
 
-def attention_ms(backend: SDPBackend, dtype: torch.dtype, masked: bool, n: int = 30) -> float:
-    """Milliseconds per forward + backward of one layer's attention."""
+def attention_ms(backend: SDPBackend, dtype: torch.dtype, masked: bool, n: int = 30, t: int = T) -> float:
+    """Milliseconds per forward + backward of one layer's attention over `t` tokens a row."""
     g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(B, H, T, D, generator=g, dtype=dtype).requires_grad_() for _ in range(3))
-    mask = torch.ones(T, T, dtype=torch.bool).tril()[None, None].expand(B, 1, T, T) if masked else None
+    q, k, v = (torch.randn(B, H, t, D, generator=g, dtype=dtype).requires_grad_() for _ in range(3))
+    mask = torch.ones(t, t, dtype=torch.bool).tril()[None, None].expand(B, 1, t, t) if masked else None
 
     def once() -> None:
         out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=not masked)
@@ -78,6 +79,9 @@ def register_float32_attention() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument(
+        "--lengths", default="128,512,2048", help="tokens a row for the flash kernel by length (block mask)"
+    )
     args = parser.parse_args()
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU capability {torch.backends.cpu.get_cpu_capability()}"
@@ -93,6 +97,13 @@ def main() -> None:
                 + "  ".join(f"{k} {v:.2f} ms" for k, v in row.items())
                 + f"  bf16/fp32 {row['bfloat16'] / row['float32']:.2f}x"
             )
+    # where bfloat16 catches up (`dlm.train.attention.FLOAT32_BELOW`): flash kernel, block mask
+    for t in (int(x) for x in args.lengths.split(",")):
+        n = max(3, 30 * T // t)
+        bf16, fp32 = (attention_ms(SDPBackend.FLASH_ATTENTION, d, True, n, t) for d in (torch.bfloat16, torch.float32))
+        print(
+            f"attention {B} x {t:<5d} flash, block mask  bfloat16 {bf16:.1f} ms  float32 {fp32:.1f} ms  bf16/fp32 {bf16 / fp32:.2f}x"
+        )
     register_float32_attention()
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(3, 40000, (B, T), generator=g)

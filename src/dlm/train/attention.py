@@ -8,8 +8,9 @@ slower in bfloat16 than in float32: on the 2-core Zen 4 (AVX512-BF16,
 bf16 LoRA step 1.66 s against 1.53 s (0.93x) with attention in float32. Attention is a
 small share of the FLOPs at these lengths, so float32 costs little and rounds less.
 Longer sequences turn it around: one layer's masked attention forward and backward at
-4 x 512 tokens took 80.8 ms in bfloat16 and 79.5 ms in float32, at 4 x 2048 915 ms
-against 1,163 ms (the same machine, flash kernel, block mask). So the wrapper casts only
+4 x 512 tokens took 82.7 ms in bfloat16 and 80.8 ms in float32, at 4 x 2048 992 ms
+against 1,162 ms (the same machine, flash kernel, block mask; `benchmarks/cpu_attention.py
+--lengths 128,512,2048`). So the wrapper casts only
 sequences shorter than `FLOAT32_BELOW` tokens; a `sequence_len` of 512 and more keeps
 torch's bfloat16 attention.
 
