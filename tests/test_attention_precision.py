@@ -45,7 +45,7 @@ def test_attention_runs_in_float32_only_under_cpu_bf16_autocast():
     assert torch.equal(plain, sdpa_attention_forward(module, q32, k32, v32, None, is_causal=True)[0])
 
 
-def test_a_float32_forward_is_unchanged_and_a_bf16_one_goes_through_the_wrapper():
+def test_a_float32_forward_is_unchanged_and_a_bf16_one_goes_through_the_wrapper(monkeypatch):
     from dlm.train import attention
 
     model = _model()
@@ -54,18 +54,15 @@ def test_a_float32_forward_is_unchanged_and_a_bf16_one_goes_through_the_wrapper(
     use_float32_cpu_attention()
     assert torch.equal(model(input_ids=ids).logits, before)
     seen = []
-    original = attention._ORIGINAL[0]
+    grouped = attention._cpu_grouped
 
     def spy(module, query, *args, **kwargs):
         seen.append(query.dtype)
-        return original(module, query, *args, **kwargs)
+        return grouped(module, query, *args, **kwargs)
 
-    attention._ORIGINAL[0] = spy
-    try:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            logits = model(input_ids=ids).logits
-    finally:
-        attention._ORIGINAL[0] = original
+    monkeypatch.setattr(attention, "_cpu_grouped", spy)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(input_ids=ids).logits
     assert torch.isfinite(logits).all()
     assert seen == [torch.float32, torch.float32]  # both layers' attention, in float32 under bf16 autocast
 
@@ -88,3 +85,54 @@ def test_sequences_of_float32_below_tokens_and_more_keep_bfloat16_attention(monk
     with torch.autocast("cpu", dtype=torch.bfloat16):
         short, _ = attention._sdpa(module, q, k, v, None, is_causal=True)
     assert not torch.equal(short, own)  # 16 < 17: the float32 wrapper ran
+
+
+def _masked_inputs(dtype):
+    """Query [2, 4, 16, 8] over key/value [2, 2, 16, 8] (two query heads a key/value
+    head) and a causal bool mask [2, 1, 16, 16] split into two packed examples of 8."""
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(2, 4, 16, 8, generator=g, dtype=dtype, requires_grad=True)
+    k, v = (torch.randn(2, 2, 16, 8, generator=g, dtype=dtype, requires_grad=True) for _ in range(2))
+    mask = torch.ones(16, 16, dtype=torch.bool).tril().expand(2, 1, 16, 16).clone()
+    mask[:, :, 8:, :8] = False
+    return q, k, v, mask
+
+
+def test_grouped_heads_attend_as_transformers_repeated_ones_do():
+    # the output and the query's gradient are the same bits; the key's and value's
+    # gradients sum the group's heads in another order (module docstring)
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from dlm.train import attention
+
+    module = _model().model.layers[0].self_attn
+    assert module.num_key_value_groups == 2
+    got, want = [], []
+    for run, out in ((attention._cpu_grouped, got), (sdpa_attention_forward, want)):
+        q, k, v, mask = _masked_inputs(torch.float32)
+        o, _ = run(module, q, k, v, mask, dropout=0.0, scaling=module.scaling)
+        o.square().sum().backward()
+        out.extend([o.detach(), q.grad, k.grad, v.grad])
+    assert got[0].shape == (2, 16, 4, 8) and got[0].is_contiguous()
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    assert torch.allclose(got[2], want[2], atol=1e-5) and torch.allclose(got[3], want[3], atol=1e-5)
+    q, k, v, _ = _masked_inputs(torch.float32)  # no mask: causal, as transformers decides
+    causal, _ = attention._cpu_grouped(module, q, k, v, None, scaling=module.scaling)
+    assert torch.equal(causal, sdpa_attention_forward(module, q, k, v, None, scaling=module.scaling)[0])
+
+
+def test_decode_steps_and_caches_keep_transformers_path(monkeypatch):
+    from dlm.train import attention
+
+    use_float32_cpu_attention()
+    calls = []
+    monkeypatch.setattr(attention, "_cpu_grouped", lambda *a, **k: calls.append("grouped"))
+    original = attention._ORIGINAL[0]
+    monkeypatch.setattr(attention, "_ORIGINAL", [lambda *a, **k: calls.append("transformers") or original(*a, **k)])
+    module = _model().model.layers[0].self_attn
+    q, k, v, mask = _masked_inputs(torch.float32)
+    with torch.no_grad():
+        attention._sdpa(module, q[:, :, -1:], k, v, mask[:, :, -1:])  # one query token: a decode step
+        attention._sdpa(module, q, k, v, mask, position_bias=torch.zeros(1, 4, 16, 16))
+        attention._sdpa(module, q, k, v, mask)
+    assert calls == ["transformers", "transformers", "grouped"]
