@@ -84,24 +84,30 @@ def test_a_bf16_run_autocasts_the_step_and_keeps_the_adapter_float32(smollm2_ref
     frozen = dict(result.model.named_parameters())
     assert frozen["base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight"].dtype == torch.bfloat16
     assert frozen["base_model.model.model.layers.0.mlp.down_proj.weight"].dtype == torch.bfloat16
-    assert frozen["base_model.model.model.embed_tokens.weight"].dtype == torch.float32
+    assert frozen["base_model.model.model.embed_tokens.weight"].dtype == torch.bfloat16
 
 
 def _lora_step(hold: bool):
     """One forward and backward of a tiny LoRA model under bf16 autocast: the loss and
-    the LoRA gradients."""
+    the LoRA gradients. Without `hold`, the embedding table is rounded to bfloat16 values
+    and kept in float32: what a held table's lookups return."""
     import torch
     from peft import LoraConfig, get_peft_model
 
     from dlm.train.lm_loss import causal_lm_token_nll
-    from dlm.train.precision import hold_frozen_linears
+    from dlm.train.precision import hold_frozen_weights
     from tests.tinyllama import tiny_llama
 
     model = get_peft_model(
         tiny_llama(tie_word_embeddings=True, num_hidden_layers=2),
         LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj"], init_lora_weights=False),
     )
-    converted = hold_frozen_linears(model, "bfloat16") if hold else 0
+    if hold:
+        converted = hold_frozen_weights(model, "bfloat16")
+    else:
+        table = model.get_input_embeddings().weight
+        table.data = table.data.to(torch.bfloat16).to(torch.float32)
+        converted = 0
     ids = torch.arange(3, 27).view(2, 12)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         nll = causal_lm_token_nll(model, {"input_ids": ids, "labels": ids})
@@ -111,7 +117,7 @@ def _lora_step(hold: bool):
     return model, converted, loss.detach(), grads
 
 
-def test_frozen_linears_held_in_bf16_train_the_same_bits_under_autocast():
+def test_frozen_weights_held_in_bf16_train_the_same_bits_under_autocast():
     import torch
 
     plain, _, loss, grads = _lora_step(hold=False)
@@ -120,25 +126,42 @@ def test_frozen_linears_held_in_bf16_train_the_same_bits_under_autocast():
     assert grads.keys() == held_grads.keys() and grads
     assert all(torch.equal(grads[n], held_grads[n]) for n in grads)
     params = dict(held.named_parameters())
-    # 2 layers x 7 projections of a 16-wide model: every frozen linear but the tied head
+    # 2 layers x 7 projections of a 16-wide model, and the embedding table the head shares
     frozen = [p for n, p in plain.named_parameters() if "proj" in n and "lora_" not in n]
-    assert len(frozen) == 14 and converted == 4 * sum(p.numel() for p in frozen)
+    table = plain.get_input_embeddings().weight
+    assert len(frozen) == 14 and converted == 4 * (sum(p.numel() for p in frozen) + table.numel())
     assert all(p.dtype == torch.float32 for n, p in params.items() if "lora_" in n)
-    assert params["base_model.model.model.embed_tokens.weight"].dtype == torch.float32
+    assert params["base_model.model.model.embed_tokens.weight"].dtype == torch.bfloat16
     head = held.get_base_model().lm_head.weight
     assert head is held.get_base_model().model.embed_tokens.weight  # still tied
     assert params["base_model.model.model.layers.1.mlp.down_proj.weight"].dtype == torch.bfloat16
 
 
+def test_a_held_embedding_table_looks_up_float32_vectors():
+    import torch
+
+    from dlm.train.precision import hold_frozen_weights
+    from tests.tinyllama import tiny_llama
+
+    model = tiny_llama().requires_grad_(False)
+    table = model.get_input_embeddings()
+    expected = table.weight.detach().to(torch.bfloat16).to(torch.float32)[torch.tensor([3, 5])]
+    hold_frozen_weights(model, "bfloat16")
+    hold_frozen_weights(model, "bfloat16")  # a second call adds no second hook
+    assert table.weight.dtype == torch.bfloat16 and len(table._forward_hooks) == 1
+    out = table(torch.tensor([3, 5]))
+    assert out.dtype == torch.float32 and torch.equal(out, expected)
+
+
 def test_a_float32_run_holds_its_weights_as_loaded():
     import torch
 
-    from dlm.train.precision import hold_frozen_linears
+    from dlm.train.precision import hold_frozen_weights
     from tests.tinyllama import tiny_llama
 
     model = tiny_llama()
     before = {n: p.data_ptr() for n, p in model.named_parameters()}
-    assert hold_frozen_linears(model, "float32") == 0
+    assert hold_frozen_weights(model, "float32") == 0
     assert {n: p.data_ptr() for n, p in model.named_parameters()} == before
     assert all(p.dtype == torch.float32 for p in model.parameters())
 

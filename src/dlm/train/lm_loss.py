@@ -36,9 +36,13 @@ import torch.nn.functional as F
 # hold less memory but cost float32 time: one fused pass over 2048 tokens took 1.69 s in
 # 1024-row chunks, 1.74 s in 512, 1.84 s in 256; under bfloat16 autocast 256 rows were as
 # fast as 1024 (1.08 against 1.13 s) and, in a later sitting, 128 as fast as 256 (1.10
-# against 1.17 s; 64 rows 1.24 s; 2-core Zen 4). Every row's NLL and gradient are the same
-# bits in any chunk (tests/test_lm_loss.py)
-CHUNK_TOKENS = {torch.float32: 1024, torch.bfloat16: 128}
+# against 1.17 s; 64 rows 1.24 s; 2-core Zen 4). bfloat16 takes 64: its three [64, V]
+# buffers are 31 MB smaller than 128's at the end of every forward, where a demo step's
+# memory peaks (2,048 rows in 64-row pieces took 0.14 s longer, above; a demo micro-batch
+# has about 500 loss rows). Chunk sizes that cut the
+# rows into pieces of the same sizes give the same bits on any CPU; on the 2-core Zen 4
+# any chunk size did (tests/test_lm_loss.py)
+CHUNK_TOKENS = {torch.float32: 1024, torch.bfloat16: 64}
 
 
 class _FusedHeadNLL(torch.autograd.Function):

@@ -79,7 +79,7 @@ class Hyperparameters:
 class LoraResult:
     """What training produced. `model` is the peft model (adapter not yet saved); in a
     bfloat16 run its frozen linear weights are held in bfloat16
-    (`dlm.train.precision.hold_frozen_linears`), so it is scored under
+    (`dlm.train.precision.hold_frozen_weights`), so it is scored under
     `scoring_precision` and never generates: a float32 answer needs a fresh base model."""
 
     model: Any
@@ -372,7 +372,9 @@ def train_lora(
     from dlm.train.collator import PackedCollator
     from dlm.train.dropout import install_keyed_dropout
     from dlm.train.memory import limit_heap_growth
-    from dlm.train.precision import hold_frozen_linears, training_device
+    from dlm.train.precision import hold_frozen_weights, training_device
+    from dlm.train.shared_cast import share_lora_input_casts
+    from dlm.train.swiglu import recompute_silu_products
 
     activations = activation_bytes(model.config, hyper.batch_size, sequence_len) if sequence_len else None
     config = SFTConfig(
@@ -424,7 +426,10 @@ def train_lora(
     trainer.on_token_nll = on_token_nll
     trainer.on_micro_batch = on_micro_batch
     # after peft's wrap, so LoRA's weights are created (and initialized) in float32
-    hold_frozen_linears(trainer.model, hyper.precision)
+    hold_frozen_weights(trainer.model, hyper.precision)
+    if hyper.precision == "bfloat16":
+        share_lora_input_casts(trainer.model)
+    recompute_silu_products(trainer.model)
     use_float32_cpu_attention()
     # stdout belongs to the command (`--json`); progress goes through `sink`
     trainer.remove_callback(PrinterCallback)

@@ -91,21 +91,24 @@ def resolve_precision(setting: str, support: PrecisionSupport | None = None) -> 
     return DTYPE_NAMES[setting]
 
 
-def hold_frozen_linears(model: Any, precision: str) -> int:
-    """In a bfloat16 run, store every frozen `nn.Linear` weight (and bias) of `model` in
-    bfloat16 for the rest of its life, and every other frozen tensor in memory of its own;
-    returns the bytes of float32 weights converted.
+def hold_frozen_weights(model: Any, precision: str) -> int:
+    """In a bfloat16 run, store every frozen `nn.Linear` and `nn.Embedding` weight (and
+    bias) of `model` in bfloat16 for the rest of its life, and every other frozen tensor
+    in memory of its own; returns the bytes of float32 weights converted.
 
     Under bfloat16 autocast each linear casts its float32 weight to bfloat16 on every
     forward and keeps that copy for backward, so a float32 model costs its weights
     1.5 times over; cast once ahead, the bits are the same (autocast rounds to nearest
-    even, as `Tensor.to` does) and only the bfloat16 copy stays. The input embedding, and
-    an LM head that shares its weight, stay float32 (the residual stream starts float32,
-    as a float32 model's does); LoRA's own weights take gradients and stay float32
-    (peft's rule for adapters). The float32 tensors transformers loaded are views of the
-    mapped safetensors file, whose pages count as resident once read: copying the rest
-    lets the mapping go. The demo's steps (SmolLM2-135M, 4 x 128 tokens) went from 2.34 to
-    1.96 GB resident with this and 256-row logits chunks (`dlm.train.lm_loss`).
+    even, as `Tensor.to` does) and only the bfloat16 copy stays. The same holds for an LM
+    head that shares the input embedding's weight (`dlm.train.lm_loss` casts it per
+    micro-batch: 57 MB for SmolLM2). A bfloat16 embedding table changes one thing: the
+    looked-up vectors are its values rounded to bfloat16, as in any model trained or
+    shipped in bfloat16; a forward hook returns them as float32, so the residual stream
+    stays float32 as in a float32 model. The demo's held-out loss after 10 steps: see
+    docs/determinism.md. LoRA's own weights take gradients and stay float32 (peft's rule
+    for adapters). The float32 tensors transformers loaded are views of the mapped
+    safetensors file, whose pages count as resident once read: copying the rest lets
+    the mapping go.
 
     The float32 bits of the converted weights are gone: score or generate in float32
     from a fresh `dlm.models.load_model`, and score this model only under
@@ -117,20 +120,51 @@ def hold_frozen_linears(model: Any, precision: str) -> int:
     """
     import torch
 
+    return _hold(model, precision, (torch.nn.Linear, torch.nn.Embedding), copy_rest=True)
+
+
+def hold_frozen_embeddings(model: Any, precision: str) -> int:
+    """`hold_frozen_weights` for the `nn.Embedding` tables of `model` alone (and an LM head
+    that shares one), before peft wraps it: the base model's held-out loss is then scored
+    with the lookups its training and its scoring after training use. The linears wait
+    for the wrap, which would make LoRA's freshly initialized weights in their dtype.
+    Returns the bytes of float32 weights converted."""
+    import torch
+
+    return _hold(model, precision, (torch.nn.Embedding,), copy_rest=False)
+
+
+def _hold(model: Any, precision: str, kinds: tuple[type[Any], ...], copy_rest: bool) -> int:
+    """Convert the frozen float32 parameters of `kinds` modules to bfloat16; with
+    `copy_rest`, give every other frozen tensor memory of its own."""
+    import torch
+
     if precision != "bfloat16":
         return 0
-    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    owners: list[Any] = [m for m in model.modules() if isinstance(m, kinds)]
+    held = {id(t) for m in owners for t in m.parameters(recurse=False)}
     converted = 0
     seen: set[int] = set()
     for module in model.modules():
-        linear = isinstance(module, torch.nn.Linear) and id(module.weight) not in embeddings
         for tensor in [*module.parameters(recurse=False), *module.buffers(recurse=False)]:
             if id(tensor) in seen or tensor.requires_grad:
                 continue
             seen.add(id(tensor))
-            if linear and tensor.dtype == torch.float32:
+            if id(tensor) in held and tensor.dtype == torch.float32:
                 converted += tensor.numel() * tensor.element_size()
                 tensor.data = tensor.data.to(torch.bfloat16)
-            else:
+            elif copy_rest and tensor.dtype != torch.bfloat16:
                 tensor.data = tensor.data.clone()
+        if isinstance(module, torch.nn.Embedding) and module.weight.dtype == torch.bfloat16:
+            _float32_lookups(module)
     return converted
+
+
+def _float32_lookups(embedding: Any) -> None:
+    """Make `embedding` (its table held in bfloat16) return float32 vectors (idempotent)."""
+    import torch
+
+    if getattr(embedding, "_dlm_float32_lookups", False):
+        return
+    embedding.register_forward_hook(lambda _module, _args, out: out.to(torch.float32))
+    embedding._dlm_float32_lookups = True

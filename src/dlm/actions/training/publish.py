@@ -32,7 +32,7 @@ from dlm.train.heldout import subset
 from dlm.train.kind_loss import KindLoss
 from dlm.train.lora import LoraResult, train_lora
 from dlm.train.memory import release_freed_memory
-from dlm.train.precision import training_device
+from dlm.train.precision import hold_frozen_embeddings, training_device
 from dlm.train.tracking import HeldOutTracker, TokenTally, planned_tokens
 
 if TYPE_CHECKING:
@@ -91,6 +91,8 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
             )
         try:
             model = load_model(run.ref, device=training_device())  # scored where it trains
+            # the base model is scored with the embedding lookups the steps will use
+            hold_frozen_embeddings(model, run.hyper.precision)
             heldout = _heldout_tracker(run, metrics, sink, model)
             heldout.measure(model, "before", 0)
             probes = _probe_tracker(run, metrics)

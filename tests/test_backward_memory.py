@@ -1,0 +1,81 @@
+"""What a LoRA forward keeps for backward: one bfloat16 copy of an input that several
+LoRA A matrices read (`dlm.train.shared_cast`) and no `silu(gate)` in the gated MLP
+(`dlm.train.swiglu`), each with the same gradients to the bit."""
+
+import pytest
+import torch
+from peft import LoraConfig, get_peft_model
+from tinyllama import tiny_llama
+
+from dlm.train.lm_loss import causal_lm_token_nll
+from dlm.train.precision import hold_frozen_weights
+from dlm.train.shared_cast import share_lora_input_casts
+from dlm.train.swiglu import is_silu_mlp, recompute_silu_products, silu_mul
+
+TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def _step(precision: str, *, share: bool = False, silu: bool = False, dropout: float = 0.0):
+    """One forward and backward of a tiny LoRA Llama: (token NLL, LoRA gradients, bytes
+    of the distinct storages the forward saved for backward)."""
+    model = get_peft_model(
+        tiny_llama(tie_word_embeddings=True, num_hidden_layers=2, num_key_value_heads=1),
+        LoraConfig(r=4, lora_alpha=8, lora_dropout=dropout, target_modules=TARGETS, init_lora_weights=False),
+    )
+    hold_frozen_weights(model, precision)
+    if share:
+        assert share_lora_input_casts(model) == 2 * len(TARGETS)
+    if silu:
+        assert recompute_silu_products(model) == 2
+    ids = torch.arange(3, 27).view(2, 12)
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    torch.manual_seed(1)  # the dropout masks, when there are any
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bfloat16"):
+            nll = causal_lm_token_nll(model, {"input_ids": ids, "labels": ids})
+    nll.sum().backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+    return nll.detach(), grads, sum(saved.values())
+
+
+def _same(a, b) -> bool:
+    return torch.equal(a[0], b[0]) and a[1].keys() == b[1].keys() and all(torch.equal(a[1][n], b[1][n]) for n in a[1])
+
+
+def test_shared_input_casts_keep_one_copy_and_the_same_gradients():
+    plain, shared = _step("bfloat16"), _step("bfloat16", share=True)
+    assert _same(plain, shared)
+    # q/k/v read one input and gate/up another: 3 + 2 copies a layer become 2
+    assert shared[2] < plain[2]
+
+
+def test_shared_casts_leave_float32_and_dropout_runs_alone():
+    assert _step("float32", share=True)[2] == _step("float32")[2]
+    with_masks = _step("bfloat16", dropout=0.1)
+    assert _same(with_masks, _step("bfloat16", share=True, dropout=0.1))  # each A reads its own masked input
+
+
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_the_gated_mlp_recomputes_silu_with_the_same_gradients(precision):
+    plain, recomputed = _step(precision), _step(precision, silu=True)
+    assert _same(plain, recomputed)
+    assert recomputed[2] < plain[2]
+
+
+def test_silu_mul_matches_autograd_alone_and_spots_only_silu_mlps():
+    g = torch.Generator().manual_seed(0)
+    gate, up = (torch.randn(5, 7, generator=g, requires_grad=True) for _ in range(2))
+    w = torch.randn(5, 7, generator=g)
+    (silu_mul(gate, up) * w).sum().backward()
+    ours = gate.grad.clone(), up.grad.clone()
+    gate.grad = up.grad = None
+    (torch.nn.functional.silu(gate) * up * w).sum().backward()
+    assert torch.equal(ours[0], gate.grad) and torch.equal(ours[1], up.grad)
+    model = tiny_llama(hidden_act="gelu")
+    assert not any(is_silu_mlp(m) for m in model.modules())
+    assert recompute_silu_products(model) == 0
