@@ -5,7 +5,9 @@ whole LoRA training steps of SmolLM2-135M with each.
 Attention: `scaled_dot_product_attention` forward and backward at one layer of the
 demo's shape (4 x 128 tokens, 9 heads of 64), causal and with a block mask (packed
 rows), per backend (flash, math) and dtype; then the flash kernel with a block mask at
-each of `--lengths` tokens a row, where the dtype that is faster changes. Steps: the embedded SmolLM2-135M with peft
+each of `--lengths` tokens a row, where the dtype that is faster changes; then float32
+masked attention with SmolLM2's 3 key/value heads repeated for its 9 query heads (what
+transformers does when a mask is given) against left grouped (`enable_gqa`). Steps: the embedded SmolLM2-135M with peft
 LoRA (r 8, alpha 16, every linear layer), frozen linears held in bfloat16 as `dlm
 train` holds them, AdamW, forward + backward + step on random ids packed as two
 examples per row, under bf16 autocast, transformers' `sdpa` against the float32
@@ -46,17 +48,44 @@ def attention_ms(backend: SDPBackend, dtype: torch.dtype, masked: bool, n: int =
     return (time.perf_counter() - start) / n * 1000
 
 
+def grouped_ms(grouped: bool, n: int = 30, kv_heads: int = 3) -> float:
+    """Milliseconds per float32 forward + backward of one layer's masked attention with
+    `kv_heads` key/value heads for H query heads: repeated to H first, as transformers
+    does when a mask is given, or left grouped (`enable_gqa`, `dlm.train.attention`)."""
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(B, H, T, D, generator=g).requires_grad_()
+    k, v = (torch.randn(B, kv_heads, T, D, generator=g).requires_grad_() for _ in range(2))
+    mask = torch.ones(T, T, dtype=torch.bool).tril()[None, None].expand(B, 1, T, T)
+
+    def repeated(x: torch.Tensor) -> torch.Tensor:
+        return x[:, :, None].expand(B, kv_heads, H // kv_heads, T, D).reshape(B, H, T, D)
+
+    def once() -> None:
+        if grouped:
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+        else:
+            out = torch.nn.functional.scaled_dot_product_attention(q, repeated(k), repeated(v), attn_mask=mask)
+        out.sum().backward()
+
+    for _ in range(3):
+        once()
+    start = time.perf_counter()
+    for _ in range(n):
+        once()
+    return (time.perf_counter() - start) / n * 1000
+
+
 def lora_model(float32_attention: bool) -> tuple[Any, Any]:
     from peft import LoraConfig, get_peft_model
 
     from dlm.doc.schema import ALL_LINEAR
     from dlm.models import load_model, resolve_base_model
-    from dlm.train.precision import hold_frozen_linears
+    from dlm.train.precision import hold_frozen_weights
 
     model = load_model(resolve_base_model("smollm2-135m"))
     model.config.use_cache = False
     model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=list(ALL_LINEAR)))
-    hold_frozen_linears(model, "bfloat16")
+    hold_frozen_weights(model, "bfloat16")
     model.base_model.model.set_attn_implementation("sdpa_float32" if float32_attention else "sdpa")
     model.train()
     return model, torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
@@ -104,6 +133,12 @@ def main() -> None:
         print(
             f"attention {B} x {t:<5d} flash, block mask  bfloat16 {bf16:.1f} ms  float32 {fp32:.1f} ms  bf16/fp32 {bf16 / fp32:.2f}x"
         )
+    rows = [(grouped_ms(False), grouped_ms(True)) for _ in range(3)]  # interleaved
+    repeat, grouped = statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+    print(
+        f"attention {B} x {T} float32, block mask, 3 key/value heads for {H}: repeated {repeat:.2f} ms  "
+        f"grouped (enable_gqa) {grouped:.2f} ms  grouped/repeated {grouped / repeat:.2f}x"
+    )
     register_float32_attention()
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(3, 40000, (B, T), generator=g)

@@ -30,7 +30,7 @@ what the kernel keeps for backward (68 MB of a demo step's 4 x 128 tokens over 3
 layers). torch's CPU flash kernel takes the groups itself (`enable_gqa`): the output
 and the query's gradient are the same bits, the key's and value's gradients sum the
 group's heads in another order (last-bit differences), and one layer's masked forward
-and backward at 4 x 128 ran in 0.84x the time. Calls with a KV cache, a position bias
+and backward at 4 x 128 ran in 0.85x the time (`python benchmarks/cpu_attention.py`). Calls with a KV cache, a position bias
 or one query token (generation's decode steps) keep transformers' path.
 """
 
