@@ -78,8 +78,8 @@ class Hyperparameters:
 @dataclass(frozen=True)
 class LoraResult:
     """What training produced. `model` is the peft model (adapter not yet saved); in a
-    bfloat16 run its frozen linear weights are held in bfloat16
-    (`dlm.train.precision.hold_frozen_weights`), so it is scored under
+    bfloat16 run its frozen weights (the linears and the embedding table) are held in
+    bfloat16 (`dlm.train.precision.hold_frozen_weights`), so it is scored under
     `scoring_precision` and never generates: a float32 answer needs a fresh base model."""
 
     model: Any
