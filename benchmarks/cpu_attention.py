@@ -40,11 +40,16 @@ def attention_ms(backend: SDPBackend, dtype: torch.dtype, masked: bool, n: int =
         out.sum().backward()
 
     with sdpa_kernel([backend]):
-        for _ in range(3):
-            once()
-        start = time.perf_counter()
-        for _ in range(n):
-            once()
+        return timed_ms(once, n)
+
+
+def timed_ms(once: Any, n: int) -> float:
+    """Milliseconds per call of `once` over `n` calls, after 3 to warm up."""
+    for _ in range(3):
+        once()
+    start = time.perf_counter()
+    for _ in range(n):
+        once()
     return (time.perf_counter() - start) / n * 1000
 
 
@@ -67,12 +72,7 @@ def grouped_ms(grouped: bool, n: int = 30, kv_heads: int = 3) -> float:
             out = torch.nn.functional.scaled_dot_product_attention(q, repeated(k), repeated(v), attn_mask=mask)
         out.sum().backward()
 
-    for _ in range(3):
-        once()
-    start = time.perf_counter()
-    for _ in range(n):
-        once()
-    return (time.perf_counter() - start) / n * 1000
+    return timed_ms(once, n)
 
 
 def lora_model(float32_attention: bool) -> tuple[Any, Any]:

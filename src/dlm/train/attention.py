@@ -19,8 +19,8 @@ torch's bfloat16 attention.
 that, only while CPU bfloat16 autocast is on and the sequence is shorter than
 `FLOAT32_BELOW`, casts query, key and value to float32, runs the same kernel with
 autocast off and casts the output back to the query's dtype. Everything else (float32
-runs, CUDA, inference without autocast) runs in the dtype it comes in. The model config is not touched, so saved and exported configs are
-as before.
+runs, CUDA, inference without autocast) runs in the dtype it comes in. The model config
+is not touched, so saved and exported configs are as before.
 
 On a CPU the wrapper also keeps grouped key/value heads grouped (SmolLM2-135M: 9 query
 heads over 3 key/value heads). transformers repeats each key and value head for its
@@ -30,8 +30,10 @@ what the kernel keeps for backward (68 MB of a demo step's 4 x 128 tokens over 3
 layers). torch's CPU flash kernel takes the groups itself (`enable_gqa`): the output
 and the query's gradient are the same bits, the key's and value's gradients sum the
 group's heads in another order (last-bit differences), and one layer's masked forward
-and backward at 4 x 128 ran in 0.85x the time (`python benchmarks/cpu_attention.py`). Calls with a KV cache, a position bias
-or one query token (generation's decode steps) keep transformers' path.
+and backward at 4 x 128 ran in 0.85x and 0.91x the time in two runs (`python
+benchmarks/cpu_attention.py`).
+Calls with a KV cache, a position bias or one query token (generation's decode steps)
+keep transformers' path.
 """
 
 from __future__ import annotations

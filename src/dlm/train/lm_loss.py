@@ -39,9 +39,9 @@ import torch.nn.functional as F
 # against 1.17 s; 64 rows 1.24 s; 2-core Zen 4). bfloat16 takes 64: its three [64, V]
 # buffers are 31 MB smaller than 128's at the end of every forward, where a demo step's
 # memory peaks (2,048 rows in 64-row pieces took 0.14 s longer, above; a demo micro-batch
-# has about 500 loss rows). Chunk sizes that cut the
-# rows into pieces of the same sizes give the same bits on any CPU; on the 2-core Zen 4
-# any chunk size did (tests/test_lm_loss.py)
+# has about 500 loss rows). Chunk sizes that cut the rows into pieces of the same sizes
+# give the same bits on any CPU; on the 2-core Zen 4 any chunk size did
+# (tests/test_lm_loss.py)
 CHUNK_TOKENS = {torch.float32: 1024, torch.bfloat16: 64}
 
 

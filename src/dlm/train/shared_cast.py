@@ -4,16 +4,16 @@ In a transformer layer three projections read the same normed hidden states (q, 
 and two more read the MLP's input (gate, up). Under bfloat16 autocast each LoRA A
 matrix casts its float32 input to bfloat16 and keeps that copy for its weight's
 gradient, so the same values are kept three times and twice over: at the demo's
-4 x 128 tokens on SmolLM2-135M (576 wide, 30 layers) 53 MB of what a forward keeps
-for backward.
+4 x 128 tokens on SmolLM2-135M (576 wide, 30 layers, LoRA on every linear) the copies
+alive at a bf16 step's memory peak went from 161 to 96 MB (memray).
 
 `share_lora_input_casts` puts a forward pre-hook on every LoRA A linear of a peft
-model. While autocast is on in a bfloat16 and gradients are recorded, the hook casts
+model. While bfloat16 autocast is on and gradients are recorded, the hook casts
 its float32 input once and hands each A matrix that reads the same tensor (same object,
 same version) a view of that one copy, through `_SharedCast`, whose backward returns
 the incoming bfloat16 gradient cast to float32, as autocast's own cast does. Each
 reader's gradient reaches the float32 input on its own and is summed there in float32,
-as before, so the LoRA gradients are the same bits (tests/test_shared_cast.py); only
+as before, so the LoRA gradients are the same bits (tests/test_backward_memory.py); only
 the copies are gone. With LoRA dropout on, each A matrix reads its own masked tensor
 and nothing is shared. Float32 runs, evaluation under `torch.no_grad()` and inputs
 already in bfloat16 pass through untouched.

@@ -8,7 +8,7 @@ under bf16 autocast, twice that in float32). `_SiluMul` keeps `gate` and `up` on
 computes `silu(gate)` again in backward, an elementwise pass over one tensor. The
 backward is autograd's own formulas in the same order (the product's two gradients,
 then `silu_backward`), so every gradient is the same bits as before, in float32 and
-under autocast alike (tests/test_swiglu.py).
+under autocast alike (tests/test_backward_memory.py).
 
 `recompute_silu_products` swaps the forward of every such MLP in a model (a module
 with `gate_proj`, `up_proj`, `down_proj` and a SiLU `act_fn`); any other module is left
