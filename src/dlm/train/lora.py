@@ -371,7 +371,7 @@ def train_lora(
     from dlm.train.attention import use_float32_cpu_attention
     from dlm.train.collator import PackedCollator
     from dlm.train.dropout import install_keyed_dropout
-    from dlm.train.memory import limit_heap_growth
+    from dlm.train.memory import limit_heap_growth, release_freed_memory
     from dlm.train.precision import hold_frozen_weights, training_device
     from dlm.train.shared_cast import share_lora_input_casts
     from dlm.train.swiglu import recompute_silu_products
@@ -441,6 +441,9 @@ def train_lora(
         trainer.model, hyper.seed, trainer.accelerator.process_index, trainer.accelerator.num_processes, forwards=done
     )
     limit_heap_growth()
+    # tokenization and the held-out "before" pass leave freed heap behind: give it back
+    # before the steps build their own working set
+    release_freed_memory()
     on_cuda = training_device() == "cuda"
     if on_cuda:
         torch.cuda.reset_peak_memory_stats()

@@ -18,7 +18,10 @@ judge loads a float32 base model beside them. `release_freed_memory` collects Py
 garbage (the Trainer's reference cycles hold the trained model) and asks glibc to return
 free heap pages (`malloc_trim(0)`). In the demo's `dlm train` (RSS sampled every
 0.25 s) the process went from 1.96 GB at the end of the steps to 1.22 GB before the
-judge loaded its model.
+judge loaded its model. The same release runs before the steps (what tokenization and
+the held-out "before" pass freed) and after each of the probe report's passes
+(`dlm.judge.report`), where each pass's working set would otherwise stay resident under
+the next one's (`benchmarks/train_memory.py` prints a run's peak phase by phase).
 """
 
 from __future__ import annotations
