@@ -245,9 +245,10 @@ _T = TypeVar("_T")
 def _released(value: _T) -> _T:
     """`value`, after handing the memory its scoring pass freed back to the OS
     (`dlm.train.memory.release_freed_memory`). Within `dlm train` each pass grows the heap
-    by its working set, which glibc keeps: without a release between them, the guard's
-    0.23 GB were added on top of what the answer scoring left (demo document, 2-core
-    Zen 4, `benchmarks/train_memory.py`)."""
+    by its working set, which glibc keeps: without a release between them the general-set
+    pass (0.23 GB of live allocations at its mark, memray tracking that call in the demo's
+    run) went on top of what the log-probability pass had left. The report's peak, with
+    and without: `benchmarks/train_memory.py --baseline REF`."""
     release_freed_memory()
     return value
 
