@@ -1,7 +1,7 @@
 """Where a whole `dlm train` run's resident memory goes, phase by phase.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/train_memory.py [--doc examples/stdlib.dlm]
-        [--rounds 2] [--baseline REF] [-- EXTRA DLM TRAIN ARGS]
+        [--rounds 2] [--baseline REF | --against-doc OTHER.dlm] [-- EXTRA DLM TRAIN ARGS]
 
 Each run is `dlm train DOC` as the document sets it, the closing probe report included,
 in a fresh `DLM_HOME` and a fresh models folder that links the caller's materialized base
@@ -17,7 +17,9 @@ its peak RSS split into anonymous and file-backed pages (mapped weights, librari
 With `--baseline REF` that commit's `dlm` (a detached worktree,
 `train_throughput.baseline_tree`) runs the same document interleaved with today's
 (baseline, today, today, baseline, ...), and the medians of each side are printed with
-today / baseline ratios. Linux only (it reads /proc).
+today / baseline ratios. With `--against-doc` a second document (the same one with other
+settings, say) runs on today's tree interleaved with `--doc` in the same way, printed as
+the `other` side with other / today ratios. Linux only (it reads /proc).
 """
 
 from __future__ import annotations
@@ -143,31 +145,39 @@ def main() -> None:
     parser.add_argument("--doc", default=str(REPO / "examples" / "stdlib.dlm"))
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--baseline", help="an older commit whose dlm train runs interleaved with today's")
+    parser.add_argument("--against-doc", help="a second document run interleaved with --doc on today's tree")
     parser.add_argument("extra", nargs="*", help="more `dlm train` arguments (after --)")
     args = parser.parse_args()
+    if args.baseline and args.against_doc:
+        parser.error("--baseline and --against-doc compare different things: give one")
     models = Path(os.environ.get("DLM_MODELS_DIR", REPO / ".dlm-test-models")).resolve()
     with tempfile.TemporaryDirectory(prefix="dlm-train-memory-") as scratch:
         tmp = Path(scratch)
         trees = {"today": REPO}
+        docs = {"today": Path(args.doc).resolve()}
+        if args.against_doc:
+            trees["other"], docs["other"] = REPO, Path(args.against_doc).resolve()
         if args.baseline:
             sys.path.insert(0, str(Path(__file__).parent))
             from train_throughput import baseline_tree
 
             trees = {"baseline": baseline_tree(args.baseline, tmp), **trees}
+            docs["baseline"] = docs["today"]
         try:
             runs: dict[str, list[dict]] = {side: [] for side in trees}
             for k in range(args.rounds):
                 order = list(trees) if k % 2 == 0 else list(reversed(trees))
                 for side in order:
-                    got = run_side(trees[side], Path(args.doc).resolve(), models, args.extra, tmp, side)
+                    got = run_side(trees[side], docs[side], models, args.extra, tmp, side)
                     runs[side].append(got)
                     print(f"round {k + 1} {side}: peak {got['peak'] / GB:.2f} GB, {got['wall']:.1f} s", flush=True)
             medians = {side: print_side(side, got) for side, got in runs.items()}
-            if args.baseline:
-                print(f"\ntoday / {args.baseline}")
-                for key, value in medians["today"].items():
-                    if key in medians["baseline"]:
-                        print(f"  {key:26s} {value / medians['baseline'][key]:.2f}x")
+            if len(medians) == 2:
+                new, old = ("today", "baseline") if args.baseline else ("other", "today")
+                print(f"\n{new} / {args.baseline or old}")
+                for key, value in medians[new].items():
+                    if key in medians[old]:
+                        print(f"  {key:26s} {value / medians[old][key]:.2f}x")
         finally:
             if args.baseline:
                 tree = tmp / "baseline"
