@@ -3,10 +3,11 @@
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
-from dlm.train.memory import limit_heap_growth, release_freed_memory
+from dlm.train.memory import in_own_arena, limit_heap_growth, release_freed_memory
 
 glibc = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
 
@@ -61,3 +62,95 @@ def test_a_threshold_the_user_set_is_left_alone(monkeypatch):
 @glibc
 def test_release_runs_malloc_trim():
     assert release_freed_memory() is True
+
+
+def _pausable() -> bool:
+    import ctypes
+
+    import torch  # noqa: F401  loads the OpenMP runtime torch computes on
+
+    return sys.platform.startswith("linux") and hasattr(ctypes.CDLL(None), "omp_pause_resource_all")
+
+
+def test_own_arena_runs_the_work_on_a_new_thread_and_returns_its_value():
+    pausable = _pausable()  # after torch has loaded its OpenMP runtime, as in `dlm train`
+    caller = threading.get_ident()
+    seen: list[tuple[int, str]] = []
+
+    def work() -> int:
+        seen.append((threading.get_ident(), threading.current_thread().name))
+        return 42
+
+    assert in_own_arena(work) == 42
+    ((ident, name),) = seen
+    if pausable:
+        assert ident != caller and name == "dlm-own-arena"
+    else:
+        assert ident == caller
+
+
+def test_own_arena_raises_what_the_work_raised_on_the_calling_thread():
+    boom = KeyboardInterrupt("stop")
+
+    def work() -> None:
+        raise boom
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        in_own_arena(work)
+    assert caught.value is boom
+
+
+def test_without_an_openmp_runtime_to_pause_the_work_stays_on_the_calling_thread(monkeypatch):
+    import dlm.train.memory as memory
+
+    monkeypatch.setattr(memory, "_libc", lambda: None)
+    assert in_own_arena(threading.get_ident) == threading.get_ident()
+
+
+@glibc
+def test_the_openmp_runtime_is_paused_before_the_thread_starts(monkeypatch):
+    import dlm.train.memory as memory
+
+    calls: list[int] = []
+
+    class Runtime:
+        def omp_pause_resource_all(self, kind: int) -> int:
+            calls.append(kind)
+            return 0
+
+    class Pause:  # ctypes' function objects take argtypes and restype; a method does not
+        def __init__(self, runtime: Runtime) -> None:
+            self.runtime = runtime
+
+        def __call__(self, kind: int) -> int:
+            return self.runtime.omp_pause_resource_all(kind)
+
+    monkeypatch.setattr(memory, "_libc", lambda: type("C", (), {"omp_pause_resource_all": Pause(Runtime())})())
+    assert in_own_arena(lambda: threading.current_thread().name) == "dlm-own-arena"
+    assert calls == [memory.OMP_PAUSE_SOFT]
+
+
+def test_ctrl_c_stops_the_work_at_its_next_module_call_before_the_caller_raises():
+    import _thread
+
+    import torch
+
+    if not _pausable():
+        pytest.skip("no OpenMP runtime to pause: the work runs on the calling thread")
+    layer = torch.nn.Linear(8, 8)
+    calls, unwound, threads = [], [], []
+
+    def work() -> None:
+        threads.append(threading.current_thread())
+        _thread.interrupt_main()  # Ctrl-C, as the caller waits
+        try:
+            for _ in range(100_000):
+                layer(torch.zeros(1, 8))
+                calls.append(1)
+        finally:
+            unwound.append(True)
+
+    with pytest.raises(KeyboardInterrupt):
+        in_own_arena(work)
+    assert unwound == [True] and not threads[0].is_alive()
+    assert len(calls) < 100_000  # stopped, not run to the end

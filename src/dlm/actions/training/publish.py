@@ -31,7 +31,7 @@ from dlm.train.evaluate import build_eval_set
 from dlm.train.heldout import subset
 from dlm.train.kind_loss import KindLoss
 from dlm.train.lora import LoraResult, train_lora
-from dlm.train.memory import release_freed_memory
+from dlm.train.memory import in_own_arena, release_freed_memory
 from dlm.train.precision import hold_frozen_embeddings, training_device
 from dlm.train.tracking import HeldOutTracker, TokenTally, planned_tokens
 
@@ -165,7 +165,9 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
     del model
     result = replace(result, model=None)
     release_freed_memory()
-    evaluation = _judge(run, adapter_dir, version, sink)
+    # on a thread of its own the report's passes get a fresh malloc arena instead of the
+    # holes the steps left in the main heap (`dlm.train.memory.in_own_arena`)
+    evaluation = in_own_arena(lambda: _judge(run, adapter_dir, version, sink))
     if evaluation is not None:
         warnings += evaluation["warnings"]
     report = build_report(
