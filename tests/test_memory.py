@@ -4,6 +4,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import types
 
 import pytest
 
@@ -113,19 +114,11 @@ def test_the_openmp_runtime_is_paused_before_the_thread_starts(monkeypatch):
 
     calls: list[int] = []
 
-    class Runtime:
-        def omp_pause_resource_all(self, kind: int) -> int:
-            calls.append(kind)
-            return 0
+    def pause(kind: int) -> int:
+        calls.append(kind)
+        return 0
 
-    class Pause:  # ctypes' function objects take argtypes and restype; a method does not
-        def __init__(self, runtime: Runtime) -> None:
-            self.runtime = runtime
-
-        def __call__(self, kind: int) -> int:
-            return self.runtime.omp_pause_resource_all(kind)
-
-    monkeypatch.setattr(memory, "_libc", lambda: type("C", (), {"omp_pause_resource_all": Pause(Runtime())})())
+    monkeypatch.setattr(memory, "_libc", lambda: types.SimpleNamespace(omp_pause_resource_all=pause))
     assert in_own_arena(lambda: threading.current_thread().name) == "dlm-own-arena"
     assert calls == [memory.OMP_PAUSE_SOFT]
 

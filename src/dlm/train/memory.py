@@ -93,8 +93,8 @@ def in_own_arena(work: Callable[[], _T], name: str = "dlm-own-arena") -> _T:
 
     torch's settings that matter to the numbers are process-wide (thread count,
     deterministic algorithms) and `work` sets its own grad and autocast modes, so the
-    results are those of the calling thread. The caller waits in short joins, so Ctrl-C
-    still reaches it; the work then stops at its next torch module call, unwinds there
+    results are those of the calling thread. The caller waits on an event that Ctrl-C
+    interrupts; the work then stops at its next torch module call, unwinds there
     (its `finally` blocks and context managers run), and the caller re-raises. A process
     that exited with the thread still computing would abort in torch's teardown.
 
@@ -123,8 +123,7 @@ def in_own_arena(work: Callable[[], _T], name: str = "dlm-own-arena") -> _T:
     thread = threading.Thread(target=run, name=name)
     try:
         thread.start()
-        while not done.wait(0.1):
-            pass
+        done.wait()
     except KeyboardInterrupt:
         _stop_at_next_module(thread, done)
         raise
@@ -150,7 +149,7 @@ def _stop_at_next_module(thread: threading.Thread, done: threading.Event) -> Non
     try:
         while not done.is_set():
             try:
-                done.wait(0.1)
+                done.wait()
             except KeyboardInterrupt:
                 continue
     finally:
