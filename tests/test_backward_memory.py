@@ -24,7 +24,7 @@ def _step(precision: str, *, share: bool = False, silu: bool = False, dropout: f
     )
     hold_frozen_weights(model, precision)
     if share:
-        assert share_lora_input_casts(model) == 2 * len(TARGETS)
+        assert share_lora_input_casts(model) == 2 * 2 * len(TARGETS)  # A and base, 2 layers
     if silu:
         assert recompute_silu_products(model) == 2
     ids = torch.arange(3, 27).view(2, 12)

@@ -17,6 +17,19 @@ as before, so the LoRA gradients are the same bits (tests/test_backward_memory.p
 the copies are gone. With LoRA dropout on, each A matrix reads its own masked tensor
 and nothing is shared. Float32 runs, evaluation under `torch.no_grad()` and inputs
 already in bfloat16 pass through untouched.
+
+The frozen base linears read the same tensors and autocast casts for them too, one
+copy each, freed after the product (their weights take no gradient, so nothing is kept):
+the hook serves them the same copy, which takes four casts and four [tokens, 576]
+temporaries out of every SmolLM2 layer's forward. And peft casts a bfloat16 input up to
+its LoRA weights' float32 before A reads it (`down_proj`, which reads the gated MLP's
+bfloat16 product), which autocast then casts straight back: a [tokens, 1,536] float32
+temporary and a cast a layer. `share_lora_input_casts` turns that cast off for the
+model's LoRA layers without dropout (peft's `cast_input_dtype_enabled`; a dropout mask
+is applied in the input's dtype, so with dropout on the cast stays): A then reads the
+bfloat16 input as it is, the same values autocast would have rounded back to. Both keep the gradients
+the same bits: bfloat16 to float32 and back is exact, and every reader still has a cast
+node of its own, made where autocast made it.
 """
 
 from __future__ import annotations
@@ -56,8 +69,10 @@ class _LastCast:
 
 
 def share_lora_input_casts(model: nn.Module) -> int:
-    """Give every LoRA A linear of the peft model `model` the shared-cast pre-hook
-    (module docstring); returns how many got it. Call once per model."""
+    """Give every LoRA A linear of the peft model `model`, and the frozen base linear of
+    each LoRA layer, the shared-cast pre-hook, and turn off peft's input cast on the LoRA
+    layers (module docstring); returns how many linears got the hook. Call once per
+    model, in a bfloat16 run."""
     last = _LastCast()
 
     def hook(_module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
@@ -70,10 +85,16 @@ def share_lora_input_casts(model: nn.Module) -> int:
         return (_SharedCast.apply(x, last.of(x, torch.bfloat16)), *args[1:])
 
     hooked = 0
-    for name, module in model.named_modules():
-        if not name.endswith("lora_A") or not isinstance(module, nn.ModuleDict):
+    for module in model.modules():
+        readers = getattr(module, "lora_A", None)
+        if not isinstance(readers, nn.ModuleDict):
             continue
-        for linear in module.values():
+        masks = getattr(module, "lora_dropout", {})
+        if all(isinstance(dropout, nn.Identity) for dropout in masks.values()):
+            # with dropout on, the mask is applied in the input's dtype: keep peft's cast
+            module.cast_input_dtype_enabled = False
+        base = getattr(module, "base_layer", None)
+        for linear in [base, *readers.values()]:
             if isinstance(linear, nn.Linear):
                 linear.register_forward_pre_hook(hook)
                 hooked += 1
