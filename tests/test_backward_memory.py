@@ -79,3 +79,40 @@ def test_silu_mul_matches_autograd_alone_and_spots_only_silu_mlps():
     model = tiny_llama(hidden_act="gelu")
     assert not any(is_silu_mlp(m) for m in model.modules())
     assert recompute_silu_products(model) == 0
+
+
+def test_shared_casts_serve_the_base_linears_and_skip_the_down_proj_round_trip():
+    """Casts of activations in one bf16 forward of a 2-layer tiny Llama. Each layer,
+    without the hooks: autocast's own bfloat16 copy for each base linear and A matrix
+    reading a float32 input (q, k, v, gate, up: 10), and peft's float32 round trip for
+    the two reading a bfloat16 one (o_proj, whose attention output is bfloat16 here, and
+    down_proj: 4). With them: one copy of the attention's input and one of the MLP's.
+    Outside the layers: the embedding's lookups and the rotary positions, 2 either way."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Casts(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.of_activations = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            # a cast of a [batch, tokens, width] activation, not of a weight
+            if func is torch.ops.aten._to_copy.default and args[0].dim() == 3:
+                self.of_activations += 1
+            return out
+
+    counts = []
+    for share in (False, True):
+        model = get_peft_model(
+            tiny_llama(tie_word_embeddings=True, num_hidden_layers=2, num_key_value_heads=1),
+            LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS, init_lora_weights=False),
+        )
+        hold_frozen_weights(model, "bfloat16")
+        if share:
+            share_lora_input_casts(model)
+        ids = torch.arange(3, 27).view(2, 12)
+        with Casts() as casts, torch.autocast("cpu", dtype=torch.bfloat16):
+            causal_lm_token_nll(model, {"input_ids": ids, "labels": ids})
+        counts.append(casts.of_activations)
+    assert counts == [2 + 2 * (10 + 4), 2 + 2 * 2]

@@ -18,18 +18,20 @@ the copies are gone. With LoRA dropout on, each A matrix reads its own masked te
 and nothing is shared. Float32 runs, evaluation under `torch.no_grad()` and inputs
 already in bfloat16 pass through untouched.
 
-The frozen base linears read the same tensors and autocast casts for them too, one
-copy each, freed after the product (their weights take no gradient, so nothing is kept):
-the hook serves them the same copy, which takes four casts and four [tokens, 576]
-temporaries out of every SmolLM2 layer's forward. And peft casts a bfloat16 input up to
-its LoRA weights' float32 before A reads it (`down_proj`, which reads the gated MLP's
-bfloat16 product), which autocast then casts straight back: a [tokens, 1,536] float32
-temporary and a cast a layer. `share_lora_input_casts` turns that cast off for the
-model's LoRA layers without dropout (peft's `cast_input_dtype_enabled`; a dropout mask
-is applied in the input's dtype, so with dropout on the cast stays): A then reads the
-bfloat16 input as it is, the same values autocast would have rounded back to. Both keep the gradients
-the same bits: bfloat16 to float32 and back is exact, and every reader still has a cast
-node of its own, made where autocast made it.
+The frozen base linears read the same tensors and autocast casts for them too, one copy
+each, freed after the product (their weights take no gradient, so nothing is kept): the
+hook serves them the same copy, which takes five casts and five [tokens, 576] bfloat16
+temporaries (q, k, v, gate, up) out of every SmolLM2 layer's forward. And peft casts a
+bfloat16 input up to its LoRA weights' float32 before A reads it (`down_proj`, which
+reads the gated MLP's bfloat16 product), which autocast then casts straight back: two
+casts and a [tokens, 1,536] float32 temporary a layer. `share_lora_input_casts` turns
+that cast off for the model's LoRA layers without dropout (peft's
+`cast_input_dtype_enabled`; a dropout mask is applied in the input's dtype, so with
+dropout on the cast stays): A then reads the bfloat16 input as it is, the same values
+autocast would have rounded back to. Both keep the gradients the same bits: bfloat16 to
+float32 and back is exact, and every reader still has a cast node of its own, made where
+autocast made it. In all, a demo step's forward (4 x 128 tokens, bf16) allocated 1,636
+MB instead of 1,884 (torch's profiler) and kept the same 369 MB for backward.
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def share_lora_input_casts(model: nn.Module) -> int:
         masks = getattr(module, "lora_dropout", {})
         if all(isinstance(dropout, nn.Identity) for dropout in masks.values()):
             # with dropout on, the mask is applied in the input's dtype: keep peft's cast
-            module.cast_input_dtype_enabled = False
+            setattr(module, "cast_input_dtype_enabled", False)  # noqa: B010 (mypy types attributes of nn.Module as Tensor | Module)
         base = getattr(module, "base_layer", None)
         for linear in [base, *readers.values()]:
             if isinstance(linear, nn.Linear):
