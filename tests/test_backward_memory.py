@@ -82,12 +82,16 @@ def test_silu_mul_matches_autograd_alone_and_spots_only_silu_mlps():
 
 
 def test_shared_casts_serve_the_base_linears_and_skip_the_down_proj_round_trip():
-    """Casts of activations in one bf16 forward of a 2-layer tiny Llama. Each layer,
+    """Casts of activations in one bf16 forward of a 2-layer tiny Llama, with attention in
+    float32 as `dlm train` runs it (`use_float32_cpu_attention`, process-wide). Each layer,
     without the hooks: autocast's own bfloat16 copy for each base linear and A matrix
-    reading a float32 input (q, k, v, gate, up: 10), and peft's float32 round trip for
-    the two reading a bfloat16 one (o_proj, whose attention output is bfloat16 here, and
-    down_proj: 4). With them: one copy of the attention's input and one of the MLP's.
-    Outside the layers: the embedding's lookups and the rotary positions, 2 either way."""
+    reading a float32 input (q, k, v, o, gate, up: 12), and peft's float32 round trip for
+    down_proj's bfloat16 one (2). With them: one copy each of the attention's input, the
+    attention output and the MLP's input. Outside the layers: the embedding's lookups and
+    the rotary positions, 2 either way."""
+    from dlm.train.attention import use_float32_cpu_attention
+
+    use_float32_cpu_attention()
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Casts(TorchDispatchMode):
@@ -115,4 +119,4 @@ def test_shared_casts_serve_the_base_linears_and_skip_the_down_proj_round_trip()
         with Casts() as casts, torch.autocast("cpu", dtype=torch.bfloat16):
             causal_lm_token_nll(model, {"input_ids": ids, "labels": ids})
         counts.append(casts.of_activations)
-    assert counts == [2 + 2 * (10 + 4), 2 + 2 * 2]
+    assert counts == [2 + 2 * (12 + 2), 2 + 2 * 3]
