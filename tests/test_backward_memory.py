@@ -6,7 +6,9 @@ import pytest
 import torch
 from peft import LoraConfig, get_peft_model
 from tinyllama import tiny_llama
+from torch.utils._python_dispatch import TorchDispatchMode
 
+from dlm.train.attention import use_float32_cpu_attention
 from dlm.train.lm_loss import causal_lm_token_nll
 from dlm.train.precision import hold_frozen_weights
 from dlm.train.shared_cast import share_lora_input_casts
@@ -15,9 +17,12 @@ from dlm.train.swiglu import is_silu_mlp, recompute_silu_products, silu_mul
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
-def _step(precision: str, *, share: bool = False, silu: bool = False, dropout: float = 0.0):
-    """One forward and backward of a tiny LoRA Llama: (token NLL, LoRA gradients, bytes
-    of the distinct storages the forward saved for backward)."""
+IDS = torch.arange(3, 27).view(2, 12)
+
+
+def _model(precision: str, *, share: bool = False, silu: bool = False, dropout: float = 0.0):
+    """A 2-layer tiny LoRA Llama with LoRA on every linear, its frozen weights held for
+    `precision`, with the shared casts and the recomputed SiLU when asked."""
     model = get_peft_model(
         tiny_llama(tie_word_embeddings=True, num_hidden_layers=2, num_key_value_heads=1),
         LoraConfig(r=4, lora_alpha=8, lora_dropout=dropout, target_modules=TARGETS, init_lora_weights=False),
@@ -27,7 +32,13 @@ def _step(precision: str, *, share: bool = False, silu: bool = False, dropout: f
         assert share_lora_input_casts(model) == 2 * 2 * len(TARGETS)  # A and base, 2 layers
     if silu:
         assert recompute_silu_products(model) == 2
-    ids = torch.arange(3, 27).view(2, 12)
+    return model
+
+
+def _step(precision: str, *, share: bool = False, silu: bool = False, dropout: float = 0.0):
+    """One forward and backward of `_model`: (token NLL, LoRA gradients, bytes of the
+    distinct storages the forward saved for backward)."""
+    model = _model(precision, share=share, silu=silu, dropout=dropout)
     saved: dict[int, int] = {}
 
     def pack(t):
@@ -37,7 +48,7 @@ def _step(precision: str, *, share: bool = False, silu: bool = False, dropout: f
     torch.manual_seed(1)  # the dropout masks, when there are any
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bfloat16"):
-            nll = causal_lm_token_nll(model, {"input_ids": ids, "labels": ids})
+            nll = causal_lm_token_nll(model, {"input_ids": IDS, "labels": IDS})
     nll.sum().backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
     return nll.detach(), grads, sum(saved.values())
@@ -89,10 +100,7 @@ def test_shared_casts_serve_the_base_linears_and_skip_the_down_proj_round_trip()
     down_proj's bfloat16 one (2). With them: one copy each of the attention's input, the
     attention output and the MLP's input. Outside the layers: the embedding's lookups and
     the rotary positions, 2 either way."""
-    from dlm.train.attention import use_float32_cpu_attention
-
     use_float32_cpu_attention()
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     class Casts(TorchDispatchMode):
         def __init__(self):
@@ -108,15 +116,8 @@ def test_shared_casts_serve_the_base_linears_and_skip_the_down_proj_round_trip()
 
     counts = []
     for share in (False, True):
-        model = get_peft_model(
-            tiny_llama(tie_word_embeddings=True, num_hidden_layers=2, num_key_value_heads=1),
-            LoraConfig(r=4, lora_alpha=8, target_modules=TARGETS, init_lora_weights=False),
-        )
-        hold_frozen_weights(model, "bfloat16")
-        if share:
-            share_lora_input_casts(model)
-        ids = torch.arange(3, 27).view(2, 12)
+        model = _model("bfloat16", share=share)
         with Casts() as casts, torch.autocast("cpu", dtype=torch.bfloat16):
-            causal_lm_token_nll(model, {"input_ids": ids, "labels": ids})
+            causal_lm_token_nll(model, {"input_ids": IDS, "labels": IDS})
         counts.append(casts.of_activations)
     assert counts == [2 + 2 * (12 + 2), 2 + 2 * 3]
