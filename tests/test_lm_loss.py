@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from tinyllama import tiny_llama
 
-from dlm.train.lm_loss import causal_lm_token_nll, fusable, head_is_frozen, token_nll
+from dlm.train.lm_loss import SCORING_CHUNK_TOKENS, causal_lm_token_nll, fusable, head_is_frozen, token_nll
 
 
 def problem(n: int = 300, h: int = 32, v: int = 1000) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -54,6 +54,45 @@ def test_bfloat16_autocast_matches_cross_entropy_under_autocast() -> None:
     assert torch.allclose(got_nll, want_nll, atol=1e-5)  # the same bf16 products, float32 after
     # the gradient's product is rounded to bfloat16 in a different order: about 1% of its scale
     assert (got_grad - want_grad).abs().max() <= 0.01 * want_grad.abs().max()
+
+
+def _widest_logits(hidden, weight, target) -> int:
+    """The most rows of logits `token_nll` allocated at once, at its default chunk."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    widest = [0]
+
+    class Allocations(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[1] == weight.shape[0]:
+                widest[0] = max(widest[0], out.shape[0])
+            return out
+
+    with Allocations():
+        token_nll(hidden, weight, target)
+    return widest[0]
+
+
+def test_scoring_holds_fewer_logit_rows_than_training() -> None:
+    # without a gradient nothing feeds backward, so float32 scoring takes the bounded chunk:
+    # two [1024, V] float32 buffers were 403 MB for SmolLM2's vocabulary
+    hidden, weight, target, _ = problem(n=2048)
+    target[::7] = 5  # every row carries loss
+    assert _widest_logits(hidden, weight, target) == 1024  # training: CHUNK_TOKENS
+    with torch.no_grad():
+        assert _widest_logits(hidden, weight, target) == SCORING_CHUNK_TOKENS[torch.float32] == 128
+    assert _widest_logits(hidden.detach(), weight, target) == 128  # nothing to differentiate
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert _widest_logits(hidden, weight, target) == 64
+
+
+def test_scoring_chunks_give_the_training_chunks_numbers() -> None:
+    hidden, weight, target, _ = problem(n=2048)
+    trained = token_nll(hidden, weight, target).detach()
+    with torch.no_grad():
+        scored = token_nll(hidden, weight, target)
+    assert torch.allclose(scored, trained, atol=1e-6, rtol=1e-6)
 
 
 @pytest.mark.parametrize("autocast", [False, True])

@@ -76,7 +76,9 @@ from dlm.keyed import read_keyed, write_keyed
 from dlm.train.base_score import eval_set_sha256
 from dlm.train.evaluate import EvalExample, EvalSet
 
-FORMAT = 3  # 2: the LM head fused into the NLL (dlm.train.lm_loss); 3: replies are not kept (one batch per model set)
+# 2: the LM head fused into the NLL (dlm.train.lm_loss); 3: replies are not kept (one batch per
+# model set); 4: scored in `SCORING_CHUNK_TOKENS` rows (other last bits on some CPUs)
+FORMAT = 4
 REPORTS_KEPT = 16  # report files kept per document; older ones are removed on write
 GENERAL_KEPT = 32  # base models x machines x precisions whose general-set score is kept
 

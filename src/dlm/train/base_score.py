@@ -45,7 +45,9 @@ from dlm.canonical import canonical_sha256
 from dlm.keyed import read_keyed, write_keyed
 from dlm.train.evaluate import TOKENS_PER_BATCH, EvalResult, EvalSet
 
-FORMAT = 2  # 2: the LM head fused into the NLL (dlm.train.lm_loss), other last bits
+# 2: the LM head fused into the NLL (dlm.train.lm_loss), other last bits; 3: scored in
+# `SCORING_CHUNK_TOKENS` rows (other last bits on some CPUs)
+FORMAT = 3
 _CPUINFO = "/proc/cpuinfo"
 
 
