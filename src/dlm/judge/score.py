@@ -87,12 +87,15 @@ def greedy_replies(
     (peft's mixed-adapter batch), left-padded so every row ends at its prompt: decoding
     is bound by reading the base weights, and one batch reads them once per token for all
     of them. A row's numbers depend on its own tokens and the batch's shape only, so the
-    same prompts and adapters give the same replies byte for byte.
+    same prompts and adapters give the same replies byte for byte. The keys and values
+    are written in place into buffers sized for the batch (`dlm.judge.kvcache`).
 
     Returns:
         `replies[k][i]`: adapter `k`'s reply to prompt `i`.
     """
     import torch
+
+    from dlm.judge.kvcache import PreallocatedCache
 
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     device = next(model.parameters()).device
@@ -115,6 +118,7 @@ def greedy_replies(
                 out = model.generate(
                     input_ids=ids.to(device),
                     attention_mask=mask.to(device),
+                    past_key_values=PreallocatedCache(width + max_new_tokens),
                     max_new_tokens=max_new_tokens,
                     do_sample=False,
                     temperature=None,
