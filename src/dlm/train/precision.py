@@ -108,7 +108,9 @@ def hold_frozen_weights(model: Any, precision: str) -> int:
     docs/determinism.md. LoRA's own weights take gradients and stay float32 (peft's rule
     for adapters). The float32 tensors transformers loaded are views of the mapped
     safetensors file, whose pages count as resident once read: copying the rest lets
-    the mapping go.
+    the mapping go, and each tensor's pages go as soon as it is copied
+    (`dlm.train.mapped`), so the float32 pages and the bfloat16 copies are never all
+    resident together.
 
     The float32 bits of the converted weights are gone: score or generate in float32
     from a fresh `dlm.models.load_model`, and score this model only under
@@ -139,8 +141,11 @@ def _hold(model: Any, precision: str, kinds: tuple[type[Any], ...], copy_rest: b
     `copy_rest`, give every other frozen tensor memory of its own."""
     import torch
 
+    from dlm.train.mapped import FileMappings
+
     if precision != "bfloat16":
         return 0
+    mapped = FileMappings.read_clean()  # each weight's file pages go once it is copied
     owners: list[Any] = [m for m in model.modules() if isinstance(m, kinds)]
     held = {id(t) for m in owners for t in m.parameters(recurse=False)}
     converted = 0
@@ -150,11 +155,14 @@ def _hold(model: Any, precision: str, kinds: tuple[type[Any], ...], copy_rest: b
             if id(tensor) in seen or tensor.requires_grad:
                 continue
             seen.add(id(tensor))
+            old = tensor.data
             if id(tensor) in held and tensor.dtype == torch.float32:
                 converted += tensor.numel() * tensor.element_size()
-                tensor.data = tensor.data.to(torch.bfloat16)
+                tensor.data = old.to(torch.bfloat16)
+                mapped.drop(old)
             elif copy_rest and tensor.dtype != torch.bfloat16:
-                tensor.data = tensor.data.clone()
+                tensor.data = old.clone()
+                mapped.drop(old)
         if isinstance(module, torch.nn.Embedding) and module.weight.dtype == torch.bfloat16:
             _float32_lookups(module)
     return converted
