@@ -99,6 +99,26 @@ def test_collator_pads_windows_with_an_attention_mask():
     assert out["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]] and "position_ids" not in out
 
 
+def test_collator_rounds_the_length_up_to_its_multiple_and_no_further_than_max_length():
+    block = {"input_ids": np.arange(1, 71), "labels": np.arange(1, 71), "position_ids": np.arange(70)}
+    out = PackedCollator(pad_id=0, pad_to_multiple_of=16, max_length=128)([block])
+    assert out["input_ids"].shape == (1, 80)
+    assert out["labels"][0, 70:].tolist() == [-100] * 10  # the tail is never scored
+    assert out["position_ids"][0, 70:].tolist() == list(range(10))  # a sequence of its own
+    assert PackedCollator(pad_id=0, pad_to_multiple_of=16, max_length=75)([block])["input_ids"].shape == (1, 75)
+    window = {"input_ids": np.arange(1, 71), "labels": np.arange(1, 71)}
+    out = PackedCollator(pad_id=0, pad_to_multiple_of=16)([window])
+    assert out["attention_mask"].tolist() == [[1] * 70 + [0] * 10]
+    with pytest.raises(ValueError, match="pad_to_multiple_of"):
+        PackedCollator(pad_id=0, pad_to_multiple_of=0)
+
+
+def test_pad_multiple_is_an_eighth_of_the_sequence_in_whole_sixteens():
+    from dlm.train.collator import pad_multiple
+
+    assert [pad_multiple(n) for n in (64, 100, 128, 512, 2048)] == [16, 16, 16, 64, 256]
+
+
 @pytest.fixture(scope="module")
 def smollm2(smollm2_ref):
     from dlm.models import load_model
@@ -137,6 +157,9 @@ def test_packed_loss_equals_each_example_alone(smollm2, attention):
     alone = sum(_loss_sum(smollm2, collate([windows[i]])) for i in range(len(windows)))
     together = _loss_sum(smollm2, collate([packed[i] for i in range(len(packed))]))
     assert float(together) == pytest.approx(float(alone), rel=1e-5)
+    rounded = PackedCollator(pad_id=0, pad_to_multiple_of=16, max_length=64)([packed[i] for i in range(len(packed))])
+    assert rounded["input_ids"].shape[1] % 16 == 0
+    assert float(_loss_sum(smollm2, rounded)) == pytest.approx(float(alone), rel=1e-5)  # the tail adds nothing
 
 
 def test_no_token_attends_across_packed_examples_in_training_mode(smollm2):

@@ -20,8 +20,10 @@ RUN = Hyperparameters(
 )
 
 
-def test_a_windows_run_hashes_as_locks_written_before_precision_and_packing_modes():
-    # what locks hashed before: no precision, no gradient_checkpointing (neither is a hashed setting)
+def test_a_windows_run_hashes_its_settings_and_the_length_rounding_it_trained_with():
+    # no precision, no gradient_checkpointing (neither is a hashed setting); the multiple
+    # batch lengths are rounded to sets the shapes, so locks written before it describe
+    # other bytes and hash apart
     no_dropout = Hyperparameters(**{**asdict(RUN), "lora_dropout": 0.0})
     before = {
         **{k: v for k, v in asdict(no_dropout).items() if k not in ("precision", "gradient_checkpointing")},
@@ -29,8 +31,9 @@ def test_a_windows_run_hashes_as_locks_written_before_precision_and_packing_mode
         "packing": False,
     }
     hyper = lock_hyperparameters(no_dropout, 128, False, None)
-    assert hyper == before
-    assert hyperparameters_sha256(hyper) == hyperparameters_sha256(before)
+    assert hyper == {**before, "pad_to_multiple_of": 16}
+    assert hyperparameters_sha256(hyper) != hyperparameters_sha256(before)
+    assert lock_hyperparameters(no_dropout, 2048, False, None)["pad_to_multiple_of"] == 256
 
 
 def test_dropout_runs_hash_apart_from_locks_written_with_the_old_masks():

@@ -43,7 +43,7 @@ from typing import Any
 
 from dlm.canonical import canonical_sha256
 from dlm.keyed import read_keyed, write_keyed
-from dlm.train.evaluate import TOKENS_PER_BATCH, EvalResult, EvalSet
+from dlm.train.evaluate import TOKENS_PER_BATCH, WIDTH_MULTIPLE, EvalResult, EvalSet
 
 # 2: the LM head fused into the NLL (dlm.train.lm_loss), other last bits; 3: scored in
 # `SCORING_CHUNK_TOKENS` rows (other last bits on some CPUs)
@@ -53,8 +53,9 @@ _CPUINFO = "/proc/cpuinfo"
 
 def eval_set_sha256(eval_set: EvalSet, pad_id: int) -> str:
     """`sha256:<hex>` over every example (kind, ids, labels as little-endian int64, in
-    order), the pad id and the batching rule: what `heldout_loss` reads besides the model."""
-    digest = hashlib.sha256(f"dlm-eval-set\0{pad_id}\0{TOKENS_PER_BATCH}\0".encode())
+    order), the pad id and the batching rule (`TOKENS_PER_BATCH`, `WIDTH_MULTIPLE`): what
+    `heldout_loss` reads besides the model."""
+    digest = hashlib.sha256(f"dlm-eval-set\0{pad_id}\0{TOKENS_PER_BATCH}\0{WIDTH_MULTIPLE}\0".encode())
     for ex in eval_set.examples:
         ids, labels = ex.input_ids.astype("<i8"), ex.labels.astype("<i8")
         digest.update(f"{ex.kind}\0{ids.shape[0]}\0".encode())

@@ -32,6 +32,9 @@ from dlm.tokenize.seam import TokenizedRows
 # held-out tokens per forward pass: SmolLM2's (B, T, V) float32 logits take 200 MB per 1024 tokens;
 # scoring 32 x 128 tokens peaked 2.4 GB above the loaded model at 4096, 1.0 GB at 1024 (peak RSS)
 TOKENS_PER_BATCH = 1024
+# a scoring batch's width is rounded up to a multiple of this, so a CPU's bfloat16 matmuls
+# see a few shapes, not one per length (`dlm.train.collator` says why)
+WIDTH_MULTIPLE = 16
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,8 @@ def _batches(examples: list[EvalExample]) -> list[list[int]]:
 def example_nll(model: Any, examples: list[EvalExample], pad_id: int = 0) -> tuple[list[float], list[int]]:
     """Per example: (sum of -log p over its loss tokens in nats, its loss-token count).
 
-    Examples are batched by length (right padding, attention mask), scored under
+    Examples are batched by length (right padding to a multiple of `WIDTH_MULTIPLE`,
+    attention mask), scored under
     `torch.no_grad()` in eval mode with the LM head fused into the NLL (no logits over
     the vocabulary are kept); the model's train/eval mode is restored afterwards.
     Both lists follow `examples`' order.
@@ -145,7 +149,8 @@ def example_nll(model: Any, examples: list[EvalExample], pad_id: int = 0) -> tup
     try:
         with torch.no_grad():
             for batch in _batches(examples):
-                width = max(examples[i].input_ids.shape[0] for i in batch)
+                longest = max(examples[i].input_ids.shape[0] for i in batch)
+                width = -(-longest // WIDTH_MULTIPLE) * WIDTH_MULTIPLE
                 ids = torch.full((len(batch), width), pad_id, dtype=torch.long)  # (B, T)
                 labels = torch.full((len(batch), width), -100, dtype=torch.long)
                 mask = torch.zeros((len(batch), width), dtype=torch.long)

@@ -212,16 +212,23 @@ def lock_hyperparameters(
     changes no number: `tests/test_lora_checkpointing.py`); `packing` is the packing mode
     (`PACKING_MODE`) or False, so a lock written when packing concatenated rows differs
     from one of padding-free blocks;
+    `pad_to_multiple_of`, the multiple a micro-batch's length is rounded up to
+    (`dlm.train.collator.pad_multiple`), which sets the shapes and so the last bits;
     `instruction_share` only when set, so locks written before it existed keep their hash;
     with LoRA dropout on, `dropout_masks` (`dlm.train.dropout.MASKS_MODE`), since locks
     written when the masks came from `torch.rand` describe other bytes.
     """
+    from dlm.train.collator import pad_multiple
     from dlm.train.dropout import MASKS_MODE
 
     values = asdict(hyper)
     values.pop("precision")
     values.pop("gradient_checkpointing")  # memory only: the same numbers either way
-    values.update(sequence_len=sequence_len, packing=PACKING_MODE if packing else False)
+    values.update(
+        sequence_len=sequence_len,
+        packing=PACKING_MODE if packing else False,
+        pad_to_multiple_of=pad_multiple(sequence_len),
+    )
     if hyper.lora_dropout > 0:
         values.update(dropout_masks=MASKS_MODE)
     if instruction_share is not None:
@@ -369,7 +376,7 @@ def train_lora(
     from trl import SFTConfig
 
     from dlm.train.attention import use_float32_cpu_attention
-    from dlm.train.collator import PackedCollator
+    from dlm.train.collator import PackedCollator, pad_multiple
     from dlm.train.dropout import install_keyed_dropout
     from dlm.train.memory import limit_heap_growth, release_freed_memory
     from dlm.train.precision import hold_frozen_weights, training_device
@@ -420,7 +427,9 @@ def train_lora(
             train_dataset=dataset,
             processing_class=tokenizer,
             peft_config=peft_config,
-            data_collator=PackedCollator(_pad_id(tokenizer)),
+            data_collator=PackedCollator(
+                _pad_id(tokenizer), pad_multiple(sequence_len) if sequence_len else 1, max_length=sequence_len
+            ),
             callbacks=[_callback(sink), *clock.timed(callbacks or [])],
         )
     trainer.on_token_nll = on_token_nll
