@@ -95,6 +95,32 @@ def test_scoring_chunks_give_the_training_chunks_numbers() -> None:
     assert torch.allclose(scored, trained, atol=1e-6, rtol=1e-6)
 
 
+def test_scoring_a_float32_head_under_autocast_casts_it_a_slice_at_a_time(monkeypatch) -> None:
+    import dlm.train.lm_loss as lm_loss
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    monkeypatch.setattr(lm_loss, "VOCAB_SLICE", 256)  # 1000 ids: four slices, the last short
+    hidden, weight, target, _ = problem(n=500)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        whole = token_nll(hidden, weight, target).detach()  # with a gradient: the whole head cast
+    cast_rows: list[int] = []
+
+    class Casts(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            bf16 = isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16 and not out._is_view()
+            if bf16 and out.dim() == 2 and out.shape[1] == 32:
+                cast_rows.append(out.shape[0])
+            return out
+
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16), Casts():
+        sliced = token_nll(hidden, weight, target)
+    assert max(cast_rows) <= 500  # the rows' own cast, and weight slices of at most 256 ids
+    assert 1000 not in cast_rows
+    assert torch.all(sliced[::7] == 0)
+    torch.testing.assert_close(sliced, whole, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("autocast", [False, True])
 def test_chunk_sizes_that_cut_the_rows_alike_change_no_bit(autocast: bool) -> None:
     # CHUNK_TOKENS is a memory setting. Chunk sizes that cut the loss rows into pieces of

@@ -49,6 +49,11 @@ CHUNK_TOKENS = {torch.float32: 1024, torch.bfloat16: 64}
 # 1,024 rows) and 128 about 7% slower in the head alone, which is a small part of a
 # scoring pass (2-core Zen 4)
 SCORING_CHUNK_TOKENS = {torch.float32: 128, torch.bfloat16: 64}
+# vocabulary rows of a float32 LM head cast to the autocast dtype at once when scoring:
+# the probe report scores its float32 model under bfloat16 autocast, where casting the
+# whole head (SmolLM2: 57 MB) for every batch made the general-set pass the report's
+# largest after the answers
+VOCAB_SLICE = 8192
 
 
 class _FusedHeadNLL(torch.autograd.Function):
@@ -63,6 +68,10 @@ class _FusedHeadNLL(torch.autograd.Function):
         # without it (prompt tokens, the last position, padding)
         rows = (target != -100).nonzero().squeeze(1)
         with torch.autocast(hidden.device.type, enabled=False):
+            if grad is None and weight.dtype != dtype:
+                nll[rows] = _nll_over_vocab_slices(hidden[rows], weight, target[rows], dtype, chunk)
+                ctx.save_for_backward(hidden.new_zeros(0))
+                return nll
             w = weight.to(dtype)
             pieces = _even_chunks(rows, chunk)
             # three [c, V] buffers for every piece of the call: a fresh tensor per piece and
@@ -101,6 +110,34 @@ class _FusedHeadNLL(torch.autograd.Function):
         return grad * grad_nll[:, None].to(grad.dtype), None, None, None, None
 
 
+def _nll_over_vocab_slices(
+    hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, dtype: torch.dtype, chunk: int
+) -> torch.Tensor:
+    """Scoring's NLL when the LM head must be cast to `dtype`: each `VOCAB_SLICE` rows of
+    `weight` [V, H] are cast once and scored against every row of `hidden` [n, H] (in
+    `chunk`-row pieces), the log-sum-exp kept running over the slices. The products are
+    the same `dtype` products as casting the whole head; the sums are float32 in another
+    order. Returns float32 [n] (nats); every `target` [n] must be a vocabulary id."""
+    n = hidden.shape[0]
+    low = hidden.to(dtype)
+    top = torch.full((n,), float("-inf"), dtype=torch.float32, device=hidden.device)
+    total = torch.zeros(n, dtype=torch.float32, device=hidden.device)
+    picked = torch.zeros(n, dtype=torch.float32, device=hidden.device)
+    spans = [slice(int(p[0]), int(p[-1]) + 1) for p in _even_chunks(torch.arange(n), chunk)]
+    for start in range(0, weight.shape[0], VOCAB_SLICE):
+        w = weight[start : start + VOCAB_SLICE].to(dtype)  # one cast of this slice for every row
+        local = target - start
+        inside = (local >= 0) & (local < w.shape[0])
+        for at in spans:
+            logits = torch.mm(low[at], w.T).float()  # [c, slice]
+            peak = torch.maximum(top[at], logits.amax(dim=1))
+            total[at] = total[at] * torch.exp(top[at] - peak) + torch.exp(logits - peak[:, None]).sum(dim=1)
+            top[at] = peak
+            hit = logits.gather(1, local[at].clamp(0, w.shape[0] - 1)[:, None]).squeeze(1)
+            picked[at] += torch.where(inside[at], hit, torch.zeros_like(hit))
+    return total.log() + top - picked
+
+
 def _even_chunks(rows: torch.Tensor, chunk: int) -> list[torch.Tensor]:
     """`rows` cut into the fewest pieces of at most `chunk`, of sizes that differ by at most
     one. A CPU matmul takes another kernel for a product of a few rows (float32 rows of
@@ -132,8 +169,10 @@ def token_nll(
     """
     device = hidden.device.type
     dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
+    training = torch.is_grad_enabled() and hidden.requires_grad
+    if not training:
+        hidden = hidden.detach()  # no gradient buffer, and the scoring path below
     if chunk is None:
-        training = torch.is_grad_enabled() and hidden.requires_grad
         chunk = (CHUNK_TOKENS if training else SCORING_CHUNK_TOKENS).get(dtype, 128)
     return _FusedHeadNLL.apply(hidden, weight, target, dtype, chunk)
 
