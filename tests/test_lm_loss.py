@@ -96,8 +96,9 @@ def test_scoring_chunks_give_the_training_chunks_numbers() -> None:
 
 
 def test_scoring_a_float32_head_under_autocast_casts_it_a_slice_at_a_time(monkeypatch) -> None:
-    import dlm.train.lm_loss as lm_loss
     from torch.utils._python_dispatch import TorchDispatchMode
+
+    import dlm.train.lm_loss as lm_loss
 
     monkeypatch.setattr(lm_loss, "VOCAB_SLICE", 256)  # 1000 ids: four slices, the last short
     hidden, weight, target, _ = problem(n=500)
