@@ -271,6 +271,19 @@ def test_one_batch_answers_on_each_adapter_named(tiny, smollm2_tokenizer) -> Non
     assert tiny.training  # the mode it was in is restored
 
 
+def test_answer_batches_hold_at_most_generate_batch_rows(tiny, smollm2_tokenizer, monkeypatch) -> None:
+    # the key/value cache grows with a batch's rows, so a batch is bounded in rows, not prompts
+    from dlm.judge.score import BASE, GENERATE_BATCH, greedy_replies
+
+    prompts = [item.prompt_text for item in items(smollm2_tokenizer)] * 4
+    sizes: list[int] = []
+    generate = tiny.generate
+    monkeypatch.setattr(tiny, "generate", lambda **kw: sizes.append(kw["input_ids"].shape[0]) or generate(**kw))
+    replies = greedy_replies(tiny, smollm2_tokenizer, prompts, 3, (BASE, "default", BASE))
+    assert sum(sizes) == 3 * len(prompts) and max(sizes) <= GENERATE_BATCH and len(sizes) == 2
+    assert all(len(r) == len(prompts) for r in replies)
+
+
 def test_each_scoring_pass_hands_its_freed_memory_back_before_the_next(tiny, smollm2_tokenizer, monkeypatch) -> None:
     """Within `dlm train` each pass's working set would stay in the heap under the next
     one's; the release comes after every pass, the base model's included."""

@@ -77,7 +77,8 @@ from dlm.train.base_score import eval_set_sha256
 from dlm.train.evaluate import EvalExample, EvalSet
 
 # 2: the LM head fused into the NLL (dlm.train.lm_loss); 3: replies are not kept (one batch per
-# model set); 4: scored in `SCORING_CHUNK_TOKENS` rows (other last bits on some CPUs)
+# model set); 4: scored in `SCORING_CHUNK_TOKENS` rows (other last bits on some CPUs),
+# answered in batches of at most `GENERATE_BATCH` rows
 FORMAT = 4
 REPORTS_KEPT = 16  # report files kept per document; older ones are removed on write
 GENERAL_KEPT = 32  # base models x machines x precisions whose general-set score is kept
