@@ -243,7 +243,7 @@ def main() -> None:
         return
     stdlib = sysconfig.get_paths()["stdlib"]
     docs = {
-        "demo": ((REPO / "examples/stdlib.dlm").read_text(), 128, 4),
+        "demo": ((REPO / "examples/stdlib.dlm").read_text(), 128, 2),  # its micro-batch: 2 x 2 accumulated
         "long": (LONG_DOC.format(stdlib=stdlib), 512, 4),
         "defaults": (at_defaults(LONG_DOC.format(stdlib=stdlib)), 2048, 4),
     }

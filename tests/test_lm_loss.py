@@ -81,8 +81,8 @@ def test_scoring_holds_fewer_logit_rows_than_training() -> None:
     target[::7] = 5  # every row carries loss
     assert _widest_logits(hidden, weight, target) == 1024  # training: CHUNK_TOKENS
     with torch.no_grad():
-        assert _widest_logits(hidden, weight, target) == SCORING_CHUNK_TOKENS[torch.float32] == 128
-    assert _widest_logits(hidden.detach(), weight, target) == 128  # nothing to differentiate
+        assert _widest_logits(hidden, weight, target) == SCORING_CHUNK_TOKENS[torch.float32] == 64
+    assert _widest_logits(hidden.detach(), weight, target) == 64  # nothing to differentiate
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         assert _widest_logits(hidden, weight, target) == 64
 

@@ -45,10 +45,10 @@ import torch.nn.functional as F
 CHUNK_TOKENS = {torch.float32: 1024, torch.bfloat16: 64}
 # scoring (no gradient): two [c, V] float32 buffers and no backward to feed, so the rows
 # are bounded for memory. 1024 float32 rows held 403 MB for the held-out and probe-report
-# passes; without a gradient 256 rows ran as fast as 1024 (490 against 525 to 613 ms for
-# 1,024 rows) and 128 about 7% slower in the head alone, which is a small part of a
-# scoring pass (2-core Zen 4)
-SCORING_CHUNK_TOKENS = {torch.float32: 128, torch.bfloat16: 64}
+# passes (64 rows: 25 MB); without a gradient 256 rows ran as fast as 1024 (490 against
+# 525 to 613 ms for 1,024 rows), 128 about 7% and 64 about 20% slower in the head alone,
+# which is a small part of a scoring pass (2-core Zen 4)
+SCORING_CHUNK_TOKENS = {torch.float32: 64, torch.bfloat16: 64}
 # vocabulary rows of a float32 LM head cast to the autocast dtype at once when scoring:
 # the probe report scores its float32 model under bfloat16 autocast, where casting the
 # whole head (SmolLM2: 57 MB) for every batch made the general-set pass the report's
