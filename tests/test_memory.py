@@ -104,7 +104,7 @@ def test_own_arena_raises_what_the_work_raised_on_the_calling_thread():
 def test_without_an_openmp_runtime_to_pause_the_work_stays_on_the_calling_thread(monkeypatch):
     import dlm.train.memory as memory
 
-    monkeypatch.setattr(memory, "_libc", lambda: None)
+    monkeypatch.setattr(memory, "libc", lambda: None)
     assert in_own_arena(threading.get_ident) == threading.get_ident()
 
 
@@ -118,7 +118,7 @@ def test_the_openmp_runtime_is_paused_before_the_thread_starts(monkeypatch):
         calls.append(kind)
         return 0
 
-    monkeypatch.setattr(memory, "_libc", lambda: types.SimpleNamespace(omp_pause_resource_all=pause))
+    monkeypatch.setattr(memory, "libc", lambda: types.SimpleNamespace(omp_pause_resource_all=pause))
     assert in_own_arena(lambda: threading.current_thread().name) == "dlm-own-arena"
     assert calls == [memory.OMP_PAUSE_SOFT]
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 import bisect
 import ctypes
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any
+
+from dlm.train.memory import libc
 
 MADV_DONTNEED = 4  # Linux's madvise advice number
 _SMAPS = "/proc/self/smaps"
@@ -81,9 +82,9 @@ class FileMappings:
 
 
 def _madvise(address: int, length: int, advice: int) -> bool:
-    if not sys.platform.startswith("linux"):
+    madvise = getattr(libc(), "madvise", None)  # Linux's C library only
+    if madvise is None:
         return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    libc.madvise.restype = ctypes.c_int
-    return libc.madvise(ctypes.c_void_p(address), ctypes.c_size_t(length), advice) == 0
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    madvise.restype = ctypes.c_int
+    return madvise(ctypes.c_void_p(address), ctypes.c_size_t(length), advice) == 0

@@ -41,7 +41,7 @@ OMP_PAUSE_SOFT = 1  # OpenMP 5.0's omp_pause_soft: the runtime's threads are rel
 MMAP_THRESHOLD_BYTES = 16 * 1024 * 1024
 
 
-def _libc() -> ctypes.CDLL | None:
+def libc() -> ctypes.CDLL | None:
     """The C library this process already runs on (its symbols, without a search), on Linux."""
     return ctypes.CDLL(None) if sys.platform.startswith("linux") else None
 
@@ -52,8 +52,8 @@ def limit_heap_growth() -> bool:
     set `MALLOC_MMAP_THRESHOLD_`. Returns True when the threshold was set (Linux, glibc)."""
     if "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False
-    libc = _libc()
-    mallopt = getattr(libc, "mallopt", None)
+    c_library = libc()
+    mallopt = getattr(c_library, "mallopt", None)
     if mallopt is None:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
@@ -64,7 +64,7 @@ def release_freed_memory() -> bool:
     """Collect garbage and return free heap pages to the OS. Returns True when glibc's
     `malloc_trim` ran (Linux with glibc); elsewhere only the collection runs."""
     gc.collect()
-    trim = getattr(_libc(), "malloc_trim", None)  # musl and other C libraries have none
+    trim = getattr(libc(), "malloc_trim", None)  # musl and other C libraries have none
     if trim is None:
         return False
     trim.argtypes = [ctypes.c_size_t]
@@ -101,7 +101,7 @@ def in_own_arena(work: Callable[[], _T], name: str = "dlm-own-arena") -> _T:
     Raises:
         BaseException: whatever `work` raised, re-raised on the calling thread.
     """
-    pause = getattr(_libc(), "omp_pause_resource_all", None)
+    pause = getattr(libc(), "omp_pause_resource_all", None)
     if pause is None:
         return work()
     pause.argtypes, pause.restype = [ctypes.c_int], ctypes.c_int
