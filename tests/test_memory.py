@@ -60,6 +60,51 @@ def test_a_threshold_the_user_set_is_left_alone(monkeypatch):
     assert limit_heap_growth() is False
 
 
+# Whether a 4 MiB block is mapped on its own (glibc's IS_MMAPPED bit in the chunk's size
+# word) before, inside and after `mapped_scoring_blocks`, with the steps' threshold set.
+MAPPED = textwrap.dedent(
+    """
+    import ctypes
+    from dlm.train.memory import limit_heap_growth, mapped_scoring_blocks
+    libc = ctypes.CDLL("libc.so.6")
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    def mapped():
+        p = libc.malloc(4 << 20)
+        bit = ctypes.c_size_t.from_address(p - ctypes.sizeof(ctypes.c_size_t)).value & 2
+        libc.free(p)
+        return "mapped" if bit else "heap"
+    limit_heap_growth()
+    seen = [mapped()]
+    with mapped_scoring_blocks():
+        seen.append(mapped())
+    seen.append(mapped())
+    print(" ".join(seen))
+    """
+)
+
+
+def _mapped(env: dict[str, str]) -> str:
+    run = subprocess.run([sys.executable, "-c", MAPPED], capture_output=True, text=True, check=True, env=env)
+    return run.stdout.strip()
+
+
+@glibc
+def test_scoring_blocks_are_mapped_on_their_own_and_the_steps_threshold_comes_back():
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+    assert _mapped(env) == "heap mapped heap"
+
+
+@glibc
+def test_scoring_blocks_leave_a_threshold_the_user_set_alone():
+    import os
+
+    assert _mapped({**os.environ, "MALLOC_MMAP_THRESHOLD_": str(16 << 20)}) == "heap heap heap"
+
+
 @glibc
 def test_release_runs_malloc_trim():
     assert release_freed_memory() is True

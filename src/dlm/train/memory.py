@@ -21,7 +21,9 @@ free heap pages (`malloc_trim(0)`). In the demo's `dlm train` (RSS sampled every
 judge loaded its model. The same release runs before the steps (what tokenization and
 the held-out "before" pass freed) and after each of the probe report's passes
 (`dlm.judge.report`), where each pass's working set would otherwise stay resident under
-the next one's (`benchmarks/train_memory.py` prints a run's peak phase by phase).
+the next one's (`benchmarks/train_memory.py` prints a run's peak phase by phase). During
+that report the threshold drops to 2 MiB (`mapped_scoring_blocks`), so a pass's
+activations leave when freed instead of filling the holes of an arena.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ import gc
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 _T = TypeVar("_T")
@@ -39,6 +42,7 @@ _T = TypeVar("_T")
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
 OMP_PAUSE_SOFT = 1  # OpenMP 5.0's omp_pause_soft: the runtime's threads are released
 MMAP_THRESHOLD_BYTES = 16 * 1024 * 1024
+SCORING_MMAP_THRESHOLD_BYTES = 2 * 1024 * 1024
 
 
 def libc() -> ctypes.CDLL | None:
@@ -52,12 +56,43 @@ def limit_heap_growth() -> bool:
     set `MALLOC_MMAP_THRESHOLD_`. Returns True when the threshold was set (Linux, glibc)."""
     if "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return False
-    c_library = libc()
-    mallopt = getattr(c_library, "mallopt", None)
+    return _mallopt_threshold(MMAP_THRESHOLD_BYTES)
+
+
+def _mallopt_threshold(nbytes: int) -> bool:
+    """Set glibc's mmap threshold to `nbytes`; False where there is no `mallopt`."""
+    mallopt = getattr(libc(), "mallopt", None)
     if mallopt is None:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
+    return bool(mallopt(M_MMAP_THRESHOLD, nbytes))
+
+
+@contextmanager
+def mapped_scoring_blocks() -> Iterator[None]:
+    """Within the block, every allocation of `SCORING_MMAP_THRESHOLD_BYTES` (2 MiB) or
+    more is mapped on its own and unmapped when freed; on leaving, the threshold is
+    `MMAP_THRESHOLD_BYTES` again. Left alone when the user set `MALLOC_MMAP_THRESHOLD_`.
+
+    For `dlm train`'s probe report: each scoring pass's activations (at 1,024 tokens a
+    batch, SmolLM2's hidden states are 2.4 MB and its MLP's 6.3 MB) otherwise land in the
+    holes of an arena that a run's earlier passes spread out, and every page they touch
+    stays resident until the pass ends. Smaller blocks, among them the bfloat16 copies
+    autocast makes of each float32 weight on every forward (0.2 to 1.7 MB), stay in the
+    heap, where reusing them costs no page fault. A block mapped afresh costs its page
+    faults: in the demo's whole run (`benchmarks/train_memory.py`) the report peaked at
+    1.43 to 1.46 GB against 1.44 to 1.62 GB, and took 49 to 53 s against 45 s; at a
+    256 KiB threshold, 1.38 to 1.39 GB and 69 to 74 s (docs/determinism.md).
+
+    Raises nothing: without glibc's `mallopt` the block runs as it is.
+    """
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or not _mallopt_threshold(SCORING_MMAP_THRESHOLD_BYTES):
+        yield
+        return
+    try:
+        yield
+    finally:
+        _mallopt_threshold(MMAP_THRESHOLD_BYTES)
 
 
 def release_freed_memory() -> bool:

@@ -31,7 +31,7 @@ from dlm.train.evaluate import build_eval_set
 from dlm.train.heldout import subset
 from dlm.train.kind_loss import KindLoss
 from dlm.train.lora import LoraResult, train_lora
-from dlm.train.memory import in_own_arena, release_freed_memory
+from dlm.train.memory import in_own_arena, mapped_scoring_blocks, release_freed_memory
 from dlm.train.precision import hold_frozen_embeddings, training_device
 from dlm.train.tracking import HeldOutTracker, TokenTally, planned_tokens
 
@@ -166,8 +166,10 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
     result = replace(result, model=None)
     release_freed_memory()
     # on a thread of its own the report's passes get a fresh malloc arena instead of the
-    # holes the steps left in the main heap (`dlm.train.memory.in_own_arena`)
-    evaluation = in_own_arena(lambda: _judge(run, adapter_dir, version, sink))
+    # holes the steps left in the main heap (`dlm.train.memory.in_own_arena`), and their
+    # activations are mapped and unmapped on their own (`mapped_scoring_blocks`)
+    with mapped_scoring_blocks():
+        evaluation = in_own_arena(lambda: _judge(run, adapter_dir, version, sink))
     if evaluation is not None:
         warnings += evaluation["warnings"]
     report = build_report(
