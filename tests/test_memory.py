@@ -12,17 +12,24 @@ from dlm.train.memory import in_own_arena, limit_heap_growth, release_freed_memo
 
 glibc = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
 
-# Blocks of 17 MiB allocated after glibc saw a larger block freed (so its dynamic threshold
-# serves them from the heap), each followed by a 256 KiB block that pins the heap above
-# it, then freed: prints the resident megabytes they leave behind.
-FRAGMENT = textwrap.dedent(
+# glibc's malloc and free, typed, for the scripts below (each runs in a process of its own)
+LIBC = textwrap.dedent(
     """
-    import ctypes, sys
-    from dlm.train.memory import limit_heap_growth
+    import ctypes
     libc = ctypes.CDLL("libc.so.6")
     libc.malloc.restype = ctypes.c_void_p
     libc.malloc.argtypes = [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
+    """
+)
+
+# Blocks of 17 MiB allocated after glibc saw a larger block freed (so its dynamic threshold
+# serves them from the heap), each followed by a 256 KiB block that pins the heap above
+# it, then freed: prints the resident megabytes they leave behind.
+FRAGMENT = LIBC + textwrap.dedent(
+    """
+    import sys
+    from dlm.train.memory import limit_heap_growth
     def rss():
         return int(open("/proc/self/statm").read().split()[1]) * 4096
     if sys.argv[1] == "limit":
@@ -62,14 +69,9 @@ def test_a_threshold_the_user_set_is_left_alone(monkeypatch):
 
 # Whether a 4 MiB block is mapped on its own (glibc's IS_MMAPPED bit in the chunk's size
 # word) before, inside and after `mapped_scoring_blocks`, with the steps' threshold set.
-MAPPED = textwrap.dedent(
+MAPPED = LIBC + textwrap.dedent(
     """
-    import ctypes
     from dlm.train.memory import limit_heap_growth, mapped_scoring_blocks
-    libc = ctypes.CDLL("libc.so.6")
-    libc.malloc.restype = ctypes.c_void_p
-    libc.malloc.argtypes = [ctypes.c_size_t]
-    libc.free.argtypes = [ctypes.c_void_p]
     def mapped():
         p = libc.malloc(4 << 20)
         bit = ctypes.c_size_t.from_address(p - ctypes.sizeof(ctypes.c_size_t)).value & 2
