@@ -80,9 +80,9 @@ def mapped_scoring_blocks() -> Iterator[None]:
     stays resident until the pass ends. Smaller blocks, among them the bfloat16 copies
     autocast makes of each float32 weight on every forward (0.2 to 1.7 MB), stay in the
     heap, where reusing them costs no page fault. A block mapped afresh costs its page
-    faults: in the demo's whole run (`benchmarks/train_memory.py`) the report peaked at
-    1.43 to 1.46 GB against 1.44 to 1.62 GB, and took 49 to 53 s against 45 s; at a
-    256 KiB threshold, 1.38 to 1.39 GB and 69 to 74 s (docs/determinism.md).
+    faults: five whole runs of the demo (`benchmarks/train_memory.py`) peaked at 1.42 to
+    1.46 GB, their reports taking 43 to 53 s, against 1.43 to 1.62 GB and 43 to 46 s at
+    16 MiB; at 256 KiB, 1.39 GB and 69 to 74 s (docs/determinism.md).
 
     Raises nothing: without glibc's `mallopt` the block runs as it is.
     """
