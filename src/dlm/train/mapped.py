@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from dlm.train.memory import libc
+from dlm.train.memory import c_function
 
 MADV_DONTNEED = 4  # Linux's madvise advice number
 _SMAPS = "/proc/self/smaps"
@@ -82,9 +82,5 @@ class FileMappings:
 
 
 def _madvise(address: int, length: int, advice: int) -> bool:
-    madvise = getattr(libc(), "madvise", None)  # Linux's C library only
-    if madvise is None:
-        return False
-    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    madvise.restype = ctypes.c_int
-    return madvise(ctypes.c_void_p(address), ctypes.c_size_t(length), advice) == 0
+    madvise = c_function("madvise", [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int])
+    return madvise is not None and madvise(ctypes.c_void_p(address), ctypes.c_size_t(length), advice) == 0

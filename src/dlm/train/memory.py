@@ -35,7 +35,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 _T = TypeVar("_T")
 
@@ -50,6 +50,17 @@ def libc() -> ctypes.CDLL | None:
     return ctypes.CDLL(None) if sys.platform.startswith("linux") else None
 
 
+def c_function(name: str, argtypes: list[Any], restype: Any = ctypes.c_int) -> Any | None:
+    """`name` from `libc()`, with its argument and result types set; None where there is
+    no such function (not Linux, or a C library without it: musl has no `malloc_trim`,
+    and `omp_pause_resource_all` is there only once an OpenMP runtime is loaded)."""
+    function = getattr(libc(), name, None)
+    if function is None:
+        return None
+    function.argtypes, function.restype = argtypes, restype
+    return function
+
+
 def limit_heap_growth() -> bool:
     """Fix glibc's mmap threshold at `MMAP_THRESHOLD_BYTES` (module docstring): blocks
     that large are mapped and unmapped, never kept in the heap. Left alone when the user
@@ -61,11 +72,8 @@ def limit_heap_growth() -> bool:
 
 def _mallopt_threshold(nbytes: int) -> bool:
     """Set glibc's mmap threshold to `nbytes`; False where there is no `mallopt`."""
-    mallopt = getattr(libc(), "mallopt", None)
-    if mallopt is None:
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    return bool(mallopt(M_MMAP_THRESHOLD, nbytes))
+    mallopt = c_function("mallopt", [ctypes.c_int, ctypes.c_int])
+    return mallopt is not None and bool(mallopt(M_MMAP_THRESHOLD, nbytes))
 
 
 @contextmanager
@@ -99,10 +107,9 @@ def release_freed_memory() -> bool:
     """Collect garbage and return free heap pages to the OS. Returns True when glibc's
     `malloc_trim` ran (Linux with glibc); elsewhere only the collection runs."""
     gc.collect()
-    trim = getattr(libc(), "malloc_trim", None)  # musl and other C libraries have none
+    trim = c_function("malloc_trim", [ctypes.c_size_t])
     if trim is None:
         return False
-    trim.argtypes = [ctypes.c_size_t]
     trim(0)
     return True
 
@@ -136,11 +143,8 @@ def in_own_arena(work: Callable[[], _T], name: str = "dlm-own-arena") -> _T:
     Raises:
         BaseException: whatever `work` raised, re-raised on the calling thread.
     """
-    pause = getattr(libc(), "omp_pause_resource_all", None)
-    if pause is None:
-        return work()
-    pause.argtypes, pause.restype = [ctypes.c_int], ctypes.c_int
-    if pause(OMP_PAUSE_SOFT) != 0:
+    pause = c_function("omp_pause_resource_all", [ctypes.c_int])
+    if pause is None or pause(OMP_PAUSE_SOFT) != 0:
         return work()
     box: dict[str, object] = {}
     # waited on instead of the thread: on Python 3.11 a Thread.join that Ctrl-C interrupts
