@@ -80,29 +80,17 @@ def lora_model(float32_attention: bool) -> tuple[Any, Any]:
 
     from dlm.doc.schema import ALL_LINEAR
     from dlm.models import load_model, resolve_base_model
+    from dlm.train.attention import use_dlm_attention
     from dlm.train.precision import hold_frozen_weights
 
     model = load_model(resolve_base_model("smollm2-135m"))
     model.config.use_cache = False
     model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=list(ALL_LINEAR)))
     hold_frozen_weights(model, "bfloat16")
-    model.base_model.model.set_attn_implementation("sdpa_float32" if float32_attention else "sdpa")
+    if float32_attention:
+        use_dlm_attention(model)  # this model alone; a model beside it keeps transformers' sdpa
     model.train()
     return model, torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
-
-
-def register_float32_attention() -> None:
-    """The wrapper of `dlm.train.attention` under a name of its own, so one process can
-    run a model with it beside a model without it."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    import dlm.train.attention as attention
-
-    attention.use_float32_cpu_attention()
-    AttentionInterface.register("sdpa", attention._ORIGINAL[0])  # plain "sdpa" stays transformers' own
-    AttentionInterface.register("sdpa_float32", attention._sdpa)
-    AttentionMaskInterface.register("sdpa_float32", sdpa_mask)
 
 
 def main() -> None:
@@ -139,7 +127,6 @@ def main() -> None:
         f"attention {B} x {T} float32, block mask, 3 key/value heads for {H}: repeated {repeat:.2f} ms  "
         f"grouped (enable_gqa) {grouped:.2f} ms  grouped/repeated {grouped / repeat:.2f}x"
     )
-    register_float32_attention()
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(3, 40000, (B, T), generator=g)
     positions = torch.cat([torch.arange(T // 2), torch.arange(T // 2)]).expand(B, T)  # two packed examples a row

@@ -57,19 +57,21 @@ def lora_steps(steps: int, precision: str) -> float:
     from peft import LoraConfig, get_peft_model
 
     from dlm.models import load_model, resolve_base_model
-    from dlm.train.dropout import install_keyed_dropout
+    from dlm.train.dropout import MicroBatchClock, install_keyed_dropout
 
     model = load_model(resolve_base_model("smollm2-135m"))
     model.config.use_cache = False
     targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=P, target_modules=targets))
-    install_keyed_dropout(model, seed=1)
+    clock = MicroBatchClock()
+    install_keyed_dropout(model, seed=1, clock=clock)
     model.train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
     generator = torch.Generator().manual_seed(0)
     times = []
     for step in range(steps + 1):
         ids = torch.randint(3, 40000, (4, 128), generator=generator)
+        clock.tick()
         started = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
             loss = model(input_ids=ids, labels=ids).loss

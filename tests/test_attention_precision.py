@@ -4,7 +4,7 @@ transformers' own function everywhere else."""
 import torch
 from tinyllama import tiny_llama
 
-from dlm.train.attention import use_float32_cpu_attention
+from dlm.train.attention import NAME, use_dlm_attention
 
 
 def _model():
@@ -26,10 +26,14 @@ def test_attention_runs_in_float32_only_under_cpu_bf16_autocast():
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-    use_float32_cpu_attention()
-    use_float32_cpu_attention()  # idempotent: still one wrapper around transformers' function
-    wrapped = ALL_ATTENTION_FUNCTIONS["sdpa"]
-    module = _model().model.layers[0].self_attn
+    model, other = _model(), _model()
+    use_dlm_attention(model)
+    use_dlm_attention(model)  # idempotent
+    wrapped = ALL_ATTENTION_FUNCTIONS[NAME]
+    # only this model changed: transformers' own sdpa stays registered, and other models use it
+    assert ALL_ATTENTION_FUNCTIONS["sdpa"] is sdpa_attention_forward
+    assert model.config._attn_implementation == NAME and other.config._attn_implementation == "sdpa"
+    module = model.model.layers[0].self_attn
     q, k, v = _attention_inputs()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out, _ = wrapped(module, q, k, v, None, is_causal=True)
@@ -51,7 +55,7 @@ def test_a_float32_forward_is_unchanged_and_a_bf16_one_goes_through_the_wrapper(
     model = _model()
     ids = torch.tensor([[1, 5, 9, 13, 2, 7, 3, 11]])
     before = model(input_ids=ids).logits
-    use_float32_cpu_attention()
+    use_dlm_attention(model)
     assert torch.equal(model(input_ids=ids).logits, before)
     seen = []
     grouped = attention._cpu_grouped
@@ -73,7 +77,6 @@ def test_sequences_of_float32_below_tokens_and_more_keep_bfloat16_attention(monk
 
     from dlm.train import attention
 
-    use_float32_cpu_attention()
     monkeypatch.setattr(attention, "FLOAT32_BELOW", 16)  # the inputs' 16 tokens are "long"
     module = _model().model.layers[0].self_attn
     q, k, v = _attention_inputs()
@@ -122,13 +125,16 @@ def test_grouped_heads_attend_as_transformers_repeated_ones_do():
 
 
 def test_decode_steps_and_caches_keep_transformers_path(monkeypatch):
+    from transformers.integrations import sdpa_attention
+
     from dlm.train import attention
 
-    use_float32_cpu_attention()
     calls = []
     monkeypatch.setattr(attention, "_cpu_grouped", lambda *a, **k: calls.append("grouped"))
-    original = attention._ORIGINAL[0]
-    monkeypatch.setattr(attention, "_ORIGINAL", [lambda *a, **k: calls.append("transformers") or original(*a, **k)])
+    original = sdpa_attention.sdpa_attention_forward
+    monkeypatch.setattr(
+        sdpa_attention, "sdpa_attention_forward", lambda *a, **k: calls.append("transformers") or original(*a, **k)
+    )
     module = _model().model.layers[0].self_attn
     q, k, v, mask = _masked_inputs(torch.float32)
     with torch.no_grad():

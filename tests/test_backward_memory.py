@@ -8,7 +8,7 @@ from peft import LoraConfig, get_peft_model
 from tinyllama import tiny_llama
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from dlm.train.attention import use_float32_cpu_attention
+from dlm.train.attention import use_dlm_attention
 from dlm.train.lm_loss import causal_lm_token_nll
 from dlm.train.precision import hold_frozen_weights
 from dlm.train.shared_cast import share_lora_input_casts
@@ -94,13 +94,12 @@ def test_silu_mul_matches_autograd_alone_and_spots_only_silu_mlps():
 
 def test_shared_casts_serve_the_base_linears_and_skip_the_down_proj_round_trip():
     """Casts of activations in one bf16 forward of a 2-layer tiny Llama, with attention in
-    float32 as `dlm train` runs it (`use_float32_cpu_attention`, process-wide). Each layer,
+    float32 as `dlm train` runs it (`use_dlm_attention`). Each layer,
     without the hooks: autocast's own bfloat16 copy for each base linear and A matrix
     reading a float32 input (q, k, v, o, gate, up: 12), and peft's float32 round trip for
     down_proj's bfloat16 one (2). With them: one copy each of the attention's input, the
     attention output and the MLP's input. Outside the layers: the embedding's lookups and
     the rotary positions, 2 either way."""
-    use_float32_cpu_attention()
 
     class Casts(TorchDispatchMode):
         def __init__(self):
@@ -117,6 +116,7 @@ def test_shared_casts_serve_the_base_linears_and_skip_the_down_proj_round_trip()
     counts = []
     for share in (False, True):
         model = _model("bfloat16", share=share)
+        use_dlm_attention(model)
         with Casts() as casts, torch.autocast("cpu", dtype=torch.bfloat16):
             causal_lm_token_nll(model, {"input_ids": IDS, "labels": IDS})
         counts.append(casts.of_activations)

@@ -1,7 +1,7 @@
 import numpy as np
 
 from dlm.tokenize.seam import TokenizedRows
-from dlm.train.dataset import PackedDataset, WindowDataset, as_hf_dataset, build_dataset, instruction_repeats
+from dlm.train.dataset import PackedDataset, WindowDataset, build_dataset, instruction_repeats
 
 
 def rows(lengths, n_prompt, dtype=np.uint16, kinds=None):
@@ -45,11 +45,14 @@ def test_packing_fills_blocks_with_whole_examples():
     assert ds.total_tokens == 15
 
 
-def test_hf_wrapper_reads_lazily():
-    tok, _ = rows([5, 7], [0, 0])
-    hf = as_hf_dataset(WindowDataset(tok, sequence_len=8))
-    assert len(hf) == 2
-    assert list(hf[1]["input_ids"]) == list(range(100, 107))
+def test_lengths_and_loss_tokens_per_example_match_the_examples():
+    tok, _ = rows([5, 7, 3, 12], [0, 3, 0, 2])
+    for ds in (WindowDataset(tok, sequence_len=8), PackedDataset(tok, sequence_len=8)):
+        examples = [ds[i] for i in range(len(ds))]
+        assert ds.lengths.tolist() == [len(e["input_ids"]) for e in examples]
+        assert ds.loss_tokens.tolist() == [int((e["labels"][1:] != -100).sum()) for e in examples]
+        kinds = [ds.token_kinds(i, np.arange(4)) for i in range(len(ds))]
+        assert [len(k) for k in kinds] == ds.lengths.tolist()
 
 
 def test_instruction_repeats_reach_the_share_and_never_drop_below_one():

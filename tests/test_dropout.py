@@ -60,24 +60,27 @@ def test_rank_r_of_w_counts_micro_batches_r_plus_jw():
 
 def test_second_rank_draws_the_masks_of_the_single_process_second_micro_batch():
     single, rank1 = lora_tiny(), lora_tiny()
-    assert install_keyed_dropout(single, seed=5) == 2
-    assert install_keyed_dropout(rank1, seed=5, rank=1, world_size=2) == 2
+    one, two = MicroBatchClock(), MicroBatchClock(rank=1, world_size=2)
+    assert install_keyed_dropout(single, seed=5, clock=one) == 2
+    assert install_keyed_dropout(rank1, seed=5, clock=two) == 2
     single.train(), rank1.train()
     x = torch.randn(3, 64)
     with torch.no_grad():
+        one.tick()
         single(x)  # micro-batch 0
+        one.tick()
         out_single = single(x)  # micro-batch 1
+        again = single(x)  # a recomputed forward of the same micro-batch: the same masks
+        two.tick()
         out_rank1 = rank1(x)  # rank 1 of 2: micro-batch 1
-        single.eval()
-        single(x)  # evaluation forwards do not advance the count
-        single.train()
+        one.tick()
         out_next = single(x)  # micro-batch 2
-    assert torch.equal(out_single, out_rank1)
+    assert torch.equal(out_single, out_rank1) and torch.equal(out_single, again)
     assert not torch.equal(out_single, out_next)
 
 
 def test_zero_dropout_leaves_peft_identity_alone():
-    assert install_keyed_dropout(lora_tiny(dropout=0.0), seed=5) == 0
+    assert install_keyed_dropout(lora_tiny(dropout=0.0), seed=5, clock=MicroBatchClock()) == 0
 
 
 def test_cpu_masks_are_sfc64_draws_with_p_rounded_to_a_65536th():

@@ -1,10 +1,12 @@
 """The fused LM-head loss equals the model's own cross-entropy, with its gradients, and
 never asks the LM head for more than one position (a tiny randomly initialized Llama)."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 import torch.nn.functional as F
-from tinyllama import tiny_llama
+from tinyllama import tiny_hyper, tiny_llama, train_tiny
 
 from dlm.train.lm_loss import SCORING_CHUNK_TOKENS, causal_lm_token_nll, fusable, head_is_frozen, token_nll
 
@@ -173,7 +175,7 @@ def test_the_models_own_loss_and_gradients_come_out_of_the_fused_path(packed: bo
     hook.remove()
     loss = nll.sum() / (inputs["labels"][:, 1:] != -100).sum()
     loss.backward()
-    assert widths == [1]  # the LM head ran on the last position only: no [B, T, V] logits
+    assert widths == []  # the LM head never ran: no [B, T, V] logits
     assert nll.shape == inputs["input_ids"].shape
     assert torch.allclose(loss, own, atol=1e-6)
     got = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
@@ -239,49 +241,19 @@ def word_tokenizer(vocab: int = 64):
     return PreTrainedTokenizerFast(tokenizer_object=inner, pad_token="w0", eos_token="w2", unk_token="w1")
 
 
-def train_tiny(tmp_path, ids: list[list[int]], on_step=None, precision: str = "float32", **hooks):
-    """Two steps of 2 x 12 tokens through `train_lora` and the fused trainer (a tiny Llama)."""
-    from types import SimpleNamespace
-
-    from datasets import Dataset
-
-    from dlm.train.lora import Hyperparameters, train_lora
-
-    sink = SimpleNamespace(on_train_start=lambda total: None, on_step=on_step or (lambda *args: None))
-    run = Hyperparameters(4, 8, 0.0, ("q_proj", "v_proj"), 1e-2, 2, 1.0, 2, 1, 7, precision=precision)
-    return train_lora(
-        tiny_llama(64, max_position_embeddings=64),
-        word_tokenizer(),
-        Dataset.from_dict({"input_ids": ids, "labels": ids}),
-        run,
-        tmp_path,
-        sink,
-        sequence_len=12,
-        **hooks,
-    )
-
-
-def test_the_fused_trainer_trains_and_hands_over_each_micro_batchs_token_nll(tmp_path) -> None:
+def test_the_loop_trains_and_logs_each_steps_mean_token_nll() -> None:
     gen = torch.Generator().manual_seed(3)
     ids = [torch.randint(3, 64, (12,), generator=gen).tolist() for _ in range(4)]
-    seen: list[torch.Tensor] = []
-    labels: list[torch.Tensor] = []
     losses: list[float] = []
-    result = train_tiny(
-        tmp_path,
-        ids,
-        on_step=lambda step, loss, *rest: losses.append(loss),
-        on_token_nll=seen.append,
-        on_micro_batch=labels.append,
-    )
-    assert result.steps == 2 and len(seen) == 2  # one micro-batch per step
-    # the labels of the micro-batches trained, and only those: 4 examples, 2 steps of 2
-    assert len(labels) == 2 and all(x.shape == (2, 12) for x in labels)
-    assert sorted(x.tolist() for b in labels for x in b) == sorted(ids)
-    assert all(s.shape == (2, 12) and s.dtype == torch.float32 and not s.requires_grad for s in seen)
-    assert all(torch.all(s[:, -1] == 0) for s in seen)  # the last position predicts nothing
-    # the logged loss of each step is the mean of its micro-batch's 2 x 11 token NLLs
-    assert losses == pytest.approx([float(s[:, :-1].mean()) for s in seen], rel=1e-5)
+    sink = SimpleNamespace(on_train_start=lambda total: None, on_step=lambda step, loss, *rest: losses.append(loss))
+    result = train_tiny(ids, sink=sink)
+    assert result.steps == 2 and len(losses) == 2
+    # every token of the 4 examples was trained once (2 steps of 2), each carrying loss but the first
+    assert (
+        result.tokens_seen == 48 and result.loss_tokens == 44 and result.processed_tokens == 48
+    )  # never padded past sequence_len
+    assert result.train_loss == pytest.approx(sum(losses) / 2)
+    assert all(3.0 < loss < 5.0 for loss in losses)  # about log(64) for a fresh tiny model
     lora_b = [p for n, p in result.model.named_parameters() if "lora_B" in n]
     assert lora_b and any(bool(p.detach().abs().sum() > 0) for p in lora_b)  # it trained
 
@@ -321,29 +293,28 @@ def test_rows_without_loss_never_reach_the_head() -> None:
 
 
 @pytest.mark.parametrize("precision", ["float32", "bfloat16"])
-def test_in_the_trainer_the_lm_head_runs_in_the_runs_precision(tmp_path, monkeypatch, precision: str) -> None:
-    # the Trainer autocasts the model's forward only; the fused head is called beside it
-    # and must run under the same autocast, or a bf16 run pays float32 for its LM head
+def test_in_the_loop_the_lm_head_runs_in_the_runs_precision(monkeypatch, precision: str) -> None:
+    # the fused head must run under the run's autocast, or a bf16 run pays float32 for it
     import dlm.train.lm_loss as lm_loss
 
     dtypes: list[torch.dtype] = []
     real = lm_loss.token_nll
 
-    def spy(hidden, weight, target, chunk=None):
-        device = hidden.device.type  # the Trainer trains on a GPU where there is one
+    def spy(hidden, weight, target, chunk=None, rows=None):
+        device = hidden.device.type  # the loop trains on a GPU where there is one
         on = torch.is_autocast_enabled(device)
         dtypes.append(torch.get_autocast_dtype(device) if on else hidden.dtype)
-        return real(hidden, weight, target, chunk)
+        return real(hidden, weight, target, chunk, rows)
 
     monkeypatch.setattr(lm_loss, "token_nll", spy)
     gen = torch.Generator().manual_seed(5)
     ids = [torch.randint(3, 64, (12,), generator=gen).tolist() for _ in range(4)]
-    train_tiny(tmp_path, ids, precision=precision)
+    train_tiny(ids, hyper=tiny_hyper(precision=precision))
     assert dtypes == [getattr(torch, precision)] * 2
 
 
-def test_a_heads_own_instance_forward_is_restored_after_the_fused_call() -> None:
-    # accelerate's hooks install a forward on the module itself; the stand-in must not drop it
+def test_the_fused_path_never_calls_the_lm_head() -> None:
+    # the decoder runs alone: a forward installed on the head (accelerate's hooks) stays put, unrun
     model = tiny_llama().train()
     model.config.use_cache = False
     head = model.get_output_embeddings()

@@ -10,18 +10,15 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from tinyllama import tiny_llama
+from tinyllama import tiny_hyper, train_tiny
 
 from dlm.train.lora import (
     ACTIVATION_SHARE,
-    Hyperparameters,
     activation_bytes,
     device_memory,
-    fused_loss_trainer,
     gradient_checkpointing,
     peak_rss_bytes,
     physical_memory,
-    train_lora,
 )
 
 SMOLLM2 = SimpleNamespace(
@@ -59,63 +56,24 @@ def test_physical_memory_is_positive_where_the_os_says():
     assert memory is None or memory > 0
 
 
-def train_once(
-    tokenizer, work: Path, sequence_len: int | None, forced: bool | None = None
-) -> tuple[bool, dict[str, torch.Tensor]]:
-    from datasets import Dataset
-
-    seen: list[bool] = []
-
-    class Recording(fused_loss_trainer()):  # type: ignore[misc]
-        def train(self, *args, **kwargs):
-            seen.append(bool(self.args.gradient_checkpointing))
-            return super().train(*args, **kwargs)
-
+def train_once(forced: bool | None, sequence_len: int = 16) -> tuple[bool, dict[str, torch.Tensor]]:
+    """Three steps of a small Llama with LoRA dropout 0.1; (whether it checkpointed, the LoRA weights)."""
     gen = torch.Generator().manual_seed(1)
-    ids = [torch.randint(0, len(tokenizer), (16,), generator=gen).tolist() for _ in range(8)]
-    data = Dataset.from_dict({"input_ids": ids, "labels": ids})
-    run = Hyperparameters(4, 8, 0.1, ("q_proj", "v_proj"), 1e-2, 3, 1.0, 2, 1, 7, gradient_checkpointing=forced)
-    torch.manual_seed(0)
-    result = train_lora(
-        tiny_llama(
-            len(tokenizer),
-            hidden_size=32,
-            intermediate_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=4,
-            max_position_embeddings=64,
-        ),
-        tokenizer,
-        data,
-        run,
-        work,
-        SimpleNamespace(on_train_start=lambda total: None, on_step=lambda *a: None),
-        trainer_cls=Recording,
-        sequence_len=sequence_len,
-    )
+    rows = [torch.randint(3, 64, (16,), generator=gen).tolist() for _ in range(8)]
+    hyper = tiny_hyper(lora_dropout=0.1, max_steps=3, gradient_checkpointing=forced)
+    result = train_tiny(rows, hyper=hyper, sequence_len=sequence_len)
     lora = {k: v.detach().clone() for k, v in result.model.state_dict().items() if "lora_" in k}
-    return seen[0], lora
+    return bool(result.model.get_base_model().is_gradient_checkpointing), lora
 
 
-@pytest.mark.integration
-def test_an_adapter_trained_without_checkpointing_is_bit_identical(tmp_path: Path, smollm2_tokenizer):
-    if torch.cuda.is_available():
-        pytest.skip("the rule keeps checkpointing on CUDA")
-    on, with_ckpt = train_once(smollm2_tokenizer, tmp_path / "a", None)  # no length: the safe default
-    off, without = train_once(smollm2_tokenizer, tmp_path / "b", 16)
+def test_an_adapter_trained_with_checkpointing_is_bit_identical():
+    on, with_ckpt = train_once(True)
+    off, without = train_once(None)  # the rule: a few KB of activations fit, so off
     assert on is True and off is False
     assert with_ckpt.keys() == without.keys() and with_ckpt
     assert all(torch.equal(with_ckpt[k], without[k]) for k in with_ckpt)  # lora dropout 0.1 included
     assert any(not torch.equal(v, torch.zeros_like(v)) for k, v in without.items() if "lora_B" in k)  # it trained
-
-
-@pytest.mark.integration
-def test_training_gradient_checkpointing_overrides_the_rule(tmp_path: Path, smollm2_tokenizer):
-    forced_on, with_ckpt = train_once(smollm2_tokenizer, tmp_path / "a", 16, forced=True)  # the rule says off
-    forced_off, without = train_once(smollm2_tokenizer, tmp_path / "b", None, forced=False)  # the rule says on
-    assert forced_on is True and forced_off is False
-    assert all(torch.equal(with_ckpt[k], without[k]) for k in with_ckpt)
+    assert train_once(False)[0] is False
 
 
 def test_the_document_key_reaches_the_hyperparameters_and_stays_out_of_the_lock():

@@ -11,9 +11,8 @@ import pytest
 import torch
 
 from dlm.tokenize.seam import TokenizedRows
-from dlm.train.collator import PackedCollator
+from dlm.train.data import collate, padded_length
 from dlm.train.dataset import PackedDataset, WindowDataset, build_dataset, pack_blocks
-from dlm.train.lora import packed_attention
 
 
 def rows(lengths, n_prompt, kinds=None, base=100):
@@ -74,7 +73,7 @@ def test_instruction_share_repeats_whole_blocks_never_one_pair_twice_in_a_block(
 
 
 def test_collator_pads_a_short_block_as_a_sequence_of_its_own():
-    out = PackedCollator(pad_id=0)(
+    batch = collate(
         [
             {
                 "input_ids": np.array([5, 6, 7, 8]),
@@ -82,41 +81,47 @@ def test_collator_pads_a_short_block_as_a_sequence_of_its_own():
                 "position_ids": np.array([0, 1, 0, 1]),
             },
             {"input_ids": np.array([9, 10]), "labels": np.array([-100, 10]), "position_ids": np.array([0, 1])},
-        ]
+        ],
+        pad_id=0,
     )
+    out = batch.inputs
     assert "attention_mask" not in out
-    assert out["position_ids"].tolist() == [[0, 1, 0, 1], [0, 1, 0, 1]]
-    assert out["labels"][1].tolist() == [-100, 10, -100, -100]
+    assert out["position_ids"][:, :6].tolist() == [[0, 1, 0, 1, 0, 1], [0, 1, 0, 1, 2, 3]]
+    assert out["labels"][1, :4].tolist() == [-100, 10, -100, -100]
+    # the positions whose next label carries loss, flat over [B, n]: 6 and 8 of row 0, 10 of row 1
+    n = out["input_ids"].shape[1]
+    assert out["loss_rows"].tolist() == [0, 2, n + 0]
+    assert (batch.tokens, batch.processed) == (6, 2 * n)
 
 
 def test_collator_pads_windows_with_an_attention_mask():
-    out = PackedCollator(pad_id=0)(
+    out = collate(
         [
             {"input_ids": np.array([5, 6, 7]), "labels": np.array([5, 6, 7])},
             {"input_ids": np.array([9]), "labels": np.array([9])},
-        ]
-    )
-    assert out["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]] and "position_ids" not in out
+        ],
+        pad_id=0,
+    ).inputs
+    assert out["attention_mask"][:, :4].tolist() == [[1, 1, 1, 0], [1, 0, 0, 0]] and "position_ids" not in out
 
 
-def test_collator_rounds_the_length_up_to_its_multiple_and_no_further_than_max_length():
+def test_collator_rounds_the_length_up_and_no_further_than_the_limit():
     block = {"input_ids": np.arange(1, 71), "labels": np.arange(1, 71), "position_ids": np.arange(70)}
-    out = PackedCollator(pad_id=0, pad_to_multiple_of=16, max_length=128)([block])
-    assert out["input_ids"].shape == (1, 80)
+    out = collate([block], pad_id=0, limit=128).inputs
+    assert out["input_ids"].shape == (1, 80)  # 70 -> a multiple of 16
     assert out["labels"][0, 70:].tolist() == [-100] * 10  # the tail is never scored
     assert out["position_ids"][0, 70:].tolist() == list(range(10))  # a sequence of its own
-    assert PackedCollator(pad_id=0, pad_to_multiple_of=16, max_length=75)([block])["input_ids"].shape == (1, 75)
+    assert collate([block], pad_id=0, limit=71).inputs["input_ids"].shape == (1, 71)
     window = {"input_ids": np.arange(1, 71), "labels": np.arange(1, 71)}
-    out = PackedCollator(pad_id=0, pad_to_multiple_of=16)([window])
-    assert out["attention_mask"].tolist() == [[1] * 70 + [0] * 10]
-    with pytest.raises(ValueError, match="pad_to_multiple_of"):
-        PackedCollator(pad_id=0, pad_to_multiple_of=0)
+    assert collate([window], pad_id=0).inputs["attention_mask"].tolist() == [[1] * 70 + [0] * 10]
 
 
-def test_pad_multiple_is_an_eighth_of_the_sequence_in_whole_sixteens():
-    from dlm.train.collator import pad_multiple
-
-    assert [pad_multiple(n) for n in (64, 100, 128, 512, 2048)] == [16, 16, 16, 64, 256]
+def test_padded_length_stays_within_an_eighth_and_takes_few_shapes():
+    assert [padded_length(n) for n in (1, 16, 17, 60, 130, 700, 1500)] == [16, 16, 32, 64, 144, 704, 1536]
+    widths = {padded_length(n) for n in range(1, 2049)}
+    assert all(padded_length(n) - n < max(16, n / 8) for n in range(1, 2049))
+    assert len(widths) <= 64
+    assert padded_length(2047, limit=2048) == 2048 and padded_length(2049, limit=2048) == 2049
 
 
 @pytest.fixture(scope="module")
@@ -153,11 +158,17 @@ def test_packed_loss_equals_each_example_alone(smollm2, attention):
     packed = PackedDataset(tok, sequence_len=48)
     windows = WindowDataset(tok, sequence_len=48)
     assert len(packed) < len(windows)
-    collate = PackedCollator(pad_id=0)
-    alone = sum(_loss_sum(smollm2, collate([windows[i]])) for i in range(len(windows)))
-    together = _loss_sum(smollm2, collate([packed[i] for i in range(len(packed))]))
+
+    def exact(examples):  # no rounding: the inputs as long as the longest example
+        batch = collate(examples, pad_id=0).inputs
+        longest = max(len(e["input_ids"]) for e in examples)
+        return {k: v[:, :longest] for k, v in batch.items() if k != "loss_rows"}
+
+    alone = sum(_loss_sum(smollm2, exact([windows[i]])) for i in range(len(windows)))
+    together = _loss_sum(smollm2, exact([packed[i] for i in range(len(packed))]))
     assert float(together) == pytest.approx(float(alone), rel=1e-5)
-    rounded = PackedCollator(pad_id=0, pad_to_multiple_of=16, max_length=64)([packed[i] for i in range(len(packed))])
+    rounded = collate([packed[i] for i in range(len(packed))], pad_id=0, limit=64).inputs
+    rounded.pop("loss_rows")
     assert rounded["input_ids"].shape[1] % 16 == 0
     assert float(_loss_sum(smollm2, rounded)) == pytest.approx(float(alone), rel=1e-5)  # the tail adds nothing
 
@@ -168,10 +179,10 @@ def test_no_token_attends_across_packed_examples_in_training_mode(smollm2):
     positions = torch.cat([torch.arange(20), torch.arange(12)])[None]
     smollm2.train()
     try:
-        with torch.no_grad(), packed_attention(smollm2):
-            base = smollm2(input_ids=torch.cat([a, b])[None], position_ids=positions).logits
-            edited = smollm2(input_ids=torch.cat([a + 7, b])[None], position_ids=positions).logits
-            alone = smollm2(input_ids=b[None]).logits
+        with torch.no_grad():
+            base = smollm2(input_ids=torch.cat([a, b])[None], position_ids=positions, use_cache=False).logits
+            edited = smollm2(input_ids=torch.cat([a + 7, b])[None], position_ids=positions, use_cache=False).logits
+            alone = smollm2(input_ids=b[None], use_cache=False).logits
         with torch.no_grad():  # a KV cache (the config's default) turns packed detection off
             cached = smollm2(input_ids=torch.cat([a, b])[None], position_ids=positions).logits
     finally:
@@ -183,5 +194,5 @@ def test_no_token_attends_across_packed_examples_in_training_mode(smollm2):
 
 
 def test_collator_takes_lists_from_a_plain_dataset():
-    out = PackedCollator(pad_id=0)([{"input_ids": [5, 6], "labels": [5, 6]}, {"input_ids": [7], "labels": [7]}])
-    assert out["input_ids"].tolist() == [[5, 6], [7, 0]] and out["labels"].tolist() == [[5, 6], [7, -100]]
+    out = collate([{"input_ids": [5, 6], "labels": [5, 6]}, {"input_ids": [7], "labels": [7]}], pad_id=0).inputs
+    assert out["input_ids"][:, :2].tolist() == [[5, 6], [7, 0]] and out["labels"][:, :2].tolist() == [[5, 6], [7, -100]]

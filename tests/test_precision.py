@@ -49,19 +49,13 @@ def test_a_bf16_run_autocasts_the_step_and_keeps_the_adapter_float32(smollm2_ref
     import torch
 
     from dlm.models import load_model
-    from dlm.tokenize.seam import TokenizedRows
-    from dlm.train.dataset import PackedDataset, as_hf_dataset
-    from dlm.train.lora import Hyperparameters, train_lora
+    from dlm.train.dataset import PackedDataset
+    from dlm.train.loop import LoopRun, train
+    from dlm.train.lora import Hyperparameters
+    from tests.tinyllama import token_rows
 
-    data = [np.arange(300 + 20 * i, 320 + 20 * i, dtype=np.uint16) for i in range(2)]
-    rows = TokenizedRows(
-        lengths=np.array([20, 20]),
-        n_prompt=np.zeros(2, np.int32),
-        keys=["a", "b"],
-        read=lambda i: data[i],
-        kinds=["prose", "prose"],
-    )
-    run = Hyperparameters(4, 8, 0.05, ("q_proj",), 1e-3, 1, 1.0, 1, 1, 7, precision="bfloat16")
+    rows = token_rows([list(range(300 + 20 * i, 320 + 20 * i)) for i in range(2)])
+    hyper = Hyperparameters(4, 8, 0.05, ("q_proj",), 1e-3, 1, 1.0, 1, 1, 7, precision="bfloat16")
     seen: list[torch.dtype] = []
 
     class Sink:
@@ -73,9 +67,8 @@ def test_a_bf16_run_autocasts_the_step_and_keeps_the_adapter_float32(smollm2_ref
 
     model = load_model(smollm2_ref)
     hook = model.model.layers[0].self_attn.q_proj.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
-    result = train_lora(
-        model, smollm2_tokenizer, as_hf_dataset(PackedDataset(rows, 32)), run, tmp_path, Sink(), sequence_len=32
-    )
+    run = LoopRun(hyper, PackedDataset(rows, 32), np.zeros(2, np.int64), sequence_len=32, pad_id=0)
+    result = train(model, run, Sink())
     hook.remove()
     assert result.steps == 1 and torch.bfloat16 in seen
     lora = [p for n, p in result.model.named_parameters() if "lora_" in n]

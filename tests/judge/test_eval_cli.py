@@ -5,13 +5,12 @@ bytes, the CI gate)."""
 
 import json
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from dlm.actions.training import NullSink, TrainOptions, publish, train_document
+from dlm.actions.training import NullSink, TrainOptions, train_document
 from dlm.cli.main import app
 from dlm.doc import load_document
 from dlm.errors import StoreError
@@ -61,7 +60,6 @@ What colour is the Zorblax logo?
 ### A
 The logo is teal.
 """
-JUDGED_ON: list[str] = []  # the thread each probe report of `trained` ran on
 
 
 @pytest.fixture(scope="module")
@@ -69,13 +67,6 @@ def trained(tmp_path_factory: pytest.TempPathFactory, smollm2_ref) -> tuple[Path
     home = tmp_path_factory.mktemp("eval-home")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DLM_HOME", str(home))
-        judge = publish._judge
-
-        def recorded(*args, **kwargs):
-            JUDGED_ON.append(threading.current_thread().name)
-            return judge(*args, **kwargs)
-
-        mp.setattr(publish, "_judge", recorded)
         path = tmp_path_factory.mktemp("eval-doc") / "zorblax.dlm"
         path.write_text(DOC)
         report = train_document(load_document(path), TrainOptions(use_cache=False), NullSink())
@@ -123,12 +114,6 @@ def test_train_ends_with_the_probe_report(trained) -> None:
             (judged,) = [j for j in db.judgements(report.run_id) if j["phase"] == "final"]
     assert judged["phase"] == "final" and judged["adapter_version"] == "v0001"
     assert judged["summary"]["kinds"] == evaluation["kinds"]
-
-
-def test_the_report_is_scored_in_an_arena_of_its_own(trained) -> None:
-    # on its own thread (dlm.train.memory.in_own_arena); that its numbers are the ones
-    # `dlm eval` scores on the main thread is the next test's comparison
-    assert JUDGED_ON == ["dlm-own-arena"]
 
 
 def test_eval_prints_the_same_bytes_twice_and_gates_on_min_pass(trained, monkeypatch) -> None:

@@ -282,26 +282,3 @@ def test_answer_batches_hold_at_most_generate_batch_rows(tiny, smollm2_tokenizer
     replies = greedy_replies(tiny, smollm2_tokenizer, prompts, 3, (BASE, "default", BASE))
     assert sum(sizes) == 3 * len(prompts) and max(sizes) <= GENERATE_BATCH and len(sizes) == 2
     assert all(len(r) == len(prompts) for r in replies)
-
-
-def test_each_scoring_pass_hands_its_freed_memory_back_before_the_next(tiny, smollm2_tokenizer, monkeypatch) -> None:
-    """Within `dlm train` each pass's working set would stay in the heap under the next
-    one's; the release comes after every pass, the base model's included."""
-    import dlm.judge.report as report
-
-    events: list[str] = []
-    for name in ("greedy_replies", "reference_logprobs", "guard_score"):
-        scored = getattr(report, name)
-        monkeypatch.setattr(report, name, lambda *a, _f=scored, _n=name, **k: events.append(_n) or _f(*a, **k))
-    monkeypatch.setattr(report, "release_freed_memory", lambda: events.append("release"))
-    judge(tiny, smollm2_tokenizer)
-    passes = [e for e in events if e != "release"]
-    assert passes == [
-        "greedy_replies",
-        "reference_logprobs",  # base
-        "guard_score",  # base
-        "reference_logprobs",  # adapter
-        "guard_score",  # adapter
-        "reference_logprobs",  # null adapter
-    ]
-    assert events == [e for p in passes for e in (p, "release")]

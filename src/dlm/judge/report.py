@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from dlm.judge.guard import GuardScore, change_pct, guard_examples, guard_score
 from dlm.judge.memo import BaseSide, BaseSideMemo, ReportMemo, report_key
@@ -25,7 +25,6 @@ from dlm.judge.score import (
     reference_examples,
     reference_logprobs,
 )
-from dlm.train.memory import release_freed_memory
 
 MODELS = ("base", "adapter", "null")
 KIND_ORDER = ("instruction", "probe", "synth")
@@ -165,19 +164,18 @@ def judge_adapter(
     logprobs: dict[str, list[float]] = {}
     general: dict[str, GuardScore] = {}
     try:
-        # one batch answers every prompt on the three models (`greedy_replies`); after each
-        # pass its freed memory goes back to the OS (`_released`) before the next one
+        # one batch answers every prompt on the three models (`greedy_replies`)
         prompts = [item.prompt_text for item in items]
         answers = greedy_replies(peft_model, tokenizer, prompts, max_new_tokens, (BASE, trained, null))
-        replies = dict(zip(MODELS, _released(answers), strict=True))
+        replies = dict(zip(MODELS, answers, strict=True))
         logprobs["base"], general["base"] = _base_side(
             peft_model, examples, guard, pad_id, precision, memo, base_key, reuse
         )
         for model, name in (("adapter", trained), ("null", null)):
             peft_model.set_adapter(name)
-            logprobs[model] = _released(reference_logprobs(peft_model, examples, pad_id))
+            logprobs[model] = reference_logprobs(peft_model, examples, pad_id)
             if model == "adapter":
-                general["adapter"] = _released(guard_score(peft_model, guard, pad_id, precision))
+                general["adapter"] = guard_score(peft_model, guard, pad_id, precision)
     finally:
         peft_model.set_adapter(trained)
         peft_model.delete_adapter(null)
@@ -229,28 +227,14 @@ def _base_side(
     general_key = memo.general_key(guard, pad_id=pad_id, precision=precision) if memo is not None and guard else None
     general = memo.read_general(general_key) if memo is not None and general_key is not None and reuse else None
     with peft_model.disable_adapter():
-        logprobs = _released(reference_logprobs(peft_model, examples, pad_id))
+        logprobs = reference_logprobs(peft_model, examples, pad_id)
         if general is None:
-            general = _released(guard_score(peft_model, guard, pad_id, precision))
+            general = guard_score(peft_model, guard, pad_id, precision)
             if memo is not None and general_key is not None:
                 memo.write_general(general_key, general)
     if memo is not None and key is not None:
         memo.write(key, BaseSide(logprobs, general if guard else None))
     return logprobs, general
-
-
-_T = TypeVar("_T")
-
-
-def _released(value: _T) -> _T:
-    """`value`, after handing the memory its scoring pass freed back to the OS
-    (`dlm.train.memory.release_freed_memory`). Within `dlm train` each pass grows the heap
-    by its working set, which glibc keeps: without a release between them the general-set
-    pass (0.23 GB of live allocations at its mark, memray tracking that call in the demo's
-    run) went on top of what the log-probability pass had left. The report's peak, with
-    and without: `benchmarks/train_memory.py --baseline REF`."""
-    release_freed_memory()
-    return value
 
 
 def summarize(results: Sequence[ItemResult]) -> dict[str, KindSummary]:

@@ -27,11 +27,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from dlm.train.evaluate import EvalExample, example_nll, scoring_precision
 
 MIN_GAIN = 0.01
+TRACKER_FILE = "probes.json"  # in a checkpoint folder (`dlm.train.checkpoint`)
+BEST_FILE = "best.safetensors"
 
 
 @dataclass
@@ -96,17 +99,42 @@ class ProbeTracker:
                 params[name].copy_(value)
         return True
 
-    def callback(self) -> Any:
-        """A transformers `TrainerCallback` that measures every `every_steps` steps."""
-        from transformers import TrainerCallback
+    def between_steps(self, model: Any, step: int, max_steps: int) -> bool:
+        """Measure every `every_steps` steps but the last (`dlm.train.loop.Measurement`);
+        True when training should stop."""
+        return step % self.every_steps == 0 and step < max_steps and self.measure(model, step)
 
-        tracker = self
+    def save(self, folder: Path) -> None:
+        """Write the scores and the best weights so far into a checkpoint `folder`, so a
+        resumed run keeps the same best adapter as an uninterrupted one."""
+        from safetensors.torch import save_file
 
-        class _Probes(TrainerCallback):
-            def on_step_end(self, args, state, control, model=None, **kwargs):  # noqa: ANN001
-                step = state.global_step
-                if model is not None and step % tracker.every_steps == 0 and step < state.max_steps:
-                    if tracker.measure(model, step):
-                        control.should_training_stop = True
+        from dlm.atomic import atomic_write_json
 
-        return _Probes()
+        state = {
+            "scores": self.scores,
+            "best_step": self.best_step,
+            "best_score": self.best_score if self._best_state is not None else None,
+            "since_best": self._since_best,
+            "stopped_early": self.stopped_early,
+        }
+        atomic_write_json(folder / TRACKER_FILE, state)
+        if self._best_state is not None:
+            save_file({k: v.contiguous() for k, v in self._best_state.items()}, str(folder / BEST_FILE))
+
+    def load(self, folder: Path) -> None:
+        """Read back what `save` wrote (nothing when the checkpoint has no tracker file)."""
+        import json
+
+        from safetensors.torch import load_file
+
+        path = folder / TRACKER_FILE
+        if not path.exists():
+            return
+        state = json.loads(path.read_text(encoding="utf-8"))
+        self.scores = [(int(step), float(value)) for step, value in state["scores"]]
+        self.best_step, self._since_best = int(state["best_step"]), int(state["since_best"])
+        self.stopped_early = bool(state["stopped_early"])
+        if state["best_score"] is not None and (folder / BEST_FILE).exists():
+            self.best_score = float(state["best_score"])
+            self._best_state = load_file(str(folder / BEST_FILE))

@@ -15,12 +15,11 @@ against 1,162 ms (the same machine, flash kernel, block mask; `benchmarks/cpu_at
 sequences shorter than `FLOAT32_BELOW` tokens; a `sequence_len` of 512 and more keeps
 torch's bfloat16 attention.
 
-`use_float32_cpu_attention` puts a wrapper in front of transformers' `sdpa` attention
-that, only while CPU bfloat16 autocast is on and the sequence is shorter than
+`use_dlm_attention` has one model attend through a wrapper of transformers' `sdpa`
+attention that, only while CPU bfloat16 autocast is on and the sequence is shorter than
 `FLOAT32_BELOW`, casts query, key and value to float32, runs the same kernel with
 autocast off and casts the output back to the query's dtype. Everything else (float32
-runs, CUDA, inference without autocast) runs in the dtype it comes in. The model config
-is not touched, so saved and exported configs are as before.
+runs, CUDA, inference without autocast) runs in the dtype it comes in.
 
 On a CPU the wrapper also keeps grouped key/value heads grouped (SmolLM2-135M: 9 query
 heads over 3 key/value heads). transformers repeats each key and value head for its
@@ -41,23 +40,31 @@ from __future__ import annotations
 from typing import Any
 
 FLOAT32_BELOW = 512  # tokens per sequence (the query's length) from which bfloat16 is as fast
-_ORIGINAL: list[Any] = []  # transformers' sdpa function, once wrapped
+# the name this attention is known by in transformers' registry; models opt in one by one
+NAME = "dlm_sdpa"
 
 
-def use_float32_cpu_attention() -> None:
-    """Route `sdpa` attention through `_sdpa` for every model in this process (idempotent)."""
+def use_dlm_attention(model: Any) -> None:
+    """Have `model` (a transformers model, or a peft model around one) attend through
+    `_sdpa`, with sdpa's masks. Only this model instance changes: the function is added to
+    transformers' registry under its own `NAME` (idempotent), never over `sdpa`, so any
+    other model in the process keeps the attention it was loaded with."""
     from transformers import AttentionInterface
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-    if not _ORIGINAL:
-        _ORIGINAL.append(sdpa_attention_forward)
-        AttentionInterface.register("sdpa", _sdpa)
+    AttentionInterface.register(NAME, _sdpa)
+    AttentionMaskInterface.register(NAME, sdpa_mask)
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    for module in inner.modules():
+        config = getattr(module, "config", None)
+        if config is not None and getattr(config, "_attn_implementation", None) == "sdpa":
+            config._attn_implementation = NAME
 
 
 def _sdpa(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any) -> tuple[Any, Any]:
     import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward as original
 
-    original = _ORIGINAL[0]
     in_float32 = (
         query.device.type == "cpu"
         and query.shape[-2] < FLOAT32_BELOW

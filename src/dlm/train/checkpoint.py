@@ -5,19 +5,22 @@
                            as built before training (`dlm.lock.DlmLock`), what `--resume`
                            compares against
         latest             text: the name of the newest complete checkpoint, "step-000040"
-        step-000040/       what the HF Trainer saves at a checkpoint: the adapter
-                           (adapter_model.safetensors, adapter_config.json), optimizer.pt,
-                           scheduler.pt, rng_state.pth (Python, NumPy, torch generators),
-                           trainer_state.json (step, logs), training_args.bin
+        step-000040/       the adapter (adapter_model.safetensors, adapter_config.json),
+                           optimizer.pt (AdamW's state_dict), scheduler.pt, state.json
+                           (`LoopState`: step, tokens, the summed loss, the probe
+                           tracker's scores), best.safetensors when a best adapter is kept
 
-Why a checkpoint is never half-written: the Trainer writes into its scratch folder
-(`<staging>/trainer/checkpoint-N`); only when it is complete (`on_save`) are its files
-fsynced and the folder renamed into `checkpoints/` (atomic on one filesystem), and only
-then is `latest` replaced through `dlm.atomic`. A crash or Ctrl-C at any moment leaves
-`latest` naming a complete checkpoint or none. Older checkpoints are removed after
-`latest` moves on, so one is kept.
+Nothing random needs saving: the order of the examples and the dropout masks are
+functions of the seed and the step (`dlm.train.data`, `dlm.train.dropout`).
 
-The trigger (`CheckpointSaver`): every `steps` optimizer steps, or the first step
+Why a checkpoint is never half-written: `save_checkpoint` writes into a scratch folder
+beside `checkpoints/`; only when it is complete are its files fsynced and the folder
+renamed into `checkpoints/` (atomic on one filesystem), and only then is `latest`
+replaced through `dlm.atomic`. A crash or Ctrl-C at any moment leaves `latest` naming a
+complete checkpoint or none. Older checkpoints are removed after `latest` moves on, so
+one is kept.
+
+The trigger (`CheckpointClock`): every `steps` optimizer steps, or the first step
 ending `seconds` or more after the last checkpoint (or the start); never at the last
 step, whose adapter is published instead.
 """
@@ -38,6 +41,7 @@ from dlm.errors import TrainingError
 
 LATEST = "latest"
 RUN_FILE = "run.json"
+STATE_FILE = "state.json"
 # the lock fields that say what a run is: a resumed run must match them all
 RESUME_FIELDS = {
     "dlm_sha256": "the document",
@@ -70,7 +74,7 @@ def checkpoint_step(path: Path) -> int:
 
 
 def publish_checkpoint(written: Path, folder: Path, step: int) -> Path:
-    """Move the Trainer's complete checkpoint folder `written` to `folder/step-NNNNNN`,
+    """Move the complete checkpoint folder `written` to `folder/step-NNNNNN`,
     durably, point `latest` at it and remove older ones (module docstring)."""
     folder.mkdir(parents=True, exist_ok=True)
     for path in written.rglob("*"):
@@ -132,35 +136,52 @@ def find_resumable(staging_dirs: list[Path]) -> tuple[str, Path]:
     )
 
 
-def saver_callback(
-    every: Every, folder: Path, on_saved: Callable[[int, Path], None], clock: Callable[[], float] = time.monotonic
-) -> Any:
-    """A transformers `TrainerCallback` that asks the Trainer to save when a checkpoint
-    is due and publishes each one (module docstring); `on_saved(step, path)` follows."""
-    from transformers import TrainerCallback
+class CheckpointClock:
+    """When a checkpoint is due (module docstring): `every.steps` steps, or `every.seconds`
+    after the last one; never at `max_steps`."""
 
-    class CheckpointSaver(TrainerCallback):
-        def __init__(self) -> None:
-            self.last = clock()
+    def __init__(self, every: Every, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every, self.clock, self.last = every, clock, clock()
 
-        def on_train_begin(self, args, state, control, **kwargs):  # noqa: ANN001
-            self.last = clock()
+    def due(self, step: int, max_steps: int) -> bool:
+        if step >= max_steps:
+            return False
+        if self.every.steps is not None:
+            return step % self.every.steps == 0
+        return self.clock() - self.last >= (self.every.seconds or 0)
 
-        def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
-            if state.global_step >= state.max_steps:
-                return
-            if every.steps is not None:
-                due = state.global_step % every.steps == 0
-            else:
-                due = clock() - self.last >= (every.seconds or 0)
-            if due:
-                control.should_save = True
+    def saved(self) -> None:
+        self.last = self.clock()
 
-        def on_save(self, args, state, control, **kwargs):  # noqa: ANN001
-            step = state.global_step
-            written = Path(args.output_dir) / f"checkpoint-{step}"
-            if written.is_dir():
-                on_saved(step, publish_checkpoint(written, folder, step))
-            self.last = clock()
 
-    return CheckpointSaver()
+def save_checkpoint(folder: Path, step: int, parts: dict[str, Callable[[Path], None]]) -> Path:
+    """Write a checkpoint of `step` under `folder` (a `checkpoints/`) and publish it.
+
+    Args:
+        parts: file or folder writers, each called with the scratch checkpoint folder
+            (the adapter, the optimizer, the loop's state).
+
+    Returns:
+        The published `folder/step-NNNNNN`.
+    """
+    scratch = folder.parent / f".checkpoint-{step:06d}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    for write in parts.values():
+        write(scratch)
+    return publish_checkpoint(scratch, folder, step)
+
+
+def read_state(checkpoint: Path) -> dict[str, Any]:
+    """The loop's `state.json` of a checkpoint folder.
+
+    Raises:
+        TrainingError: it is missing or unreadable (a checkpoint of another dlm version).
+    """
+    try:
+        return dict(json.loads((checkpoint / STATE_FILE).read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        raise TrainingError(
+            f"cannot resume from {checkpoint}: its {STATE_FILE} is unreadable ({exc}); "
+            "run `dlm train` without --resume to start afresh"
+        ) from None

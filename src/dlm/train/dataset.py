@@ -21,7 +21,7 @@ tail, and no token is lost at a window boundary. Then:
 An example is `{"input_ids": 1-D int64 [n], "labels": 1-D int64 [n]}`, packed blocks add
 `"position_ids": 1-D int64 [n]`. `labels` equals `input_ids` except on an instruction
 row's prompt tokens and an example's first token, where it is -100 (no loss), the
-convention of Hugging Face causal-LM models and TRL's collator.
+convention of Hugging Face causal-LM models.
 Ids are widened from the stored uint16/uint32 to int64 here, one example at a time.
 Examples with no predicted loss token (a window wholly inside a prompt) are dropped.
 
@@ -84,6 +84,21 @@ class WindowDataset:
     def total_tokens(self) -> int:
         return int((self.stop - self.start).sum())
 
+    @property
+    def lengths(self) -> np.ndarray:
+        """1-D int64 [n_examples]: tokens per example."""
+        return self.stop - self.start
+
+    @property
+    def loss_tokens(self) -> np.ndarray:
+        """1-D int64 [n_examples]: tokens per example that carry loss (predicted, past the
+        prompt)."""
+        return self.stop - np.maximum(self.start + 1, self.n_prompt[self.row])
+
+    def token_kinds(self, i: int, row_kind: np.ndarray) -> np.ndarray:
+        """1-D int64 [n]: `row_kind` (the kind index of each row) for every token of example `i`."""
+        return np.full(int(self.stop[i] - self.start[i]), row_kind[int(self.row[i])], dtype=np.int64)
+
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
         r, a, b = int(self.row[i]), int(self.start[i]), int(self.stop[i])
         ids = self.rows.read(r)[a:b].astype(np.int64)
@@ -132,6 +147,24 @@ class PackedDataset:
     @property
     def total_tokens(self) -> int:
         return int(self.block_tokens[self.order].sum())
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """1-D int64 [n_examples]: tokens per example (block)."""
+        return self.block_tokens[self.order]
+
+    @property
+    def loss_tokens(self) -> np.ndarray:
+        """1-D int64 [n_examples]: tokens per block that carry loss (each member window's)."""
+        per_window = self.windows.loss_tokens[self.members]
+        per_block = np.add.reduceat(per_window, self.block_start[:-1]) if len(per_window) else np.zeros(0, np.int64)
+        return per_block[self.order]
+
+    def token_kinds(self, i: int, row_kind: np.ndarray) -> np.ndarray:
+        """1-D int64 [n]: the kind index (`row_kind` of its row) of every token of block `i`."""
+        b = int(self.order[i])
+        members = self.members[self.block_start[b] : self.block_start[b + 1]]
+        return np.concatenate([self.windows.token_kinds(int(m), row_kind) for m in members])
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
         b = int(self.order[i])
@@ -214,20 +247,3 @@ def build_dataset(
     about `instruction_share` of them when set (see module docstring)."""
     kind = PackedDataset if packing else WindowDataset
     return kind(rows, sequence_len, instruction_share)
-
-
-def as_hf_dataset(examples: WindowDataset | PackedDataset) -> object:
-    """Wrap a lazy dataset as a Hugging Face `datasets.Dataset` (what TRL accepts).
-
-    The Arrow table holds only `example_index` (int64 [n_examples]); ids are fetched
-    and widened when the trainer reads a batch, through `with_transform`, so nothing
-    is materialized up front.
-    """
-    from datasets import Dataset
-
-    def fetch(batch: dict[str, list[int]]) -> dict[str, list[np.ndarray]]:
-        got = [examples[int(i)] for i in batch["example_index"]]
-        return {key: [g[key] for g in got] for key in got[0]} if got else {"input_ids": [], "labels": []}
-
-    table = Dataset.from_dict({"example_index": np.arange(len(examples), dtype=np.int64)})
-    return table.with_transform(fetch)

@@ -16,22 +16,21 @@ when `u >= round(p * 65536)`; the kept ones are scaled by `65536 / (65536 - roun
 65536))`, so the drop probability is `p` rounded to 1/65536 (0.05 drops 3277/65536) and
 the expected output is the input. It replaced `torch.rand` (MT19937, one 32-bit draw per
 element): the demo's 4 x 128 tokens on every linear layer need 77 million mask elements
-per step, whose dropout took 0.59 s forward and backward with `torch.rand` and 0.34 s
-with SFC64, and a whole LoRA step ran 1.10x faster in bf16 and in fp32 on a 2-core
-Zen 4 (`benchmarks/dropout_masks.py --rounds 4 --steps 6`). On a
+per step, and SFC64 draws them in fewer operations than MT19937 (docs/benchmarks.md,
+`benchmarks/dropout_masks.py`). On a
 GPU the mask is `torch.rand(...) >= p` from a device generator seeded with the key, drawn
 where the tensor lives.
 
 - seed: the run's `training.seed`;
-- global micro-batch index: the data loader hands rank `r` of `W` the micro-batches
-  `r, r + W, r + 2W, ...` of the one shuffled order (accelerate's batch-sampler shards),
+- global micro-batch index: the schedule hands rank `r` of `W` the micro-batches
+  `r, r + W, r + 2W, ...` of the one shuffled order (`dlm.train.data`),
   so the `j`-th training forward of rank `r` is micro-batch `j * W + r`; with one
   process (`W = 1`) it is simply `j`, the same index for the same examples;
 - dropout module index: the module's place in the model's sorted module names.
 
-The index is counted by a forward pre-hook on the model in training mode (evaluation
-forwards do not count), so recomputed forwards under gradient checkpointing, which run
-inside backward, replay the mask of their own micro-batch. Masks keep nn.Dropout's
+The training loop ticks the clock before each training forward (evaluation forwards do
+not), so recomputed forwards under gradient checkpointing, which run inside backward,
+replay the mask of their own micro-batch. Masks keep nn.Dropout's
 semantics: an element is zeroed with probability `p` (on a CPU `p` rounded to
 1/65536, `keep_mask`) and the rest are scaled by one over the share kept.
 """
@@ -41,7 +40,6 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
-from typing import Any
 
 import numpy as np
 import torch
@@ -49,7 +47,8 @@ from torch import nn
 
 
 class MicroBatchClock:
-    """The global index of the micro-batch being trained (module docstring)."""
+    """The global index of the micro-batch being trained (module docstring); the training
+    loop sets `index` before each forward."""
 
     def __init__(self, rank: int = 0, world_size: int = 1, forwards: int = 0) -> None:
         self.rank, self.world_size = rank, world_size
@@ -57,6 +56,7 @@ class MicroBatchClock:
         self.index = -1
 
     def tick(self) -> None:
+        """Move to this rank's next micro-batch: `forwards * world_size + rank`."""
         self.index = self.forwards * self.world_size + self.rank
         self.forwards += 1
 
@@ -115,19 +115,17 @@ def mask_key(seed: int, micro_batch: int, module_index: int) -> int:
     return int.from_bytes(digest, "little") & (2**63 - 1)
 
 
-def install_keyed_dropout(model: nn.Module, seed: int, rank: int = 0, world_size: int = 1, forwards: int = 0) -> int:
+def install_keyed_dropout(model: nn.Module, seed: int, clock: MicroBatchClock) -> int:
     """Swap every `nn.Dropout` inside a peft model's `lora_dropout` dicts for a
-    `KeyedDropout` of the same `p` and count training forwards on `model`.
+    `KeyedDropout` of the same `p` reading `clock`, whose index the training loop sets
+    before each forward (`dlm.train.loop`).
 
-    Consumes no random numbers, so the adapter's initialization is untouched. `forwards`:
-    the training forwards this process made before (a run resumed from a checkpoint
-    continues the masks where it stopped).
+    Consumes no random numbers, so the adapter's initialization is untouched.
 
     Returns:
         The number of dropout modules replaced (0 when `lora_dropout` is 0: peft then
         uses `nn.Identity` and nothing needs keying).
     """
-    clock = MicroBatchClock(rank, world_size, forwards)
     replaced = 0
     for name, module in sorted(model.named_modules(), key=lambda item: item[0]):
         if not name.endswith("lora_dropout") or not isinstance(module, nn.ModuleDict):
@@ -137,14 +135,4 @@ def install_keyed_dropout(model: nn.Module, seed: int, rank: int = 0, world_size
                 module[adapter] = KeyedDropout(dropout.p, seed, replaced, clock)
                 module[adapter].train(dropout.training)
                 replaced += 1
-    if replaced:
-        model.register_forward_pre_hook(_ticker(clock))
     return replaced
-
-
-def _ticker(clock: MicroBatchClock) -> Any:
-    def hook(module: nn.Module, args: Any) -> None:
-        if module.training:
-            clock.tick()
-
-    return hook

@@ -33,7 +33,7 @@ from dlm.tokenize.seam import TokenizedRows
 # scoring 32 x 128 tokens peaked 2.4 GB above the loaded model at 4096, 1.0 GB at 1024 (peak RSS)
 TOKENS_PER_BATCH = 1024
 # a scoring batch's width is rounded up to a multiple of this, so a CPU's bfloat16 matmuls
-# see a few shapes, not one per length (`dlm.train.collator` says why)
+# see a few shapes, not one per length (`dlm.train.data` says why)
 WIDTH_MULTIPLE = 16
 
 
@@ -176,16 +176,14 @@ def example_nll(model: Any, examples: list[EvalExample], pad_id: int = 0) -> tup
 @contextmanager
 def scoring_precision(model: Any, precision: str) -> Iterator[None]:
     """Score under bfloat16 autocast when `precision` is `bfloat16` (the weights stay as
-    loaded, the NLL is summed in float32, attention in float32 on a CPU as in training:
-    `dlm.train.attention`), as the Trainer's own evaluation does in a bf16 run; plain
-    float32 otherwise."""
+    loaded, the NLL is summed in float32), plain float32 otherwise; `model` attends as
+    training attends (`dlm.train.attention.use_dlm_attention`)."""
     import torch
 
-    from dlm.train.attention import use_float32_cpu_attention
+    from dlm.train.attention import use_dlm_attention
 
     device = next(model.parameters()).device.type
-    if precision == "bfloat16":
-        use_float32_cpu_attention()  # as training runs it (dlm.train.attention)
+    use_dlm_attention(model)
     with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bfloat16"):
         yield
 
@@ -218,23 +216,3 @@ def heldout_loss(model: Any, eval_set: EvalSet, pad_id: int = 0, precision: str 
         loss_tokens=total_tokens,
         by_kind={k: nll_by_kind[k] / count_by_kind[k] for k in sorted(nll_by_kind) if count_by_kind[k]},
     )
-
-
-def eval_callback(
-    eval_set: EvalSet, every_steps: int, on_result: Any, pad_id: int = 0, precision: str = "float32"
-) -> Any:
-    """A transformers `TrainerCallback` scoring `eval_set` every `every_steps` optimizer steps.
-
-    `on_result(step, EvalResult)` receives each measurement. The last step is left to the
-    caller, which scores the finished model once.
-    """
-    from transformers import TrainerCallback
-
-    class _HeldOut(TrainerCallback):
-        def on_step_end(self, args, state, control, model=None, **kwargs):  # noqa: ANN001
-            step = state.global_step
-            if model is None or step % every_steps or step >= state.max_steps:
-                return
-            on_result(step, heldout_loss(model, eval_set, pad_id, precision))
-
-    return _HeldOut()

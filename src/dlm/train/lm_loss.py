@@ -4,10 +4,9 @@ A causal LM's own loss first makes the logits, `[B, T, V]` with V = 49,152 for
 SmolLM2; at the default micro-batch of 4 x 2048 tokens that is 1.6 GB in float32, and
 the cross-entropy keeps another such tensor for backward and makes a third for the
 gradient (a default `dlm train` of the `json` and `email` packages peaked at 14.9 GB
-resident). Here the model runs its decoder as usual and its LM head on the last position
-only (`logits_to_keep=1`, the head's product replaced by zeros: `_no_logits`); a hook on
-the decoder hands over the final hidden states `[B, T, H]`, and `token_nll` scores them
-`CHUNK_TOKENS` rows at a time. The loss is the last operation of the graph, so each
+resident). Here the model's decoder runs alone (`get_decoder()`, LoRA layers included)
+and hands back the final hidden states `[B, T, H]`; the LM head is never called, and
+`token_nll` scores the hidden states `CHUNK_TOKENS` rows at a time. The loss is the last operation of the graph, so each
 token's gradient with respect to its hidden state, `(softmax - onehot) @ W` `[H]`, is
 computed in the same pass while the chunk's logits exist, and backward only scales it
 by the incoming gradient of that token's NLL. What
@@ -26,7 +25,6 @@ own loss.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import torch
@@ -59,14 +57,19 @@ VOCAB_SLICE = 8192
 class _FusedHeadNLL(torch.autograd.Function):
     @staticmethod
     def forward(
-        ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, dtype: torch.dtype, chunk: int
+        ctx: Any,
+        hidden: torch.Tensor,
+        weight: torch.Tensor,
+        target: torch.Tensor,
+        rows: torch.Tensor,
+        dtype: torch.dtype,
+        chunk: int,
     ) -> torch.Tensor:
         n = hidden.shape[0]
         nll = torch.zeros(n, dtype=torch.float32, device=hidden.device)
         grad = torch.zeros_like(hidden) if ctx.needs_input_grad[0] else None
         # only rows that carry loss reach the head: a masked row's NLL and gradient are 0
         # without it (prompt tokens, the last position, padding)
-        rows = (target != -100).nonzero().squeeze(1)
         with torch.autocast(hidden.device.type, enabled=False):
             if grad is None and weight.dtype != dtype:
                 nll[rows] = _nll_over_vocab_slices(hidden[rows], weight, target[rows], dtype, chunk)
@@ -107,7 +110,7 @@ class _FusedHeadNLL(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad_nll: torch.Tensor) -> tuple[Any, ...]:
         (grad,) = ctx.saved_tensors
-        return grad * grad_nll[:, None].to(grad.dtype), None, None, None, None
+        return grad * grad_nll[:, None].to(grad.dtype), None, None, None, None, None
 
 
 def _nll_over_vocab_slices(
@@ -150,8 +153,19 @@ def _even_chunks(rows: torch.Tensor, chunk: int) -> list[torch.Tensor]:
     return list(torch.tensor_split(rows, pieces))
 
 
+def loss_rows(target: torch.Tensor) -> torch.Tensor:
+    """1-D int64 [n_loss]: the indices of `target` (1-D int64 [N]) that carry loss (not
+    -100). Computed where `target` lives: on the host it costs the device no sync, which
+    `nonzero` on a GPU tensor would."""
+    return (target != -100).nonzero().squeeze(1)
+
+
 def token_nll(
-    hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, chunk: int | None = None
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    target: torch.Tensor,
+    chunk: int | None = None,
+    rows: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Each token's negative log-likelihood under the LM head, without keeping logits.
 
@@ -162,6 +176,7 @@ def token_nll(
         target: 1-D int64 [N], the id each row predicts; -100 means no loss.
         chunk: rows of logits computed at once (None: `CHUNK_TOKENS` for the products'
             dtype when a gradient is recorded, else `SCORING_CHUNK_TOKENS`).
+        rows: `loss_rows(target)` when the caller has it (on the host); None: computed here.
 
     Returns:
         1-D float32 [N]: `logsumexp(logits) - logits[target]` in nats, 0 where `target`
@@ -174,7 +189,9 @@ def token_nll(
         hidden = hidden.detach()  # no gradient buffer, and the scoring path below
     if chunk is None:
         chunk = (CHUNK_TOKENS if training else SCORING_CHUNK_TOKENS).get(dtype, 128)
-    return _FusedHeadNLL.apply(hidden, weight, target, dtype, chunk)
+    if rows is None:
+        rows = loss_rows(target)
+    return _FusedHeadNLL.apply(hidden, weight, target, rows.to(hidden.device, non_blocking=True), dtype, chunk)
 
 
 def causal_lm_of(model: Any) -> Any:
@@ -200,31 +217,28 @@ def head_is_frozen(model: Any) -> bool:
 
 def fusable(causal_lm: Any) -> bool:
     """True when the fused NLL equals `causal_lm`'s own loss: a model type of
-    `FUSED_MODEL_TYPES` with a frozen, bias-free LM head and a forward that takes
-    `logits_to_keep`. Otherwise callers use the model's own logits."""
+    `FUSED_MODEL_TYPES` with a decoder of its own (`get_decoder`) and a frozen, bias-free
+    LM head. Otherwise callers use the model's own logits."""
     config = getattr(causal_lm, "config", None)
     if getattr(config, "model_type", None) not in FUSED_MODEL_TYPES:
         return False
     if not (hasattr(causal_lm, "get_decoder") and hasattr(causal_lm, "get_output_embeddings")):
         return False
     head = causal_lm.get_output_embeddings()
-    if head is None or getattr(head, "bias", None) is not None or not head_is_frozen(causal_lm):
-        return False
-    try:
-        return "logits_to_keep" in inspect.signature(causal_lm.forward).parameters
-    except (TypeError, ValueError):
-        return False
+    return head is not None and getattr(head, "bias", None) is None and head_is_frozen(causal_lm)
 
 
 def causal_lm_token_nll(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
-    """Run `model` on `inputs` and return each position's NLL of the next label: fused with
-    the LM head where the causal LM inside it is `fusable`, else from the model's own logits.
+    """Run `model` on `inputs` and return each position's NLL of the next label: the
+    decoder alone with the LM head fused into the NLL where the causal LM inside it is
+    `fusable`, else from the model's own logits.
 
     Args:
-        model: what the trainer calls (a causal LM, a peft model, possibly wrapped for
-            several ranks: `causal_lm_of`).
-        inputs: the collated batch: `input_ids` [B, T], `labels` [B, T] (-100: no loss)
-            and `attention_mask` or `position_ids`.
+        model: a causal LM or a peft model around one (`causal_lm_of`).
+        inputs: the collated batch: `input_ids` [B, T], `labels` [B, T] (-100: no loss),
+            `attention_mask` or `position_ids`, and optionally `loss_rows`, 1-D int64: the
+            flat [B * T] positions whose next label carries loss (`loss_rows` of the
+            shifted labels), found on the host so the device never waits to count them.
 
     Returns:
         2-D float32 [B, T]: position t holds `-log p(labels[t + 1])`, as the model's own
@@ -232,52 +246,22 @@ def causal_lm_token_nll(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         Differentiable when grad is on.
     """
     causal_lm = causal_lm_of(model)
-    features = {k: v for k, v in inputs.items() if k != "labels"}
-    labels = inputs["labels"]
+    features = {k: v for k, v in inputs.items() if k not in ("labels", "loss_rows")}
+    target = _next_labels(inputs["labels"])
     if not fusable(causal_lm):
-        logits = model(**features).logits  # [B, T, V]
-        target = _next_labels(labels.to(logits.device))
+        logits = model(**features, use_cache=False).logits  # [B, T, V]
+        target = target.to(logits.device)
         nll = F.cross_entropy(
             logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100, reduction="none"
         )
         return nll.view(target.shape)
-    captured: list[torch.Tensor] = []
-
-    def keep(module: Any, args: Any, output: Any) -> None:
-        captured.append(output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0])
-
-    handle = causal_lm.get_decoder().register_forward_hook(keep)
-    head = causal_lm.get_output_embeddings()
-    own = head.__dict__.get("forward")  # an instance-level forward (accelerate's hooks set one)
-    head.forward = _no_logits(head.weight.shape[0])
-    try:
-        model(**features, logits_to_keep=1)
-    finally:
-        handle.remove()
-        if own is None:
-            del head.forward  # the class's own forward again
-        else:
-            head.forward = own
-    hidden = captured[-1]  # [B, T, H]
-    target = _next_labels(labels.to(hidden.device))
+    hidden = causal_lm.get_decoder()(**features, use_cache=False).last_hidden_state  # [B, T, H]
     batch, length, width = hidden.shape
-    nll = token_nll(hidden.reshape(-1, width), causal_lm.get_output_embeddings().weight, target.reshape(-1))
+    flat = target.reshape(-1).to(hidden.device)
+    rows = inputs.get("loss_rows")
+    weight = causal_lm.get_output_embeddings().weight
+    nll = token_nll(hidden.reshape(-1, width), weight, flat, rows=rows)
     return nll.view(batch, length)
-
-
-def _no_logits(vocab: int) -> Any:
-    """A stand-in for the LM head's forward while the fused NLL replaces it: zeros
-    `[B, k, vocab]`. The model's own head would cast its whole weight to the autocast
-    dtype for the one position it keeps, and keep that copy for backward (SmolLM2: 57 MB
-    per micro-batch in bfloat16), for logits no loss reads. The zeros are a view of the
-    hidden states times 0, not a fresh tensor: torch's DistributedDataParallel finds the
-    parameters a forward used by walking back from its outputs, and outputs that lead
-    nowhere would have it mark every parameter ready before backward, then again in it."""
-
-    def forward(hidden: torch.Tensor) -> torch.Tensor:
-        return (hidden[..., :1] * 0).expand(*hidden.shape[:-1], vocab)
-
-    return forward
 
 
 def _next_labels(labels: torch.Tensor) -> torch.Tensor:

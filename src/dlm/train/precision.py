@@ -11,9 +11,8 @@ Without those instructions bfloat16 is emulated and slower than float32, so `aut
     CPU with avx512_bf16 or amx_bf16 (Linux)     bfloat16
     anything else (other CPUs, MPS, no flags)    float32
 
-A bare peft LoRA loop on a 2-core Zen 4 (AVX512-BF16) steps 1.9x faster under bfloat16
-autocast than in float32, with the held-out loss within run-to-run noise
-(`benchmarks/train_throughput.py`; numbers in docs/determinism.md).
+Where the CPU has them, bfloat16 steps are faster than float32 ones with the held-out
+loss within run-to-run noise (docs/benchmarks.md, `benchmarks/train_throughput.py`).
 """
 
 from __future__ import annotations
@@ -100,17 +99,13 @@ def hold_frozen_weights(model: Any, precision: str) -> int:
     forward and keeps that copy for backward, so a float32 model costs its weights
     1.5 times over; cast once ahead, the bits are the same (autocast rounds to nearest
     even, as `Tensor.to` does) and only the bfloat16 copy stays. The same holds for an LM
-    head that shares the input embedding's weight (`dlm.train.lm_loss` casts it per
-    micro-batch: 57 MB for SmolLM2). A bfloat16 embedding table changes one thing: the
-    looked-up vectors are its values rounded to bfloat16, as in any model trained or
-    shipped in bfloat16; a forward hook returns them as float32, so the residual stream
-    stays float32 as in a float32 model. The demo's held-out loss after 10 steps: see
-    docs/determinism.md. LoRA's own weights take gradients and stay float32 (peft's rule
-    for adapters). The float32 tensors transformers loaded are views of the mapped
-    safetensors file, whose pages count as resident once read: copying the rest lets
-    the mapping go, and each tensor's pages go as soon as it is copied
-    (`dlm.train.mapped`), so the float32 pages and the bfloat16 copies are never all
-    resident together.
+    head that shares the input embedding's weight (`dlm.train.lm_loss` would cast it per
+    micro-batch). A bfloat16 embedding table changes one thing: the looked-up vectors
+    are its values rounded to bfloat16, as in any model trained or shipped in bfloat16;
+    a forward hook returns them as float32, so the residual stream stays float32 as in a
+    float32 model. LoRA's own weights take gradients and stay float32 (peft's rule for
+    adapters). The float32 tensors transformers loaded are views of the mapped
+    safetensors file: copying the rest too lets the whole mapping go once converted.
 
     The float32 bits of the converted weights are gone: score or generate in float32
     from a fresh `dlm.models.load_model`, and score this model only under
@@ -141,11 +136,8 @@ def _hold(model: Any, precision: str, kinds: tuple[type[Any], ...], copy_rest: b
     `copy_rest`, give every other frozen tensor memory of its own."""
     import torch
 
-    from dlm.train.mapped import FileMappings
-
     if precision != "bfloat16":
         return 0
-    mapped = FileMappings.read_clean()  # each weight's file pages go once it is copied
     owners: list[Any] = [m for m in model.modules() if isinstance(m, kinds)]
     held = {id(t) for m in owners for t in m.parameters(recurse=False)}
     converted = 0
@@ -159,10 +151,8 @@ def _hold(model: Any, precision: str, kinds: tuple[type[Any], ...], copy_rest: b
             if id(tensor) in held and tensor.dtype == torch.float32:
                 converted += tensor.numel() * tensor.element_size()
                 tensor.data = old.to(torch.bfloat16)
-                mapped.drop(old)
             elif copy_rest and tensor.dtype != torch.bfloat16:
                 tensor.data = old.clone()
-                mapped.drop(old)
         if isinstance(module, torch.nn.Embedding) and module.weight.dtype == torch.bfloat16:
             _float32_lookups(module)
     return converted

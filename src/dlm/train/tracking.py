@@ -1,6 +1,5 @@
 """What a run measures about itself besides the train loss: the held-out loss at each
-measurement, the tokens it plans to process (for a token-based ETA), and the share of
-processed tokens that carry loss (the real-token fraction).
+measurement, and the tokens it plans to process (for a token-based ETA).
 
 Library code only: measurements go to the metrics database and to the run's sink
 (`on_eval`, `on_plan`), which the CLI renders.
@@ -9,11 +8,12 @@ Library code only: measurements go to the metrics database and to the run's sink
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from dlm.metrics import EvalRecord, MetricsDB
 from dlm.train.base_score import BaseScoreMemo
-from dlm.train.evaluate import EvalResult, EvalSet, eval_callback, heldout_loss
+from dlm.train.evaluate import EvalResult, EvalSet, heldout_loss
 
 
 def planned_tokens(dataset: Any, max_steps: int | None, examples_per_step: int, epochs: float) -> int:
@@ -30,31 +30,6 @@ def planned_tokens(dataset: Any, max_steps: int | None, examples_per_step: int, 
     if max_steps is None:
         return int(round(total * epochs))
     return int(round(total / n * max_steps * examples_per_step))
-
-
-@dataclass
-class TokenTally:
-    """Counts what the steps trained, micro-batch by micro-batch (`on_micro_batch` is given
-    the labels of each micro-batch the loss is computed on). Batches a data loader reads
-    ahead, or examples the trainer inspects, are not counted: at 10 steps of the demo those
-    were one batch and one example more than trained (an eighth of the count).
-
-    `processed`: tokens fed to the model, padding included (batch size * longest example);
-    `loss_tokens`: tokens whose label is predicted (a label != -100 after the first position).
-    """
-
-    processed: int = 0
-    loss_tokens: int = 0
-
-    def on_micro_batch(self, labels: Any) -> None:
-        """Count one micro-batch. `labels`: 2-D int [B, T] (torch or numpy), -100 where no
-        loss is taken."""
-        self.processed += int(labels.shape[0] * labels.shape[1])
-        self.loss_tokens += int((labels[:, 1:] != -100).sum())
-
-    @property
-    def fraction(self) -> float | None:
-        return self.loss_tokens / self.processed if self.processed else None
 
 
 def _record(phase: str, step: int, result: EvalResult) -> EvalRecord:
@@ -106,19 +81,18 @@ class HeldOutTracker:
                 memo.write(result)
         self._keep(phase, step, result)
 
-    def callbacks(self) -> list[Any]:
-        """Trainer callbacks to add (none unless `every_steps` is set)."""
-        if not self.active or not self.every_steps:
-            return []
-        return [
-            eval_callback(
-                self.eval_set,
-                self.every_steps,
-                lambda step, result: self._keep("step", step, result),
-                self.pad_id,
-                self.precision,
-            )
-        ]
+    def between_steps(self, model: Any, step: int, max_steps: int) -> bool:
+        """Score `model` every `every_steps` steps but the last, which the caller scores
+        once the run ends (`dlm.train.loop.Measurement`). Never stops the run."""
+        if self.active and self.every_steps and step % self.every_steps == 0 and step < max_steps:
+            self._keep("step", step, heldout_loss(model, self.eval_set, self.pad_id, self.precision))
+        return False
+
+    def save(self, folder: Path) -> None:
+        """Nothing to save: every measurement is in the metrics database already."""
+
+    def load(self, folder: Path) -> None:
+        """Nothing to load (`save`)."""
 
     def _keep(self, phase: str, step: int, result: EvalResult) -> None:
         self.results.append((phase, step, result))

@@ -12,9 +12,7 @@ probe report after training are not included.
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from dlm.actions.common import DocPath, open_document
@@ -79,9 +77,10 @@ def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainS
     """
     import torch
 
+    from dlm.actions.training.publish import loop_run
     from dlm.models import load_model
-    from dlm.train.dataset import as_hf_dataset
-    from dlm.train.lora import train_lora
+    from dlm.train.loop import train
+    from dlm.train.precision import training_device
     from dlm.train.tracking import planned_tokens
 
     sink = sink or NullSink()
@@ -104,23 +103,13 @@ def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainS
         check_agreement,
         lambda stats, waited, ready: rank_entry(info, stats, waited, ready),
     )
-    steps = run.hyper.max_steps
     per_step = run.hyper.batch_size * run.hyper.gradient_accumulation_steps
-    if steps is None:  # num_epochs: whole passes over the examples
-        steps = max(1, int(-(-len(run.dataset) * run.hyper.num_epochs // per_step)))
+    steps = run.hyper.max_steps or max(1, int(-(-len(run.dataset) * run.hyper.num_epochs // per_step)))
     planned = planned_tokens(run.dataset, run.hyper.max_steps, per_step, run.hyper.num_epochs)
     times = _StepTimes()
     sink.on_note(f"measuring {MEASURED_STEPS} real steps on this machine")
-    with tempfile.TemporaryDirectory(prefix="dlm-dry-run-") as scratch:
-        train_lora(
-            load_model(run.ref),
-            run.tokenizer,
-            as_hf_dataset(run.dataset),
-            replace(run.hyper, max_steps=MEASURED_STEPS),
-            Path(scratch),
-            times,
-            sequence_len=training.sequence_len,
-        )
+    measured = replace(run, hyper=replace(run.hyper, max_steps=MEASURED_STEPS))
+    train(load_model(run.ref, device=training_device()), loop_run(measured, None, None), times)
     if len(times.seen) < MEASURED_STEPS:
         raise TrainingError("dry run: the measured steps did not complete; run `dlm train` to see why")
     (t1, n1), (t2, n2) = times.seen[-2], times.seen[-1]

@@ -1,22 +1,23 @@
 """Train a prepared run and publish it: rank 0 records metrics, saves, commits the
 adapter version and has the store record it and the lock written; any other rank only
-trains its shard and writes nothing.
+trains its shard and writes nothing. The training itself is `dlm.train.loop.train`.
 
 Ctrl-C (or a failure) before the version is committed empties the staging folder but
 for the run's latest complete checkpoint (`dlm.train.checkpoint`, every
 `training.checkpoint_every`), marks the metrics row `interrupted` (or `failed`) with the
 checkpoint's folder, and leaves the previous adapter current; `dlm train --resume`
 continues from that checkpoint. Each logged step also records the train loss per row
-kind (`dlm.train.kind_loss`).
+kind.
 """
 
 from __future__ import annotations
 
 import shutil
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from dlm.actions.training.plan import PreparedRun
 from dlm.actions.training.report import build_report, tokenization_record
@@ -25,15 +26,14 @@ from dlm.lock.schema import lock_to_json
 from dlm.metrics import MetricsDB, RunRecord
 from dlm.models import load_model
 from dlm.train.base_score import BaseScoreMemo, eval_set_sha256, model_identity, score_key, scoring_environment
-from dlm.train.checkpoint import checkpoint_step, latest_checkpoint, saver_callback, write_run_file
-from dlm.train.dataset import as_hf_dataset
+from dlm.train.checkpoint import checkpoint_step, latest_checkpoint, write_run_file
+from dlm.train.data import KINDS
 from dlm.train.evaluate import build_eval_set
 from dlm.train.heldout import subset
-from dlm.train.kind_loss import KindLoss
-from dlm.train.lora import LoraResult, train_lora
-from dlm.train.memory import in_own_arena, mapped_scoring_blocks, release_freed_memory
+from dlm.train.loop import LoopRun, Measurement, train
+from dlm.train.lora import LoraResult
 from dlm.train.precision import hold_frozen_embeddings, training_device
-from dlm.train.tracking import HeldOutTracker, TokenTally, planned_tokens
+from dlm.train.tracking import HeldOutTracker, planned_tokens
 
 if TYPE_CHECKING:
     from dlm.judge.track import ProbeTracker
@@ -47,33 +47,10 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
             staging folder and recording the run as interrupted or failed; the store's
             `current` adapter is unchanged.
     """
-    from dlm.lock import adapter_sha256, canonicalize_adapter_dir
-
-    tokenization = tokenization_record(run.tokenized)
-    every = run.training.parsed_checkpoint_every
     with MetricsDB(run.store.metrics_path) as metrics:
-        before = _tokens_before(run.resume_from)
-        if run.resume_from is not None:
-            metrics.resume_run(run.run_id)
-            staging = run.store.resume_staging_dir(run.run_id)
-            sink.on_message(f"resuming run {run.run_id} from {run.resume_from.name}")
-        else:
-            _note_discarded(run, sink)
-            metrics.start_run(
-                run.run_id,
-                base_model=run.ref.name,
-                max_steps=run.hyper.max_steps,
-                rows=len(run.tokenized),
-                files_taken=run.tokenized.files_taken,
-                files_skipped=run.files_skipped,
-                heldout_rows=int(run.split.heldout.shape[0]),
-            )
-            staging = run.store.new_staging_dir(run.run_id)
-        metrics.log_tokenization(run.run_id, tokenization)
+        staging = _open_run(run, metrics, sink)
         checkpoints = staging / "checkpoints"
         recorder = _StepRecorder(metrics, run.run_id, sink)
-        tally = TokenTally()
-        kinds = KindLoss(run.dataset, run.dataset.rows.kinds)
         sink.on_plan(
             planned_tokens(
                 run.dataset,
@@ -82,13 +59,6 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
                 run.hyper.num_epochs,
             )
         )
-        callbacks = [kinds.callback(recorder.on_kind_window)]
-        if every is not None:
-            assert run.lock is not None  # rank 0 always prepares the lock
-            write_run_file(checkpoints, run.run_id, lock_to_json(run.lock.current))
-            callbacks.append(
-                saver_callback(every, checkpoints, lambda step, path: metrics.set_checkpoint(run.run_id, str(path)))
-            )
         try:
             model = load_model(run.ref, device=training_device())  # scored where it trains
             # the base model is scored with the embedding lookups the steps will use
@@ -96,59 +66,128 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
             heldout = _heldout_tracker(run, metrics, sink, model)
             heldout.measure(model, "before", 0)
             probes = _probe_tracker(run, metrics)
-            hooks = kinds.attach(model)
-            try:
-                result = train_lora(
-                    model,
-                    run.tokenizer,
-                    as_hf_dataset(kinds.wrap(run.dataset)),
-                    run.hyper,
-                    staging / "trainer",
-                    recorder,
-                    callbacks=[*callbacks, *heldout.callbacks(), *([probes.callback()] if probes else [])],
-                    sequence_len=run.training.sequence_len,
-                    resume_from=run.resume_from,
-                    on_token_nll=kinds.see_nll,
-                    on_micro_batch=tally.on_micro_batch,
-                )
-            finally:
-                for hook in hooks:
-                    hook.remove()
+            measurements: list[Measurement] = [heldout, *([probes] if probes else [])]
+            result = train(model, loop_run(run, checkpoints, metrics), recorder, measurements)
             if probes is not None and probes.restore_best(result.model, result.steps):
                 sink.on_note(
                     f"kept the adapter of step {probes.best_step}: its answers scored best "
                     f"({probes.best_score:.3f} against {probes.scores[-1][1]:.3f} at step {result.steps})"
                 )
             heldout.measure(result.model, "after", result.steps)
-            shutil.rmtree(staging / "trainer", ignore_errors=True)
             shutil.rmtree(checkpoints, ignore_errors=True)
-            result.model.save_pretrained(staging)
-            canonicalize_adapter_dir(staging, base_model_name=run.ref.name)
-            sha = adapter_sha256(staging)
-            version, adapter_dir = run.store.commit_version(staging)
+            version, adapter_dir, sha = _commit(run, result, staging)
         except BaseException as exc:
-            kept = _keep_checkpoint(staging, checkpoints)
-            status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-            where = (
-                (
-                    f"; its checkpoint at step {checkpoint_step(kept)} is kept ({kept}): "
-                    "`dlm train --resume` continues it"
-                )
-                if kept
-                else ""
-            )
-            sink.on_message(
-                f"run {run.run_id} {status} at step {recorder.last_step}: the previous adapter stays current{where}"
-            )
-            metrics.finish_run(run.run_id, RunRecord(status, recorder.last_step, None, None, None))
-            metrics.set_checkpoint(run.run_id, str(kept) if kept else None)
+            _record_failure(run, metrics, sink, exc, staging, recorder.last_step)
             raise
-        rate = _rate(result, before)
+        rate = _rate(result)
         metrics.finish_run(
             run.run_id,
-            RunRecord("completed", result.steps, result.train_loss, rate, version, result.tokens_seen, tally.fraction),
+            RunRecord(
+                "completed",
+                result.steps,
+                result.train_loss,
+                rate,
+                version,
+                result.tokens_seen,
+                result.real_token_fraction,
+            ),
         )
         metrics.set_checkpoint(run.run_id, None)
+    del model  # its frozen weights may be bfloat16: the judge loads a fresh float32 base
+    result = replace(result, model=None)
+    return _report(run, result, version, adapter_dir, sha, heldout, recorder, sink)
+
+
+def _open_run(run: PreparedRun, metrics: MetricsDB, sink: TrainSink) -> Path:
+    """Start (or resume) the run's metrics row; returns its staging folder, with the run
+    file beside the checkpoints when checkpoints are on."""
+    if run.resume_from is not None:
+        metrics.resume_run(run.run_id)
+        staging = run.store.resume_staging_dir(run.run_id)
+        sink.on_message(f"resuming run {run.run_id} from {run.resume_from.name}")
+    else:
+        _note_discarded(run, sink)
+        metrics.start_run(
+            run.run_id,
+            base_model=run.ref.name,
+            max_steps=run.hyper.max_steps,
+            rows=len(run.tokenized),
+            files_taken=run.tokenized.files_taken,
+            files_skipped=run.files_skipped,
+            heldout_rows=int(run.split.heldout.shape[0]),
+        )
+        staging = run.store.new_staging_dir(run.run_id)
+    metrics.log_tokenization(run.run_id, tokenization_record(run.tokenized))
+    if run.training.parsed_checkpoint_every is not None:
+        assert run.lock is not None  # rank 0 always prepares the lock
+        write_run_file(staging / "checkpoints", run.run_id, lock_to_json(run.lock.current))
+    return staging
+
+
+def loop_run(run: PreparedRun, checkpoints: Path | None, metrics: MetricsDB | None) -> LoopRun:
+    """The loop's view of `run` (`dlm.train.loop.LoopRun`); `checkpoints` and `metrics`
+    (which records each checkpoint) only on rank 0."""
+    every = run.training.parsed_checkpoint_every if checkpoints is not None else None
+    row_kinds = np.fromiter((KINDS.index(k) for k in run.dataset.rows.kinds), dtype=np.int64)
+
+    def saved(step: int, path: Path) -> None:
+        if metrics is not None:
+            metrics.set_checkpoint(run.run_id, str(path))
+
+    return LoopRun(
+        hyper=run.hyper,
+        dataset=run.dataset,
+        row_kinds=row_kinds,
+        sequence_len=run.training.sequence_len,
+        pad_id=_pad_id(run.tokenizer),
+        rank=run.rank,
+        world_size=run.plan.world_size,
+        checkpoints=checkpoints if every is not None else None,
+        every=every,
+        resume_from=run.resume_from,
+        on_checkpoint=saved,
+    )
+
+
+def _commit(run: PreparedRun, result: LoraResult, staging: Path) -> tuple[str, Path, str]:
+    """Save the trained adapter into `staging` and commit it as the next version; returns
+    (version, its folder, its sha256)."""
+    from dlm.lock import adapter_sha256, canonicalize_adapter_dir
+
+    result.model.save_pretrained(staging)
+    canonicalize_adapter_dir(staging, base_model_name=run.ref.name)
+    sha = adapter_sha256(staging)
+    version, adapter_dir = run.store.commit_version(staging)
+    return version, adapter_dir, sha
+
+
+def _record_failure(
+    run: PreparedRun, metrics: MetricsDB, sink: TrainSink, exc: BaseException, staging: Path, last_step: int
+) -> None:
+    """Keep the latest checkpoint, say what happened, and mark the run in metrics."""
+    kept = _keep_checkpoint(staging, staging / "checkpoints")
+    status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+    where = (
+        f"; its checkpoint at step {checkpoint_step(kept)} is kept ({kept}): `dlm train --resume` continues it"
+        if kept
+        else ""
+    )
+    sink.on_message(f"run {run.run_id} {status} at step {last_step}: the previous adapter stays current{where}")
+    metrics.finish_run(run.run_id, RunRecord(status, last_step, None, None, None))
+    metrics.set_checkpoint(run.run_id, str(kept) if kept else None)
+
+
+def _report(
+    run: PreparedRun,
+    result: LoraResult,
+    version: str,
+    adapter_dir: Path,
+    sha: str,
+    heldout: HeldOutTracker,
+    recorder: _StepRecorder,
+    sink: TrainSink,
+) -> TrainReport:
+    """Record the version and the lock, judge the adapter, and build the run's report."""
     run.store.record_adapter(
         version=version,
         run_id=run.run_id,
@@ -160,16 +199,7 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
     assert run.lock is not None  # rank 0 always prepares the lock
     run.lock.finish(run.run_id, sha)
     warnings = list(run.lock.decision.warnings)
-    # the trained model's frozen weights may be held in bfloat16: let it go before the
-    # judge loads the adapter on a float32 base, as `dlm eval` and `dlm prompt` do
-    del model
-    result = replace(result, model=None)
-    release_freed_memory()
-    # on a thread of its own the report's passes get a fresh malloc arena instead of the
-    # holes the steps left in the main heap (`dlm.train.memory.in_own_arena`), and their
-    # activations are mapped and unmapped on their own (`mapped_scoring_blocks`)
-    with mapped_scoring_blocks():
-        evaluation = in_own_arena(lambda: _judge(run, adapter_dir, version, sink))
+    evaluation = _judge(run, adapter_dir, version, sink)
     if evaluation is not None:
         warnings += evaluation["warnings"]
     report = build_report(
@@ -180,31 +210,25 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
         sha=sha,
         warnings=warnings,
         heldout=heldout.summary(),
-        real_token_fraction=tally.fraction,
+        real_token_fraction=result.real_token_fraction,
         evaluation=evaluation,
-        loss_tokens=tally.loss_tokens,
+        loss_tokens=result.loss_tokens,
     )
     report.resumed_from = str(run.resume_from) if run.resume_from is not None else None
-    report.tokens_per_second = rate
+    report.tokens_per_second = _rate(result)
     report.kind_losses = recorder.last_kinds
     return report
 
 
-def _tokens_before(resumed_from: Path | None) -> int:
-    """Tokens the run had seen at the checkpoint it resumes from (0 for a fresh run)."""
-    import json
-
-    if resumed_from is None:
-        return 0
-    state = json.loads((resumed_from / "trainer_state.json").read_text())
-    return int(state.get("num_input_tokens_seen") or 0)
+def _pad_id(tokenizer: Any) -> int:
+    pad = getattr(tokenizer, "pad_token_id", None)
+    return int(pad) if pad is not None else int(tokenizer.eos_token_id)
 
 
-def _rate(result: LoraResult, before: int) -> float | None:
-    """Tokens per second of the training steps done in this process: a resumed Trainer
-    counts the tokens seen before its checkpoint too (`before`), but its clock starts at
-    the resume."""
-    return (result.tokens_seen - before) / result.step_seconds if result.step_seconds > 0 else None
+def _rate(result: LoraResult) -> float | None:
+    """Tokens per second of this process's training steps; a resumed run's tokens count
+    from its checkpoint on, as its clock does."""
+    return result.tokens_per_second
 
 
 def _keep_checkpoint(staging: Path, checkpoints: Path) -> Path | None:
@@ -259,16 +283,7 @@ def _judge(run: PreparedRun, adapter_dir: Path, version: str, sink: TrainSink) -
 def train_as_peer(run: PreparedRun) -> TrainReport:
     """A rank other than 0: train its shard of every step and write nothing; the report
     (no adapter, `rank` > 0) goes only to this machine's launcher when it is the first rank here."""
-    with tempfile.TemporaryDirectory(prefix="dlm-rank-") as scratch:  # the trainer's output_dir; never the store
-        result = train_lora(
-            load_model(run.ref),
-            run.tokenizer,
-            as_hf_dataset(run.dataset),
-            run.hyper,
-            Path(scratch),
-            NullSink(),
-            sequence_len=run.training.sequence_len,
-        )
+    result = train(load_model(run.ref, device=training_device()), loop_run(run, None, None), NullSink())
     return build_report(run, result)
 
 
@@ -340,7 +355,7 @@ class _StepRecorder:
         self.metrics, self.run_id, self.sink, self.last_step = metrics, run_id, sink, 0
         self.last_kinds: dict[str, float] | None = None
 
-    def on_kind_window(self, step: int, losses: dict[str, tuple[float, int]]) -> None:
+    def on_kind_losses(self, step: int, losses: dict[str, tuple[float, int]]) -> None:
         self.metrics.log_kind_losses(self.run_id, step, losses)
         self.last_kinds = {kind: loss for kind, (loss, _) in losses.items()}
         self.sink.on_kind_loss(step, self.last_kinds)
