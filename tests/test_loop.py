@@ -126,7 +126,10 @@ def test_a_measurement_runs_between_steps_and_can_stop_the_run():
     seen: list[tuple[int, bool]] = []
 
     class StopAtTwo:
-        def between_steps(self, model, step, max_steps) -> bool:  # noqa: ANN001
+        def due(self, step, max_steps) -> bool:  # noqa: ANN001
+            return step < max_steps
+
+        def between_steps(self, model, step) -> bool:  # noqa: ANN001
             seen.append((step, model.training))
             return step == 2
 

@@ -24,10 +24,8 @@ FIXED_ENV = Environment(
         "torch": "2.13.0+cpu",
         "transformers": "5.23.0",
         "peft": "0.21.2",
-        "trl": "1.16.0",
         "accelerate": "1.15.0",
         "tokenizers": "0.23.3",
-        "datasets": "5.2.0",
         "numpy": "2.4.6",
     },
 )

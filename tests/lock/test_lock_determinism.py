@@ -129,10 +129,8 @@ def test_doctor_cli_json_and_table() -> None:
         "torch",
         "transformers",
         "peft",
-        "trl",
         "accelerate",
         "tokenizers",
-        "datasets",
         "numpy",
     }
     table = runner.invoke(_doctor_app(), ["doctor"])

@@ -3,8 +3,9 @@
 from dataclasses import asdict
 
 from dlm.lock.record import hyperparameters_sha256
+from dlm.train.data import ORDER_MODE
 from dlm.train.dropout import MASKS_MODE
-from dlm.train.lora import PACKING_MODE, Hyperparameters, lock_hyperparameters
+from dlm.train.lora import LOOP_MODE, PACKING_MODE, Hyperparameters, lock_hyperparameters
 
 RUN = Hyperparameters(
     lora_r=8,
@@ -20,10 +21,10 @@ RUN = Hyperparameters(
 )
 
 
-def test_a_windows_run_hashes_its_settings_and_the_length_rounding_it_trained_with():
-    # no precision, no gradient_checkpointing (neither is a hashed setting); the multiple
-    # batch lengths are rounded to sets the shapes, so locks written before it describe
-    # other bytes and hash apart
+def test_a_windows_run_hashes_its_settings_its_batching_rule_and_its_loop():
+    # no precision, no gradient_checkpointing (neither is a hashed setting); the rule that
+    # orders and pads micro-batches sets the shapes, and the loop the arithmetic, so locks
+    # written under another rule or loop (the Trainer's `pad_to_multiple_of`) hash apart
     no_dropout = Hyperparameters(**{**asdict(RUN), "lora_dropout": 0.0})
     before = {
         **{k: v for k, v in asdict(no_dropout).items() if k not in ("precision", "gradient_checkpointing")},
@@ -31,9 +32,8 @@ def test_a_windows_run_hashes_its_settings_and_the_length_rounding_it_trained_wi
         "packing": False,
     }
     hyper = lock_hyperparameters(no_dropout, 128, False, None)
-    assert hyper == {**before, "pad_to_multiple_of": 16}
-    assert hyperparameters_sha256(hyper) != hyperparameters_sha256(before)
-    assert lock_hyperparameters(no_dropout, 2048, False, None)["pad_to_multiple_of"] == 256
+    assert hyper == {**before, "order": ORDER_MODE, "loop": LOOP_MODE}
+    assert hyperparameters_sha256(hyper) != hyperparameters_sha256({**before, "pad_to_multiple_of": 16})
 
 
 def test_dropout_runs_hash_apart_from_locks_written_with_the_old_masks():

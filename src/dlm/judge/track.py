@@ -99,10 +99,13 @@ class ProbeTracker:
                 params[name].copy_(value)
         return True
 
-    def between_steps(self, model: Any, step: int, max_steps: int) -> bool:
-        """Measure every `every_steps` steps but the last (`dlm.train.loop.Measurement`);
-        True when training should stop."""
-        return step % self.every_steps == 0 and step < max_steps and self.measure(model, step)
+    def due(self, step: int, max_steps: int) -> bool:
+        """Every `every_steps` steps but the last (`dlm.train.loop.Measurement`)."""
+        return step % self.every_steps == 0 and step < max_steps
+
+    def between_steps(self, model: Any, step: int) -> bool:
+        """`measure`: True when training should stop."""
+        return self.measure(model, step)
 
     def save(self, folder: Path) -> None:
         """Write the scores and the best weights so far into a checkpoint `folder`, so a

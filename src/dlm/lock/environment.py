@@ -20,10 +20,8 @@ PINNED_PACKAGES = (
     "torch",
     "transformers",
     "peft",
-    "trl",
     "accelerate",
     "tokenizers",
-    "datasets",
     "numpy",
 )
 OPTIONAL_PINNED_PACKAGES = ("bitsandbytes",)

@@ -11,8 +11,8 @@ or the new one, never a partial file. Layout (`lock_version` 2):
       "dlm_id": "01J...",                              # the document's ULID
       "dlm_sha256": "sha256:<hex>",                    # the document's bytes
       "base_model": {"name": "smollm2-135m", "revision": "sha256:<hex>" | "hub:<commit>"},
-      "pinned_versions": {"torch": "2.13.0+cpu", "transformers": ..., "peft": ..., "trl": ...,
-                          "accelerate": ..., "tokenizers": ..., "datasets": ..., "numpy": ...,
+      "pinned_versions": {"torch": "2.13.0+cpu", "transformers": ..., "peft": ...,
+                          "accelerate": ..., "tokenizers": ..., "numpy": ...,
                           "bitsandbytes": ...},          # bitsandbytes only when installed
       "cuda_version": "12.4" | null, "rocm_version": "6.1" | null,
       "hardware_tier": "cpu" | "cuda" | "mps" | "rocm",

@@ -59,9 +59,13 @@ MAX_GRAD_NORM = 1.0
 class Measurement(Protocol):
     """Something measured between optimizer steps (the held-out loss, the probes)."""
 
-    def between_steps(self, model: Any, step: int, max_steps: int) -> bool:
-        """Measure `model` (the peft model, in training mode) after `step` if due; True
-        asks the loop to stop (an early stop)."""
+    def due(self, step: int, max_steps: int) -> bool:
+        """Whether to measure after optimizer step `step` of `max_steps`."""
+        ...
+
+    def between_steps(self, model: Any, step: int) -> bool:
+        """Measure `model` (the peft model, in training mode) after `step`; True asks the
+        loop to stop (an early stop)."""
         ...
 
     def save(self, folder: Path) -> None:
@@ -176,121 +180,39 @@ def train(base: Any, run: LoopRun, sink: StepSink, measurements: Sequence[Measur
         KeyboardInterrupt: untouched, so the caller keeps the last checkpoint.
         TrainingError: a checkpoint to resume from is unreadable.
     """
-    from accelerate import Accelerator
-
-    hyper = run.hyper
-    on_cuda = torch.cuda.is_available()
-    # mixed precision is the loop's own `torch.autocast`: accelerate's is one setting per
-    # process, and a process may train twice (`--watch`, a notebook) in two precisions
-    accelerator = Accelerator(cpu=not on_cuda)
     state = LoopState(**read_state(run.resume_from)["loop"]) if run.resume_from is not None else LoopState()
-    checkpointing = hyper.gradient_checkpointing
-    if checkpointing is None:
-        estimate = activation_bytes(base.config, hyper.batch_size, run.sequence_len)
-        checkpointing = gradient_checkpointing(estimate, device_memory("cuda" if on_cuda else "cpu"))
-    model = prepare_model(
-        base, ModelPlan(hyper, run.rank, run.world_size, forwards_done=state.forwards, checkpointing=checkpointing)
-    )
-    peft_model, clock = model.peft_model, model.clock
-    schedule = Schedule(
-        run.dataset.lengths,
-        run.dataset.loss_tokens,
-        hyper.batch_size,
-        hyper.gradient_accumulation_steps,
-        run.world_size,
-        hyper.seed,
-        run.sequence_len,
-    )
-    max_steps = hyper.max_steps or schedule.steps_for(hyper.num_epochs)
-    params = [p for p in peft_model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=hyper.learning_rate, weight_decay=0.0, fused=on_cuda or None)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, (max_steps - s) / max_steps))
-    if run.resume_from is not None:
-        _load(run.resume_from, peft_model, optimizer, scheduler, measurements)
-    model, optimizer = accelerator.prepare(model, optimizer)
-    device = accelerator.device
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=hyper.precision == "bfloat16")
+    parts = _set_up(base, run, state, measurements)
     saver = CheckpointClock(run.every) if run.every is not None and run.checkpoints is not None else None
     log = _Log(sink, state)
-    measured = 0.0
-    if on_cuda:
+    if parts.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    sink.on_train_start(max_steps)
-    started = time.perf_counter()
-    tokens_before = state.tokens
-    stop = False
-    while state.step < max_steps and not stop:
-        plan = schedule.step(state.step, run.rank)
-        step_loss = torch.zeros((), device=device)
-        kind_sums = torch.zeros(len(KINDS) + 1, device=device)
-        kind_counts = np.zeros(len(KINDS) + 1, dtype=np.int64)
-        tokens = 0
-        for i, (index, examples) in enumerate(plan.micro_batches):
-            batch = collate(
-                [run.dataset[int(j)] for j in examples],
-                run.pad_id,
-                run.sequence_len,
-                [run.dataset.token_kinds(int(j), run.row_kinds) for j in examples],
-            )
-            clock.tick()
-            assert clock.index == index  # the schedule and the dropout keys agree
-            last = i == len(plan.micro_batches) - 1
-            with accelerator.no_sync(model) if not last else nullcontext(), autocast:
-                nll = model(**to_device(batch, device))  # float32 [B, T]
-                loss = nll.sum() / plan.loss_tokens * run.world_size
-                accelerator.backward(loss)
-            flat = nll.detach().reshape(-1)
-            step_loss += flat.sum()
-            kind_sums.scatter_add_(0, batch.kinds.to(device, non_blocking=True), flat)
-            kind_counts += np.bincount(batch.kinds.numpy(), minlength=len(KINDS) + 1)
-            tokens += batch.tokens
-            state.processed += batch.processed
-            state.loss_tokens += int(batch.inputs["loss_rows"].shape[0])
-        accelerator.clip_grad_norm_(params, MAX_GRAD_NORM)
-        learning_rate = float(scheduler.get_last_lr()[0])
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        state.step += 1
-        state.tokens += tokens
-        state.forwards = clock.forwards
-        seconds = time.perf_counter() - started - measured
-        # summed over ranks at the same point of every rank's step, waited for when read
-        reduced = torch.distributed.all_reduce(step_loss, async_op=True) if run.world_size > 1 else None
-        log.pending.append(
-            _Pending(
-                state.step,
-                step_loss,
-                reduced,
-                kind_sums,
-                kind_counts,
-                plan.loss_tokens,
-                learning_rate,
-                state.tokens,
-                seconds,
-            )
-        )
-        due = saver is not None and saver.due(state.step, max_steps)
-        log.flush(keep_last=not due and state.step < max_steps)
+    sink.on_train_start(parts.max_steps)
+    started, measured, tokens_before, stop = time.perf_counter(), 0.0, state.tokens, False
+    while state.step < parts.max_steps and not stop:
+        pending = _step(parts, run, state)
+        pending.seconds = time.perf_counter() - started - measured
+        log.pending.append(pending)
+        measure = [m for m in measurements if m.due(state.step, parts.max_steps)]
+        due = saver is not None and saver.due(state.step, parts.max_steps)
+        # a step's loss is read once the next one is queued, unless something syncs now anyway
+        log.flush(keep_last=not (due or measure) and state.step < parts.max_steps)
         before = time.perf_counter()
-        for measurement in measurements:
-            log.flush()
-            stop = measurement.between_steps(peft_model, state.step, max_steps) or stop
-        if due and run.checkpoints is not None and saver is not None:
-            path = _save(run.checkpoints, state, peft_model, optimizer, scheduler, measurements)
+        for measurement in measure:
+            stop = measurement.between_steps(parts.peft_model, state.step) or stop
+        if due and saver is not None and run.checkpoints is not None:
+            path = _save(run.checkpoints, state, parts, measurements)
             saver.saved()
             if run.on_checkpoint is not None:
                 run.on_checkpoint(state.step, path)
         measured += time.perf_counter() - before
     log.flush()
-    seconds = time.perf_counter() - started
     return LoraResult(
-        model=peft_model,
+        model=parts.peft_model,
         steps=state.step,
         train_loss=state.loss_sum / state.step if state.step else None,
         tokens_seen=state.tokens,
-        seconds=seconds,
-        accelerator_peak_bytes=int(torch.cuda.max_memory_allocated()) if on_cuda else None,
+        seconds=time.perf_counter() - started,
+        accelerator_peak_bytes=int(torch.cuda.max_memory_allocated()) if parts.device.type == "cuda" else None,
         hook_seconds=measured,
         tokens_before=tokens_before,
         processed_tokens=state.processed,
@@ -298,9 +220,110 @@ def train(base: Any, run: LoopRun, sink: StepSink, measurements: Sequence[Measur
     )
 
 
-def _save(
-    folder: Path, state: LoopState, peft_model: Any, optimizer: Any, scheduler: Any, measurements: Sequence[Measurement]
-) -> Path:
+@dataclass
+class _Parts:
+    """What `_set_up` builds: the prepared model and what steps it."""
+
+    model: Any  # the `FusedLossModel`, wrapped for several ranks where there are
+    peft_model: Any
+    clock: Any  # the keyed dropout's `MicroBatchClock`
+    optimizer: Any
+    scheduler: Any
+    params: list[torch.nn.Parameter]
+    schedule: Schedule
+    max_steps: int
+    accelerator: Any
+    device: torch.device
+    autocast: Any
+
+
+def _set_up(base: Any, run: LoopRun, state: LoopState, measurements: Sequence[Measurement]) -> _Parts:
+    """The model (`prepare_model`), the schedule, AdamW and the linear decay, restored
+    from `run.resume_from` when set, and handed to accelerate."""
+    from accelerate import Accelerator
+
+    hyper = run.hyper
+    on_cuda = torch.cuda.is_available()
+    # mixed precision is the loop's own `torch.autocast`: accelerate's is one setting per
+    # process, and a process may train twice (`--watch`, a notebook) in two precisions
+    accelerator = Accelerator(cpu=not on_cuda)
+    checkpointing = hyper.gradient_checkpointing
+    if checkpointing is None:
+        estimate = activation_bytes(base.config, hyper.batch_size, run.sequence_len)
+        checkpointing = gradient_checkpointing(estimate, device_memory("cuda" if on_cuda else "cpu"))
+    plan = ModelPlan(hyper, run.rank, run.world_size, forwards_done=state.forwards, checkpointing=checkpointing)
+    model = prepare_model(base, plan)
+    dataset = run.dataset
+    schedule = Schedule(
+        dataset.lengths,
+        dataset.loss_tokens,
+        hyper.batch_size,
+        hyper.gradient_accumulation_steps,
+        run.world_size,
+        hyper.seed,
+        run.sequence_len,
+    )
+    max_steps = hyper.max_steps or schedule.steps_for(hyper.num_epochs)
+    params = [p for p in model.peft_model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=hyper.learning_rate, weight_decay=0.0, fused=on_cuda or None)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, (max_steps - s) / max_steps))
+    if run.resume_from is not None:
+        _load(run.resume_from, model.peft_model, optimizer, scheduler, measurements)
+    peft_model, clock = model.peft_model, model.clock
+    wrapped, optimizer = accelerator.prepare(model, optimizer)
+    device = accelerator.device
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=hyper.precision == "bfloat16")
+    return _Parts(
+        wrapped, peft_model, clock, optimizer, scheduler, params, schedule, max_steps, accelerator, device, autocast
+    )
+
+
+def _step(parts: _Parts, run: LoopRun, state: LoopState) -> _Pending:
+    """One optimizer step: this rank's micro-batches forward and backward, then the
+    clipped update (module docstring). Returns the step's loss, still on the device."""
+    plan = parts.schedule.step(state.step, run.rank)
+    device, model = parts.device, parts.model
+    step_loss = torch.zeros((), device=device)
+    kind_sums = torch.zeros(len(KINDS) + 1, device=device)
+    kind_counts = np.zeros(len(KINDS) + 1, dtype=np.int64)
+    tokens = 0
+    for i, (index, examples) in enumerate(plan.micro_batches):
+        batch = collate(
+            [run.dataset[int(j)] for j in examples],
+            run.pad_id,
+            run.sequence_len,
+            [run.dataset.token_kinds(int(j), run.row_kinds) for j in examples],
+        )
+        parts.clock.tick()
+        assert parts.clock.index == index  # the schedule and the dropout keys agree
+        last = i == len(plan.micro_batches) - 1
+        with parts.accelerator.no_sync(model) if not last else nullcontext(), parts.autocast:
+            nll = model(**to_device(batch, device))  # float32 [B, T]
+            loss = nll.sum() / plan.loss_tokens * run.world_size
+            parts.accelerator.backward(loss)
+        flat = nll.detach().reshape(-1)
+        step_loss += flat.sum()
+        kind_sums.scatter_add_(0, batch.kinds.to(device, non_blocking=True), flat)
+        kind_counts += np.bincount(batch.kinds.numpy(), minlength=len(KINDS) + 1)
+        tokens += batch.tokens
+        state.processed += batch.processed
+        state.loss_tokens += int(batch.inputs["loss_rows"].shape[0])
+    parts.accelerator.clip_grad_norm_(parts.params, MAX_GRAD_NORM)
+    learning_rate = float(parts.scheduler.get_last_lr()[0])
+    parts.optimizer.step()
+    parts.scheduler.step()
+    parts.optimizer.zero_grad(set_to_none=True)
+    state.step += 1
+    state.tokens += tokens
+    state.forwards = parts.clock.forwards
+    # summed over ranks at the same point of every rank's step, waited for when read
+    reduced = torch.distributed.all_reduce(step_loss, async_op=True) if run.world_size > 1 else None
+    return _Pending(
+        state.step, step_loss, reduced, kind_sums, kind_counts, plan.loss_tokens, learning_rate, state.tokens, 0.0
+    )
+
+
+def _save(folder: Path, state: LoopState, parts: _Parts, measurements: Sequence[Measurement]) -> Path:
     """A checkpoint of the loop after `state.step` (`dlm.train.checkpoint`)."""
     from dlm.atomic import atomic_write_json
 
@@ -315,9 +338,9 @@ def _save(
         folder,
         state.step,
         {
-            "adapter": peft_model.save_pretrained,
-            "optimizer": lambda path: torch.save(optimizer.state_dict(), path / "optimizer.pt"),
-            "scheduler": lambda path: torch.save(scheduler.state_dict(), path / "scheduler.pt"),
+            "adapter": parts.peft_model.save_pretrained,
+            "optimizer": lambda path: torch.save(parts.optimizer.state_dict(), path / "optimizer.pt"),
+            "scheduler": lambda path: torch.save(parts.scheduler.state_dict(), path / "scheduler.pt"),
             "measurements": extra,
             "state": loop_state,
         },

@@ -81,11 +81,14 @@ class HeldOutTracker:
                 memo.write(result)
         self._keep(phase, step, result)
 
-    def between_steps(self, model: Any, step: int, max_steps: int) -> bool:
-        """Score `model` every `every_steps` steps but the last, which the caller scores
-        once the run ends (`dlm.train.loop.Measurement`). Never stops the run."""
-        if self.active and self.every_steps and step % self.every_steps == 0 and step < max_steps:
-            self._keep("step", step, heldout_loss(model, self.eval_set, self.pad_id, self.precision))
+    def due(self, step: int, max_steps: int) -> bool:
+        """Every `every_steps` steps but the last, which the caller scores once the run
+        ends (`dlm.train.loop.Measurement`)."""
+        return bool(self.active and self.every_steps and step % self.every_steps == 0 and step < max_steps)
+
+    def between_steps(self, model: Any, step: int) -> bool:
+        """Score `model` after `step`; never stops the run."""
+        self._keep("step", step, heldout_loss(model, self.eval_set, self.pad_id, self.precision))
         return False
 
     def save(self, folder: Path) -> None:
