@@ -11,7 +11,7 @@ from rich.table import Table
 
 from dlm import __version__
 from dlm.cli.common import DocArg, JsonOpt, print_json, print_table
-from dlm.cli.reporter import console, reported, set_verbose
+from dlm.cli.reporter import console, reported, set_verbose, warn_line
 from dlm.cli.train_cmd import train
 from dlm.defaults import DEFAULT_BASE_MODEL
 
@@ -228,6 +228,8 @@ def show(
             ("cache", "none" if not cache else f"{cache['entry_count']} entries, {cache['bytes']:,} bytes"),
         ]
     )
+    for note in view["notes"]:
+        warn_line(note)
 
 
 @app.command()
