@@ -12,6 +12,7 @@ from typing import Any
 from dlm.actions.cache import document_cache_summary
 from dlm.actions.common import DocPath, doc_dir, open_document
 from dlm.doc import Document
+from dlm.doc.checks import pair_notes
 from dlm.errors import UsageError
 from dlm.metrics import MetricsDB
 from dlm.rows.build import asks_questions, drawn_synth
@@ -35,7 +36,7 @@ def _rows_by_kind(doc: Document) -> tuple[dict[str, int], list[str]]:
         "source_files": len(walk.files),
         "synth_pairs": synth_pairs,
         "synth_probes": synth_probes,
-    }, [*walk.notes, *(drawn.notes if drawn is not None else ())]
+    }, [*pair_notes(doc), *walk.notes, *(drawn.notes if drawn is not None else ())]
 
 
 def show(path: DocPath) -> dict[str, Any]:

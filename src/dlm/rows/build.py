@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlm.chat import with_system_prompt
+from dlm.doc.checks import pair_notes
 from dlm.errors import BaseModelError, TrainingError
 from dlm.rows.recast import recast_pairs, topic_of
 from dlm.rows.types import FileRow, Probe, RowSet, TextRow
@@ -134,6 +135,7 @@ def build_rows(doc: Document, tokenizer: Any, *, strict: bool = False) -> BuiltR
             probes.extend(Probe(p.question, p.answer, p.keys, f"{name}:{p.line}") for p in section.pairs)
     base_dir = doc.path.parent if doc.path else Path.cwd()
     walk = walk_sources(fm.training.sources, base_dir, strict=strict, doc_name=name)
+    walk.notes.extend(pair_notes(doc))  # printed with the walk's own notes
     drawn = drawn_synth(fm.training.synth, walk.files, asks_questions(doc))
     if drawn is not None:
         walk.notes.extend(drawn.notes)  # printed with the walk's own notes
