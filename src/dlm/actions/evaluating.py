@@ -8,7 +8,9 @@ store's `metrics.sqlite` and returns it. `dlm train` ends with the same report
 side in the store (`Store.judge_base_path`, `dlm.judge.memo`), so the next evaluation
 with the same items, base model and machine scores only the adapter and the null adapter,
 and the whole report by adapter (`Store.judge_reports_dir`), so `dlm eval` of an adapter
-already scored reads its report instead of scoring it again.
+already scored reads its report instead of scoring it again. `dlm eval` scores under
+the determinism switches training sets (`scoring_switches`): the same numbers, the same
+memo keys.
 """
 
 from __future__ import annotations
@@ -78,6 +80,17 @@ def scored_adapter(ref: BaseModelRef, adapter_dir: Path) -> Any:
     from dlm.train.precision import training_device
 
     return PeftModel.from_pretrained(load_model(ref, device=training_device()), adapter_dir)
+
+
+def scoring_switches(seed: int) -> None:
+    """Set the determinism switches `dlm train` scores its report under
+    (`dlm.lock.apply_determinism` with the run's seed, before any model is loaded), so
+    `dlm eval` computes the same numbers under the same memo key (the key names the
+    switches: `dlm.train.base_score.scoring_environment`) and `dlm eval` right after
+    `dlm train` reads the report training saved. Process-global; imports torch."""
+    from dlm.lock import apply_determinism
+
+    apply_determinism(seed)
 
 
 def base_side_memo(store: Store, ref: BaseModelRef, peft_model: Any, tokenizer: Any) -> BaseSideMemo:
@@ -179,6 +192,7 @@ def evaluate(
     ref = resolve_base_model(doc.frontmatter.base_model, relative_to=doc_dir(doc))
     tokenizer = load_tokenizer(ref)
     probes = build_rows(doc, tokenizer).probes
+    scoring_switches(doc.frontmatter.training.seed)
     model = scored_adapter(ref, store.adapter_root / "versions" / version)
     memo = base_side_memo(store, ref, model, tokenizer)
     report = judge_trained(doc, model, tokenizer, probes, version, memo, store, reuse=not recompute)
