@@ -212,7 +212,7 @@ def test_eval_recompute_asks_for_every_side_afresh(tmp_path, monkeypatch) -> Non
 
     seen = []
 
-    def fake_evaluate(path, adapter_version=None, recompute=False):
+    def fake_evaluate(path, adapter_version=None, recompute=False, notify=None):
         seen.append(recompute)
         raise StoreError("stop here")
 

@@ -15,7 +15,7 @@ memo keys.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -163,12 +163,19 @@ def judge_trained(
 
 
 def evaluate(
-    path: DocPath, *, adapter_version: str | None = None, record: bool = True, recompute: bool = False
+    path: DocPath,
+    *,
+    adapter_version: str | None = None,
+    record: bool = True,
+    recompute: bool = False,
+    notify: Callable[[str], None] | None = None,
 ) -> EvalReport:
     """Evaluate the document's adapter (`current`, or `adapter_version`). A report
     remembered for this adapter under the same inputs (`dlm.judge.memo`, as `dlm train`
     leaves it) is returned without scoring; `recompute` scores every side afresh, reads no
-    memo and writes both back.
+    memo and writes both back. `notify` receives each note about the rows before scoring
+    starts (`BuiltRows.walk.notes`: probes that repeat a pair, many questions and what
+    judging them costs, sources skipped).
 
     Returns:
         The `dlm.judge.report.EvalReport`: per kind, items passed on base, adapter and null
@@ -191,7 +198,11 @@ def evaluate(
         raise StoreError(f"--adapter-version {version}: not in {store.adapter_root} (versions: {known})")
     ref = resolve_base_model(doc.frontmatter.base_model, relative_to=doc_dir(doc))
     tokenizer = load_tokenizer(ref)
-    probes = build_rows(doc, tokenizer).probes
+    built = build_rows(doc, tokenizer)
+    probes = built.probes
+    if notify is not None:
+        for note in built.walk.notes:
+            notify(note)
     scoring_switches(doc.frontmatter.training.seed)
     model = scored_adapter(ref, store.adapter_root / "versions" / version)
     memo = base_side_memo(store, ref, model, tokenizer)

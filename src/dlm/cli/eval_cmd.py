@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from dlm.cli.common import DocArg, JsonOpt, print_json
-from dlm.cli.reporter import console, err_console, reported
+from dlm.cli.reporter import console, err_console, reported, warn_line
 
 KIND_NAMES = {"instruction": "instruction pairs (recall)", "probe": "probes", "synth": "code probes"}
 
@@ -51,7 +51,7 @@ def eval_command(
     """Score the adapter against the base model and a null adapter: probes, instruction recall, general ability."""
     from dlm.actions.evaluating import evaluate
 
-    report = evaluate(path, adapter_version=adapter_version, recompute=recompute)
+    report = evaluate(path, adapter_version=adapter_version, recompute=recompute, notify=warn_line)
     if json_out:
         print_json(report)
     else:
