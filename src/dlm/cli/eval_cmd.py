@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from dlm.cli.common import DocArg, JsonOpt, print_json
+from dlm.cli.common import DocArg, JsonOpt, print_full_table, print_json
 from dlm.cli.reporter import console, err_console, reported, warn_line
 
 KIND_NAMES = {"instruction": "instruction pairs (recall)", "probe": "probes", "synth": "code probes"}
@@ -78,11 +78,11 @@ def print_report(report: Any, items: bool = False) -> None:
         table = Table("kind", "question", "base", "adapter", "null", box=None)
         for item in report.items:
             marks = [
-                ("[green]pass[/] " if item.passed[m] else "[red]fail[/] ") + escape(item.replies[m][:60])
+                ("[green]pass[/] " if item.passed[m] else "[red]fail[/] ") + escape(" ".join(item.replies[m].split()))
                 for m in ("base", "adapter", "null")
             ]
             table.add_row(item.kind, escape(item.question), *marks)
-        console.print(table)
+        print_full_table(table)
 
 
 def report_lines(report: dict[str, Any]) -> list[str]:
