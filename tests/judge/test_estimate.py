@@ -38,15 +38,20 @@ def test_few_questions_are_not_even_tokenized() -> None:
     assert judging_warning([("q", "a")] * MANY_QUESTIONS, refuse, 48) is None
 
 
-def test_ten_thousand_probes_get_one_line_with_an_estimate(tmp_path: Path, smollm2_tokenizer) -> None:
+def notes_of(path: Path, tokenizer) -> list[str]:
+    from dlm.actions.evaluating import judging_notes
     from dlm.doc import load_document
     from dlm.rows.build import build_rows
 
+    doc = load_document(path)
+    return judging_notes(doc, tokenizer, build_rows(doc, tokenizer).probes)
+
+
+def test_ten_thousand_probes_get_one_line_with_an_estimate(tmp_path: Path, smollm2_tokenizer) -> None:
     path = tmp_path / "gates.dlm"
     path.write_text(probes_doc(10_000))
-    notes = build_rows(load_document(path), smollm2_tokenizer).walk.notes
-    (line,) = [n for n in notes if "questions to judge" in n]
+    (line,) = notes_of(path, smollm2_tokenizer)
     assert line.startswith("10,000 questions to judge (instruction pairs and probes, ")
     assert " h for SmolLM2-135M on a 2-core CPU" in line and "training.eval.judge: false" in line
     path.write_text(probes_doc(20))
-    assert not [n for n in build_rows(load_document(path), smollm2_tokenizer).walk.notes if "to judge" in n]
+    assert notes_of(path, smollm2_tokenizer) == []

@@ -59,6 +59,22 @@ def eval_items(doc: Document, tokenizer: Any, probes: Sequence[Probe]) -> list[A
     return items
 
 
+def judging_notes(doc: Document, tokenizer: Any, probes: Sequence[Probe]) -> list[str]:
+    """The warning `dlm.judge.estimate` gives for the questions the probe report judges
+    (the document's instruction pairs and every probe), or none; nothing is tokenized
+    below `dlm.judge.estimate.MANY_QUESTIONS` questions."""
+    from dlm.judge.estimate import judging_warning
+
+    texts = [(p.question, p.answer) for s in doc.sections if isinstance(s, InstructionSection) for p in s.pairs]
+    texts += [(p.question, p.answer) for p in probes]
+    warning = judging_warning(
+        texts,
+        lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]),
+        doc.frontmatter.training.eval.max_new_tokens,
+    )
+    return [warning] if warning else []
+
+
 def general_texts() -> list[str]:
     """The general-ability guard's passages (`dlm.judge.general`)."""
     from dlm.judge.general import load_general_set
@@ -174,8 +190,8 @@ def evaluate(
     remembered for this adapter under the same inputs (`dlm.judge.memo`, as `dlm train`
     leaves it) is returned without scoring; `recompute` scores every side afresh, reads no
     memo and writes both back. `notify` receives each note about the rows before scoring
-    starts (`BuiltRows.walk.notes`: probes that repeat a pair, many questions and what
-    judging them costs, sources skipped).
+    starts (`BuiltRows.walk.notes`: probes that repeat a pair, sources skipped; and
+    `judging_notes`: many questions and what judging them costs).
 
     Returns:
         The `dlm.judge.report.EvalReport`: per kind, items passed on base, adapter and null
@@ -201,7 +217,7 @@ def evaluate(
     built = build_rows(doc, tokenizer)
     probes = built.probes
     if notify is not None:
-        for note in built.walk.notes:
+        for note in [*built.walk.notes, *judging_notes(doc, tokenizer, probes)]:
             notify(note)
     scoring_switches(doc.frontmatter.training.seed)
     model = scored_adapter(ref, store.adapter_root / "versions" / version)

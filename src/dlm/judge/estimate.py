@@ -13,8 +13,9 @@ The two costs are those of SmolLM2-135M in float32 on the 2-core Zen 4 that
 docs/evaluation.md measures on (one greedy step of a batch of 10 rows: 97 ms; the
 general set's 7,136 tokens scored in 26.3 s, 3.7 ms a token), rounded up. A larger
 model or a GPU changes them; the estimate says where it comes from, so a reader can
-scale it. Past `MANY_QUESTIONS` questions (probes and pairs together) `dlm train` and
-`dlm eval` print one line with the estimate before they start; nothing is capped.
+scale it. Past `MANY_QUESTIONS` questions (probes and pairs together) `dlm eval` prints
+one line with the estimate before it starts (`dlm.actions.evaluating.judging_notes`);
+nothing is capped.
 """
 
 from __future__ import annotations

@@ -62,9 +62,6 @@ a an of in on at to by it its be do as or if so yes
 )
 
 
-COMMON_WORDS = _STOP | {"true", "false", "none", "null", "no", "not", "on", "off", "all", "any", "one"}
-
-
 def normalize(text: str) -> str:
     """Case-folded, whitespace collapsed, `-` as `_`, backticks dropped (module docstring)."""
     return " ".join(text.replace("`", "").replace("-", "_").casefold().split())

@@ -147,30 +147,12 @@ def build_rows(doc: Document, tokenizer: Any, *, strict: bool = False) -> BuiltR
             Probe(qa.question, qa.answer, keys, SYNTH_ORIGIN.format(path=fact.path, line=fact.line))
             for fact, qa, keys in drawn.probes
         )
-    if fm.training.eval.judge:
-        walk.notes.extend(_judging_notes(doc, tokenizer, probes))
     return BuiltRows(
         rows=RowSet(text_rows=text_rows, file_rows=walk.files),
         walk=walk,
         probes=tuple(probes),
         synth_pairs=len(drawn.train) if drawn is not None else 0,
     )
-
-
-def _judging_notes(doc: Document, tokenizer: Any, probes: Sequence[Probe]) -> list[str]:
-    """The warning `dlm.judge.estimate` gives for the questions the probe report will
-    judge (the document's instruction pairs and every probe), or none."""
-    from dlm.doc import InstructionSection
-    from dlm.judge.estimate import judging_warning
-
-    texts = [(p.question, p.answer) for s in doc.sections if isinstance(s, InstructionSection) for p in s.pairs]
-    texts += [(p.question, p.answer) for p in probes]
-    warning = judging_warning(
-        texts,
-        lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]),
-        doc.frontmatter.training.eval.max_new_tokens,
-    )
-    return [warning] if warning else []
 
 
 def asks_questions(doc: Document) -> bool:

@@ -69,8 +69,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from dlm.judge.match import COMMON_WORDS
-
 FactKind = Literal["where", "purpose", "signature", "value"]
 FACT_KINDS: tuple[FactKind, ...] = ("where", "purpose", "signature", "value")
 
@@ -84,6 +82,12 @@ _ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?([^`]+)`")  # :func:`x`, :py:class:`
 _SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z`\"'(]|$)")
 _CALL = re.compile(r"[\w.]+\(")  # "renames(old, new)": a signature line, not a sentence
 _ABBREV = ("e.g", "i.e", "etc", "vs", "cf")
+# words a reply holds whatever it says: a probe key among them tells no answer apart
+WEAK_KEYS = frozenset(
+    """a an and are as at be but by can do for from has have he her his i if in is it its me my no
+    not of on off one or our she so the their them they this to true false none null up us was we
+    were what when who will with yes you all any""".split()
+)
 
 
 class Fact(NamedTuple):
@@ -355,9 +359,9 @@ def phrase(fact: Fact, count: int = MAX_PHRASINGS) -> list[Pair]:
 
 def strong_key(key: str) -> bool:
     """Whether a wrong reply is unlikely to hold `key` by chance: at least 2 characters
-    and not a common English word (`dlm.judge.match.COMMON_WORDS`, `true`, `false`, `none`)."""
+    and not a common English word (`WEAK_KEYS`)."""
     key = key.strip()
-    return len(key) >= 2 and key.casefold() not in COMMON_WORDS
+    return len(key) >= 2 and key.casefold() not in WEAK_KEYS
 
 
 def probe_keys(fact: Fact) -> tuple[str, ...]:
