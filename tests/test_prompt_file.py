@@ -44,3 +44,11 @@ def test_compare_without_a_trained_adapter_is_one_line_and_exit_1(tmp_path: Path
     assert f"{doc}: no trained adapter yet; run `dlm train {doc}` first" in result.stderr
     assert "--no-adapter" not in result.stderr  # a usage error beside --compare: no way out
     assert "Traceback" not in result.stderr and "unexpected" not in result.stderr
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_question(tmp_path: Path) -> None:
+    from dlm.actions.prompting import read_questions
+
+    path = tmp_path / "questions.txt"
+    path.write_bytes("\ufeffWhat is the port?\nAnd the host?\n".encode())
+    assert read_questions(path) == ["What is the port?", "And the host?"]

@@ -36,3 +36,20 @@ def test_each_sentence_becomes_a_cloze_pair_about_the_topic() -> None:
 
 def test_no_heading_no_topic() -> None:
     assert topic_of("plain text only") is None
+
+
+def test_sentences_are_not_cut_in_code_spans_after_abbreviations_or_through_tables() -> None:
+    prose = """# Ferry
+
+Call `ferry.run(). Then ferry.stop()` to run one task and stop. Some stores, e.g. SQLite and
+Redis, keep the queue between runs. The third sentence is here.
+
+| setting | meaning. Of a table |
+|---|---|
+| `retries` | How many times. A task is retried |
+"""
+    assert list(sentences(prose)) == [
+        "Call `ferry.run(). Then ferry.stop()` to run one task and stop.",
+        "Some stores, e.g. SQLite and Redis, keep the queue between runs.",
+        "The third sentence is here.",
+    ]

@@ -309,7 +309,7 @@ def test_memo_parses_a_file_once_and_again_when_it_changes(tmp_path: Path, monke
     def no_parse(*args):
         raise AssertionError("parsed although remembered")
 
-    monkeypatch.setattr("dlm.rows.synthmemo.file_facts", no_parse)
+    monkeypatch.setattr("dlm.rows.synthmemo.parsed_facts", no_parse)
     memo = FactMemo(memo_path)
     assert source_facts(file_rows(src), memo) == first and not memo.dirty
     monkeypatch.undo()
@@ -461,3 +461,45 @@ def test_auto_draws_nothing_without_questions_or_past_its_bounds(tmp_path: Path,
     tree = _constants_tree(big, files=AUTO_SYNTH.max_files + 1, constants_per_file=0)
     monkeypatch.setattr(build, "synth_set", lambda *a, **k: pytest.fail("parsed a tree past max_files"))
     assert drawn_synth(SynthConfig(), tree, has_questions=True) is None
+
+
+def test_a_constant_bound_twice_is_what_its_last_binding_says():
+    got = facts_of("cfg.py", "TIMEOUT = 10\nRETRIES = 3\nTIMEOUT = 30\nRETRIES += 1\n")
+    assert got["value", "TIMEOUT"].answer == "30" and got["value", "TIMEOUT"].line == 3
+    assert ("value", "RETRIES") not in got  # its last binding is not a literal
+    assert got["where", "RETRIES"].line == 4
+
+
+def test_probe_keys_are_never_one_character_or_a_common_word():
+    facts = facts_of("cfg.py", "SEP = 'a'\nDEBUG = 0\nFLAG = True\nNAME = 'no'\nPORT = 8080\n")
+    for name in ("SEP", "DEBUG", "FLAG", "NAME"):
+        assert probe_keys(facts["value", name]) == ()
+    assert probe_keys(facts["value", "PORT"]) == ("8080",)
+    drawn = synthesize(facts.values(), kinds=["value"], probe_share=0.999)
+    assert [fact.name for fact, _, _ in drawn.probes] == ["PORT"]  # no probe any reply would pass
+
+
+def test_a_file_too_deep_to_parse_is_skipped_with_one_line(tmp_path: Path):
+    from dlm.rows.synth import parsed_facts
+
+    deep = "TOTAL = " + " + ".join(["1"] * 5000) + "\n"
+    assert parsed_facts("deep.py", deep) == "nested too deeply to parse"
+    assert file_facts("deep.py", deep) == []
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "deep.py").write_text(deep)
+    (src / "ok.py").write_text("PORT = 8080\n")
+    for memo in (None, FactMemo(tmp_path / "memo.json"), FactMemo(tmp_path / "memo.json")):  # parsed, then read
+        notes: list[str] = []
+        facts = source_facts(file_rows(src), memo, notes)
+        assert {f.name for f in facts} == {"PORT"}
+        assert notes == ["deep.py: not parsed (nested too deeply to parse); training.synth draws no facts from it"]
+
+
+def test_show_names_a_file_synth_cannot_parse(synth_doc: Path):
+    from dlm.cli.main import app
+
+    (synth_doc.parent / "src" / "widgets" / "deep.py").write_text("X = " + " + ".join(["1"] * 5000) + "\n")
+    result = CliRunner().invoke(app, ["show", str(synth_doc)])
+    assert result.exit_code == 0, result.output
+    assert "widgets/deep.py: not parsed (nested too deeply to parse)" in " ".join(result.stderr.split())

@@ -341,3 +341,54 @@ def test_synth_enabled_names_both_kinds_of_value_it_takes() -> None:
         "<string>:5:14: training.synth.enabled.bool: should be true or false (got 'maybe')",
         "<string>:5:14: training.synth.enabled.literal['auto']: should be 'auto' (got 'maybe')",
     ]
+
+
+# --- keys, budgets, pairs that mislead the report ---
+
+
+def test_a_list_marker_alone_under_keys_is_a_problem_not_the_key_dash() -> None:
+    body = "::probe::\n### Q\nq\n### A\na\n### Keys\n- teal\n- \n*\n"
+    assert problems(fm("", body)) == [
+        "<string>:11:1: a list marker with no key under '### Keys'; write the key or remove the line",
+        "<string>:12:1: a list marker with no key under '### Keys'; write the key or remove the line",
+    ]
+    doc = parse_document(fm("", "::probe::\n### Q\nq\n### A\na\n### Keys\n- teal\n-5\n"))
+    assert doc.sections[0].pairs[0].keys == ("teal", "-5")  # a leading minus without a space is a key's
+
+
+@pytest.mark.parametrize(
+    "budget, message",
+    [
+        (
+            "0.4",
+            "training.budget: 0.4 is not a whole number: a count of tokens or steps is whole, a time needs its unit",
+        ),
+        ('"0.4"', "training.budget: '0.4' is not a budget: 0.4 tokens is not a whole number;"),
+        ("true", "training.budget: True is not a number;"),
+    ],
+)
+def test_a_fractional_budget_is_one_clear_line(budget: str, message: str) -> None:
+    (line,) = problems(fm(f"training:\n  budget: {budget}\n"))
+    assert message in line
+
+
+def test_a_whole_yaml_float_budget_is_tokens() -> None:
+    doc = parse_document(fm("training:\n  budget: 60000.0\n  checkpoint_every: 200.0\n"))
+    assert doc.frontmatter.training.parsed_budget.tokens == 60000
+    assert doc.frontmatter.training.parsed_checkpoint_every.steps == 200
+
+
+def test_probes_that_repeat_a_trained_pair_or_each_other_are_named() -> None:
+    from dlm.doc.checks import pair_notes
+
+    body = (
+        "::instruction::\n### Q\nWhat is the port?\n### A\n80\n"
+        "::probe::\n### Q\nwhat is  the PORT?\n### A\n80\n"
+        "### Q\nWhich port is used?\n### A\n80\n### Q\nWhich port is used?\n### A\n80\n"
+    )
+    notes = pair_notes(parse_document(fm("", body)))
+    assert notes == [
+        "<doc>:10: this probe asks the instruction pair's question (line 5): the adapter was trained on it, so it "
+        "measures recall, not transfer; reword it or remove it",
+        "<doc>:18: this probe repeats the probe at line 14 and is counted twice in the report; remove one",
+    ]

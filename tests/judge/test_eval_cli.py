@@ -116,6 +116,28 @@ def test_train_ends_with_the_probe_report(trained) -> None:
     assert judged["summary"]["kinds"] == evaluation["kinds"]
 
 
+def test_eval_right_after_train_reads_the_report_training_saved(trained, tmp_path) -> None:
+    # a fresh process, as a shell's `dlm train DOC && dlm eval DOC` runs it: the report
+    # training left is read (its file untouched, no other written), nothing is scored
+    import os
+    import subprocess
+    import sys
+
+    path, report, home = trained
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DLM_HOME", str(home))
+        folder = open_store("01JG4A6S9Z1B3D5F7H9K1M3P5R").judge_reports_dir
+    (saved,) = folder.glob("*.json")
+    before = saved.stat().st_mtime_ns
+    env = {**os.environ, "DLM_HOME": str(home), "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
+    out = subprocess.run(
+        [sys.executable, "-m", "dlm", "eval", str(path), "--json"], env=env, capture_output=True, text=True, timeout=900
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == json.loads(json.dumps(report.evaluation))
+    assert list(folder.glob("*.json")) == [saved] and saved.stat().st_mtime_ns == before
+
+
 def test_eval_prints_the_same_bytes_twice_and_gates_on_min_pass(trained, monkeypatch) -> None:
     path, report, home = trained
     monkeypatch.setenv("DLM_HOME", str(home))
@@ -175,7 +197,7 @@ def test_eval_recompute_asks_for_every_side_afresh(tmp_path, monkeypatch) -> Non
 
     seen = []
 
-    def fake_evaluate(path, adapter_version=None, recompute=False):
+    def fake_evaluate(path, adapter_version=None, recompute=False, notify=None):
         seen.append(recompute)
         raise StoreError("stop here")
 

@@ -207,12 +207,16 @@ def test_the_base_models_general_score_is_shared_by_documents_on_one_machine(tin
     assert data["order"] == [key] and data["entries"][key]["nll"] == pytest.approx(
         honest["general"]["base_nll"], abs=1e-4
     )
-    data["entries"][key]["nll"] = 9.5
-    shared.write_text(json.dumps(data))
-    # another document (its own per-document memo, empty): the planted base score is read
-    other = json.loads(judge(tiny, smollm2_tokenizer, memo_at(tmp_path / "b.json", shared=shared)))
-    assert other["general"]["base_nll"] == 9.5 and other["general"]["adapter_nll"] == honest["general"]["adapter_nll"]
-    assert other["items"] == honest["items"]
+    # another document (its own per-document memo, empty) reads the score, checked: the
+    # guard pass on the base model does not run again
+    import dlm.judge.report as report
+
+    scored = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(report, "guard_score", lambda *a, _f=report.guard_score, **k: scored.append(1) or _f(*a, **k))
+        other = json.loads(judge(tiny, smollm2_tokenizer, memo_at(tmp_path / "b.json", shared=shared)))
+    assert other == honest and len(scored) == 1  # the adapter's pass only
+    assert json.loads((tmp_path / "b.json").read_text())["general"] is None  # kept in the shared file only
     # another machine misses and adds its own entry; a damaged file is a miss and is rewritten
     assert json.loads(judge(tiny, smollm2_tokenizer, memo_at(tmp_path / "c.json", "elsewhere", shared))) == honest
     assert len(json.loads(shared.read_text())["entries"]) == 2
@@ -282,3 +286,47 @@ def test_answer_batches_hold_at_most_generate_batch_rows(tiny, smollm2_tokenizer
     replies = greedy_replies(tiny, smollm2_tokenizer, prompts, 3, (BASE, "default", BASE))
     assert sum(sizes) == 3 * len(prompts) and max(sizes) <= GENERATE_BATCH and len(sizes) == 2
     assert all(len(r) == len(prompts) for r in replies)
+
+
+def test_a_wrong_shared_general_score_is_never_reported_nor_copied(tiny, smollm2_tokenizer, tmp_path) -> None:
+    shared = tmp_path / "models" / "general-scores.json"
+    honest = json.loads(judge(tiny, smollm2_tokenizer, memo_at(tmp_path / "a.json", shared=shared)))
+    data = json.loads(shared.read_text())
+    (key,) = data["entries"]
+    data["entries"][key]["nll"] = 1.5  # a hand edit: its check no longer matches
+    shared.write_text(json.dumps(data))
+    other = memo_at(tmp_path / "b.json", shared=shared)
+    assert json.loads(judge(tiny, smollm2_tokenizer, other)) == honest  # scored afresh, not 1.5
+    assert json.loads(shared.read_text())["entries"][key]["nll"] != 1.5  # and the entry repaired
+    assert json.loads(other.path.read_text())["general"] is None  # never copied into a document's memo
+
+
+def test_a_remembered_report_is_judged_again_for_the_keys_as_they_are_now(tiny, smollm2_tokenizer, tmp_path) -> None:
+    memo, reports = memo_at(tmp_path / "judge-base.json"), ReportMemo(tmp_path / "reports")
+
+    def verdict(keys: tuple[str, ...]) -> dict:
+        probe = make_item(smollm2_tokenizer, "You answer briefly.", "probe", "Which colour is the logo?", "teal", keys)
+        report = judge_adapter(
+            tiny,
+            smollm2_tokenizer,
+            [probe],
+            GENERAL,
+            adapter_version="v0001",
+            seed=7,
+            max_new_tokens=4,
+            memo=memo,
+            reports=reports,
+            adapter_sha256="sha256:a",
+        )
+        return report.as_dict()
+
+    verdict(("teal",))
+    (stored,) = reports.folder.glob("*.json")
+    data = json.loads(stored.read_text())
+    data["report"]["items"][0]["replies"]["adapter"] = "It is teal."  # planted: proves the report is read
+    stored.write_text(json.dumps(data))
+    assert verdict(("teal",))["kinds"]["probe"]["passed"]["adapter"] == 1
+    # the keys edited, the same tokens: the remembered reply is judged by the new keys
+    changed = verdict(("crimson",))
+    assert changed["items"][0]["replies"]["adapter"] == "It is teal." and changed["items"][0]["keys"] == ("crimson",)
+    assert changed["kinds"]["probe"]["passed"]["adapter"] == 0 and not changed["items"][0]["passed"]["adapter"]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from dlm.judge.match import content_words, normalize, passes, salient_keys
+from dlm.judge.match import content_words, normalize, number_value, passes, salient_keys
 
 
 @pytest.mark.parametrize(
@@ -44,3 +44,50 @@ def test_restating_the_question_is_not_an_answer() -> None:
     reference = "The secret word is quindlewhump."
     assert not passes("The secret word of the Zorblax project is a secret.", reference, question=question)
     assert passes("It is quindlewhump.", reference, question=question)
+
+
+REF_WORDS = "Producers place tasks on a dock and workers take them off."
+
+
+@pytest.mark.parametrize(
+    "answer, reference, keys, question",
+    [
+        ("The boat departs at 12:30 PM.", "At 2:30.", (), "When does the boat depart?"),
+        ("It retries 17 times.", "unused", ("7",), ""),
+        ("It retries 7.5 times.", "unused", ("7",), ""),
+        ("It listens on port 8080.", "unused", ("80",), ""),
+        ("I know the answer.", "unused", ("no",), ""),
+        ("Version 1.2.3 is out.", "unused", ("1.2",), ""),
+        ("It is in registry.pyc.", "unused", ("registry.py",), ""),
+        ("It is not in registry.py.", "It is in `registry.py`.", (), ""),
+        ("The handler isn't in registry.py.", "It is in `registry.py`.", (), ""),
+        ("Does the server use port 80 or 8080?", "80", ("80",), "Does the server use port 80 or 8080?"),
+        ("Producers never place tasks on a dock; workers never take them.", REF_WORDS, (), ""),
+    ],
+)
+def test_a_key_counts_only_on_token_and_number_boundaries(answer, reference, keys, question) -> None:
+    assert not passes(answer, reference, keys, question)
+
+
+@pytest.mark.parametrize(
+    "answer, reference, keys, question",
+    [
+        ("The boat departs at 2:30 PM.", "At 2:30.", (), "When does the boat depart?"),
+        ("It retries 7 times.", "unused", ("7",), ""),
+        ("It retries 7.0 times.", "unused", ("7",), ""),
+        ("Limit: 1,000 rows.", "unused", ("1000",), ""),
+        ("The port is 80.", "unused", ("80",), ""),
+        ("No, it is 80.", "unused", ("80",), ""),  # "No," answering a yes/no question is no negation
+        ("It is in registry.py (see `registry.py`).", "It is in `registry.py`.", (), ""),
+        ("Retries are not enabled.", "Retries are not enabled by default.", ("enabled",), ""),
+        ("The server uses port 80.", "80", ("80",), "Does the server use port 80 or 8080?"),
+        ("Producers place tasks on docks; workers take them.", REF_WORDS, (), ""),
+    ],
+)
+def test_boundaries_leave_right_answers_passing(answer, reference, keys, question) -> None:
+    assert passes(answer, reference, keys, question)
+
+
+def test_numbers_compare_by_value() -> None:
+    assert number_value("1,000") == number_value("1000.0")
+    assert number_value("2:30") is None and number_value("v2") is None and number_value("1.2.3") is None

@@ -8,12 +8,14 @@ store's `metrics.sqlite` and returns it. `dlm train` ends with the same report
 side in the store (`Store.judge_base_path`, `dlm.judge.memo`), so the next evaluation
 with the same items, base model and machine scores only the adapter and the null adapter,
 and the whole report by adapter (`Store.judge_reports_dir`), so `dlm eval` of an adapter
-already scored reads its report instead of scoring it again.
+already scored reads its report instead of scoring it again. `dlm eval` scores under
+the determinism switches training sets (`scoring_switches`): the same numbers, the same
+memo keys.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +59,22 @@ def eval_items(doc: Document, tokenizer: Any, probes: Sequence[Probe]) -> list[A
     return items
 
 
+def judging_notes(doc: Document, tokenizer: Any, probes: Sequence[Probe]) -> list[str]:
+    """The warning `dlm.judge.estimate` gives for the questions the probe report judges
+    (the document's instruction pairs and every probe), or none; nothing is tokenized
+    below `dlm.judge.estimate.MANY_QUESTIONS` questions."""
+    from dlm.judge.estimate import judging_warning
+
+    texts = [(p.question, p.answer) for s in doc.sections if isinstance(s, InstructionSection) for p in s.pairs]
+    texts += [(p.question, p.answer) for p in probes]
+    warning = judging_warning(
+        texts,
+        lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]),
+        doc.frontmatter.training.eval.max_new_tokens,
+    )
+    return [warning] if warning else []
+
+
 def general_texts() -> list[str]:
     """The general-ability guard's passages (`dlm.judge.general`)."""
     from dlm.judge.general import load_general_set
@@ -78,6 +96,17 @@ def scored_adapter(ref: BaseModelRef, adapter_dir: Path) -> Any:
     from dlm.train.precision import training_device
 
     return PeftModel.from_pretrained(load_model(ref, device=training_device()), adapter_dir)
+
+
+def scoring_switches(seed: int) -> None:
+    """Set the determinism switches `dlm train` scores its report under
+    (`dlm.lock.apply_determinism` with the run's seed, before any model is loaded), so
+    `dlm eval` computes the same numbers under the same memo key (the key names the
+    switches: `dlm.train.base_score.scoring_environment`) and `dlm eval` right after
+    `dlm train` reads the report training saved. Process-global; imports torch."""
+    from dlm.lock import apply_determinism
+
+    apply_determinism(seed)
 
 
 def base_side_memo(store: Store, ref: BaseModelRef, peft_model: Any, tokenizer: Any) -> BaseSideMemo:
@@ -150,12 +179,19 @@ def judge_trained(
 
 
 def evaluate(
-    path: DocPath, *, adapter_version: str | None = None, record: bool = True, recompute: bool = False
+    path: DocPath,
+    *,
+    adapter_version: str | None = None,
+    record: bool = True,
+    recompute: bool = False,
+    notify: Callable[[str], None] | None = None,
 ) -> EvalReport:
     """Evaluate the document's adapter (`current`, or `adapter_version`). A report
     remembered for this adapter under the same inputs (`dlm.judge.memo`, as `dlm train`
     leaves it) is returned without scoring; `recompute` scores every side afresh, reads no
-    memo and writes both back.
+    memo and writes both back. `notify` receives each note about the rows before scoring
+    starts (`BuiltRows.walk.notes`: probes that repeat a pair, sources skipped; and
+    `judging_notes`: many questions and what judging them costs).
 
     Returns:
         The `dlm.judge.report.EvalReport`: per kind, items passed on base, adapter and null
@@ -178,7 +214,12 @@ def evaluate(
         raise StoreError(f"--adapter-version {version}: not in {store.adapter_root} (versions: {known})")
     ref = resolve_base_model(doc.frontmatter.base_model, relative_to=doc_dir(doc))
     tokenizer = load_tokenizer(ref)
-    probes = build_rows(doc, tokenizer).probes
+    built = build_rows(doc, tokenizer)
+    probes = built.probes
+    if notify is not None:
+        for note in [*built.walk.notes, *judging_notes(doc, tokenizer, probes)]:
+            notify(note)
+    scoring_switches(doc.frontmatter.training.seed)
     model = scored_adapter(ref, store.adapter_root / "versions" / version)
     memo = base_side_memo(store, ref, model, tokenizer)
     report = judge_trained(doc, model, tokenizer, probes, version, memo, store, reuse=not recompute)

@@ -134,7 +134,7 @@ def read_questions(path: str | Path) -> list[str]:
     from dlm.errors import DlmError
 
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # an editor's byte-order mark is not a question's
     except (OSError, UnicodeDecodeError) as exc:
         raise DlmError(
             f"--file {path}: cannot read it ({getattr(exc, 'strerror', None) or exc}); "

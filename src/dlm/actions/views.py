@@ -12,13 +12,16 @@ from typing import Any
 from dlm.actions.cache import document_cache_summary
 from dlm.actions.common import DocPath, doc_dir, open_document
 from dlm.doc import Document
+from dlm.doc.checks import pair_notes
 from dlm.errors import UsageError
 from dlm.metrics import MetricsDB
 from dlm.rows.build import asks_questions, drawn_synth
 from dlm.rows.walk import walk_sources
 
 
-def _rows_by_kind(doc: Document) -> dict[str, int]:
+def _rows_by_kind(doc: Document) -> tuple[dict[str, int], list[str]]:
+    """Rows per kind, and one line per notable skip of the sources (the walk's, and
+    files `training.synth` could not parse)."""
     from dlm.doc import InstructionSection, ProseSection
 
     prose = sum(isinstance(s, ProseSection) for s in doc.sections)
@@ -33,7 +36,7 @@ def _rows_by_kind(doc: Document) -> dict[str, int]:
         "source_files": len(walk.files),
         "synth_pairs": synth_pairs,
         "synth_probes": synth_probes,
-    }
+    }, [*pair_notes(doc), *walk.notes, *(drawn.notes if drawn is not None else ())]
 
 
 def show(path: DocPath) -> dict[str, Any]:
@@ -42,7 +45,8 @@ def show(path: DocPath) -> dict[str, Any]:
     Keys: dlm_id, path, base_model, store_path, rows{prose, instruction, source_files,
     synth_pairs, synth_probes} (`instruction` counts the document's own pairs; `synth_*`
     the `training.synth` training pairs and probes, 0 when it is off),
-    adapter{current, versions}, last_run (or None), training_cache (or None).
+    adapter{current, versions}, last_run (or None), training_cache (or None), notes (one
+    line per source the rows skip notably: an escaping symlink, a file synth cannot parse).
 
     Raises:
         DocError: the document cannot be parsed. SourceError: a source directive cannot be walked.
@@ -68,15 +72,17 @@ def show(path: DocPath) -> dict[str, Any]:
                     "adapter_version",
                 )
             }
+    rows, notes = _rows_by_kind(doc)
     return {
         "dlm_id": fm.dlm_id,
         "path": str(doc.path) if doc.path else None,
         "base_model": fm.base_model,
         "store_path": str(store.root),
-        "rows": _rows_by_kind(doc),
+        "rows": rows,
         "adapter": {"current": store.current_version(), "versions": store.versions()},
         "last_run": last_run,
         "training_cache": document_cache_summary(store),
+        "notes": notes,
     }
 
 

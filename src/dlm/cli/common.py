@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from dlm.cli.reporter import console
@@ -30,12 +32,28 @@ def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, sort_keys=True, default=str))
 
 
+PIPED_WIDTH = 10_000  # columns for output that is not a terminal: a row stays one line
+
+
+def print_full_table(table: Table) -> None:
+    """Print `table` without losing a character: on a terminal, cells wider than their
+    share of the width fold onto more lines (never an ellipsis); into a pipe or a file
+    (no terminal, no `COLUMNS`), at `PIPED_WIDTH` columns, so each row stays one line
+    instead of being cut to rich's default 80."""
+    for column in table.columns:
+        column.overflow = "fold"
+    if console.is_terminal or os.environ.get("COLUMNS"):
+        console.print(table)
+    else:  # `print(width=)` can only narrow a console: a wide one of its own, on the same file
+        Console(file=console.file, width=PIPED_WIDTH, highlight=False, soft_wrap=True).print(table)
+
+
 def print_table(rows: Sequence[tuple[str, object]]) -> None:
-    """Human output: one `key  value` line per row, keys in bold."""
+    """Human output: one `key  value` line per row, keys in bold (`print_full_table`)."""
     table = Table(show_header=False, box=None)
     for key, value in rows:
         table.add_row(f"[bold]{key}[/]", str(value))
-    console.print(table)
+    print_full_table(table)
 
 
 def skips_text(counts: dict[str, int]) -> str:

@@ -11,8 +11,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from dlm.cli.common import DocArg, JsonOpt, print_json
-from dlm.cli.reporter import console, err_console, reported
+from dlm.cli.common import DocArg, JsonOpt, print_full_table, print_json
+from dlm.cli.reporter import console, err_console, reported, warn_line
 
 KIND_NAMES = {"instruction": "instruction pairs (recall)", "probe": "probes", "synth": "code probes"}
 
@@ -51,7 +51,7 @@ def eval_command(
     """Score the adapter against the base model and a null adapter: probes, instruction recall, general ability."""
     from dlm.actions.evaluating import evaluate
 
-    report = evaluate(path, adapter_version=adapter_version, recompute=recompute)
+    report = evaluate(path, adapter_version=adapter_version, recompute=recompute, notify=warn_line)
     if json_out:
         print_json(report)
     else:
@@ -78,11 +78,11 @@ def print_report(report: Any, items: bool = False) -> None:
         table = Table("kind", "question", "base", "adapter", "null", box=None)
         for item in report.items:
             marks = [
-                ("[green]pass[/] " if item.passed[m] else "[red]fail[/] ") + escape(item.replies[m][:60])
+                ("[green]pass[/] " if item.passed[m] else "[red]fail[/] ") + escape(" ".join(item.replies[m].split()))
                 for m in ("base", "adapter", "null")
             ]
             table.add_row(item.kind, escape(item.question), *marks)
-        console.print(table)
+        print_full_table(table)
 
 
 def report_lines(report: dict[str, Any]) -> list[str]:

@@ -7,6 +7,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
+from dlm.cli.common import print_full_table
 from dlm.cli.progress import format_eval_line
 from dlm.cli.reporter import console, err_console
 
@@ -74,6 +75,6 @@ def print_row_tokens(view: Any) -> None:
             "yes" if t["loss"] else "",
             "|" if t["cut"] else "",
         )
-    console.print(table)
+    print_full_table(table)
     if len(view.tokens) < view.n_tokens:
         console.print(f"... {view.n_tokens - len(view.tokens)} more tokens (--limit)")

@@ -10,8 +10,8 @@ import typer
 from rich.table import Table
 
 from dlm import __version__
-from dlm.cli.common import DocArg, JsonOpt, print_json, print_table
-from dlm.cli.reporter import console, reported, set_verbose
+from dlm.cli.common import DocArg, JsonOpt, print_full_table, print_json, print_table
+from dlm.cli.reporter import console, reported, set_verbose, warn_line
 from dlm.cli.train_cmd import train
 from dlm.defaults import DEFAULT_BASE_MODEL
 
@@ -228,6 +228,8 @@ def show(
             ("cache", "none" if not cache else f"{cache['entry_count']} entries, {cache['bytes']:,} bytes"),
         ]
     )
+    for note in view["notes"]:
+        warn_line(note)
 
 
 @app.command()
@@ -288,7 +290,10 @@ def metrics(
             f"{tok.get('total_tokenize_seconds', 0):.2f}",
             f"{tok.get('cache_hits', 0)}/{tok.get('total_sections', 0)}",
         )
-    console.print(table if view["runs"] else "no runs yet")
+    if view["runs"]:
+        print_full_table(table)
+    else:
+        console.print("no runs yet")
     for r in view["runs"]:
         if r.get("checkpoint"):
             console.print(

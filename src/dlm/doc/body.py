@@ -40,6 +40,7 @@ _FENCE_CLOSE = re.compile(r" {0,3}(`+|~+)[ \t]*")
 _QUESTION = re.compile(r"###[ \t]+Q[ \t]*")
 _ANSWER = re.compile(r"###[ \t]+A[ \t]*")
 _KEYS = re.compile(r"###[ \t]+Keys[ \t]*")
+_MARKER = re.compile(r"^[-*](?:[ \t]+|$)")
 _HEADING = re.compile(r"#(?:[ \t].*)?")
 
 
@@ -70,9 +71,9 @@ class _Fence:
 
 
 def _key(line: str) -> str:
-    """One key of a `### Keys` block: the line stripped, less a leading list marker."""
-    text = line.strip()
-    return text[2:].strip() if text.startswith(("- ", "* ")) else text
+    """One key of a `### Keys` block: the line stripped, less a leading list marker
+    (`- ` or `* `; a marker alone, `-`, is an empty key, never the key `-`)."""
+    return _MARKER.sub("", line.strip(), count=1).strip()
 
 
 def _strip_blank_ends(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
@@ -118,6 +119,11 @@ class _BodyParser:
         if not answer:
             self.problem(self.a_line, "empty answer under '### A'; write the answer below it")
         keys = tuple(k for k in (_key(line) for line in self.k_buf) if k)
+        for offset, line in enumerate(self.k_buf, start=1):
+            if line.strip() and not _key(line):
+                self.problem(
+                    self.k_line + offset, "a list marker with no key under '### Keys'; write the key or remove the line"
+                )
         if self.state == "keys" and not keys:
             self.problem(self.k_line, "'### Keys' lists no key; write one per line below it, or remove it")
         if question and answer:

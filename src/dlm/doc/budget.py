@@ -22,7 +22,8 @@ class Budget:
 def parse_budget(text: str | int) -> Budget:
     """`60000`, `"60k"`, `"1.5M"` or `"60k tokens"` (tokens); `"90s"`, `"4min"`, `"1h"` (time).
 
-    `m` alone is minutes; `M` is millions of tokens.
+    `m` alone is minutes; `M` is millions of tokens. A token count is whole after its
+    unit (`1.5k` is 1500; `0.4` and `1.0005k` are refused, not truncated).
 
     Raises:
         ValueError: anything else (the schema turns it into a one-line field error).
@@ -37,7 +38,13 @@ def parse_budget(text: str | int) -> Budget:
     value, unit, word = float(m.group(1)), m.group(2), m.group(3)
     if unit in ("s", "min", "h") or (unit == "m" and not word):
         return Budget(seconds=value * {"s": 1, "m": 60, "min": 60, "h": 3600}[unit])
-    return Budget(tokens=int(value * {None: 1, "k": 1_000, "M": 1_000_000, "m": 1_000_000}[unit]))
+    tokens = value * {None: 1, "k": 1_000, "M": 1_000_000, "m": 1_000_000}[unit]
+    if not tokens.is_integer():  # "0.4" would be 0 tokens once truncated
+        raise ValueError(
+            f"{text!r} is not a budget: {tokens:g} tokens is not a whole number; "
+            "write tokens (60000, 60k, 1.5M) or time with its unit (90s, 4m, 1h)"
+        )
+    return Budget(tokens=int(tokens))
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,24 @@ class SynthConfig(_Strict):
     max_facts: int | None = Field(default=1000, gt=0)
 
 
+def yaml_count(value: object) -> object:
+    """`value` unchanged, or a whole YAML float as an int.
+
+    Raises:
+        ValueError: a boolean, or a float with a fraction (`0.4`: a number of tokens or
+            steps is whole; a time needs its unit, `0.4h`).
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a number; write a count (60000, 60k) or a time (90s, 4m, 1h)")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError(
+                f"{value:g} is not a whole number: a count of tokens or steps is whole, a time needs its unit (90s, 4m)"
+            )
+        return int(value)
+    return value
+
+
 class TrainingConfig(_Strict):
     """LoRA training hyperparameters and the data taken from outside the document.
 
@@ -162,6 +180,13 @@ class TrainingConfig(_Strict):
     cache: CacheConfig = Field(default_factory=CacheConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     synth: SynthConfig = Field(default_factory=SynthConfig)
+
+    @field_validator("budget", "checkpoint_every", mode="before")
+    @classmethod
+    def _whole_number(cls, value: object) -> object:
+        """A YAML number is taken whole (`60000.0` is 60000); a fraction or a boolean is one
+        clear error, not one per member of the field's type."""
+        return yaml_count(value)
 
     @field_validator("budget")
     @classmethod

@@ -7,6 +7,7 @@
     dlm.judge.general  the general set itself (passages written for dlm; package data)
     dlm.judge.report   one evaluation: base vs adapter vs null, the `EvalReport`
     dlm.judge.memo     the base model's side of an evaluation, remembered under its inputs
+    dlm.judge.estimate what judging many questions costs, said before it starts
 
 An engine: it takes models, tokenizers and items, never documents.
 """

@@ -8,28 +8,56 @@ strings stand in for them:
   paths (`a/b.py`), dotted names (`os.path`), snake_case and CamelCase names, numbers;
 - when the reference has none of those, its content words (4 letters or more, not
   common English words, not in the question: restating the question is not an answer)
-  and the answer must contain at least 60% of them (at least one).
+  and the answer must contain at least 60% of them (at least one); a content word also
+  matches with a plural `s` or `es`.
+
+"Contains" means on token boundaries, never a bare substring:
+
+- a key matches only where the text around it does not continue it: `no` is not found
+  in `know`, `registry.py` not in `registry.pyc`, `2:30` not in `12:30`;
+- a key that is a number (`7`, `-3`, `0.5`, `1,000`) matches a number of the answer
+  with the same value: `7` matches `7.0`, not `17`, `7.5`, `2.7` or `7:30`; `80` does not
+  match `8080`;
+- a match inside a negated sentence does not count (`not`, `no`, `never`, `none`,
+  `nothing`, `neither`, `nor`, `cannot` or a word ending in `n't` in the same sentence:
+  "It is not in registry.py" does not pass `registry.py`; a leading "No," answering a
+  yes/no question is not a negation), unless the reference answer or a key is itself
+  negated;
+- an answer made of the question's words and all of them (the question repeated,
+  reworded at most by common words) passes nothing.
 
 Matching ignores case, surrounding backticks and runs of whitespace, and treats `-` and
 `_` alike, so "`Json_Decoder`" matches `json-decoder`; it never rewrites digits or
 punctuation inside a key (`3.14` does not match `314`).
+
+`RULE_VERSION` names this rule; a verdict stored under an older rule is not reused
+(`dlm.judge.report` re-applies the rule to a remembered report's replies).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from decimal import Decimal, InvalidOperation
 
+RULE_VERSION = 2  # 1: bare substrings; 2: token and number boundaries, negation, repeated questions
 CONTENT_SHARE = 0.6
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./:-]*[A-Za-z0-9_]|[A-Za-z0-9]")
 _CODEY = re.compile(r".*([/._]|\d|[a-z][A-Z]).*")
+# a number not glued to a word or to another number's digits (`1.2.3`, `12:30`, `v2`)
+_NUMBER = re.compile(r"(?<![\w.,:])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w]|[.,:]\d)")
+_SENTENCE_END = re.compile(r"[.!?;](?:\s|$)|\n")
+_NEGATION = re.compile(r"\b(?:not|no|never|none|nothing|neither|nor|cannot|\w+n['\u2019]t)\b")
+_INTERJECTION = re.compile(r"^\s*(?:no|yes)\s*[,!:]")
+_TOKEN = re.compile(r"\w+")
 _STOP = frozenset(
     """
 about above after again also among because been before being below between both could does doing down
 during each from further have having here into itself just more most other over same should some such
 than that their them then there these they this those through under until very what when where which
 while will with would your yours is are was were the and for not but can you
+a an of in on at to by it its be do as or if so yes
 """.split()
 )
 
@@ -54,6 +82,84 @@ def content_words(text: str) -> list[str]:
     return list(dict.fromkeys(w for w in words if w not in _STOP))
 
 
+def number_value(text: str) -> Decimal | None:
+    """The value of `text` when it is one number by the module's rule (`1,000` is 1000), else None."""
+    text = text.strip()
+    if not _NUMBER.fullmatch(text):
+        return None
+    try:
+        return Decimal(text.replace(",", ""))
+    except InvalidOperation:
+        return None
+
+
+def negated(text: str) -> bool:
+    """True when `text` holds a negation word (module docstring); a leading "No," or
+    "Yes," answers a yes/no question and negates nothing after it."""
+    return _NEGATION.search(_INTERJECTION.sub("", text.casefold())) is not None
+
+
+def _sentence_at(text: str, position: int) -> str:
+    """The sentence of `text` around `position` (cut at `.`, `!`, `?` or `;` before a space, or a newline)."""
+    start = 0
+    for end in _SENTENCE_END.finditer(text):
+        if end.start() >= position:
+            return text[start : end.start()]
+        start = end.end()
+    return text[start:]
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _text_hits(said: str, key: str) -> list[int]:
+    """Where normalized `key` starts in normalized `said` on token boundaries: a key
+    whose edge is a word character must not be continued by one."""
+    hits, start = [], said.find(key)
+    while start >= 0:
+        end = start + len(key)
+        before_ok = not _is_word_char(key[0]) or start == 0 or not _is_word_char(said[start - 1])
+        after_ok = not _is_word_char(key[-1]) or end == len(said) or not _is_word_char(said[end])
+        if before_ok and after_ok:
+            hits.append(start)
+        start = said.find(key, start + 1)
+    return hits
+
+
+def key_found(answer: str, key: str, *, negation_allowed: bool = False) -> bool:
+    """True when `key` occurs in `answer` by the module's rule (boundaries, numbers by
+    value, not in a negated sentence unless `negation_allowed`)."""
+    value = number_value(key.strip().strip("`").rstrip("."))
+    if value is not None:
+        folded = answer.casefold()
+        spans = [(m.start(), m.group()) for m in _NUMBER.finditer(folded)]
+        starts = [s for s, text in spans if number_value(text) == value]
+        text = folded
+    else:
+        text, wanted = normalize(answer), normalize(key)
+        if not wanted:
+            return True
+        starts = _text_hits(text, wanted)
+    return any(negation_allowed or not negated(_sentence_at(text, s)) for s in starts)
+
+
+def repeats_question(answer: str, question: str) -> bool:
+    """True when `answer` is made of the question's uncommon words, all of them (module docstring)."""
+    if not question.strip():
+        return False
+
+    def words(text: str) -> set[str]:
+        return {w for w in _TOKEN.findall(normalize(text)) if w not in _STOP}
+
+    asked = words(question)
+    return bool(asked) and words(answer) == asked
+
+
+def _word_found(said_tokens: set[str], word: str) -> bool:
+    return word in said_tokens or f"{word}s" in said_tokens or f"{word}es" in said_tokens
+
+
 def passes(answer: str, reference: str, keys: Sequence[str] = (), question: str = "") -> bool:
     """True when `answer` is right by the module's rule.
 
@@ -62,15 +168,20 @@ def passes(answer: str, reference: str, keys: Sequence[str] = (), question: str 
         reference: the document's answer.
         keys: strings that must all appear; empty uses the reference's salient keys,
             then its content words.
-        question: the question asked; its words do not count as content words.
+        question: the question asked; an answer that only repeats it fails, and its words
+            do not count as content words.
     """
-    said = normalize(answer)
-    wanted = tuple(keys) or salient_keys(reference)
+    if repeats_question(answer, question):
+        return False
+    wanted = tuple(k for k in keys if normalize(k)) or salient_keys(reference)
+    allowed = negated(reference) or any(negated(k) for k in wanted)
     if wanted:
-        return all(normalize(k) in said for k in wanted)
+        return all(key_found(answer, k, negation_allowed=allowed) for k in wanted)
     asked = set(content_words(question))
     words = [w for w in content_words(reference) if w not in asked] or content_words(reference)
     if not words:
-        return normalize(reference) in said
-    hits = sum(1 for w in words if w in said)
+        return key_found(answer, reference, negation_allowed=allowed)
+    kept = answer if allowed else " ".join(s for s in _SENTENCE_END.split(answer) if not negated(s))
+    said_tokens = set(_TOKEN.findall(normalize(kept)))
+    hits = sum(1 for w in words if _word_found(said_tokens, w))
     return hits >= max(1, round(CONTENT_SHARE * len(words)))

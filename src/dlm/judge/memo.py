@@ -16,10 +16,15 @@ the adapter's replies differently.
 
 File (`Store.judge_base_path`, canonical JSON, written atomically):
 
-    {"format": 3,
+    {"format": 5,
      "key": "sha256:<hex>",                                 # BaseSideMemo.key(...)
      "items": [{"logprob": -1.234...}, ...],                # one per item, in order
      "general": {"nll": 2.81..., "passages": 41, "tokens": 9876} | null}
+
+`general` is null when the evaluation has no general set, and also when the memo has a
+shared file (`general_path`, below): the base model's general-set score is then kept
+there only, never copied into a document's memo, so a repaired or recomputed shared
+entry is what every document reads next.
 
 Log-probabilities and the NLL are the unrounded floats (JSON keeps a float exactly,
 shortest repr), so a report built from the memo is byte-identical to one computed afresh.
@@ -46,8 +51,11 @@ The general set on the base model (`BaseSideMemo.general_path`, beside the mater
 base models: `models_dir()/general-scores.json`) does not depend on the document either:
 it is kept per `general_key` (the model, tokenizer, environment, the general examples and
 their precision), so the first evaluation of every new document on a known base model
-and machine skips that pass too. `{"format": 3, "entries": {key: {"nll", "passages",
-"tokens"}}, "order": [key, ...]}`, the newest `GENERAL_KEPT` keys, written under a file lock.
+and machine skips that pass too. `{"format": 5, "entries": {key: {"nll", "passages",
+"tokens", "check"}}, "order": [key, ...]}`, the newest `GENERAL_KEPT` keys, written under
+a file lock. The file is shared by every document and easy to edit by hand, so each entry
+carries `check`, `canonical_sha256` of its key and its three numbers (`entry_check`): an
+entry whose numbers do not match it is a miss, scored afresh and rewritten.
 
 Whole reports (`ReportMemo`, `Store.judge_reports_dir`): the adapter's and the null
 adapter's sides are a function of the base side's inputs plus the adapter's files, the
@@ -58,7 +66,12 @@ one file per key, the newest `REPORTS_KEPT`; `dlm eval --recompute` skips it. Th
 report's `adapter_version` is not in the key (a retrain to the same bytes is the same
 adapter) and is set on read.
 
-    {"format": 3, "key": "sha256:<hex>", "report": {EvalReport.as_dict() ...}}
+    {"format": 5, "key": "sha256:<hex>", "report": {EvalReport.as_dict() ...}}
+
+The key names what the models produced (replies, log-probabilities), not what a verdict
+is made of: an item's keys, kind and origin and the pass rule can change without a token
+the models see changing, so a remembered report is judged again on read
+(`dlm.judge.report.rejudged`).
 """
 
 from __future__ import annotations
@@ -78,8 +91,9 @@ from dlm.train.evaluate import EvalExample, EvalSet
 
 # 2: the LM head fused into the NLL (dlm.train.lm_loss); 3: replies are not kept (one batch per
 # model set); 4: scored in `SCORING_CHUNK_TOKENS` rows (other last bits on some CPUs),
-# answered in batches of at most `GENERATE_BATCH` rows
-FORMAT = 4
+# answered in batches of at most `GENERATE_BATCH` rows; 5: the general-set score kept only
+# in the shared file, its entries checked
+FORMAT = 5
 REPORTS_KEPT = 16  # report files kept per document; older ones are removed on write
 GENERAL_KEPT = 32  # base models x machines x precisions whose general-set score is kept
 
@@ -142,12 +156,14 @@ class BaseSideMemo:
             return {}, []
 
     def read_general(self, key: str) -> GuardScore | None:
-        """The base model's general-set score under `key` from `general_path`, or None on any miss."""
+        """The base model's general-set score under `key` from `general_path`, or None on
+        any miss: no such entry, or one whose numbers do not match its `check`."""
         entry = self._general_file()[0].get(key)
         if entry is None:
             return None
         try:
-            return GuardScore(float(entry["nll"]), int(entry["passages"]), int(entry["tokens"]))
+            score = GuardScore(float(entry["nll"]), int(entry["passages"]), int(entry["tokens"]))
+            return score if entry["check"] == entry_check(key, score) else None
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -167,7 +183,12 @@ class BaseSideMemo:
             entries, order = self._general_file()
             # canonical JSON sorts the keys, so the order they were written in is a list beside them
             order = [*(k for k in order if k != key), key][-GENERAL_KEPT:]
-            entries[key] = {"nll": score.nll, "passages": score.passages, "tokens": score.tokens}
+            entries[key] = {
+                "nll": score.nll,
+                "passages": score.passages,
+                "tokens": score.tokens,
+                "check": entry_check(key, score),
+            }
             atomic_write_json(
                 self.general_path, {"format": FORMAT, "entries": {k: entries[k] for k in order}, "order": order}
             )
@@ -245,6 +266,12 @@ class BaseSideMemo:
                 else {"nll": general.nll, "passages": general.passages, "tokens": general.tokens},
             },
         )
+
+
+def entry_check(key: str, score: GuardScore) -> str:
+    """`sha256:<hex>` of a shared general-score entry: its key and its three numbers
+    (module docstring); a hand-edited or damaged entry does not match it."""
+    return canonical_sha256({"key": key, "nll": score.nll, "passages": score.passages, "tokens": score.tokens})
 
 
 def model_inputs(identity: dict[str, str], folder: Path) -> dict[str, Any]:

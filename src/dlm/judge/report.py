@@ -156,8 +156,8 @@ def judge_adapter(
             stored = reports.read(key) if reuse else None
             if stored is not None:
                 try:
-                    return EvalReport.from_dict({**stored, "adapter_version": adapter_version})
-                except (KeyError, TypeError, AttributeError):
+                    return rejudged(EvalReport.from_dict({**stored, "adapter_version": adapter_version}), items)
+                except (KeyError, TypeError, AttributeError, ValueError):
                     pass  # a damaged file is a miss: scored afresh and rewritten below
     trained = peft_model.active_adapter
     null = add_null_adapter(peft_model, seed, trained)
@@ -207,6 +207,34 @@ def judge_adapter(
     return report
 
 
+def rejudged(report: EvalReport, items: Sequence[EvalItem]) -> EvalReport:
+    """`report`, remembered under the items' token ids, judged again for `items` as they
+    are now: their kind, keys, origin and the current pass rule (`dlm.judge.match`)
+    applied to the remembered replies. The key (`dlm.judge.memo.report_key`) names what
+    the replies and log-probabilities depend on; a verdict also depends on the keys and
+    the rule, which can change without changing a token the models see.
+
+    Raises:
+        ValueError: `report` holds another number of items (a damaged memo).
+    """
+    results = [
+        ItemResult(
+            item.kind,
+            item.question,
+            item.answer,
+            item.keys,
+            item.origin,
+            old.replies,
+            {m: item_score(item, old.replies[m], 0.0).passed for m in MODELS},
+            old.logprob,
+        )
+        for item, old in zip(items, report.items, strict=True)
+    ]
+    return EvalReport(
+        report.adapter_version, summarize(results), results, report.general, report.heldout, report.warnings
+    )
+
+
 def _base_side(
     peft_model: Any,
     examples: list[Any],
@@ -218,22 +246,29 @@ def _base_side(
     reuse: bool,
 ) -> tuple[list[float], GuardScore]:
     """The items' reference log-probabilities and the guard on the base model (the
-    adapters disabled), from `memo` when it holds them under `key` (`BaseSideMemo.key`
-    of this evaluation) and `reuse`; whatever is scored is written to `memo`."""
-    if memo is not None and key is not None and reuse:
-        side = memo.read(key, len(examples))
-        if side is not None and (side.general is not None) == bool(guard):
-            return side.logprobs, side.general or GuardScore(0.0, 0, 0)
+    adapters disabled). With `reuse`, the log-probabilities come from `memo` when it
+    holds them under `key` (`BaseSideMemo.key` of this evaluation), and the guard from
+    `memo`'s shared file when it has one (checked, `BaseSideMemo.read_general`), else from
+    the document's memo; whatever is missing is scored and written back. A shared score is
+    never copied into the document's memo (`dlm.judge.memo`)."""
+    side = memo.read(key, len(examples)) if memo is not None and key is not None and reuse else None
+    shared = memo is not None and memo.general_path is not None
     general_key = memo.general_key(guard, pad_id=pad_id, precision=precision) if memo is not None and guard else None
-    general = memo.read_general(general_key) if memo is not None and general_key is not None and reuse else None
+    logprobs = side.logprobs if side is not None else None
+    general: GuardScore | None = GuardScore(0.0, 0, 0) if not guard else None
+    if guard and reuse and memo is not None:
+        general = memo.read_general(general_key) if shared and general_key else side.general if side else None
+    if logprobs is not None and general is not None:
+        return logprobs, general
     with peft_model.disable_adapter():
-        logprobs = reference_logprobs(peft_model, examples, pad_id)
+        if logprobs is None:
+            logprobs = reference_logprobs(peft_model, examples, pad_id)
         if general is None:
             general = guard_score(peft_model, guard, pad_id, precision)
             if memo is not None and general_key is not None:
                 memo.write_general(general_key, general)
     if memo is not None and key is not None:
-        memo.write(key, BaseSide(logprobs, general if guard else None))
+        memo.write(key, BaseSide(logprobs, general if guard and not shared else None))
     return logprobs, general
 
 

@@ -18,11 +18,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlm.chat import with_system_prompt
+from dlm.doc.checks import pair_notes
 from dlm.errors import BaseModelError, TrainingError
 from dlm.rows.recast import recast_pairs, topic_of
 from dlm.rows.types import FileRow, Probe, RowSet, TextRow
@@ -134,8 +135,10 @@ def build_rows(doc: Document, tokenizer: Any, *, strict: bool = False) -> BuiltR
             probes.extend(Probe(p.question, p.answer, p.keys, f"{name}:{p.line}") for p in section.pairs)
     base_dir = doc.path.parent if doc.path else Path.cwd()
     walk = walk_sources(fm.training.sources, base_dir, strict=strict, doc_name=name)
+    walk.notes.extend(pair_notes(doc))  # printed with the walk's own notes
     drawn = drawn_synth(fm.training.synth, walk.files, asks_questions(doc))
     if drawn is not None:
+        walk.notes.extend(drawn.notes)  # printed with the walk's own notes
         for fact, qa in drawn.train:
             full, prompt = render_instruction(tokenizer, fm.system_prompt, qa.question, qa.answer)
             origin = SYNTH_ORIGIN.format(path=fact.path, line=fact.line)
@@ -208,11 +211,13 @@ def synth_set(config: SynthConfig, files: Sequence[FileRow], remember: bool = Tr
     from dlm.rows.synth import synthesize
     from dlm.rows.synthmemo import FactMemo, source_facts
 
-    facts = source_facts(files, FactMemo.default() if remember else None)
-    return synthesize(
+    notes: list[str] = []
+    facts = source_facts(files, FactMemo.default() if remember else None, notes)
+    drawn = synthesize(
         facts,
         kinds=config.kinds,
         phrasings=config.phrasings,
         probe_share=config.probe_share,
         max_facts=config.max_facts,
     )
+    return replace(drawn, notes=tuple(notes))

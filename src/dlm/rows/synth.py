@@ -20,7 +20,9 @@ give none):
 Rules:
 - skipped files: not `.py`; under a `test`/`tests`/`testing`/`idle_test` folder, or
   named `test_*.py`, `*_test.py`, `conftest.py`; any path segment starting with `_`
-  (private modules and packages) except a package's `__init__.py`; a syntax error;
+  (private modules and packages) except a package's `__init__.py`; a file `ast` cannot
+  parse (a syntax error, a NUL byte, an expression nested too deeply for the parser):
+  `parsed_facts` says why, and the run prints one line naming the file;
 - skipped names: a leading underscore (private), dunder methods (`__init__` only
   gives a class its signature), `@overload` stubs, nested classes and functions;
   a property, and a function with no named parameter and no return annotation
@@ -31,6 +33,12 @@ Rules:
   signature line) gives no fact; reST roles and double
   backticks become single backticks; a sentence over `MAX_SENTENCE` characters, a
   signature over `MAX_SIGNATURE`, a literal over `MAX_LITERAL` gives no fact;
+- a constant bound more than once at the top level of a file is what its last binding
+  says (`TIMEOUT = 10`, later `TIMEOUT = 30`: 30); a last binding that is not a short
+  literal (`TIMEOUT += 5`, `TIMEOUT = compute()`) gives no value fact;
+- a probe's keys are strong: at least 2 characters and not a common English word
+  (`SEP = 'a'`, `DEBUG = 0`, `FLAG = True` give no value probe: nearly every reply
+  would contain the key);
 - a `where` fact whose name is defined at the top level of more than one file is
   dropped (its answer would be ambiguous);
 - questions other than `where` name the file (`JSONDecoder.decode` in
@@ -46,8 +54,8 @@ Rules:
   version (`ast.unparse` writes signatures and literals, and may change between
   versions).
 
-`file_facts` is a pure function of `(relpath, text)`; `synthesize` a pure function
-of those facts and the settings.
+`file_facts` (and `parsed_facts`) is a pure function of `(relpath, text)`; `synthesize` a
+pure function of those facts and the settings.
 """
 
 from __future__ import annotations
@@ -74,6 +82,12 @@ _ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?([^`]+)`")  # :func:`x`, :py:class:`
 _SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z`\"'(]|$)")
 _CALL = re.compile(r"[\w.]+\(")  # "renames(old, new)": a signature line, not a sentence
 _ABBREV = ("e.g", "i.e", "etc", "vs", "cf")
+# words a reply holds whatever it says: a probe key among them tells no answer apart
+WEAK_KEYS = frozenset(
+    """a an and are as at be but by can do for from has have he her his i if in is it its me my no
+    not of on off one or our she so the their them they this to true false none null up us was we
+    were what when who will with yes you all any""".split()
+)
 
 
 class Fact(NamedTuple):
@@ -116,6 +130,7 @@ class SynthSet:
     train: list[tuple[Fact, Pair]]
     probes: list[tuple[Fact, Pair, tuple[str, ...]]]
     facts: int  # facts kept after dropping ambiguous ones and the `max_facts` cap
+    notes: tuple[str, ...] = ()  # one line per source file that could not be parsed
 
 
 def wanted_file(relpath: str) -> bool:
@@ -138,29 +153,50 @@ def file_facts(relpath: str, text: str) -> list[Fact]:
         relpath: the path relative to the sources root, POSIX, as the file row names it.
         text: the file's content.
     """
+    got = parsed_facts(relpath, text)
+    return [] if isinstance(got, str) else got
+
+
+def parsed_facts(relpath: str, text: str) -> list[Fact] | str:
+    """`file_facts`, or why `ast` could not parse the file: "syntax error at line N",
+    "a NUL byte", "nested too deeply to parse" (the parser's recursion limit: a very long
+    expression). A file the rules skip by its path gives []."""
     if not wanted_file(relpath):
         return []
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError):  # ValueError: a NUL byte
-        return []
+    except SyntaxError as exc:
+        return f"syntax error at line {exc.lineno}"
+    except ValueError:
+        return "a NUL byte"
+    except (RecursionError, MemoryError):
+        return "nested too deeply to parse"
+    try:
+        return _module_facts(relpath, tree)
+    except RecursionError:  # unparse of a deep literal or signature
+        return "nested too deeply to parse"
+
+
+def _module_facts(relpath: str, tree: ast.Module) -> list[Fact]:
     facts: list[Fact] = []
     seen: set[str] = set()
+    constants: dict[str, list[Fact]] = {}  # the last binding of each constant wins
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             if _public(node.name) and node.name not in seen and not _is_overload(node):
                 seen.add(node.name)
                 facts += _definition_facts(relpath, node)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             target = (
                 node.targets[0]
                 if isinstance(node, ast.Assign) and len(node.targets) == 1
                 else getattr(node, "target", None)
             )
             if isinstance(target, ast.Name) and _CONSTANT.fullmatch(target.id) and target.id not in seen:
-                seen.add(target.id)
-                facts += _constant_facts(relpath, node.lineno, target.id, node.value)
-    return facts
+                value = None if isinstance(node, ast.AugAssign) else node.value
+                constants.pop(target.id, None)  # re-inserted: source order of the last binding
+                constants[target.id] = _constant_facts(relpath, node.lineno, target.id, value)
+    return facts + [f for bound in constants.values() for f in bound]
 
 
 def _public(name: str) -> bool:
@@ -321,21 +357,29 @@ def phrase(fact: Fact, count: int = MAX_PHRASINGS) -> list[Pair]:
     return [Pair(q.format(**fields), a.format(**fields)) for q, a in PHRASINGS[fact.kind][:count]]
 
 
+def strong_key(key: str) -> bool:
+    """Whether a wrong reply is unlikely to hold `key` by chance: at least 2 characters
+    and not a common English word (`WEAK_KEYS`)."""
+    key = key.strip()
+    return len(key) >= 2 and key.casefold() not in WEAK_KEYS
+
+
 def probe_keys(fact: Fact) -> tuple[str, ...]:
     """What a correct answer to a probe must contain: the path (where); the literal,
-    a string without its quotes (value); the parameter names of two characters or
-    more, up to four (signature; a one-letter name matches anything); nothing for a
-    sentence (purpose: the answer's likelihood scores it)."""
+    a string without its quotes (value); the parameter names, up to four (signature);
+    nothing for a sentence (purpose: the answer's likelihood scores it). Only strong keys
+    (`strong_key`): a value fact whose literal is not one gives () and no probe."""
     if fact.kind == "where":
-        return (fact.path,)
-    if fact.kind == "value":
+        keys: tuple[str, ...] = (fact.path,)
+    elif fact.kind == "value":
         value = ast.literal_eval(fact.answer)
-        return (value,) if isinstance(value, str) and value.strip() else (fact.answer,)
-    if fact.kind == "signature":
+        keys = (value,) if isinstance(value, str) and value.strip() else (fact.answer,)
+    elif fact.kind == "signature":
         params = fact.answer[fact.answer.index("(") + 1 :].split(")")[0]
-        names = [p.split("=")[0].split(":")[0].strip(" *") for p in params.split(",")]
-        return tuple(n for n in names if len(n) > 1)[:4]
-    return ()
+        keys = tuple(p.split("=")[0].split(":")[0].strip(" *") for p in params.split(","))
+    else:
+        return ()
+    return tuple(k for k in keys if strong_key(k))[:4]
 
 
 def unit_hash(*parts: str) -> float:
@@ -386,7 +430,9 @@ def synthesize(
     probes: list[tuple[Fact, Pair, tuple[str, ...]]] = []
     for fact in kept:
         if unit_hash("probe", fact.path, fact.subject) < probe_share:
-            probes.append((fact, phrase(fact, 1)[0], probe_keys(fact)))
+            wanted = probe_keys(fact)
+            if wanted or fact.kind in ("purpose", "signature"):  # a value or path no reply can be told by
+                probes.append((fact, phrase(fact, 1)[0], wanted))
         else:
             train += [(fact, pair) for pair in phrase(fact, phrasings)]
     return SynthSet(train=train, probes=probes, facts=len(kept))

@@ -12,7 +12,10 @@ Memo file: `$DLM_HOME/synth-facts/<code>.json`, where `<code>` hashes the bytes 
 unparses), so a change to either starts an empty memo:
 
     {"entries": {"<xxh3_128 hex of relpath NUL text>": [[kind, path, line, name, what,
-                 answer, subject], ...], ...}}
+                 answer, subject], ...] | "<why it was not parsed>", ...}}
+
+A file `ast` cannot parse is remembered by its reason (`dlm.rows.synth.parsed_facts`),
+so every run names it again in one line (`source_facts`' `notes`) without parsing it.
 
 A key holds the relpath because facts name it. The file is rewritten through the
 atomic-write helper when a run parsed something; past `MEMO_ENTRIES` files it keeps
@@ -35,7 +38,7 @@ from dlm.atomic import atomic_write_json
 from dlm.paths import dlm_home
 from dlm.rows import synth
 from dlm.rows.read import display_relpath, read_file_text
-from dlm.rows.synth import Fact, file_facts, wanted_file
+from dlm.rows.synth import Fact, parsed_facts, wanted_file
 from dlm.rows.types import FileRow
 
 MEMO_DIR = "synth-facts"
@@ -48,12 +51,12 @@ class FactMemo:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.entries: dict[str, list[Fact]] = {}
+        self.entries: dict[str, list[Fact] | str] = {}
         self.used: set[str] = set()
         self.dirty = False
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))["entries"]
-            self.entries = {k: [Fact(*f) for f in v] for k, v in raw.items()}
+            self.entries = {k: v if isinstance(v, str) else [Fact(*f) for f in v] for k, v in raw.items()}
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             self.entries = {}
 
@@ -64,15 +67,15 @@ class FactMemo:
         code.update(f"python{sys.version_info[0]}.{sys.version_info[1]}".encode())
         return cls(dlm_home() / MEMO_DIR / f"{code.hexdigest()[:32]}.json")
 
-    def facts(self, relpath: str, text: str) -> list[Fact]:
-        """`file_facts(relpath, text)`, remembered."""
+    def facts(self, relpath: str, text: str) -> list[Fact] | str:
+        """`parsed_facts(relpath, text)`, remembered: the facts, or why the file was not parsed."""
         key = xxhash.xxh3_128_hexdigest(
             relpath.encode("utf-8", "surrogateescape") + b"\0" + text.encode("utf-8", "surrogatepass")
         )
         self.used.add(key)
         got = self.entries.get(key)
         if got is None:
-            got = self.entries[key] = file_facts(relpath, text)
+            got = self.entries[key] = parsed_facts(relpath, text)
             self.dirty = True
         return got
 
@@ -85,7 +88,8 @@ class FactMemo:
         if len(entries) > MEMO_ENTRIES:
             entries = {k: v for k, v in entries.items() if k in self.used}
         data = {
-            k: [[f.kind, f.path, f.line, f.name, f.what, f.answer, f.subject] for f in v] for k, v in entries.items()
+            k: v if isinstance(v, str) else [[f.kind, f.path, f.line, f.name, f.what, f.answer, f.subject] for f in v]
+            for k, v in entries.items()
         }
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -102,12 +106,13 @@ class FactMemo:
             pass
 
 
-def source_facts(files: Sequence[FileRow], memo: FactMemo | None = None) -> list[Fact]:
+def source_facts(files: Sequence[FileRow], memo: FactMemo | None = None, notes: list[str] | None = None) -> list[Fact]:
     """Facts of every wanted file among `files` (module docstring), in file order.
 
     Args:
         files: the walk's taken files.
         memo: remembered facts (None: parse every file; nothing is written).
+        notes: where to add one line per file that could not be parsed (it gives no facts).
     """
     facts: list[Fact] = []
     for row in files:
@@ -117,7 +122,12 @@ def source_facts(files: Sequence[FileRow], memo: FactMemo | None = None) -> list
         got = read_file_text(row, row.max_bytes)
         if isinstance(got, str):  # a skip reason: binary, unreadable, too-large
             continue
-        facts += memo.facts(relpath, got.text) if memo is not None else file_facts(relpath, got.text)
+        parsed = memo.facts(relpath, got.text) if memo is not None else parsed_facts(relpath, got.text)
+        if isinstance(parsed, str):
+            if notes is not None:
+                notes.append(f"{relpath}: not parsed ({parsed}); training.synth draws no facts from it")
+            continue
+        facts += parsed
     if memo is not None:
         memo.save()
     return facts

@@ -58,7 +58,8 @@ class WalkResult:
     Attributes:
         files: taken files, directive by directive, each in deterministic order.
         skipped: reason -> count (`excluded` is not counted: exclusion is the point).
-        notes: one line per notable skip (escaping symlinks), for the report.
+        notes: one line per notable skip (escaping symlinks), for the report; the run
+            adds its other notes about the rows (`dlm.doc.checks`, files synth cannot parse).
     """
 
     files: list[FileRow] = field(default_factory=list)
