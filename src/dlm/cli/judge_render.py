@@ -26,7 +26,9 @@ def print_heldout(report: Any) -> None:
     else:
         console.print("held-out loss: none (no rows held out; see training.eval in docs/format.md)")
     if report.real_token_fraction is not None:
-        console.print(f"real tokens: {report.real_token_fraction:.1%} of tokens processed carried loss")
+        padding = getattr(report, "padding_fraction", None)
+        padded = f", {padding:.1%} were padding" if padding is not None else ""
+        console.print(f"real tokens: {report.real_token_fraction:.1%} of tokens processed carried loss{padded}")
 
 
 def print_cycle(cycle: Any, json_out: bool) -> None:

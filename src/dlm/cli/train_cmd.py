@@ -4,7 +4,7 @@ watch loop), render the report."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -119,46 +119,23 @@ def train(
     """Train a new adapter version from the document (rows, tokenize, LoRA, save)."""
     from dlm.actions.training import LaunchSpec
     from dlm.actions.training import train as train_action
-    from dlm.cli.common import lock_mode_from_flags, skips_text
-    from dlm.cli.judge_render import print_heldout
-    from dlm.cli.progress import format_kind_losses, make_train_sink
+    from dlm.cli.common import lock_mode_from_flags
+    from dlm.cli.progress import make_train_sink
 
     mode = lock_mode_from_flags(strict=strict_lock, update=update_lock, ignore=ignore_lock)
     if dry_run:
-        from dlm.actions.training import TrainOptions
-        from dlm.actions.training.dryrun import dry_run as dry_run_action
-        from dlm.cli.progress import dry_run_lines
-
-        sink = make_train_sink(json_out)
-        try:
-            plan = dry_run_action(path, TrainOptions(max_steps=max_steps, strict_sources=strict, lock_mode=mode), sink)
-        finally:
-            sink.close()
-        if json_out:
-            return print_json(plan)
-        for line in dry_run_lines(plan):
-            console.print(line)
-        return
+        return _dry_run(path, max_steps, strict, mode, json_out)
     if watch:
-        from dlm.cli.watch_cmd import run_watch
-        from dlm.errors import UsageError
-
-        if resume:
-            raise UsageError("--watch starts fresh runs; resume the interrupted one first with --resume alone")
-        if nproc is not None or nnodes > 1 or accelerate_config is not None:
-            raise UsageError(
-                "--watch trains in this process; drop --nproc/--nnodes/--accelerate-config, "
-                "or run the multi-process train without --watch"
-            )
-
-        return run_watch(
+        return _watch(
             path,
-            max_steps=max_steps,
-            use_cache=not no_cache,
-            strict_sources=strict,
-            lock_mode=mode,
-            judge=not no_judge,
-            json_out=json_out,
+            max_steps,
+            not no_cache,
+            strict,
+            mode,
+            not no_judge,
+            json_out,
+            resume=resume,
+            several=nproc is not None or nnodes > 1 or accelerate_config is not None,
         )
     launch = None
     if nproc is not None or nnodes > 1 or accelerate_config is not None or master_addr or master_port:
@@ -184,6 +161,70 @@ def train(
     if json_out:
         print_json(report)
         return
+    render_report(report)
+
+
+def _dry_run(path: Path, max_steps: int | None, strict: bool, mode: Any, json_out: bool) -> None:
+    """`dlm train --dry-run`: the plan and a measured ETA, nothing written."""
+    from dlm.actions.training import TrainOptions
+    from dlm.actions.training.dryrun import dry_run as dry_run_action
+    from dlm.cli.progress import dry_run_lines, make_train_sink
+
+    sink = make_train_sink(json_out)
+    try:
+        plan = dry_run_action(path, TrainOptions(max_steps=max_steps, strict_sources=strict, lock_mode=mode), sink)
+    finally:
+        sink.close()
+    if json_out:
+        return print_json(plan)
+    for line in dry_run_lines(plan):
+        console.print(line)
+
+
+def _watch(
+    path: Path,
+    max_steps: int | None,
+    use_cache: bool,
+    strict: bool,
+    mode: Any,
+    judge: bool,
+    json_out: bool,
+    *,
+    resume: bool,
+    several: bool,
+) -> None:
+    """`dlm train --watch`: re-train in this process on every change.
+
+    Raises:
+        UsageError: with `--resume` or a multi-process flag.
+    """
+    from dlm.cli.watch_cmd import run_watch
+    from dlm.errors import UsageError
+
+    if resume:
+        raise UsageError("--watch starts fresh runs; resume the interrupted one first with --resume alone")
+    if several:
+        raise UsageError(
+            "--watch trains in this process; drop --nproc/--nnodes/--accelerate-config, "
+            "or run the multi-process train without --watch"
+        )
+    run_watch(
+        path,
+        max_steps=max_steps,
+        use_cache=use_cache,
+        strict_sources=strict,
+        lock_mode=mode,
+        judge=judge,
+        json_out=json_out,
+    )
+
+
+def render_report(report: Any) -> None:
+    """A finished run's `TrainReport`, as lines on the console."""
+    from dlm.cli.common import skips_text
+    from dlm.cli.judge_render import print_heldout
+    from dlm.cli.progress import format_kind_losses
+
     tok = report.tokenization
     console.print(
         f"rows: {report.rows['prose']} prose, {report.rows['instruction']} instruction, "

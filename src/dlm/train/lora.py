@@ -71,13 +71,18 @@ class LoraResult:
     accelerator_peak_bytes: int | None = None  # torch.cuda.max_memory_allocated over the steps; None off CUDA
     hook_seconds: float = 0.0  # of `seconds`, spent measuring and checkpointing between steps
     tokens_before: int = 0  # of `tokens_seen`, trained before the checkpoint a run resumed from
-    processed_tokens: int = 0  # tokens fed to the model, padding included
-    loss_tokens: int = 0  # tokens whose label was predicted
+    processed_tokens: int = 0  # tokens fed to the model, padding included (a resumed run's earlier steps too)
+    loss_tokens: int = 0  # tokens whose label was predicted (likewise)
 
     @property
     def real_token_fraction(self) -> float | None:
         """The share of processed tokens that carried loss."""
         return self.loss_tokens / self.processed_tokens if self.processed_tokens else None
+
+    @property
+    def padding_fraction(self) -> float | None:
+        """The share of processed tokens that were padding."""
+        return 1.0 - self.tokens_seen / self.processed_tokens if self.processed_tokens else None
 
     @property
     def step_seconds(self) -> float:

@@ -30,7 +30,7 @@ from pathlib import Path
 from ulid import ULID
 
 from dlm.actions.common import DocPath, open_document
-from dlm.actions.training.plan import prepare, resolve_base
+from dlm.actions.training.plan import RankSide, prepare, resolve_base
 from dlm.actions.training.publish import train_and_publish, train_as_peer
 from dlm.actions.training.ranks import check_agreement, launch_train, rank_entry, run_id_for, write_report
 from dlm.actions.training.types import DEFAULT_OPTIONS, NullSink, TrainOptions, TrainReport, TrainSink
@@ -170,11 +170,13 @@ def _train_rank(doc: Document, store: Store, options: TrainOptions, sink: TrainS
             ref,
             options,
             sink,
-            group,
-            plan,
-            run_id,
-            check_agreement,
-            lambda stats, waited, ready: rank_entry(info, stats, waited, ready),
+            RankSide(
+                group,
+                plan,
+                run_id,
+                check_agreement,
+                lambda stats, waited, ready: rank_entry(info, stats, waited, ready),
+            ),
         )
         report = train_and_publish(run, sink) if info.is_main else train_as_peer(run)
     if os.environ.get(REPORT_ENV) and info.local_rank == 0:  # each machine's launcher reads its own

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from dlm.actions.common import DocPath, open_document
-from dlm.actions.training.plan import prepare, resolve_base
+from dlm.actions.training.plan import RankSide, prepare, resolve_base
 from dlm.actions.training.ranks import check_agreement, rank_entry
 from dlm.actions.training.types import DEFAULT_OPTIONS, NullSink, TrainOptions, TrainSink
 from dlm.errors import TrainingError
@@ -97,11 +97,9 @@ def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainS
         resolve_base(doc),
         replace(options, use_cache=False, resume=False),
         sink,
-        group,
-        plan,
-        "dry-run",
-        check_agreement,
-        lambda stats, waited, ready: rank_entry(info, stats, waited, ready),
+        RankSide(
+            group, plan, "dry-run", check_agreement, lambda stats, waited, ready: rank_entry(info, stats, waited, ready)
+        ),
     )
     per_step = run.hyper.batch_size * run.hyper.gradient_accumulation_steps
     steps = run.hyper.max_steps or max(1, int(-(-len(run.dataset) * run.hyper.num_epochs // per_step)))

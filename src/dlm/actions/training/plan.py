@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from dlm.actions.training.lockstep import LockStep, check_run_lock, lock_inputs, resume_point
 from dlm.actions.training.types import TrainOptions, TrainSink
-from dlm.cpu_isa import check_cpu_isa
 from dlm.doc import Document
 from dlm.doc.schema import TrainingConfig
 from dlm.errors import TrainingError
-from dlm.lock import DeterminismFlags, DlmLock, LockDecision, LockMode
+from dlm.lock import DeterminismFlags
 from dlm.models import BaseModelRef, resolve_base_model
 from dlm.rows.build import build_rows, check_inputs
 from dlm.rows.types import Probe
@@ -41,22 +41,6 @@ from dlm.train.heldout import Split, split_rows, subset
 from dlm.train.lora import Hyperparameters, lock_hyperparameters
 from dlm.train.precision import resolve_precision
 from dlm.train.recipe import DEFAULT_TOKENS_PER_SECOND, MIN_UPDATES, Recipe, choose
-
-
-@dataclass(frozen=True)
-class LockStep:
-    """The determinism lock around a run: validated before training, written after."""
-
-    store: Store
-    current: DlmLock
-    decision: LockDecision
-
-    def finish(self, run_id: str, adapter_sha: str) -> None:
-        """Write the lock for the published adapter, unless the mode says not to."""
-        from dlm.lock import write_lock
-
-        if self.decision.should_write:
-            write_lock(self.store.root, self.current, run_id=run_id, adapter_sha256=adapter_sha)
 
 
 @dataclass(frozen=True)
@@ -169,23 +153,40 @@ def resolve_base(doc: Document) -> BaseModelRef:
     return resolve_base_model(doc.frontmatter.base_model, relative_to=doc.path.parent if doc.path else None)
 
 
-def prepare(
-    doc: Document,
-    store: Store,
-    ref: BaseModelRef,
-    options: TrainOptions,
-    sink: TrainSink,
-    group: RankGroup,
-    plan: DistPlan,
-    run_id: str,
-    agree: Callable[[RankGroup, dict[str, Any]], None],
-    rank_entry: Callable[[Any, float, float], dict[str, Any]],
-) -> PreparedRun:
-    """Decide everything of a run (module docstring); rank 0 also checks the lock.
+@dataclass(frozen=True)
+class RankSide:
+    """Who prepares the run: this process among the ranks, and how the ranks meet.
 
-    Args:
+    Attributes:
+        group: the ranks' process group (`dlm.train.distributed.RankGroup`).
+        plan: world size, micro-batch, accumulation, backend.
+        run_id: the run's id (the same on every rank).
         agree: the ranks' agreement check (`ranks.check_agreement`).
         rank_entry: this rank's tokenization summary from (stats, waited, ready) seconds.
+    """
+
+    group: RankGroup
+    plan: DistPlan
+    run_id: str
+    agree: Callable[[RankGroup, dict[str, Any]], None]
+    rank_entry: Callable[[Any, float, float], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class _Examples:
+    """The training examples and how their number of steps was chosen."""
+
+    dataset: WindowDataset | PackedDataset
+    hyper: Hyperparameters
+    share: float | None
+    packing: bool
+    steps_reason: str
+
+
+def prepare(
+    doc: Document, store: Store, ref: BaseModelRef, options: TrainOptions, sink: TrainSink, side: RankSide
+) -> PreparedRun:
+    """Decide everything of a run (module docstring); rank 0 also checks the lock.
 
     Raises:
         BaseModelError, SourceError, TrainingError, LockValidationError: before the
@@ -193,8 +194,7 @@ def prepare(
     """
     from dlm.tokenize.deferred import deferred_tokenizer
 
-    info, training = group.info, doc.frontmatter.training
-    base_dir = doc.path.parent if doc.path else None
+    info, training = side.group.info, doc.frontmatter.training
     deferred, tokenizer_sha256 = deferred_tokenizer(ref)  # the fingerprint from the memo when unchanged
     tokenizer = deferred.load()
 
@@ -205,72 +205,35 @@ def prepare(
             tokenizer,
             tokenizer_sha256,
             training,
-            cache_run_id(info, run_id),
+            cache_run_id(info, side.run_id),
             options.use_cache,
-            base_dir,
+            doc.path.parent if doc.path else None,
             options.cache_remote,
         )
         return built, row_encoder.tokenize(built.rows, sink)
 
-    (built, tokenized), waited, ready = group.in_turns(rows_and_ids)
-    for note in [*built.walk.notes, *tokenized.warnings]:
-        sink.on_message(note)
-    if built.synth_pairs and training.synth.enabled == "auto":
-        sink.on_note(
-            f"training.synth (auto): {built.synth_pairs} Q/A pairs state the values of the sources' constants "
-            "(`training.synth.enabled: false` leaves them out)"
-        )
+    (built, tokenized), waited, ready = side.group.in_turns(rows_and_ids)
+    _say_notes(doc, tokenizer, built, tokenized, sink, options)
     files_skipped = dict(built.walk.skipped + tokenized.files_skipped)
     split = split_rows(tokenized, training.eval.fraction, training.eval.max_rows)
     train_rows = subset(tokenized, split.train)
-    hyper = hyperparameters(training, options)
-    share = training.instruction_share
-    recipe, packing = None, training.packing
-    steps_reason = (
-        "--max-steps"
-        if options.max_steps is not None
-        else "training.max_steps"
-        if training.max_steps is not None
-        else "training.num_epochs"
-    )
-    if hyper.max_steps is None and training.num_epochs is None and len(train_rows):
-        recipe = choose_recipe(train_rows, training, plan, _tokens_per_second(store), packing)
-        share = share if share is not None else recipe.instruction_share
-    dataset = build_dataset(train_rows, training.sequence_len, packing, share)
-    if recipe is not None and len(dataset):
-        per_step = training.batch_size * training.gradient_accumulation_steps * plan.world_size
-        steps = recipe.max_steps or max(1, -(-len(dataset) // per_step))
-        if packing and recipe.max_steps is None and steps < MIN_UPDATES:
-            # a small document packs into a handful of blocks: too few optimizer steps to learn it
-            packing = False
-            recipe = choose_recipe(train_rows, training, plan, _tokens_per_second(store), packing)
-            share = training.instruction_share if training.instruction_share is not None else recipe.instruction_share
-            dataset = build_dataset(train_rows, training.sequence_len, packing, share)
-            steps = recipe.max_steps or max(1, -(-len(dataset) // per_step))
-        hyper = replace(hyper, max_steps=steps)
-        layout = "packed blocks" if packing else "one example per row"
-        steps_reason = f"recipe: {steps} steps ({recipe.reason}; {len(dataset)} examples, {layout})"
-        sink.on_note(steps_reason)
-        if recipe.warning:
-            sink.on_message(recipe.warning)
-    if len(dataset) == 0:
+    chosen = _examples(train_rows, training, options, store, side.plan, sink)
+    if len(chosen.dataset) == 0:
         raise TrainingError(
             f"{doc.path or '<doc>'}: no usable training rows ({tokenized.files_taken} source files "
             f"taken, skipped: {format_skips(files_skipped)}); add prose or ::instruction:: sections, "
             f"or widen training.sources include patterns"
         )
     corpus = corpus_fingerprint(train_rows.keys)
-    agree(
-        group, {"document": doc.dlm_sha256, "tokenizer": tokenizer_sha256, "examples": len(dataset), "corpus": corpus}
-    )
-    ranks = group.gather(rank_entry(tokenized.stats, waited, ready))
-    flags = _seed(hyper.seed)
-    lock = (
-        _check_lock(doc, store, ref, tokenizer_sha256, corpus, hyper, share, packing, flags, options, sink, plan)
-        if info.is_main
-        else None
-    )
-    resume_from = _resume_point(store, run_id, lock) if options.resume else None
+    facts = {"document": doc.dlm_sha256, "tokenizer": tokenizer_sha256, "examples": len(chosen.dataset)}
+    side.agree(side.group, {**facts, "corpus": corpus})
+    ranks = side.group.gather(side.rank_entry(tokenized.stats, waited, ready))
+    flags = _seed(chosen.hyper.seed)
+    lock = None
+    if info.is_main:
+        hashed = lock_hyperparameters(chosen.hyper, training.sequence_len, chosen.packing, chosen.share)
+        inputs = lock_inputs(doc, ref, tokenizer_sha256, corpus, chosen.hyper, hashed, side.plan)
+        lock = check_run_lock(store, inputs, flags, options.lock_mode, sink)
     return PreparedRun(
         doc=doc,
         store=store,
@@ -278,38 +241,89 @@ def prepare(
         tokenizer=tokenizer,
         tokenized=tokenized,
         split=split,
-        dataset=dataset,
-        hyper=hyper,
-        run_id=run_id,
+        dataset=chosen.dataset,
+        hyper=chosen.hyper,
+        run_id=side.run_id,
         files_skipped=files_skipped,
-        plan=plan,
+        plan=side.plan,
         ranks=ranks,
         lock=lock,
         rank=info.rank,
         probes=built.probes,
-        steps_reason=steps_reason,
-        resume_from=resume_from,
-        judge=options.judge and doc.frontmatter.training.eval.judge,
+        steps_reason=chosen.steps_reason,
+        resume_from=resume_point(store, side.run_id, lock) if options.resume else None,
+        judge=options.judge and training.eval.judge,
     )
 
 
-def _resume_point(store: Store, run_id: str, lock: LockStep | None) -> Path:
-    """The latest checkpoint of interrupted run `run_id`, after checking that the
-    document, its rows and the hyperparameters are those it was started with.
+def _say_notes(
+    doc: Document, tokenizer: Any, built: Any, tokenized: TokenizedRows, sink: TrainSink, options: TrainOptions
+) -> None:
+    """The rows' notes and warnings, what synth added, and the judging estimate when the
+    probe report will be long."""
+    from dlm.actions.evaluating import judging_notes
 
-    Raises:
-        TrainingError: nothing to resume, or what the run is changed (one line).
-    """
-    from dlm.train.checkpoint import latest_checkpoint, resume_refusal
+    for note in [*built.walk.notes, *tokenized.warnings]:
+        sink.on_message(note)
+    training = doc.frontmatter.training
+    if built.synth_pairs and training.synth.enabled == "auto":
+        sink.on_note(
+            f"training.synth (auto): {built.synth_pairs} Q/A pairs state the values of the sources' constants "
+            "(`training.synth.enabled: false` leaves them out)"
+        )
+    if options.judge and training.eval.judge:
+        for note in judging_notes(doc, tokenizer, built.probes):
+            sink.on_message(note)
 
-    folder = store.adapter_root / f".staging-{run_id}" / "checkpoints"
-    found = latest_checkpoint(folder)
-    if found is None or lock is None:
-        raise TrainingError(f"nothing to resume for run {run_id}; run `dlm train` without --resume")
-    refusal = resume_refusal(folder, run_id, lock.current)
-    if refusal:
-        raise TrainingError(refusal)
-    return found
+
+def _examples(
+    train_rows: TokenizedRows,
+    training: TrainingConfig,
+    options: TrainOptions,
+    store: Store,
+    plan: DistPlan,
+    sink: TrainSink,
+) -> _Examples:
+    """The training examples and the run's steps: from `--max-steps`, `training.max_steps`
+    or `training.num_epochs` when set, else from the recipe (`dlm.train.recipe`), which
+    trains a small document one example per row when packed blocks would give it too
+    few optimizer steps."""
+    hyper = hyperparameters(training, options)
+    share, packing = training.instruction_share, training.packing
+    if options.max_steps is not None or training.max_steps is not None or training.num_epochs is not None:
+        reason = (
+            "--max-steps"
+            if options.max_steps is not None
+            else "training.max_steps"
+            if training.max_steps is not None
+            else "training.num_epochs"
+        )
+        return _Examples(
+            build_dataset(train_rows, training.sequence_len, packing, share), hyper, share, packing, reason
+        )
+    if not len(train_rows):
+        return _Examples(
+            build_dataset(train_rows, training.sequence_len, packing, share),
+            hyper,
+            share,
+            packing,
+            "training.num_epochs",
+        )
+    per_step = training.batch_size * training.gradient_accumulation_steps * plan.world_size
+    for packing in [True, False] if training.packing else [False]:
+        recipe = choose_recipe(train_rows, training, plan, _tokens_per_second(store), packing)
+        share = training.instruction_share if training.instruction_share is not None else recipe.instruction_share
+        dataset = build_dataset(train_rows, training.sequence_len, packing, share)
+        steps = recipe.max_steps or max(1, -(-len(dataset) // per_step))
+        # a small document packs into a handful of blocks: too few optimizer steps to learn it
+        if not packing or recipe.max_steps is not None or steps >= MIN_UPDATES:
+            break
+    layout = "packed blocks" if packing else "one example per row"
+    reason = f"recipe: {steps} steps ({recipe.reason}; {len(dataset)} examples, {layout})"
+    sink.on_note(reason)
+    if recipe.warning:
+        sink.on_message(recipe.warning)
+    return _Examples(dataset, replace(hyper, max_steps=steps), share, packing, reason)
 
 
 def _seed(seed: int) -> DeterminismFlags:
@@ -352,42 +366,3 @@ def _tokens_per_second(store: Store) -> float:
                 if run["status"] == "completed" and run.get("tokens_per_second"):
                     return float(run["tokens_per_second"])
     return DEFAULT_TOKENS_PER_SECOND
-
-
-def _check_lock(
-    doc: Document,
-    store: Store,
-    ref: BaseModelRef,
-    tokenizer_sha256: str,
-    corpus: str,
-    hyper: Hyperparameters,
-    share: float | None,
-    packing: bool,
-    flags: DeterminismFlags,
-    options: TrainOptions,
-    sink: TrainSink,
-    plan: DistPlan,
-) -> LockStep:
-    from dlm.lock import LockInputs, build_lock, check_lock
-
-    inputs = LockInputs(
-        dlm_id=doc.frontmatter.dlm_id,
-        dlm_sha256=doc.dlm_sha256,
-        base_model_name=ref.name,
-        base_model_revision=ref.revision,
-        precision=hyper.precision,
-        seed=hyper.seed,
-        tokenizer_sha256=tokenizer_sha256,
-        corpus_fingerprint=corpus,
-        hyperparameters=lock_hyperparameters(hyper, doc.frontmatter.training.sequence_len, packing, share),
-        world_size=plan.world_size,
-        per_device_batch_size=plan.per_device_batch_size,
-        gradient_accumulation_steps=plan.gradient_accumulation_steps,
-        backend=plan.backend,
-    )
-    current = build_lock(inputs, flags)
-    isa_warning = check_cpu_isa(current.cpu_capability)
-    decision = check_lock(store.root, current, options.lock_mode or LockMode.DEFAULT)
-    for warning in [isa_warning, *decision.warnings] if isa_warning else decision.warnings:
-        sink.on_message(warning)
-    return LockStep(store, current, decision)

@@ -210,9 +210,7 @@ def _report(
         sha=sha,
         warnings=warnings,
         heldout=heldout.summary(),
-        real_token_fraction=result.real_token_fraction,
         evaluation=evaluation,
-        loss_tokens=result.loss_tokens,
     )
     report.resumed_from = str(run.resume_from) if run.resume_from is not None else None
     report.tokens_per_second = _rate(result)

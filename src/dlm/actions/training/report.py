@@ -22,9 +22,7 @@ def build_report(
     sha: str = "",
     warnings: list[str] | None = None,
     heldout: dict[str, Any] | None = None,
-    real_token_fraction: float | None = None,
     evaluation: dict[str, Any] | None = None,
-    loss_tokens: int | None = None,
 ) -> TrainReport:
     """The one `TrainReport` of a run: rank 0's names the adapter, a peer's leaves it empty."""
     return TrainReport(
@@ -51,11 +49,12 @@ def build_report(
         tokenization=asdict(tokenization_record(run.tokenized)),
         warnings=warnings or [],
         heldout=heldout,
-        real_token_fraction=real_token_fraction,
+        real_token_fraction=result.real_token_fraction,
+        padding_fraction=result.padding_fraction,
         distributed=_distributed_summary(run),
         rank=run.rank,
         evaluation=evaluation,
-        loss_tokens=loss_tokens,
+        loss_tokens=result.loss_tokens,
     )
 
 

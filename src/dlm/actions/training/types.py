@@ -105,7 +105,8 @@ class TrainReport:
     Seconds are wall-clock: `train_seconds` the whole training loop, `step_seconds` its
     steps alone (less the held-out and probe measurements and checkpoints between them).
     `tokens_per_second` counts the tokens the model processed (padding excluded) per
-    second of the steps; `real_token_fraction` is the share of them that carried loss.
+    second of the steps. Of the tokens processed (padding included), `real_token_fraction`
+    carried loss and `padding_fraction` was padding.
     """
 
     run_id: str
@@ -130,6 +131,7 @@ class TrainReport:
     warnings: list[str] = field(default_factory=list)
     heldout: dict[str, Any] | None = None
     real_token_fraction: float | None = None
+    padding_fraction: float | None = None
     loss_tokens: int | None = None  # tokens whose label was predicted (rank 0's micro-batches)
     distributed: dict[str, Any] | None = None
     rank: int = 0  # the rank that returned this report; only rank 0's names an adapter
