@@ -38,6 +38,17 @@ def test_schema_defaults_to_auto_and_refuses_other_names():
         TrainingConfig(precision="fp16")
 
 
+def test_dlm_cpu_bf16_0_makes_auto_train_as_a_cpu_without_bf16(monkeypatch):
+    from dlm.train.precision import cpu_bf16_flags
+
+    flags = frozenset({"avx2", "avx512_bf16"})
+    assert cpu_bf16_flags(flags, {}) == ("avx512_bf16",)
+    assert cpu_bf16_flags(flags, {"DLM_CPU_BF16": "0"}) == ()
+    assert cpu_bf16_flags(flags, {"DLM_CPU_BF16": "1"}) == ("avx512_bf16",)
+    monkeypatch.setenv("DLM_CPU_BF16", "0")
+    assert precision_view("cpu", flags)["auto"] == "float32"
+
+
 def test_doctor_shows_the_cpu_flags_and_the_auto_choice():
     view = precision_view("cpu", frozenset({"avx2", "avx512_bf16", "amx_bf16"}))
     assert view == {"cpu_bf16": ["avx512_bf16", "amx_bf16"], "cuda_bf16": None, "auto": "bfloat16"}

@@ -132,10 +132,9 @@ def precision_view(hardware_tier: str, cpu_flags: frozenset[str] | None = None) 
     CPU's AVX512-BF16 / AMX flags, `cuda_bf16` whether the GPU supports bfloat16 (None
     without a CUDA GPU; asking imports torch), `auto` the dtype `precision: auto` picks."""
     from dlm.cpu_isa import read_cpu_flags
-    from dlm.train.precision import CPU_BF16_FLAGS, auto_dtype
+    from dlm.train.precision import auto_dtype, cpu_bf16_flags
 
-    flags = read_cpu_flags() if cpu_flags is None else cpu_flags
-    cpu_bf16 = tuple(f for f in CPU_BF16_FLAGS if f in flags)
+    cpu_bf16 = cpu_bf16_flags(read_cpu_flags() if cpu_flags is None else cpu_flags)
     cuda_bf16 = None
     if hardware_tier == "cuda":
         import torch

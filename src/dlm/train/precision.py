@@ -8,7 +8,7 @@ Without those instructions bfloat16 is emulated and slower than float32, so `aut
 
     CUDA GPU that supports bfloat16              bfloat16
     CUDA GPU without it (pre-Ampere)             float32
-    CPU with avx512_bf16 or amx_bf16 (Linux)     bfloat16
+    CPU with avx512_bf16 or amx_bf16 (Linux)     bfloat16 (float32 with DLM_CPU_BF16=0)
     anything else (other CPUs, MPS, no flags)    float32
 
 Where the CPU has them, bfloat16 steps are faster than float32 ones with the held-out
@@ -17,6 +17,8 @@ loss within run-to-run noise (docs/benchmarks.md, `benchmarks/train_throughput.p
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -25,6 +27,9 @@ from dlm.cpu_isa import read_cpu_flags
 Setting = Literal["fp32", "bf16", "auto"]
 DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16"}
 CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+# `DLM_CPU_BF16=0`: `auto` treats this CPU as one without bfloat16 instructions, so a
+# bf16 machine trains as most laptops and CI machines do (float32)
+CPU_BF16_ENV = "DLM_CPU_BF16"
 
 
 @dataclass(frozen=True)
@@ -63,9 +68,17 @@ def detect_support() -> PrecisionSupport:
 
     device = training_device()
     cuda_bf16 = device == "cuda" and bool(torch.cuda.is_bf16_supported())
-    flags = read_cpu_flags()
-    cpu_flags = tuple(f for f in CPU_BF16_FLAGS if f in flags)
+    cpu_flags = cpu_bf16_flags(read_cpu_flags())
     return PrecisionSupport(device, cuda_bf16, cpu_flags, auto_dtype(device, cuda_bf16, cpu_flags))
+
+
+def cpu_bf16_flags(flags: frozenset[str], env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The flags of `CPU_BF16_FLAGS` among `flags`, none when `env` (default: the process's)
+    sets `DLM_CPU_BF16=0`."""
+    env = os.environ if env is None else env
+    if env.get(CPU_BF16_ENV, "").strip() == "0":
+        return ()
+    return tuple(f for f in CPU_BF16_FLAGS if f in flags)
 
 
 def auto_dtype(device: str, cuda_bf16: bool, cpu_bf16_flags: tuple[str, ...]) -> str:
