@@ -89,7 +89,7 @@ def save_refs(conn: sqlite3.Connection, doc: str, keys: Iterable[str]) -> None:
 
     A warm run's keys are usually those of the run before: the xxh3_128 of the key list
     is kept beside the packed keys, and when it is unchanged the row is left as it is
-    (hashing 78K keys takes a few milliseconds, packing them about ten times longer).
+    (hashing the keys costs a small fraction of packing them).
     `updated_ns` is when the keys last changed.
 
     Raises:

@@ -147,17 +147,18 @@ class TrainingConfig(_Strict):
     in rows per micro-batch on each rank; `nproc` ranks on this machine (None: one,
     unless `--nproc` says otherwise). `recast`: each prose sentence is also trained as
     a Q/A pair (a cloze question, the sentence as the answer); off by default, as it
-    cost paraphrases and taught no prose fact in `benchmarks/recipe_sweep.py`. `checkpoint_every`: optimizer steps (`200`) or training time
+    costs paraphrases and teaches a small model no prose fact (docs/benchmarks.md,
+    "Recipe sweep"). `checkpoint_every`: optimizer steps (`200`) or training time
     (`2m`) between checkpoints a Ctrl-C'd run resumes from (`dlm train --resume`); None
     writes none. LoRA on every linear layer at learning rate 1e-3 is what
-    makes Q/A pairs stick on a small model (`benchmarks/recipe_sweep.py`).
+    makes Q/A pairs stick on a small model (docs/benchmarks.md, "Recipe sweep").
     """
 
     adapter: Literal["lora"] = "lora"
     lora_r: int = Field(default=8, gt=0)
     lora_alpha: int = Field(default=16, gt=0)
-    # 0, as in peft: on the demo and the ferry document the pass counts matched 0.05's within
-    # one paraphrase, and the demo's steps ran 1.17x faster without masks (docs/evaluation.md)
+    # 0, as in peft: dropout did not change what the demo and the ferry document learned,
+    # and its masks and their input copies cost step time (docs/benchmarks.md, "LoRA dropout")
     lora_dropout: YamlFloat = Field(default=0.0, ge=0, lt=1)
     target_modules: list[str] = Field(default_factory=lambda: list(ALL_LINEAR), min_length=1)
     learning_rate: YamlFloat = Field(default=1e-3, gt=0)
@@ -263,7 +264,7 @@ class Frontmatter(_Strict):
     def _ulid(cls, value: str) -> str:
         if CANONICAL_ULID.fullmatch(value):  # already canonical: what ULID.from_str gives back
             return value
-        from ulid import ULID  # 30 ms of imports (it reads its own package metadata)
+        from ulid import ULID  # imported here: it reads its own package metadata on import
 
         try:
             return str(ULID.from_str(value))

@@ -10,11 +10,9 @@ Checks (each returns a `VerifyResult`):
   (nats/token). Pass: with a float32 base GGUF, top-1 100% and error <= 2%; with a
   quantized base, the NLL gains within 0.015 nats/token or 2% of peft's gain, whichever
   is larger (llama.cpp multiplies quantized weights by activations it quantizes to 8
-  bits, an error that grows with the adapter's change: measured 0.039 nats/token on a
-  3.95-nat gain over the Q4_1 base, 1%, where the same adapter over the float32 base
-  agreed to 0.0009; and for a weak adapter, 0.0067 against peft's 0.0186 on a 3-step
-  one whose top-1 agreement was 99% and adapter effect 1.06: near zero the gain is
-  within that noise).
+  bits, an error that grows with the adapter's change, hence the share; and a weak
+  adapter's gain near zero is within that noise, hence the floor; docs/benchmarks.md,
+  "`dlm export --verify` over a quantized base", has the gaps measured).
 - `gguf-tensors` (gguf, ollama; otherwise): every tensor read back with
   `gguf.GGUFReader` equals peft's under the layout rules of `dlm.export.layout`,
   the names match one to one, and `adapter.lora.alpha` is what the scale needs.
@@ -167,7 +165,7 @@ def gguf_is_float32(path: Path) -> bool:
 
 def quantized_nll_tolerance(gain_peft: float) -> float:
     """How far (nats/token) llama.cpp's NLL gain over a quantized base may sit from peft's
-    `gain_peft`: 0.005, or 2% of the gain when that is larger (module docstring)."""
+    `gain_peft`: 0.015, or 2% of the gain when that is larger (module docstring)."""
     return max(QUANT_NLL_GAP, QUANT_NLL_SHARE * abs(gain_peft))
 
 

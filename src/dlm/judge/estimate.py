@@ -9,9 +9,9 @@ scores every reference answer on three models. Its time is, to a first approxima
 
 where `scored_tokens` counts the tokens of each question and its reference answer (the
 chat template around them is left out: a few tokens a question).
-The two costs are those of SmolLM2-135M in float32 on the 2-core Zen 4 that
-docs/evaluation.md measures on (one greedy step of a batch of 10 rows: 97 ms; the
-general set's 7,136 tokens scored in 26.3 s, 3.7 ms a token), rounded up. A larger
+The two costs are those of SmolLM2-135M in float32 on a small CPU, measured and rounded
+up (docs/benchmarks.md, "Judging cost"): one greedy step of a batch, and one scored
+token. A larger
 model or a GPU changes them; the estimate says where it comes from, so a reader can
 scale it. Past `MANY_QUESTIONS` questions (probes and pairs together) `dlm eval` prints
 one line with the estimate before it starts (`dlm.actions.evaluating.judging_notes`);

@@ -9,10 +9,11 @@ change means the adapter predicts general text worse; `training.eval.general_max
 
 Precision: both models are scored in the precision the adapter trains in
 (`dlm.train.precision`): under bfloat16 autocast where `auto` picks it. The guard is
-matrix products over about 7,000 tokens per model; on a 2-core Zen 4 with AVX512-BF16 one
-pass took 15.7 s in bfloat16 against 26.3 s in float32 (one torch thread), with the base
-model's NLL 2.8159 against 2.8137 nats (0.08%; the change is a difference of two such
-numbers scored alike). Greedy replies and reference log-probabilities stay float32: the
+matrix products over about 7,000 tokens per model, which a CPU with bfloat16
+instructions runs faster in bfloat16, and the NLL moves by far less than the changes the
+guard warns about (the change is a difference of two such numbers scored alike;
+docs/benchmarks.md, "General-text guard in bfloat16"). Greedy replies and reference
+log-probabilities stay float32: the
 replies are what `dlm prompt` answers.
 """
 

@@ -28,10 +28,9 @@ from dlm.judge.match import passes
 from dlm.train.evaluate import EvalExample, example_nll
 
 # rows (prompt x adapter) per generation batch. The key/value cache grows with the rows
-# (SmolLM2, float32: 46 KB a row and position): 10 probes on three adapters, 48 new
-# tokens, raised the peak 0.19 to 0.22 GB over the loaded model in one 30-row batch and
-# 0.11 to 0.12 GB in two of at most 16 rows, in 16 s against 11 to 12 (a batch's time is
-# about the same at 10 or 30 rows; 2-core Zen 4)
+# (SmolLM2, float32: 46 KB a row and position), while a batch's time barely changes with
+# its rows on a CPU: batches of at most 16 rows keep the peak about half that of one
+# batch of every row and take no longer (docs/benchmarks.md, "Probe report: generation batch")
 GENERATE_BATCH = 16
 BASE = "__base__"  # peft's name for the base model in a mixed-adapter batch
 

@@ -13,9 +13,9 @@ stop.
 Keeping is off by default because this score is a poor judge of what the report
 counts: reference answers are short ("7 retries."), while a document's pairs teach
 whole-sentence answers, so the score of the reference falls as the adapter learns the
-document's style. On `examples/ferry.dlm` (2-core CPU, `benchmarks/recipe_sweep.py`),
-keeping stopped a 57-step run at step 42 and published step 14: 2 of 8 pairs and 0 of 8
-paraphrases passed, against 8 of 8 and 3 of 8 for the same run trained to the end.
+document's style. On `examples/ferry.dlm`, keeping stopped a run early and published an
+early step that passed far fewer pairs and paraphrases than the same run trained to the
+end (docs/benchmarks.md, "Recipe sweep").
 
 Scoring runs in eval mode under `torch.no_grad()` and draws from no random generator,
 so a run with the tracker trains the same steps as one without, up to the stop. It runs

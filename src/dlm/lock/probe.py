@@ -1,10 +1,8 @@
 """The facts `capture_environment()` asks torch for, read without importing torch.
 
-`dlm doctor` (its one caller) uses this probe so that it does not import torch: the whole
-command took 0.38 s against 2.80 s for `dlm doctor --torch` (7.3x; medians of 15 runs of
-each in fresh processes, alternating, on the 2-core machine at load average 9,
-`benchmarks/start_times.py --doctor-ab`). `dlm doctor --torch` and the lock (`dlm train`)
-ask torch itself. Each
+`dlm doctor` (its one caller) uses this probe so that it does not import torch, which
+costs most of a command's start-up time (docs/benchmarks.md, "`dlm doctor` without
+importing torch"). `dlm doctor --torch` and the lock (`dlm train`) ask torch itself. Each
 fact follows the rule torch applies, read from files and the environment:
 
     versions        `importlib.metadata`, as `capture_environment` (`pinned_versions`).
@@ -38,9 +36,9 @@ fact follows the rule torch applies, read from files and the environment:
                     cores, `hw.perflevel0.physicalcpu`). Physical cores are the distinct
                     (`physical id`, `core id`) pairs of `/proc/cpuinfo`, else `os.cpu_count()`.
 
-Measured against torch 2.13.0+cpu on a 2-core x86-64 Linux machine with AVX2 (every
-environment variable case above); `tests/lock/test_probe.py` keeps the probe equal to
-`capture_environment()` on the machine that runs the tests.
+The rules were checked against torch's own answers for every environment variable case
+above (docs/benchmarks.md names the torch build and machine); `tests/lock/test_probe.py`
+keeps the probe equal to `capture_environment()` on the machine that runs the tests.
 
 Known limits (where `dlm doctor --torch` can say otherwise):
 - The probe sees devices, not drivers: a broken or mismatched NVIDIA driver makes torch

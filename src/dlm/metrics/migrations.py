@@ -109,7 +109,7 @@ def m006_run_checkpoint(db: sqlite3.Connection) -> None:
 def m007_kind_losses(db: sqlite3.Connection) -> None:
     """Train loss per row kind (`prose`, `instruction`, `source`) over each logging
     window ending at `step`: mean cross-entropy in nats over the window's `tokens` loss
-    tokens of that kind (`dlm.train.kind_loss`)."""
+    tokens of that kind (summed per step by `dlm.train.loop`)."""
     db.execute(
         """CREATE TABLE kind_losses (
             run_id TEXT NOT NULL REFERENCES runs(run_id),

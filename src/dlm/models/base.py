@@ -155,7 +155,7 @@ def _resolve_hub(spec: str) -> BaseModelRef:
 def weights_sha256(folder: Path) -> str:
     """`sha256:<hex>` over the weight files of `folder`, by sorted name then content.
 
-    Reads every weight file once (about 0.5 s for 500 MB). Used for local folders;
+    Reads every weight file once, so it costs a read of the whole model. Used for local folders;
     aliases cache it in their identity file.
     """
     digest = hashlib.sha256()
@@ -301,7 +301,7 @@ def load_model(ref: BaseModelRef, *, dtype: Any = None, device: str | None = Non
     `dlm` never trains a base weight: peft freezes them for LoRA anyway. Frozen from the
     start, they also stay out of autocast's weight cache, which keeps a bfloat16 copy of
     every float32 leaf that requires grad for as long as the autocast block lasts, under
-    `torch.no_grad()` too: about 270 MB for SmolLM2-135M's linears and head.
+    `torch.no_grad()` too: 2 bytes a weight, about 270 MB for SmolLM2-135M's linears and head.
     """
     import torch
     from transformers import AutoModelForCausalLM

@@ -167,13 +167,11 @@ class AutoSynth:
     """What `training.synth.enabled: auto` draws, and when.
 
     The Q/A pairs a document asks about are learned from the pairs themselves; a fact
-    that sits only in the code is not (0 of 2 on `examples/ferry.dlm` at every setting of
-    `benchmarks/recipe_sweep.py`). Stating each constant's value once as a pair (`What
-    is the value of `JOURNAL_ROTATE_MB` in `ferry/storage.py`?`), seen as often as the
-    document's own pairs, taught one of the two code facts and raised the paraphrases
-    from 5 to 7 of 8 (`--only synth-values`: 67 steps instead of 42, general change
-    +5.27% against +5.64%). Every other kind and phrasing multiplies the pairs, and so
-    the steps: all kinds at three phrasings gave the ferry document 272 steps. A large
+    that sits only in the code is not. Stating each constant's value once as a pair
+    (`What is the value of `JOURNAL_ROTATE_MB` in `ferry/storage.py`?`), seen as often as
+    the document's own pairs, teaches some code facts and more paraphrases for more
+    steps; every other kind and phrasing multiplies the pairs, and so the steps
+    (docs/benchmarks.md, "Recipe sweep"). A large
     tree's constants would crowd out the document's own pairs within a budget, so
     `auto` stays off beyond `max_files` Python files (the tree is not parsed then) or
     `max_facts` values, and without `::instruction::` or `::probe::` sections.

@@ -19,7 +19,7 @@ gives the result an in-line one gives.
 
 Threads only pay when the system calls wait on the disk. When the folders are in the
 kernel's dentry and inode caches (any warm run), the workers contend with the walk for
-the GIL and listing in line is faster (`benchmarks/walk.py`). So the walk lists in line
+the GIL and listing in line is faster. So the walk lists in line
 and starts the workers only once its in-line listings, over at least `PROBE_ENTRIES`
 entries, took more than `WAIT_RATIO` times the CPU time they used: the calls waited (a
 cold tree, a network file system). Wall time against the thread's own CPU time rather
@@ -27,13 +27,10 @@ than a fixed time per entry, because a warm entry costs 2 to 3 times more on one
 than on another, and a fixed bound would start the workers on a slow machine's warm tree.
 Memory: listings are made at most `LOOKAHEAD` folders ahead of the walk.
 
-The workers run only where the native lister (`dlm.rows.nativelist`) is not built. What
-they give on a command (`benchmarks/walk.py --commands` and `--cold`, medians, a busy
-2-core VM): `dlm show` over a cold tree 0.80x to 0.41x of listing in line (4.6 s -> 3.6 s
-on a 37,100-file site-packages tree, 13.1 s -> 5.4 s on a 32,018-file library folder,
-1.15 s -> 0.87 s on the standard library's 1,790 `.py` files); on warm trees at load
-average 7-9 they cost 0% to 5%, since a busy machine's wall time can pass `WAIT_RATIO`
-times the CPU time without any disk wait.
+The workers run only where the native lister (`dlm.rows.nativelist`) is not built. On a
+cold tree they shorten a command that walks it; on a warm tree they cost a little, since
+a busy machine's wall time can pass `WAIT_RATIO` times the CPU time without any disk
+wait (docs/benchmarks.md, "Source walk: listing folders").
 """
 
 from __future__ import annotations

@@ -16,12 +16,9 @@ Used when the extension is built (it needs a C compiler at install time; without
 the walk lists in Python, same result). Memory: the listings made ahead of the walk,
 at most a few batches of folders.
 
-What it gives on a command (`benchmarks/walk.py --commands` and `--cold`, medians, the
-ways rotated, a busy 2-core VM): `dlm show` of a 37,100-file site-packages tree in the
-kernel's caches 0.80 s against 0.91 s listing in Python in line (0.87x-0.88x, 11 runs
-twice); the same tree cold (read from the disk) 1.5-2.2 s against 4.6-5.8 s (0.33x-0.38x)
-and 3.6-4.3 s for the Python worker threads; on the 1,790-file standard library, warm,
-level with Python (0.98x-1.04x: the command is mostly its start).
+It shortens a command over a large tree, warm or cold, more than the Python worker
+threads do on a cold one; on a small tree the command is mostly its start and the two
+listers are level (docs/benchmarks.md, "Source walk: listing folders").
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Prose recast as Q/A pairs, so a fact written only in prose can be asked.
 
 A small model trained on a prose paragraph learns to continue the paragraph, not to
-answer a question about it in chat form (`examples/ferry.dlm`: 0 of the 4 facts that sit
-only in prose or code, in eight configurations of `benchmarks/recipe_sweep.py`). With
+answer a question about it in chat form (docs/benchmarks.md, "Recipe sweep"). With
 `training.recast`, each sentence of a prose section therefore also becomes one
 instruction pair:
 
@@ -18,9 +17,9 @@ backticks before the cut) nor after an abbreviation (`e.g.`, `i.e.`, `etc.`, `vs
 `|`), headings, list markers and sentences of fewer than 4 words are left out.
 Deterministic: the pairs are a pure function of the prose text.
 
-Off by default: on `examples/ferry.dlm` it taught 0 of the 4 prose/code facts on the
-2-core CPU and 1 of 4 on a GPU, and cost paraphrases (CPU 4/8 against 6/8 without, GPU
-2/8 against 5/8), since its sentences are instruction examples the recipe repeats too.
+Off by default: on `examples/ferry.dlm` it taught next to none of the facts that sit
+only in prose and cost paraphrases of the document's own pairs (docs/benchmarks.md,
+"Recipe sweep"), since its sentences are instruction examples the recipe repeats too.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ parsing unchanged files again.
 `source_facts` reads only the files the walk took that `dlm.rows.synth.wanted_file`
 accepts, through `dlm.rows.read` (binary, unreadable and grown-too-large files give
 no facts; a lossy file is parsed with its U+FFFD replacements). Reading and hashing
-is cheap (the standard library's ~670 wanted files, 11 MB, in tens of milliseconds);
-`ast.parse` is not (seconds for the same files), so facts are remembered by content.
+a file is cheap; `ast.parse` of it is not, so facts are remembered by content
+(docs/benchmarks.md, "Synth facts: parsing against reading").
 
 Memo file: `$DLM_HOME/synth-facts/<code>.json`, where `<code>` hashes the bytes of
 `dlm.rows.synth` and the running Python's `major.minor` (the `ast` that parses and

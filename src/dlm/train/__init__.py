@@ -1,1 +1,1 @@
-"""LoRA training of a document's rows with TRL's SFTTrainer and peft."""
+"""LoRA training of a document's rows with peft and `dlm`'s own loop (`dlm.train.loop`)."""

@@ -3,15 +3,11 @@ left grouped on a CPU.
 
 Under `torch.autocast("cpu", dtype=torch.bfloat16)` torch runs
 `scaled_dot_product_attention` in bfloat16, and its CPU flash-attention kernels are
-slower in bfloat16 than in float32: on the 2-core Zen 4 (AVX512-BF16,
-`benchmarks/cpu_attention.py`) one layer of SmolLM2-135M at 4 x 128 tokens took 8.8 to
-10.1 ms forward and backward in bfloat16 against 5.2 to 5.3 ms in float32, and a whole
-bf16 LoRA step 1.66 s against 1.53 s (0.93x) with attention in float32. Attention is a
-small share of the FLOPs at these lengths, so float32 costs little and rounds less.
-Longer sequences turn it around: one layer's masked attention forward and backward at
-4 x 512 tokens took 82.7 ms in bfloat16 and 80.8 ms in float32, at 4 x 2048 992 ms
-against 1,162 ms (the same machine, flash kernel, block mask; `benchmarks/cpu_attention.py
---lengths 128,512,2048`). So the wrapper casts only
+slower in bfloat16 than in float32 at short lengths, so a whole bf16 LoRA step is faster
+with attention in float32. Attention is a small share of the FLOPs at these lengths, so
+float32 costs little and rounds less. Longer sequences turn it around: from about 512
+tokens bfloat16 is level, and faster beyond (docs/benchmarks.md, "CPU attention in
+bfloat16 and float32"). So the wrapper casts only
 sequences shorter than `FLOAT32_BELOW` tokens; a `sequence_len` of 512 and more keeps
 torch's bfloat16 attention.
 
@@ -25,12 +21,11 @@ On a CPU the wrapper also keeps grouped key/value heads grouped (SmolLM2-135M: 9
 heads over 3 key/value heads). transformers repeats each key and value head for its
 group before torch's kernel unless the call has no mask, and a packed or padded batch
 always has one; the repeated copies, float32 [B, heads, T, head_dim] twice a layer, are
-what the kernel keeps for backward (68 MB of a demo step's 4 x 128 tokens over 30
-layers). torch's CPU flash kernel takes the groups itself (`enable_gqa`): the output
-and the query's gradient are the same bits, the key's and value's gradients sum the
-group's heads in another order (last-bit differences), and one layer's masked forward
-and backward at 4 x 128 ran in 0.85x and 0.91x the time in two runs (`python
-benchmarks/cpu_attention.py`).
+what the kernel keeps for backward. torch's CPU flash kernel takes the groups itself
+(`enable_gqa`): the output and the query's gradient are the same bits, the key's and
+value's gradients sum the group's heads in another order (last-bit differences), and a
+layer's masked forward and backward take less time without the copies
+(docs/benchmarks.md, "CPU attention in bfloat16 and float32").
 Calls with a KV cache, a position bias or one query token (generation's decode steps)
 keep transformers' path.
 """

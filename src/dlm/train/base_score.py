@@ -4,8 +4,9 @@ Every run scores its held-out examples on the base model before the first step (
 `before` measurement, `dlm.train.evaluate`). That number is a function of the model's
 weights and config, the examples, and the software and hardware that compute it, and
 nothing else: training a document again with the same held-out rows (the usual warm
-`dlm train`) would compute the very same float again. On a 2-core CPU that is 15 to 40 s
-for 42 rows of 128 tokens, more than all the rest of a warm run before its first step.
+`dlm train`) would compute the very same float again. On a CPU that is a forward pass
+over every held-out row, more than all the rest of a warm run before its first step
+(docs/benchmarks.md, "Base model's held-out score").
 So the result is kept under a key that names every one of those inputs, and a run whose
 key matches reads it instead of computing it; any other run computes and replaces it.
 

@@ -4,8 +4,8 @@
 (`torchrun`, or `dlm train --nproc N`, which calls the same launcher; see
 `dlm.actions.launch`) or by `accelerate launch`, and find their place in the usual
 environment variables (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE`). The
-process group is accelerate's (`PartialState`): the very state the Trainer then uses,
-so `dlm` never initializes a second one.
+process group is accelerate's (`PartialState`): the very state the training loop's
+`Accelerator` then uses, so `dlm` never initializes a second one.
 
 The plan (`DistPlan`) is a value: world size, per-device micro-batch, gradient
 accumulation steps per rank, collective backend (`gloo` on CPU, `nccl` on CUDA, `none`

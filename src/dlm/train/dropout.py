@@ -14,10 +14,10 @@ The mask (`keep_mask`): on a CPU, NumPy's SFC64 generator seeded with the key gi
 words, read as little-endian 16-bit numbers `u`, one per element, and an element is kept
 when `u >= round(p * 65536)`; the kept ones are scaled by `65536 / (65536 - round(p *
 65536))`, so the drop probability is `p` rounded to 1/65536 (0.05 drops 3277/65536) and
-the expected output is the input. It replaced `torch.rand` (MT19937, one 32-bit draw per
+the expected output is the input. Not `torch.rand` (MT19937, one 32-bit draw per
 element): the demo's 4 x 128 tokens on every linear layer need 77 million mask elements
 per step, and SFC64 draws them in fewer operations than MT19937 (docs/benchmarks.md,
-`benchmarks/dropout_masks.py`). On a
+"LoRA dropout"). On a
 GPU the mask is `torch.rand(...) >= p` from a device generator seeded with the key, drawn
 where the tensor lives.
 

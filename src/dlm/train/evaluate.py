@@ -29,8 +29,8 @@ import numpy as np
 
 from dlm.tokenize.seam import TokenizedRows
 
-# held-out tokens per forward pass: SmolLM2's (B, T, V) float32 logits take 200 MB per 1024 tokens;
-# scoring 32 x 128 tokens peaked 2.4 GB above the loaded model at 4096, 1.0 GB at 1024 (peak RSS)
+# held-out tokens per forward pass: SmolLM2's (B, T, V) float32 logits take 200 MB per 1024 tokens,
+# so a pass's peak grows with its tokens (docs/benchmarks.md, "Held-out scoring: tokens per pass")
 TOKENS_PER_BATCH = 1024
 # a scoring batch's width is rounded up to a multiple of this, so a CPU's bfloat16 matmuls
 # see a few shapes, not one per length (`dlm.train.data` says why)

@@ -3,8 +3,7 @@
 A causal LM's own loss first makes the logits, `[B, T, V]` with V = 49,152 for
 SmolLM2; at the default micro-batch of 4 x 2048 tokens that is 1.6 GB in float32, and
 the cross-entropy keeps another such tensor for backward and makes a third for the
-gradient (a default `dlm train` of the `json` and `email` packages peaked at 14.9 GB
-resident). Here the model's decoder runs alone (`get_decoder()`, LoRA layers included)
+gradient (docs/benchmarks.md, "The loss without the logits"). Here the model's decoder runs alone (`get_decoder()`, LoRA layers included)
 and hands back the final hidden states `[B, T, H]`; the LM head is never called, and
 `token_nll` scores the hidden states `CHUNK_TOKENS` rows at a time. The loss is the last operation of the graph, so each
 token's gradient with respect to its hidden state, `(softmax - onehot) @ W` `[H]`, is
@@ -31,21 +30,16 @@ import torch
 import torch.nn.functional as F
 
 # rows of logits alive at once (SmolLM2: 49,152 float32 logits a row, 197 KB). Fewer rows
-# hold less memory but cost float32 time: one fused pass over 2048 tokens took 1.69 s in
-# 1024-row chunks, 1.74 s in 512, 1.84 s in 256; under bfloat16 autocast 256 rows were as
-# fast as 1024 (1.08 against 1.13 s) and, in a later sitting, 128 as fast as 256 (1.10
-# against 1.17 s; 64 rows 1.24 s; 2-core Zen 4). bfloat16 takes 64: its three [64, V]
-# buffers are 31 MB smaller than 128's at the end of every forward, where a demo step's
-# memory peaks (2,048 rows in 64-row pieces took 0.14 s longer, above; a demo micro-batch
-# has about 500 loss rows). Chunk sizes that cut the rows into pieces of the same sizes
-# give the same bits on any CPU; on the 2-core Zen 4 any chunk size did
-# (tests/test_lm_loss.py)
+# hold less memory but cost float32 time, so float32 takes 1024; under bfloat16 autocast
+# small chunks cost little time, and bfloat16 takes 64: its three [64, V] buffers are half
+# of 128's at the end of every forward, where a demo step's memory peaks (a demo
+# micro-batch has about 500 loss rows). docs/benchmarks.md, "Fused loss: chunk rows", has
+# the timings. Chunk sizes that cut the rows into pieces of the same sizes give the same
+# bits on any CPU; on some CPUs any chunk size does (tests/test_lm_loss.py)
 CHUNK_TOKENS = {torch.float32: 1024, torch.bfloat16: 64}
 # scoring (no gradient): two [c, V] float32 buffers and no backward to feed, so the rows
-# are bounded for memory. 1024 float32 rows held 403 MB for the held-out and probe-report
-# passes (64 rows: 25 MB); without a gradient 256 rows ran as fast as 1024 (490 against
-# 525 to 613 ms for 1,024 rows), 128 about 7% and 64 about 20% slower in the head alone,
-# which is a small part of a scoring pass (2-core Zen 4)
+# are bounded for memory: 64 rows hold a sixteenth of 1024's buffers, and the head they
+# slow down is a small part of a scoring pass (docs/benchmarks.md, "Fused loss: chunk rows")
 SCORING_CHUNK_TOKENS = {torch.float32: 64, torch.bfloat16: 64}
 # vocabulary rows of a float32 LM head cast to the autocast dtype at once when scoring:
 # the probe report scores its float32 model under bfloat16 autocast, where casting the
@@ -78,7 +72,7 @@ class _FusedHeadNLL(torch.autograd.Function):
             w = weight.to(dtype)
             pieces = _even_chunks(rows, chunk)
             # three [c, V] buffers for every piece of the call: a fresh tensor per piece and
-            # per operation cost the 2-core Zen 4 more in page faults than in arithmetic
+            # per operation can cost a CPU more in page faults than in arithmetic
             width = max((p.shape[0] for p in pieces), default=0)
             logits_buf = hidden.new_empty((width, weight.shape[0]), dtype=torch.float32)
             shifted_buf = torch.empty_like(logits_buf)
@@ -143,9 +137,9 @@ def _nll_over_vocab_slices(
 
 def _even_chunks(rows: torch.Tensor, chunk: int) -> list[torch.Tensor]:
     """`rows` cut into the fewest pieces of at most `chunk`, of sizes that differ by at most
-    one. A CPU matmul takes another kernel for a product of a few rows (float32 rows of
-    1 to 11 gave other bits than the same rows in a larger product, 2-core Zen 4), so no
-    piece is a short tail: a row gets the same bits in any chunk size."""
+    one. A CPU matmul can take another kernel for a product of a few rows, which rounds
+    differently from the same rows in a larger product, so no piece is a short tail: a
+    row gets the same bits in any chunk size."""
     n = rows.shape[0]
     if n == 0:
         return []

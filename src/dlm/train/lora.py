@@ -143,9 +143,9 @@ def activation_bytes(config: Any, micro_batch: int, sequence_len: int) -> int:
     Per token and layer: about `6 * hidden + 4 * intermediate` values (norm, attention
     and MLP inputs, the gated MLP's three products) and `heads * sequence_len`
     attention weights; per token, the fused loss's gradient of its hidden state
-    (`dlm.train.lm_loss`; no logits are kept). With the model's own loss, which kept
-    three copies of the logits per token, SmolLM2-135M at 8 x 512 tokens was 8.8 GiB
-    estimated and 9.0 GiB measured (peak RSS growth of one step).
+    (`dlm.train.lm_loss`; no logits are kept). The same per-token terms, with three
+    copies of the logits for a model's own loss, were checked against one step's peak RSS
+    growth (docs/benchmarks.md, "Activation estimate").
 
     Args:
         config: a transformers model config (`hidden_size`, `num_hidden_layers`,

@@ -1,9 +1,10 @@
 """Training precision: `training.precision` (`fp32`, `bf16`, `auto`) resolved for a machine.
 
 `bf16` trains the LoRA step under bfloat16 autocast (matmuls and attention in bfloat16,
-the weights, the adapter, its optimizer state and the loss reduction in float32): on a
-CUDA GPU through the Trainer's `bf16` switch, on a CPU through torch's CPU autocast, whose
-bfloat16 matmuls run on oneDNN's AVX512-BF16 or AMX kernels where the CPU has them.
+the weights, the adapter, its optimizer state and the loss reduction in float32) through
+the training loop's own `torch.autocast` (`dlm.train.loop`), on a CUDA GPU and on a CPU
+alike; a CPU's bfloat16 matmuls run on oneDNN's AVX512-BF16 or AMX kernels where it has
+them.
 Without those instructions bfloat16 is emulated and slower than float32, so `auto` picks:
 
     CUDA GPU that supports bfloat16              bfloat16
@@ -12,7 +13,8 @@ Without those instructions bfloat16 is emulated and slower than float32, so `aut
     anything else (other CPUs, MPS, no flags)    float32
 
 Where the CPU has them, bfloat16 steps are faster than float32 ones with the held-out
-loss within run-to-run noise (docs/benchmarks.md, `benchmarks/train_throughput.py`).
+loss within run-to-run noise (docs/benchmarks.md, "bfloat16 against float32 training on
+a CPU").
 """
 
 from __future__ import annotations

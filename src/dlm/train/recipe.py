@@ -3,11 +3,10 @@ when the document does not say.
 
 A 135M model answers a Q/A pair it was trained on once it has seen the pair about
 twenty times (`INSTRUCTION_REPEATS`) with LoRA on every linear layer at learning rate
-1e-3 (`benchmarks/recipe_sweep.py` on `examples/ferry.dlm`: 8 of 8 pairs and 5 of 8
-paraphrases at ~20 sightings, 1 of 8 at ~9); seeing the rest of the document over and
-over does not help and costs general ability (the same 8 pairs over 17 epochs of the
-five source files: +29% NLL on the general set; the pairs 20 times and the sources
-once: +1%). So, when neither `max_steps` nor `num_epochs` is set:
+1e-3, and far fewer sightings are not enough; seeing the rest of the document over and
+over does not help and costs general ability, the model's NLL on general text rising
+with every extra epoch of the sources (docs/benchmarks.md, "Recipe sweep"). So, when
+neither `max_steps` nor `num_epochs` is set:
 
 - with instruction examples: one pass over a dataset in which every instruction
   example appears `INSTRUCTION_REPEATS` times and every other example once

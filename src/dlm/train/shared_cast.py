@@ -3,9 +3,9 @@
 In a transformer layer three projections read the same normed hidden states (q, k, v)
 and two more read the MLP's input (gate, up). Under bfloat16 autocast each LoRA A
 matrix casts its float32 input to bfloat16 and keeps that copy for its weight's
-gradient, so the same values are kept three times and twice over: at the demo's
-4 x 128 tokens on SmolLM2-135M (576 wide, 30 layers, LoRA on every linear) the copies
-alive at a bf16 step's memory peak went from 161 to 96 MB (memray).
+gradient, so the same values are kept three times and twice over (SmolLM2-135M: 576
+wide, 30 layers, LoRA on every linear), a share of what is alive at a bf16 step's memory
+peak (docs/benchmarks.md, "Shared LoRA input casts").
 
 `share_lora_input_casts` puts a forward pre-hook on every LoRA A linear of a peft
 model. While bfloat16 autocast is on and gradients are recorded, the hook casts
@@ -30,8 +30,8 @@ that cast off for the model's LoRA layers without dropout (peft's
 dropout on the cast stays): A then reads the bfloat16 input as it is, the same values
 autocast would have rounded back to. Both keep the gradients the same bits: bfloat16 to
 float32 and back is exact, and every reader still has a cast node of its own, made where
-autocast made it. In all, a demo step's forward (4 x 128 tokens, bf16) allocated 1,636
-MB instead of 1,884 (torch's profiler) and kept the same 369 MB for backward.
+autocast made it. In all, a bf16 step's forward allocates less and keeps the same
+tensors for backward (docs/benchmarks.md, "Shared LoRA input casts").
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 Llama-family MLPs compute `down_proj(silu(gate_proj(x)) * up_proj(x))`. Autograd keeps
 `gate` for the SiLU's backward, and `silu(gate)` and `up` for the product's: three
-[tokens, intermediate] tensors a layer, a third of what a SmolLM2-135M forward keeps at
-the demo's 4 x 128 tokens (1,536 wide, 30 layers: 45 MB of bfloat16 `silu(gate)`
-under bf16 autocast, twice that in float32). `_SiluMul` keeps `gate` and `up` only and
+[tokens, intermediate] tensors a layer, among the largest a forward keeps (SmolLM2-135M:
+1,536 wide, 30 layers; `silu(gate)` alone is tokens x 1,536 x 30 elements, 2 bytes each
+under bf16 autocast, 4 in float32). `_SiluMul` keeps `gate` and `up` only and
 computes `silu(gate)` again in backward, an elementwise pass over one tensor. The
 backward is autograd's own formulas in the same order (the product's two gradients,
 then `silu_backward`), so every gradient is the same bits as before, in float32 and

@@ -11,8 +11,8 @@ passed to the wrapped tokenizer untouched, as is every other attribute.
 
 - L0 maps (tokenizer_sha256, add_special_tokens, xxh3-128 of the UTF-8 text) to the
   final ids; bounded by entries and by bytes. A digest, not the text: an 8 KB prompt costs 16
-  bytes of key instead of 8 KB, and a new request's text is hashed by xxh3 (~0.3 µs)
-  instead of `str.__hash__` (~3 µs).
+  bytes of key instead of 8 KB, and a new request's text is hashed by xxh3, which is
+  faster than `str.__hash__` on text that was never hashed before.
 - L1 (`prefix.py`, `PrefixLevel`) maps (tokenizer_sha256, xxh3-128 of the UTF-8 prefix)
   to the ids of a prompt's prefix up to the start of an added token (`<|im_start|>`,
   `[SEP]`, ...), encoded without special tokens (`plan.py` proves why such a cut is

@@ -16,8 +16,8 @@ class PieceCache:
     A piece starts with an added token, or at the start of a prompt; either way the same
     bytes always start the same way, and `plan.py` shows a piece's ids do not depend on
     the text around it, so its bytes decide its ids. Every chat prompt ends with such
-    pieces; encoding them with the rest costs the tokenizer ~10 µs, a lookup well under
-    one. Bounded: pieces of at most `MAX_PIECE_BYTES`, at most `MAX_PIECES` of them
+    pieces; a dictionary lookup of their bytes costs far less than the tokenizer encoding
+    them with the rest. Bounded: pieces of at most `MAX_PIECE_BYTES`, at most `MAX_PIECES` of them
     (least recently used evicted): about 2.5 MiB in the worst case (64 ids of their
     own int objects per piece), a few KiB for a chat template's pieces; not counted in
     the levels' bytes.

@@ -60,8 +60,9 @@ class Backend(Protocol):
 
 def backend_ids(backend: Backend, text: str, add_special: bool) -> list[int]:
     """The backend's ids of `text`, without character offsets: `encode_batch_fast`
-    on a batch of one gives the same ids as `encode` and skips building offsets,
-    about a quarter of the cost of a short piece (`benchmarks/tokenizer_cache.py`)."""
+    on a batch of one gives the same ids as `encode` and skips building offsets, a
+    sizeable share of the cost of a short piece (docs/benchmarks.md, "Tokenizer cache:
+    arrays or tuples")."""
     return backend.encode_batch_fast([text], add_special_tokens=add_special)[0].ids
 
 

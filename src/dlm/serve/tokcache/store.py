@@ -5,14 +5,11 @@ Entries hold token ids as `array.array` of the tokenizer's id width: typecode "H
 the array raises `OverflowError` on an id that does not fit, so ids never wrap.
 
 A hit gives the caller a fresh `list[int]` through `array.tolist()`, which makes one
-int object per id (about 20 ns each: 20 to 40 µs for a 2,000-token prefix). Keeping
-the ids of entries hit often as a tuple of ints as well, so that a hit copies pointers
-instead (about 3 µs), was measured side by side (`benchmarks/tokenizer_cache.py`'s warm
-protocol, SmolLM2 and Qwen3): it saved 4 to 16 µs per request of the cache's own 18 to
-156 µs (1.1x to 1.3x), at 9 times an array's bytes per id, and through the real server
-(`benchmarks/serve_requests.py`) `dlm serve` request latency with and without it was the
-same within noise (0.97x to 0.98x over 15 requests of two workloads; on a CPU a request is
-seconds of prefill). So the stores keep arrays only.
+int object per id. Keeping the ids of entries hit often as a tuple of ints as well, so
+that a hit copies pointers instead, saves a little of the cache's own time per request
+but holds 9 times an array's bytes per id, and a `dlm serve` request's latency is
+dominated by prefill, so it made no difference through the real server
+(docs/benchmarks.md, "Tokenizer cache: arrays or tuples"). So the stores keep arrays only.
 
 Bytes are counted honestly per entry: `sys.getsizeof` of the id array (header and
 buffer) plus its key. Dictionary slot overhead (about 100 bytes per entry) is not
