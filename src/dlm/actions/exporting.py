@@ -272,7 +272,8 @@ def export(
             non-empty folder refused (`dlm.export.publish`).
         adapter_version: a store version (`v0002`); None exports `current`.
         verify: run the check of `dlm.export.verify` that fits the format.
-        force: replace a folder dlm did not write (never the document's, the store, or the working folder).
+        force: replace a folder dlm did not write (never the document's, a store, `$DLM_HOME`
+            or the working folder: `dlm.export.publish`).
         dtype: merged: float32 (default), float16, bfloat16; gguf-merged: float16
             (default), q8_0, bfloat16, float32.
 
