@@ -235,3 +235,23 @@ def test_tokenize_uses_the_system_prompt_reloaded_with_the_adapter(smollm2_token
         reloader.check_once()
         after = smollm2_tokenizer.decode(http.post("/tokenize", json=body).json()["tokens"])
         assert "Answer in German." in after and "French" not in after
+
+
+def test_a_new_version_whose_files_differ_from_the_recorded_hash_is_not_loaded() -> None:
+    first = publish_for(DLM_ID, "one")
+    catalog = Catalog([served_doc(DLM_ID, first, "a")])
+    host = RecordingHost(catalog.lock)
+    reloader = AdapterReloader(catalog, host)
+    second = publish_for(DLM_ID, "two")
+    open_store(DLM_ID).record_adapter(
+        version=second,
+        run_id="two",
+        adapter_sha256="sha256:" + "0" * 64,
+        base_model="base",
+        base_model_revision="r",
+        document_path=None,
+    )
+    assert reloader.check_once() == [] and host.calls == []
+    assert catalog.resolve("a").adapter_version == first
+    (line,) = reloader.status.failing().values()
+    assert "damaged or edited after training" in line and "still serving v0001" in line

@@ -11,8 +11,11 @@ in flight finishes with the version (and system prompt) it started with, the nex
 uses the new ones. Editing the document without retraining changes nothing served:
 the adapter being served was trained with the old text.
 
+Before loading, the new version's files are checked against the hash training recorded
+(`dlm.infer.integrity`); a mismatch is a failure like any other.
+
 Failures are per document and never end the polling: a pointer naming a missing
-version, an unreadable store or document, an adapter that fails to load. The document
+version, an unreadable store or document, a damaged adapter, one that fails to load. The document
 keeps serving its last good version, the check is retried at every poll, and
 `ReloadStatus` holds the failure's one line until a check succeeds: `/health` says
 `degraded` and lists it, `/metrics` shows `dlm_adapter_reload_failing{model}` = 1
@@ -31,8 +34,9 @@ from pathlib import Path
 from typing import Protocol
 
 from dlm.defaults import DEFAULT_RELOAD_INTERVAL
-from dlm.errors import DlmError, ServeError
+from dlm.errors import DlmError, ServeError, StoreError
 from dlm.infer.adapters import adapter_name
+from dlm.infer.integrity import verify_adapter
 from dlm.serve.catalog import Catalog, ServedModel
 from dlm.store import Store, open_store
 
@@ -168,10 +172,13 @@ class AdapterReloader:
         version = store.current_version()
         if version is None or version == model.adapter_version:
             return False
+        folder = store.adapter_root / "versions" / version
+        way_out = "retrain with `dlm train`"
+        verify_adapter(store, version, folder, way_out=way_out, error=StoreError)
         system_prompt = model.system_prompt
         if model.path is not None:
             system_prompt = document_system_prompt(model.path, model.dlm_id)
-        self._swap(model, version, store.adapter_root / "versions" / version, system_prompt)
+        self._swap(model, version, folder, system_prompt)
         return True
 
     def _failed(self, model: ServedModel, exc: Exception) -> None:
