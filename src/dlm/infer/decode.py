@@ -16,9 +16,9 @@ Prefill (the forward pass over the prompt) runs in chunks of `prefill_chunk` ids
 away during a long prompt frees the model within one chunk, not after the whole
 prompt. The chunks give the logits of one pass over the whole prompt (the same causal
 attention over the same keys, up to float rounding; tests/serve/test_prefill.py
-checks it and the greedy ids on SmolLM2), and only the last position's logits are
-kept, so a long prompt never holds `[n_prompt, vocab]` logits at once. What chunking costs
-and saves: docs/benchmarks.md.
+checks it and the greedy ids on SmolLM2); a pass makes logits `[chunk, vocab]` and
+only the last position's are kept, so a long prompt never holds `[n_prompt, vocab]`
+logits at once. What chunking costs and saves: docs/benchmarks.md.
 
 Sampling: greedy when `temperature == 0`; otherwise softmax((logits - max) /
 temperature) in float64, then nucleus (`top_p`) filtering, then a draw from a
