@@ -5,6 +5,7 @@ $DLM_HOME/                 default ~/.dlm
     store/<dlm_id>/        one store per document (see dlm.store)
     cache/                 the section store shared by every document (dlm.cache;
                            override: $DLM_CACHE_DIR, so several homes can share one)
+    export-locks/          one empty lock file per export folder (dlm.export.publish)
     tokenizer-fingerprints.json, chat-renders/
                            what a warm run needs of a tokenizer without loading it
                            (dlm.tokenize.deferred)

@@ -135,3 +135,99 @@ def test_a_working_folder_or_home_at_the_root_still_lets_exports_through(tmp_pat
     check_destination(Destination(tmp_path / "out"))
     with pytest.raises(ExportRefused, match="must never replace"):
         check_destination(Destination(Path("/"), force=True))
+
+
+def _other_store(dlm_home: Path, doc_store: Path) -> Path:
+    """A second document's store in the same DLM_HOME (a copy of this one under another id)."""
+    import shutil
+
+    other = dlm_home / "store" / "01JD7Z8K2M4N6P8Q0R2S4T6V9Z"
+    shutil.copytree(doc_store, other)
+    return other
+
+
+def test_no_part_of_dlm_home_is_ever_an_export_folder(doc, dlm_home, adapter_dir):
+    other = _other_store(dlm_home, adapter_dir.parents[2])
+    (dlm_home / "models" / "smollm2-135m").mkdir(parents=True)
+    (dlm_home / "models" / "smollm2-135m" / "model.safetensors").write_bytes(b"weights")
+    (dlm_home / "cache").mkdir()
+    (dlm_home / "cache" / "index.sqlite").write_bytes(b"cache")
+    before = _tree(dlm_home)
+    for target in (other, other / "adapter", dlm_home / "models", dlm_home / "cache", dlm_home, dlm_home / "new"):
+        result = CliRunner().invoke(app, ["export", str(doc), "--format", "peft", "--out", str(target), "--force"])
+        assert result.exit_code == 1, (target, result.output)
+        (line,) = _lines(result.output)
+        assert "must never replace" in line and str(target) in line
+    assert _tree(dlm_home) == before
+
+
+@pytest.mark.parametrize("variable", ["DLM_MODELS_DIR", "DLM_CACHE_DIR"])
+def test_the_models_and_cache_folders_are_guarded_where_they_are_moved(tmp_path, monkeypatch, variable):
+    from dlm.errors import ExportRefused
+    from dlm.export.publish import Destination, check_destination
+
+    moved = tmp_path / "elsewhere" / "state"
+    moved.mkdir(parents=True)
+    monkeypatch.setenv(variable, str(moved))
+    for target in (moved, moved / "sub", moved.parent):
+        with pytest.raises(ExportRefused, match="must never replace"):
+            check_destination(Destination(target, force=True))
+
+
+def test_a_folder_holding_a_store_is_refused_even_with_force(doc, dlm_home, adapter_dir, tmp_path):
+    import shutil
+
+    backup = tmp_path / "backup"
+    shutil.copytree(adapter_dir.parents[2], backup / "stores" / "mine")
+    before = _tree(backup)
+    result = CliRunner().invoke(app, ["export", str(doc), "--format", "peft", "--out", str(backup), "--force"])
+    assert result.exit_code == 1, result.output
+    (line,) = _lines(result.output)
+    assert "store" in line and "must never replace" in line
+    assert _tree(backup) == before
+
+
+def test_one_export_per_folder_at_a_time(tmp_path):
+    out = tmp_path / "out"
+    with staged_folder(out) as first:
+        (first / "a.txt").write_text("first")
+        with pytest.raises(ExportError) as info:
+            with staged_folder(out) as second:
+                (second / "a.txt").write_text("second")
+        (line,) = _lines(str(info.value))
+        assert str(out) in line and "another dlm export" in line and "staging" not in line
+    assert (out / "a.txt").read_text() == "first"
+    with staged_folder(out) as third:  # the lock is released with the first export
+        (third / "a.txt").write_text("third")
+    assert (out / "a.txt").read_text() == "third"
+
+
+def test_a_symlink_out_is_written_through(doc, tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    for _ in range(2):  # the second replaces the first export, through the link again
+        result = CliRunner().invoke(app, ["export", str(doc), "--format", "peft", "--out", str(link)])
+        assert result.exit_code == 0, result.output
+        assert link.is_symlink() and link.resolve() == real.resolve()
+        assert sorted(p.name for p in real.iterdir()) == [MARKER, *PEFT_FILES]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["doc", "link", "real"]
+
+
+def test_a_dangling_symlink_out_is_one_line_naming_it(doc, tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "gone")
+    result = CliRunner().invoke(app, ["export", str(doc), "--format", "peft", "--out", str(link)])
+    assert result.exit_code == 1
+    (line,) = _lines(result.output)
+    assert str(link) in line and "staging" not in line and "gone" in line
+    assert link.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == ["doc", "link"]
+
+
+def test_a_failed_write_names_the_file_inside_the_export_never_the_staging_folder(tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(ExportError) as info:
+        with staged_folder(out) as staging:
+            raise OSError(errno.EIO, "Input/output error", str(staging / "sub" / "model.safetensors"))
+    assert str(info.value) == f"{out}: writing the export failed: Input/output error (sub/model.safetensors)"

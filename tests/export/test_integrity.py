@@ -49,3 +49,20 @@ def test_the_lock_hash_is_checked_too(doc, dlm_home, tmp_path):
     lock.write_text(json.dumps(data))
     with pytest.raises(ExportRefused, match="dlm.lock records sha256:0000"):
         export(doc, format="peft", out=tmp_path / "out")
+
+
+def test_prompt_and_serve_refuse_a_damaged_adapter_as_export_does(doc, adapter_dir):
+    from dlm.actions.serving import ServeOptions, build_app
+    from dlm.errors import StoreError
+
+    _flip_a_byte(adapter_dir / "adapter_model.safetensors")
+    runner = CliRunner()
+    result = runner.invoke(app, ["prompt", str(doc), "Hi", "--max-new-tokens", "2"])
+    assert result.exit_code == 1, result.output
+    (line,) = [x for x in result.output.splitlines() if x.strip()]
+    assert "damaged or edited after training" in line and "--no-adapter" in line and str(adapter_dir) in line
+    with pytest.raises(StoreError, match="damaged or edited after training") as info:
+        build_app(ServeOptions([doc], reload_interval=0))
+    assert "\n" not in str(info.value)
+    base_alone = runner.invoke(app, ["prompt", str(doc), "Hi", "--max-new-tokens", "2", "--no-adapter"])
+    assert base_alone.exit_code == 0, base_alone.output

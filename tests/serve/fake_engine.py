@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from dlm.infer.decode import Sampling
@@ -58,7 +58,13 @@ class FakeEngine:
         return self.tokenizer.encode(text, add_special_tokens=False)
 
     def generate_ids(
-        self, input_ids: list[int], *, max_new_tokens: int, sampling: Sampling, adapter: str | None = None
+        self,
+        input_ids: list[int],
+        *,
+        max_new_tokens: int,
+        sampling: Sampling,
+        adapter: str | None = None,
+        cancelled: Callable[[], bool] | None = None,
     ) -> Iterator[int]:
         with self._lock:
             self.active += 1
@@ -70,6 +76,8 @@ class FakeEngine:
                 raise RuntimeError("out of memory")
             ids = self.reply_ids(input_ids) + ([self.tokenizer.eos_token_id] if self.eos else [])
             for token in ids[:max_new_tokens]:
+                if cancelled is not None and cancelled():
+                    return
                 time.sleep(self.delay)
                 with self._lock:
                     self.yielded += 1

@@ -97,3 +97,20 @@ def test_a_busy_port_is_one_line_and_exit_1_before_any_loading(tmp_path: Path) -
     assert result.exit_code == 1
     assert f"cannot listen on http://127.0.0.1:{port}" in result.output
     assert "Traceback" not in result.output and "serving" not in result.output
+
+
+def test_two_documents_with_one_dlm_id_are_refused_before_any_loading(tmp_path: Path) -> None:
+    import shutil
+
+    app = typer.Typer()
+    app.callback()(lambda: None)
+    serve_cmd.register(app)
+    original = write_doc(tmp_path)
+    copy = tmp_path / "copy.dlm"
+    shutil.copyfile(original, copy)
+    dlm_id = load_document(original).frontmatter.dlm_id
+    result = CliRunner().invoke(app, ["serve", str(original), str(copy), "--port", "0"])
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and dlm_id in lines[0] and str(original) in lines[0] and str(copy) in lines[0]
+    assert "Traceback" not in result.output and "serving" not in result.output

@@ -121,28 +121,9 @@ def check_base(store: Store, ref: BaseModelRef) -> str:
     return source
 
 
-def recorded_hashes(store: Store, version: str) -> list[tuple[str, str]]:
-    """The `adapter_sha256` values the store records for `version`, as (where, hash):
-    the manifest's entry for it, and the lock's when its last run produced `version`.
-
-    Raises:
-        StoreError: the manifest is damaged. LockValidationError: the lock is.
-    """
-    from dlm.lock import read_lock
-
-    found: list[tuple[str, str]] = []
-    entries = [e for e in store.read_manifest().get("adapters") or [] if e.get("version") == version]
-    run_ids = {e.get("run_id") for e in entries}
-    found += [(str(store.manifest_path), str(e["adapter_sha256"])) for e in entries[-1:] if e.get("adapter_sha256")]
-    if store.lock_path.is_file():
-        lock = read_lock(store.lock_path)
-        if lock.adapter_sha256 and lock.last_run_id in run_ids:
-            found.append((str(store.lock_path), lock.adapter_sha256))
-    return found
-
-
 def check_adapter_hash(store: Store, version: str, adapter_dir: Path) -> tuple[str, str]:
-    """Hash the adapter folder and compare it with what training recorded.
+    """Hash the adapter folder and compare it with what training recorded
+    (`dlm.infer.integrity.verify_adapter`, the rule `dlm prompt` and `dlm serve` apply too).
 
     Returns:
         (`sha256:<hex>` of the folder, what it was checked against: `manifest`,
@@ -152,24 +133,15 @@ def check_adapter_hash(store: Store, version: str, adapter_dir: Path) -> tuple[s
         ExportRefused: the folder differs from a recorded hash (damaged or edited after
             training), or it cannot be read.
     """
-    from dlm.lock import adapter_sha256
+    from dlm.infer.integrity import verify_adapter
 
-    try:
-        actual = adapter_sha256(adapter_dir)
-    except OSError as exc:
-        raise ExportRefused(
-            f"{adapter_dir}: cannot read the adapter ({exc.strerror or exc}); retrain with `dlm train`"
-        ) from None
-    recorded = recorded_hashes(store, version)
-    for where, expected in recorded:
-        if expected != actual:
-            raise ExportRefused(
-                f"{adapter_dir}: the adapter's files hash to {actual}, but {where} records {expected} for "
-                f"{version}: they were damaged or edited after training; retrain with `dlm train`, or export "
-                f"another --adapter-version"
-            )
-    names = {"manifest.json": "manifest", "dlm.lock": "lock"}
-    return actual, "+".join(names[Path(w).name] for w, _ in recorded) or "none"
+    return verify_adapter(
+        store,
+        version,
+        adapter_dir,
+        error=ExportRefused,
+        way_out="retrain with `dlm train`, or export another --adapter-version",
+    )
 
 
 def base_spec(ref: BaseModelRef) -> BaseSpec:
@@ -272,7 +244,8 @@ def export(
             non-empty folder refused (`dlm.export.publish`).
         adapter_version: a store version (`v0002`); None exports `current`.
         verify: run the check of `dlm.export.verify` that fits the format.
-        force: replace a folder dlm did not write (never the document's, the store, or the working folder).
+        force: replace a folder dlm did not write (never the document's, a store, `$DLM_HOME`
+            or the working folder: `dlm.export.publish`).
         dtype: merged: float32 (default), float16, bfloat16; gguf-merged: float16
             (default), q8_0, bfloat16, float32.
 

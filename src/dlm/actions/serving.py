@@ -160,6 +160,24 @@ def document_paths(paths: Sequence[Path]) -> list[Path]:
     return found
 
 
+def check_distinct_ids(docs: Sequence[Document]) -> None:
+    """Refuse two documents with one `dlm_id` (a copied file): they would share one store,
+    so one name could answer with either document's system prompt and adapter.
+
+    Raises:
+        ServeError: one line naming the id, both files and the way out.
+    """
+    seen: dict[str, Path | None] = {}
+    for doc in docs:
+        dlm_id = doc.frontmatter.dlm_id
+        if dlm_id in seen:
+            raise ServeError(
+                f"{seen[dlm_id]} and {doc.path} both have dlm_id {dlm_id} (one is a copy); serve one of "
+                f"them, or give the copy a new dlm_id (`dlm init` writes a fresh one) and train it"
+            )
+        seen[dlm_id] = doc.path
+
+
 def catalog_for(shared: SharedBase) -> Catalog:
     """Each document under `dlm:<dlm_id>` (also by its name and dlm_id), then the
     base model alone under its name.
@@ -169,7 +187,7 @@ def catalog_for(shared: SharedBase) -> Catalog:
     """
     base = shared.base.name
     models = [
-        ServedModel(f"dlm:{d.dlm_id}", d.system_prompt, d.adapter, d.name, d.dlm_id, d.version, base)
+        ServedModel(f"dlm:{d.dlm_id}", d.system_prompt, d.adapter, d.name, d.dlm_id, d.version, base, d.path)
         for d in shared.documents
     ]
     models.append(ServedModel(base, None, None, None, None, None, base))
@@ -183,12 +201,14 @@ def build_app(options: ServeOptions) -> BuiltServer:
     """Load the documents, their one base model and each current adapter, and build the app.
 
     Raises:
-        DocError, StoreError, BaseModelError, ServeError: as the steps they come from.
+        DocError, StoreError, BaseModelError, ServeError: as the steps they come from;
+            ServeError also for two documents with one `dlm_id`, before any model loads.
     """
     from dlm.doc import load_document
     from dlm.infer.adapters import load_shared_base
 
     docs = [load_document(p) for p in document_paths(options.paths)]
+    check_distinct_ids(docs)
     config = resolve_cache_config(docs[0], options)
     shared = load_shared_base(docs, use_adapter=options.use_adapter)
     catalog = catalog_for(shared)
@@ -198,7 +218,7 @@ def build_app(options: ServeOptions) -> BuiltServer:
     )
     reloader = None
     if options.use_adapter and options.reload_interval > 0:
-        reloader = AdapterReloader(catalog, engine, interval=options.reload_interval)
+        reloader = AdapterReloader(catalog, engine, interval=options.reload_interval, status=served.state.reloads)
     refused = cached.stats().l1_refused
     warnings = (f"tokenizer cache L1 is off for this tokenizer: {refused}",) if refused else ()
     return BuiltServer(served, reloader, warnings)

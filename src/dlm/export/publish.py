@@ -19,8 +19,22 @@ A destination that already exists is replaced only when `check_destination` allo
 - any other folder (no marker, or files the marker does not list): refused in one
   line, unless `force`;
 - a folder that holds the current working folder or the user's home, or holds or
-  lies inside one of the caller's `keep` paths (the document, its store): refused
-  even with `force`. `--out .` can therefore never remove anything.
+  lies inside one of the caller's `keep` paths (the document, its store) or dlm's own
+  state (`$DLM_HOME`, the base models folder, the section cache: `dlm.paths`), or holds
+  a store anywhere (a folder with a `dlm.lock`, a `train.lock`, or a `manifest.json`
+  beside an `adapter/` folder): refused even with `force`. `--out .` can therefore
+  never remove anything, nor can an export of one document replace another's store.
+
+`--out` may be a symbolic link to a folder: the export is written through it (the
+folder it names is checked and replaced, the link stays); a link to nothing is
+refused in one line naming the link.
+
+One export per folder at a time: `staged_folder` holds a file lock,
+`$DLM_HOME/export-locks/<sha256 of the folder's resolved path>.lock`, from the check
+to the rename; a second export into the same folder meanwhile fails at once in one
+line instead of both reporting success with only the last one's files left. The lock
+files are empty and stay (removing one while another process waits on it would let
+two exports hold "the" lock).
 
 Replacing renames the old folder aside (`.<name>.old-XXXX/`), renames the new one
 into place, then removes the old one; a crash between those two renames leaves the
@@ -30,6 +44,7 @@ old export in that sibling folder, never a half-written one under the destinatio
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import shutil
@@ -39,9 +54,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+
 from dlm.atomic import DEFAULT_FILE_MODE, fsync_dir
 from dlm.canonical import canonical_json
 from dlm.errors import ExportError, ExportRefused
+from dlm.paths import cache_store_dir, dlm_home, models_dir
 
 FILE_MODE = DEFAULT_FILE_MODE
 DIR_MODE = 0o755
@@ -83,12 +101,35 @@ def _both(path: Path) -> set[Path]:
     return {absolute(path), path.resolve()}
 
 
+def dlm_state() -> tuple[Path, ...]:
+    """dlm's own state, which no export may be, hold or lie inside: `$DLM_HOME` (every
+    store) and the base models and section cache folders, wherever they were moved."""
+    return (dlm_home(), models_dir(), cache_store_dir())
+
+
+STORE_SIGNS = ("dlm.lock", "train.lock")
+
+
+def _store_inside(out: Path) -> Path | None:
+    """The first file under `out` that shows a document's store there (module docstring)."""
+    if not out.is_dir():
+        return None
+    for root, dirs, files in os.walk(out):
+        for name in STORE_SIGNS:
+            if name in files:
+                return Path(root) / name
+        if "manifest.json" in files and "adapter" in dirs:
+            return Path(root) / "manifest.json"
+    return None
+
+
 def _in_the_way(out: Path, keep: Iterable[Path]) -> Path | None:
     """A path replacing `out` would destroy: the working folder, home, a kept path
-    or a parent of one; or a kept folder `out` lies inside (the store)."""
+    or a parent of one; or a kept folder `out` lies inside (the store, dlm's state)."""
     outs = _both(out)
     if any(o.parent == o for o in outs):
         return out  # a file-system root holds everything
+    keep = (*keep, *dlm_state())
     for raw in (Path.cwd(), Path.home(), *keep):
         for kept in _both(raw):
             if kept.parent != kept and any(_contains(o, kept) for o in outs):  # a root working folder guards nothing
@@ -123,6 +164,11 @@ def check_destination(dest: Destination) -> None:
         ExportError: it exists and is not a folder.
     """
     out = absolute(dest.folder)
+    if out.is_symlink() and not out.exists():
+        raise ExportError(
+            f"--out {out}: is a symbolic link to {os.readlink(out)}, which does not exist; "
+            f"create that folder, or choose another --out"
+        )
     if out.exists() and not out.is_dir():
         raise ExportError(f"{out}: exists and is not a folder; choose another --out or remove it")
     kept = _in_the_way(out, dest.keep)
@@ -130,6 +176,12 @@ def check_destination(dest: Destination) -> None:
         where = "is inside" if _contains(kept, out) or _contains(kept, out.resolve()) else "holds"
         raise ExportRefused(
             f"--out {out}: {where} {kept}, which an export must never replace; choose a new folder for the export"
+        )
+    store = _store_inside(out)
+    if store is not None:
+        raise ExportRefused(
+            f"--out {out}: holds a document's store ({store}), which an export must never replace; "
+            f"choose a new folder for the export"
         )
     if not out.is_dir() or not any(out.iterdir()) or dest.force:
         return
@@ -161,13 +213,59 @@ def disk_full(exc: BaseException) -> bool:
 
 def os_error_line(exc: OSError, out: Path) -> str:
     """One line for a failed write of the export at `out`: what failed and the way out
-    (a full disk says so; the staging folder is never named, it no longer exists)."""
+    (a full disk says so; the staging folder is never named, it no longer exists: a file
+    inside it is named by its path inside the export)."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return f"{out}: no space left on the device while writing the export; free some space or choose another --out"
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return f"{out}: cannot write there ({exc.strerror}); choose another --out"
-    name = f" ({Path(exc.filename).name})" if exc.filename else ""
-    return f"{out}: writing the export failed: {exc.strerror or exc}{name}"
+    name = _shown_name(Path(exc.filename), out) if exc.filename else None
+    return f"{out}: writing the export failed: {exc.strerror or exc}" + (f" ({name})" if name else "")
+
+
+def _shown_name(path: Path, out: Path) -> str | None:
+    """`path` as the user knows it: relative to the export when it lies in a staging or
+    replaced folder (`.<name>.staging-*`, `.<name>.old-*`; `<name>` is the folder a
+    symbolic link `out` names), else its name."""
+    for parent in (path, *path.parents):
+        if parent.name.startswith(".") and (".staging-" in parent.name or ".old-" in parent.name):
+            inside = path.relative_to(parent)
+            return inside.as_posix() if inside.parts else None
+    return path.name
+
+
+def export_lock_path(folder: Path) -> Path:
+    """The lock file one export into `folder` holds (module docstring)."""
+    digest = hashlib.sha256(os.fsencode(folder.resolve())).hexdigest()
+    return dlm_home() / "export-locks" / f"{digest}.lock"
+
+
+@contextmanager
+def export_lock(folder: Path) -> Iterator[None]:
+    """Hold the lock of exports into `folder` for the block.
+
+    Raises:
+        ExportError: another export holds it (one line naming `folder`), or the lock
+            file cannot be created.
+    """
+    path = export_lock_path(folder)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(path), timeout=0)
+        lock.acquire()
+    except Timeout:
+        raise ExportError(
+            f"--out {folder}: another dlm export is writing this folder now; wait for it to finish, "
+            f"or choose another --out"
+        ) from None
+    except OSError as exc:
+        raise ExportError(
+            f"{path}: cannot create the export lock ({exc.strerror or exc}); make DLM_HOME writable"
+        ) from exc
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @contextmanager
@@ -180,24 +278,27 @@ def staged_folder(out: Path | str | Destination) -> Iterator[Path]:
             destination; nothing is left behind and the destination is unchanged.
     """
     dest = as_destination(out)
-    check_destination(dest)
-    target = absolute(dest.folder)
-    staging: Path | None = None
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.staging-"))
-        yield staging
-        _seal(staging)
-        _swap_in(staging, target)
-    except OSError as exc:
-        raise ExportError(os_error_line(exc, target)) from exc
-    except Exception as exc:
-        if disk_full(exc):  # libraries that wrap the OS error in their own type (safetensors)
-            raise ExportError(os_error_line(OSError(errno.ENOSPC, "No space left on device"), target)) from exc
-        raise
-    finally:
-        if staging is not None and staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+    shown = absolute(dest.folder)
+    with export_lock(shown):
+        check_destination(dest)
+        # a symbolic link is written through: the folder it names is replaced, the link stays
+        target = shown.resolve() if shown.is_symlink() else shown
+        staging: Path | None = None
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.staging-"))
+            yield staging
+            _seal(staging)
+            _swap_in(staging, target)
+        except OSError as exc:
+            raise ExportError(os_error_line(exc, shown)) from exc
+        except Exception as exc:
+            if disk_full(exc):  # libraries that wrap the OS error in their own type (safetensors)
+                raise ExportError(os_error_line(OSError(errno.ENOSPC, "No space left on device"), shown)) from exc
+            raise
+        finally:
+            if staging is not None and staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
 
 
 def _seal(folder: Path) -> None:

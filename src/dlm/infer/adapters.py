@@ -81,34 +81,56 @@ def resolve_shared_base(docs: Sequence[Any]) -> BaseModelRef:
 
 def load_shared_base(docs: Sequence[Any], *, use_adapter: bool = True) -> SharedBase:
     """Load the documents' base model once and each document's current adapter on it.
+    Every adapter is found and checked against its recorded hash before the model loads.
 
     Raises:
-        StoreError: a document has no trained adapter (and `use_adapter`), or the
+        StoreError: a document has no trained adapter (and `use_adapter`), its adapter's
+            files differ from the hash training recorded (`dlm.infer.integrity`), or the
             documents name different base models.
         BaseModelError: the base model cannot be resolved.
     """
     ref = resolve_shared_base(docs)
+    found = [current_adapter(doc) if use_adapter else None for doc in docs]
     tokenizer = load_tokenizer(ref)
     model = load_model(ref)
     served: list[DocumentAdapter] = []
-    for doc in docs:
+    for doc, current in zip(docs, found, strict=True):
         fm = doc.frontmatter
-        path = Path(doc.path) if doc.path else Path(f"{fm.dlm_id}.dlm")
+        path = _doc_path(doc)
         version = adapter = None
-        if use_adapter:
-            store = open_store(fm.dlm_id)
-            version = store.current_version()
-            adapter_dir = store.current_adapter_dir()
-            if version is None or adapter_dir is None:
-                raise StoreError(
-                    f"{path}: no trained adapter yet; run `dlm train {path}` first, "
-                    f"or pass --no-adapter to use the base model"
-                )
+        if current is not None:
+            version, adapter_dir = current
             adapter = adapter_name(fm.dlm_id, version)
             model = attach_adapter(model, adapter_dir, adapter)
         served.append(DocumentAdapter(path, path.stem, fm.dlm_id, fm.system_prompt, version, adapter))
     model.eval()
     return SharedBase(model, tokenizer, ref, served)
+
+
+def _doc_path(doc: Any) -> Path:
+    return Path(doc.path) if doc.path else Path(f"{doc.frontmatter.dlm_id}.dlm")
+
+
+def current_adapter(doc: Any) -> tuple[str, Path]:
+    """The current adapter version of `doc` and its folder, checked against its recorded hash.
+
+    Raises:
+        StoreError: no adapter trained yet, `current` names a missing version, or the
+            adapter's files differ from the hash training recorded.
+    """
+    from dlm.infer.integrity import verify_adapter
+
+    path = _doc_path(doc)
+    store = open_store(doc.frontmatter.dlm_id)
+    version = store.current_version()
+    if version is None:
+        raise StoreError(
+            f"{path}: no trained adapter yet; run `dlm train {path}` first, or pass --no-adapter to use the base model"
+        )
+    adapter_dir = store.adapter_root / "versions" / version
+    way_out = f"retrain with `dlm train {path}`, or pass --no-adapter to use the base model alone"
+    verify_adapter(store, version, adapter_dir, way_out=way_out, error=StoreError)
+    return version, adapter_dir
 
 
 def attach_adapter(model: Any, adapter_dir: Path, name: str) -> Any:

@@ -10,6 +10,16 @@ decoding step, so a caller that stops iterating (the client went away, a stop
 string matched, the server is shutting down) stops the model within one step;
 closing the generator frees its KV cache.
 
+Prefill (the forward pass over the prompt) runs in chunks of `prefill_chunk` ids
+(`DEFAULT_PREFILL_CHUNK`), each extending the KV cache, with the caller's
+`cancelled()` consulted between chunks as between decoding steps: a client that goes
+away during a long prompt frees the model within one chunk, not after the whole
+prompt. The chunks give the logits of one pass over the whole prompt (the same causal
+attention over the same keys, up to float rounding; tests/serve/test_prefill.py
+checks it and the greedy ids on SmolLM2); a pass makes logits `[chunk, vocab]` and
+only the last position's are kept, so a long prompt never holds `[n_prompt, vocab]`
+logits at once. What chunking costs and saves: docs/benchmarks.md.
+
 Sampling: greedy when `temperature == 0`; otherwise softmax((logits - max) /
 temperature) in float64, then nucleus (`top_p`) filtering, then a draw from a
 `torch.Generator` seeded with the request's `seed` (a random seed when None).
@@ -19,11 +29,13 @@ Subtracting the max before dividing keeps every temperature > 0 finite: with
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+DEFAULT_PREFILL_CHUNK = 256  # prompt ids per prefill forward pass (module docstring)
 
 
 @dataclass(frozen=True)
@@ -63,9 +75,13 @@ class TorchEngine:
         loaded: has `model` (a transformers causal LM, or a `peft.PeftModel` holding
             named adapters) and `tokenizer`; `model_id` and `system_prompt` when it
             stands for one document (`dlm.infer.InferenceModel` fits).
+        prefill_chunk: prompt ids per prefill forward pass (>= 1; module docstring).
     """
 
-    def __init__(self, loaded: Any):
+    def __init__(self, loaded: Any, *, prefill_chunk: int = DEFAULT_PREFILL_CHUNK):
+        if prefill_chunk < 1:
+            raise ValueError(f"prefill_chunk must be >= 1, got {prefill_chunk}")
+        self.prefill_chunk = prefill_chunk
         self.loaded = loaded
         self.model = loaded.model
         self.tokenizer = loaded.tokenizer
@@ -90,7 +106,13 @@ class TorchEngine:
         self._active = None  # peft activates another one when the active one goes
 
     def generate_ids(
-        self, input_ids: list[int], *, max_new_tokens: int, sampling: Sampling, adapter: str | None = None
+        self,
+        input_ids: list[int],
+        *,
+        max_new_tokens: int,
+        sampling: Sampling,
+        adapter: str | None = None,
+        cancelled: Callable[[], bool] | None = None,
     ) -> Iterator[int]:
         """Yield up to `max_new_tokens` generated ids, one per decoding step; the last
         is an EOS id when the model ended the reply.
@@ -98,9 +120,39 @@ class TorchEngine:
         Args:
             input_ids: 1-D list[int] [n_prompt], the prompt ids.
             adapter: the peft adapter to generate with; None: the base model alone.
+            cancelled: consulted between prefill chunks and between decoding steps;
+                once it returns True the generator ends (no more forward passes).
         """
         with self._adapter(adapter):
-            yield from self._decode(input_ids, max_new_tokens, sampling)
+            yield from self._decode(input_ids, max_new_tokens, sampling, cancelled or _never)
+
+    def prefill(self, input_ids: list[int], cancelled: Callable[[], bool] | None = None) -> tuple[Any, Any]:
+        """Run the prompt through the model in chunks of `prefill_chunk` ids.
+
+        Args:
+            input_ids: 1-D list[int] [n_prompt], n_prompt >= 1.
+            cancelled: consulted before each chunk after the first.
+
+        Returns:
+            (the KV cache, float64 logits `[vocab]` of the last prompt position on the
+            CPU), or (None, None) when `cancelled()` said so before the last chunk.
+        """
+        import torch
+
+        device = self.model.device
+        past: Any = None
+        logits: Any = None
+        with torch.inference_mode():
+            for start in range(0, len(input_ids), self.prefill_chunk):
+                if start and cancelled is not None and cancelled():
+                    return None, None
+                chunk = torch.tensor([input_ids[start : start + self.prefill_chunk]], dtype=torch.long, device=device)
+                mask = torch.ones((1, start + chunk.shape[1]), dtype=torch.long, device=device)
+                out = self.model(input_ids=chunk, attention_mask=mask, past_key_values=past, use_cache=True)
+                past = out.past_key_values
+                logits = out.logits[0, -1].double().cpu()  # (vocab,)
+                del out
+        return past, logits
 
     @contextmanager
     def _adapter(self, name: str | None) -> Iterator[None]:
@@ -118,7 +170,9 @@ class TorchEngine:
         else:
             yield
 
-    def _decode(self, input_ids: list[int], max_new_tokens: int, sampling: Sampling) -> Iterator[int]:
+    def _decode(
+        self, input_ids: list[int], max_new_tokens: int, sampling: Sampling, cancelled: Callable[[], bool]
+    ) -> Iterator[int]:
         import torch
 
         device = self.model.device
@@ -127,21 +181,29 @@ class TorchEngine:
             generator.seed()
         else:
             generator.manual_seed(sampling.seed)
-        ids = torch.tensor([input_ids], dtype=torch.long, device=device)  # (1, n_prompt)
-        past: Any = None
+        if max_new_tokens < 1:
+            return
+        past, logits = self.prefill(input_ids, cancelled)
+        if logits is None or cancelled():  # cancelled during prefill
+            return
+        token = _pick(logits, sampling, generator)
+        yield token
         n_seen = len(input_ids)
         with torch.inference_mode():
-            for _ in range(max_new_tokens):
+            for _ in range(max_new_tokens - 1):
+                if token in self.eos_token_ids or cancelled():
+                    return
+                n_seen += 1
+                ids = torch.tensor([[token]], dtype=torch.long, device=device)  # (1, 1)
                 mask = torch.ones((1, n_seen), dtype=torch.long, device=device)
                 out = self.model(input_ids=ids, attention_mask=mask, past_key_values=past, use_cache=True)
                 past = out.past_key_values
-                logits = out.logits[0, -1].double().cpu()  # (vocab,)
-                token = _pick(logits, sampling, generator)
+                token = _pick(out.logits[0, -1].double().cpu(), sampling, generator)  # logits (vocab,)
                 yield token
-                if token in self.eos_token_ids:
-                    return
-                ids = torch.tensor([[token]], dtype=torch.long, device=device)
-                n_seen += 1
+
+
+def _never() -> bool:
+    return False
 
 
 def _pick(logits: Any, sampling: Sampling, generator: Any) -> int:

@@ -77,6 +77,7 @@ def create_app(
     )
     metrics.watch_queue(lambda: (generation.waiting, int(generation.running)))
     state = ServeState(engine, catalog, cached, generation, metrics, context_len or max_model_len(engine))
+    metrics.watch_reloads(state.reloads, lambda: [m.id for m in catalog.models() if m.adapter is not None])
     app = FastAPI(title="dlm serve", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.serve = state
     app.add_middleware(GuardMiddleware, max_body_bytes=max_body_bytes, body_timeout=body_timeout, metrics=metrics)

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -30,6 +31,9 @@ class ServedModel:
         dlm_id: the document's id, None for the base model.
         adapter_version: the store version of `adapter` (e.g. "v0003").
         base: the base model's name (`root` of every card).
+        path: the document's file, read again when a new adapter version is loaded
+            (its system prompt goes with the adapter: `dlm.serve.reload`); None for
+            the base model.
     """
 
     id: str
@@ -39,6 +43,7 @@ class ServedModel:
     dlm_id: str | None = None
     adapter_version: str | None = None
     base: str | None = None
+    path: Path | None = None
 
     def aliases(self) -> tuple[str, ...]:
         return tuple(a for a in (self.id, self.name, self.dlm_id) if a)

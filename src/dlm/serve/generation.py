@@ -7,7 +7,8 @@ One model instance cannot generate for two requests at once. A request is
 disconnected client or the start of shutdown ends), then its ids are generated on a
 worker thread (`Job.start`) and handed to the event loop through an `asyncio.Queue`
 as `Delta`s, then one `Done` (or `GenerationFailed`). `Job.cancel()` stops the worker within one
-decoding step: it checks the flag between ids. The turn passes to the next request
+decoding step or one prefill chunk: the engine consults the flag between chunks of the
+prompt and between ids (`dlm.infer.decode`). The turn passes to the next request
 only when the worker has returned, so two generations never overlap.
 """
 
@@ -35,14 +36,21 @@ class Engine(Protocol):
     `generate_ids` yields generated ids one per decoding step (at most
     `max_new_tokens`, the last one an id of `eos_token_ids` when the model ended the
     reply) with the peft adapter named `adapter` (None: the base model alone); a
-    caller may stop iterating at any time.
+    caller may stop iterating at any time, and the generator ends once `cancelled()`
+    returns True, which it consults between prefill chunks and between ids.
     """
 
     tokenizer: Any
     eos_token_ids: frozenset[int]
 
     def generate_ids(
-        self, input_ids: list[int], *, max_new_tokens: int, sampling: Sampling, adapter: str | None = None
+        self,
+        input_ids: list[int],
+        *,
+        max_new_tokens: int,
+        sampling: Sampling,
+        adapter: str | None = None,
+        cancelled: Callable[[], bool] | None = None,
     ) -> Iterator[int]: ...
 
 
@@ -339,7 +347,11 @@ class Job:
         text = TextStream(engine.tokenizer, request.stop, engine.eos_token_ids)
         ended_by_model = False
         ids = engine.generate_ids(
-            request.input_ids, max_new_tokens=request.max_new_tokens, sampling=request.sampling, adapter=adapter
+            request.input_ids,
+            max_new_tokens=request.max_new_tokens,
+            sampling=request.sampling,
+            adapter=adapter,
+            cancelled=self._cancel.is_set,
         )
         try:
             for token in ids:
@@ -360,6 +372,8 @@ class Job:
             close = getattr(ids, "close", None)
             if close is not None:
                 close()
+        if self._cancel.is_set():  # the engine ended early: cancelled during prefill or a step
+            return "cancelled"
         rest = text.finish()
         if rest:
             emit(Delta(rest))

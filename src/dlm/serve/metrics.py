@@ -12,6 +12,11 @@ Series:
   door with 503: `queue_full`, `shutting_down`;
 - `dlm_generation_queue_waiting` / `dlm_generation_running`: gauges at scrape time;
 - `dlm_unexpected_errors_total`: requests answered with a 500 by an unexpected failure;
+- `dlm_adapter_reload_failing{model}`: gauge, 1 while reloading that document's
+  adapter fails (it serves its last good version; `/health` gives the reason), else 0;
+  `dlm_adapter_reloads_total{model}` / `dlm_adapter_reload_failures_total{model}`:
+  counters of versions swapped in and of failed checks (one per poll while failing;
+  `dlm.serve.reload`);
 - `dlm_tokenizer_cache_{hits,misses}_total{level}`, `dlm_tokenizer_cache_hit_rate{level}`,
   `dlm_tokenizer_cache_entries{level}`, `dlm_tokenizer_cache_bytes{level}` and
   `dlm_tokenizer_cache_bypassed_total`:
@@ -30,6 +35,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from dlm.serve.reload import ReloadStatus
 from dlm.serve.tokcache import CachedTokenizer
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -80,6 +86,26 @@ class _QueueCollector(Collector):
         yield GaugeMetricFamily("dlm_generation_running", "Generations running (0 or 1).", value=running)
 
 
+class _ReloadCollector(Collector):
+    def __init__(self, status: ReloadStatus, watched: Callable[[], list[str]]):
+        self._status = status
+        self._watched = watched
+
+    def collect(self) -> Iterator[Metric]:
+        failing = self._status.failing()
+        reloads, failures = self._status.counts()
+        gauge = GaugeMetricFamily(
+            "dlm_adapter_reload_failing", "1 while reloading the model's adapter fails.", labels=["model"]
+        )
+        done = CounterMetricFamily("dlm_adapter_reloads", "Adapter versions swapped in.", labels=["model"])
+        failed = CounterMetricFamily("dlm_adapter_reload_failures", "Failed reload checks.", labels=["model"])
+        for model in self._watched():
+            gauge.add_metric([model], 1.0 if model in failing else 0.0)
+            done.add_metric([model], float(reloads.get(model, 0)))
+            failed.add_metric([model], float(failures.get(model, 0)))
+        yield from (gauge, done, failed)
+
+
 class ServerMetrics:
     """The metrics of one app; `render()` gives the Prometheus text exposition."""
 
@@ -113,6 +139,10 @@ class ServerMetrics:
     def watch_queue(self, read: Callable[[], tuple[int, int]]) -> None:
         """Report `read()` = (waiting, running) as gauges at each scrape."""
         self.registry.register(_QueueCollector(read))
+
+    def watch_reloads(self, status: ReloadStatus, watched: Callable[[], list[str]]) -> None:
+        """Report `status` for the model ids `watched()` gives, at each scrape."""
+        self.registry.register(_ReloadCollector(status, watched))
 
     def observe(self, endpoint: str, status: int, seconds: float) -> None:
         self.requests.labels(endpoint, str(status)).inc()

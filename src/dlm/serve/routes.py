@@ -7,7 +7,10 @@
 - `POST /tokenize`: vLLM's shape, `{"prompt": ...}` or `{"messages": [...]}` ->
   `{"tokens": [...], "count": n, "max_model_len": m}`, through the tokenizer cache;
 - `GET /metrics`: Prometheus text (`dlm.serve.metrics`);
-- `GET /health`: `{"status": "ok", "model": <the default model's id>}`.
+- `GET /health`: `{"status": "ok", "model": <the default model's id>}`; while reloading
+  a document's adapter fails, `"status": "degraded"` and `"reload_failures"`: model id
+  -> the failure's line (still HTTP 200: every model still answers, with its last good
+  adapter; `dlm.serve.reload`).
 """
 
 from __future__ import annotations
@@ -31,7 +34,11 @@ State = Annotated[ServeState, Depends(serve_state)]
 
 @router.get("/health")
 async def health(state: State) -> dict[str, Any]:
-    return {"status": "ok", "model": state.catalog.models()[0].id}
+    failing = state.reloads.failing()
+    body: dict[str, Any] = {"status": "degraded" if failing else "ok", "model": state.catalog.models()[0].id}
+    if failing:
+        body["reload_failures"] = failing
+    return body
 
 
 @router.get("/v1/models")

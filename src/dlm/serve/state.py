@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import Request
 
 from dlm.serve.catalog import Catalog, ServedModel
 from dlm.serve.generation import Engine, Generation
 from dlm.serve.metrics import ServerMetrics
+from dlm.serve.reload import ReloadStatus
 from dlm.serve.tokcache import CachedTokenizer
 
 
@@ -21,6 +22,7 @@ class ServeState:
         cached: the tokenizer cache (shared by every model: one base, one tokenizer).
         generation: the one-at-a-time runner. metrics: this app's Prometheus registry.
         max_model_len: context length in tokens (None: unknown, unchecked).
+        reloads: what adapter reloading did (`dlm.serve.reload`; `/health`, `/metrics`).
     """
 
     engine: Engine
@@ -29,6 +31,7 @@ class ServeState:
     generation: Generation
     metrics: ServerMetrics
     max_model_len: int | None
+    reloads: ReloadStatus = field(default_factory=ReloadStatus)
 
     def cards(self) -> list[dict[str, object]]:
         return [m.card(self.max_model_len) for m in self.catalog.models()]
