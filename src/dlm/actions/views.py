@@ -15,11 +15,12 @@ from dlm.doc import Document
 from dlm.doc.checks import pair_notes
 from dlm.errors import UsageError
 from dlm.metrics import MetricsDB
-from dlm.rows.build import asks_questions, drawn_synth
+from dlm.rows.build import asks_questions, document_facts, drawn_synth
+from dlm.rows.facts.files import by_source
 from dlm.rows.walk import walk_sources
 
 
-def _rows_by_kind(doc: Document) -> tuple[dict[str, int], list[str]]:
+def _rows_by_kind(doc: Document) -> tuple[dict[str, Any], list[str]]:
     """Rows per kind, and one line per notable skip of the sources (the walk's, and
     files `training.synth` could not parse)."""
     from dlm.doc import InstructionSection, ProseSection
@@ -28,7 +29,7 @@ def _rows_by_kind(doc: Document) -> tuple[dict[str, int], list[str]]:
     pairs = sum(len(s.pairs) for s in doc.sections if isinstance(s, InstructionSection))
     base_dir = doc_dir(doc) or Path.cwd()
     walk = walk_sources(doc.frontmatter.training.sources, base_dir, doc_name=str(doc.path))
-    drawn = drawn_synth(doc.frontmatter.training.synth, walk.files, asks_questions(doc))
+    drawn = drawn_synth(doc.frontmatter.training.synth, walk.files, asks_questions(doc), document_facts(doc))
     synth_pairs, synth_probes = (len(drawn.train), len(drawn.probes)) if drawn is not None else (0, 0)
     return {
         "prose": prose,
@@ -36,6 +37,7 @@ def _rows_by_kind(doc: Document) -> tuple[dict[str, int], list[str]]:
         "source_files": len(walk.files),
         "synth_pairs": synth_pairs,
         "synth_probes": synth_probes,
+        "synth_by_source": by_source([f for f, _ in drawn.train], [f for f, _, _ in drawn.probes]) if drawn else {},
     }, [*pair_notes(doc), *walk.notes, *(drawn.notes if drawn is not None else ())]
 
 
@@ -43,8 +45,10 @@ def show(path: DocPath) -> dict[str, Any]:
     """Identity, rows, adapters and last run of the document at `path`.
 
     Keys: dlm_id, path, base_model, store_path, rows{prose, instruction, source_files,
-    synth_pairs, synth_probes} (`instruction` counts the document's own pairs; `synth_*`
-    the `training.synth` training pairs and probes, 0 when it is off),
+    synth_pairs, synth_probes, synth_by_source} (`instruction` counts the document's own
+    pairs; `synth_*` the `training.synth` training pairs and probes, 0 when it is off;
+    `synth_by_source` the same per source kind, `{"go": {"pairs": 12, "probes": 3},
+    "markdown": ..., "document": ...}`, `{}` when it is off),
     adapter{current, versions}, last_run (or None), training_cache (or None), notes (one
     line per source the rows skip notably: an escaping symlink, a file synth cannot parse).
 

@@ -215,6 +215,11 @@ def show(
                     else ""
                 ),
             ),
+            *(
+                [("synth by source", synth_by_source_line(rows["synth_by_source"]))]
+                if rows.get("synth_by_source")
+                else []
+            ),
             (
                 "adapter",
                 f"{view['adapter']['current'] or 'none'} (versions: {', '.join(view['adapter']['versions']) or 'none'})",
@@ -230,6 +235,13 @@ def show(
     )
     for note in view["notes"]:
         warn_line(note)
+
+
+def synth_by_source_line(counts: dict[str, dict[str, int]]) -> str:
+    """`go 12 Q/A + 3 probes, markdown 8 Q/A, ...` from `show`'s `synth_by_source`."""
+    return ", ".join(
+        f"{kind} {c['pairs']} Q/A" + (f" + {c['probes']} probes" if c["probes"] else "") for kind, c in counts.items()
+    )
 
 
 @app.command()

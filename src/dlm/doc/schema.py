@@ -97,20 +97,25 @@ class EvalConfig(_Strict):
     patience: int | None = Field(default=4, gt=0)
 
 
-SynthKind = Literal["where", "purpose", "signature", "value"]
-SYNTH_KINDS: tuple[SynthKind, ...] = ("where", "purpose", "signature", "value")
+# the fact kinds of `dlm.rows.facts.model` (a lower floor cannot import it; tests/test_facts_files.py
+# checks the two agree)
+SynthKind = Literal["where", "purpose", "signature", "value", "statement", "setting"]
+SYNTH_KINDS: tuple[SynthKind, ...] = ("where", "purpose", "signature", "value", "statement", "setting")
 
 
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 class SynthConfig(_Strict):
-    """Q/A pairs drawn from the Python sources (`dlm.rows.synth` has the rules): where a
-    name is defined, its docstring's first sentence, its signature, a constant's value.
-    `phrasings`: training pairs per fact; `probe_share`: share of definitions held out
+    """Q/A pairs drawn from the sources and the document (`dlm.rows.synth` and
+    `dlm.rows.facts` have the rules): from code (Python, Go, Rust, JavaScript,
+    TypeScript, Java) where a name is defined, its doc comment's first sentence, its
+    signature, a constant's value; from prose (the document's sections and answers,
+    Markdown and text files) statements about a salient span; from config files (YAML,
+    TOML, JSON, INI) a key's value. `phrasings`: training pairs per fact; `probe_share`: share of definitions held out
     as probes instead; `max_facts`: cap on facts, a hash-chosen sample. `enabled: auto`
-    (the default) draws only the constants' values, one phrasing each, none held out,
-    and only for a small codebase beside questions (`dlm.rows.build.AUTO_SYNTH`); `true`
+    (the default) draws only the code constants' values, one phrasing each, none held
+    out, and only for a small codebase beside questions (`dlm.rows.build.AUTO_SYNTH`); `true`
     draws what these keys say."""
 
     enabled: bool | Literal["auto"] = "auto"

@@ -6,6 +6,7 @@ building the rows of one run.
     dlm.rows.read    one source file -> row text (binary/lossy/too-large rules)
     dlm.rows.build   a Document -> the RowSet of one run (and its probes)
     dlm.rows.synth   (relpath, Python text) -> facts -> Q/A pairs and probes
+    dlm.rows.facts   facts of prose, config files and other languages (its __init__ lists them)
     dlm.rows.synthmemo  the facts of a run's files, remembered by content
 
 This `__init__` imports nothing, so engines that only need the types (the section

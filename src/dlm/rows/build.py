@@ -9,10 +9,12 @@
   the generation prompt, so the prompt can be masked from the loss;
 - each file taken from `training.sources` -> one `FileRow` (read later, by the
   tokenizer, so a cache can skip unchanged files);
-- with `training.synth.enabled`, each phrasing of each fact drawn from the Python
-  sources (`dlm.rows.synth`) -> one `TextRow(kind="instruction")` rendered as a Q/A
-  pair, origin `relpath:line (synth)`, after the document's own rows; the facts held
-  out by `probe_share` -> `BuiltRows.probes`, never rows.
+- with `training.synth.enabled`, each phrasing of each fact drawn from the sources
+  (code, prose, config: `dlm.rows.facts`) and from the document's own prose sections
+  and answers (`document_facts`) -> one `TextRow(kind="instruction")` rendered as a
+  Q/A pair, origin `relpath:line (synth)` (a document fact: `<doc name>:line
+  (synth)`), after the document's own rows; the facts held out by `probe_share` ->
+  `BuiltRows.probes`, never rows.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from dlm.rows.walk import WalkResult, directive_root, walk_sources
 if TYPE_CHECKING:
     from dlm.doc import Document
     from dlm.doc.schema import SynthConfig
+    from dlm.rows.facts.model import Fact
     from dlm.rows.synth import SynthSet
 
 SYNTH_ORIGIN = "{path}:{line} (synth)"
@@ -136,7 +139,7 @@ def build_rows(doc: Document, tokenizer: Any, *, strict: bool = False) -> BuiltR
     base_dir = doc.path.parent if doc.path else Path.cwd()
     walk = walk_sources(fm.training.sources, base_dir, strict=strict, doc_name=name)
     walk.notes.extend(pair_notes(doc))  # printed with the walk's own notes
-    drawn = drawn_synth(fm.training.synth, walk.files, asks_questions(doc))
+    drawn = drawn_synth(fm.training.synth, walk.files, asks_questions(doc), document_facts(doc))
     if drawn is not None:
         walk.notes.extend(drawn.notes)  # printed with the walk's own notes
         for fact, qa in drawn.train:
@@ -162,6 +165,24 @@ def asks_questions(doc: Document) -> bool:
     return any(isinstance(s, InstructionSection | ProbeSection) for s in doc.sections)
 
 
+def document_facts(doc: Document) -> list[Fact]:
+    """The `statement` facts of the document's own prose sections and instruction
+    answers (`dlm.rows.facts.prose`), named by the document's file name and its lines.
+    Probe sections give none: their answers are never trained on."""
+    from dlm.doc import InstructionSection, ProseSection
+    from dlm.rows.facts.prose import prose_facts
+
+    name = doc.path.name if doc.path else "document"
+    facts: list[Fact] = []
+    for section in doc.sections:
+        if isinstance(section, ProseSection):
+            facts += prose_facts(name, section.text, section.line)
+        elif isinstance(section, InstructionSection):
+            for pair in section.pairs:
+                facts += prose_facts(name, pair.answer, pair.line)
+    return facts
+
+
 @dataclass(frozen=True)
 class AutoSynth:
     """What `training.synth.enabled: auto` draws, and when.
@@ -173,7 +194,8 @@ class AutoSynth:
     steps; every other kind and phrasing multiplies the pairs, and so the steps
     (docs/benchmarks.md, "Recipe sweep"). A large
     tree's constants would crowd out the document's own pairs within a budget, so
-    `auto` stays off beyond `max_files` Python files (the tree is not parsed then) or
+    `auto` stays off beyond `max_files` code files (Python and the languages of
+    `dlm.rows.facts.code_ts`; the tree is not parsed then) or
     `max_facts` values, and without `::instruction::` or `::probe::` sections.
     """
 
@@ -184,35 +206,43 @@ class AutoSynth:
 AUTO_SYNTH = AutoSynth()
 
 
-def drawn_synth(config: SynthConfig, files: Sequence[FileRow], has_questions: bool) -> SynthSet | None:
+def drawn_synth(
+    config: SynthConfig, files: Sequence[FileRow], has_questions: bool, document: Sequence[Fact] = ()
+) -> SynthSet | None:
     """The synth pairs and probes a run trains on and scores, or None when it draws none:
     `enabled: false`, or `auto` outside `AUTO_SYNTH`'s bounds.
 
     Args:
-        files: the walk's file rows (only `.py` ones are read).
+        files: the walk's file rows (those a reader takes are read: `dlm.rows.facts.files`).
         has_questions: the document has instruction pairs or probes.
+        document: the document's own facts (`document_facts`).
     """
+    from dlm.rows.facts.files import CODE_KINDS, source_kind
+
     if config.enabled is True:
-        return synth_set(config, files)
+        return synth_set(config, files, document=document)
     if config.enabled is False or not has_questions:
         return None
-    if sum(f.relpath.endswith(".py") for f in files) > AUTO_SYNTH.max_files:
+    if sum(source_kind(f.relpath) in CODE_KINDS for f in files) > AUTO_SYNTH.max_files:
         return None
     auto = config.model_copy(update={"kinds": ["value"], "phrasings": 1, "probe_share": 0.0, "max_facts": None})
-    drawn = synth_set(auto, files)
+    drawn = synth_set(auto, files, document=document)
     return drawn if 0 < len(drawn.train) <= AUTO_SYNTH.max_facts else None
 
 
-def synth_set(config: SynthConfig, files: Sequence[FileRow], remember: bool = True) -> SynthSet:
-    """The pairs and probes `config` draws from the Python files among `files`
-    (`dlm.rows.synth`); `remember`: use the facts memo (`dlm.rows.synthmemo`)."""
+def synth_set(
+    config: SynthConfig, files: Sequence[FileRow], remember: bool = True, document: Sequence[Fact] = ()
+) -> SynthSet:
+    """The pairs and probes `config` draws from the files among `files` a reader takes
+    and from the document's own facts (`dlm.rows.synth`, `dlm.rows.facts`); `remember`:
+    use the facts memo (`dlm.rows.synthmemo`)."""
     from dlm.rows.synth import synthesize
     from dlm.rows.synthmemo import FactMemo, source_facts
 
     notes: list[str] = []
     facts = source_facts(files, FactMemo.default() if remember else None, notes)
     drawn = synthesize(
-        facts,
+        [*document, *facts],
         kinds=config.kinds,
         phrasings=config.phrasings,
         probe_share=config.probe_share,

@@ -1,13 +1,15 @@
-"""Questions drawn from the code: Q/A pairs about what a source tree defines, made
-offline and deterministically, without a teacher model (`training.synth`).
+"""Questions drawn from the sources: Q/A pairs about what a document and its source
+tree state, made offline and deterministically, without a teacher model
+(`training.synth`). This module reads Python and turns every fact into pairs and
+probes; `dlm.rows.facts` reads prose, config files and other languages.
 
 An adapter trained on a file's text learns to continue that text; asked "where is
 `JSONDecoder` defined?" it has seen no question of that shape. These pairs state the
 facts the code already holds, one fact per pair, in a few phrasings, so the adapter
 learns the fact rather than one string.
 
-Facts (Python files only, read with the standard library's `ast`; other languages
-give none):
+Facts of Python files, read with the standard library's `ast` (the other readers'
+rules are in their modules; the kinds are `dlm.rows.facts.model`'s):
 
     where      a top-level public class, function or constant -> its file
                ("Where is `JSONDecoder` defined?" -> "In `json/decoder.py`.")
@@ -44,10 +46,13 @@ Rules:
 - questions other than `where` name the file (`JSONDecoder.decode` in
   `json/decoder.py`), never an import path guessed from the folder layout;
 - each fact has `len(PHRASINGS[kind])` phrasings; `phrasings` of them train;
-- sampling and the probe split hash what a fact is about, never its phrasing:
+- sampling and the probe split (for the facts of every reader) hash what a fact is
+  about, never its phrasing:
   `max_facts` keeps the facts with the smallest `sha256(kind, path, name)`, and a
   definition (a top-level name in a file, with its methods) whose `sha256(path,
-  name)` falls below `probe_share` gives probes instead of training pairs. All facts
+  name)` falls below `probe_share` gives probes instead of training pairs (`name`:
+  the fact's `subject`, a top-level name for code, a sentence's subject for prose, a
+  key's parent for config). All facts
   about one definition fall on the same side, so no training pair names a probe's
   answer. Output order is sorted, independent of input order and `PYTHONHASHSEED`;
   the same files give the same pairs on every machine with the same Python minor
@@ -61,16 +66,34 @@ pure function of those facts and the settings.
 from __future__ import annotations
 
 import ast
-import hashlib
 import heapq
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
 
-FactKind = Literal["where", "purpose", "signature", "value"]
-FACT_KINDS: tuple[FactKind, ...] = ("where", "purpose", "signature", "value")
+from dlm.rows.facts.model import FACT_KINDS, WEAK_KEYS, Fact, FactKind, Pair, strong_key, unit_hash
+from dlm.rows.facts.phrasing import MAX_PHRASINGS, PHRASINGS, phrase, probe_keys
+
+__all__ = [
+    "FACT_KINDS",
+    "MAX_PHRASINGS",
+    "PHRASINGS",
+    "WEAK_KEYS",
+    "Fact",
+    "FactKind",
+    "Pair",
+    "SynthSet",
+    "file_facts",
+    "first_sentence",
+    "parsed_facts",
+    "phrase",
+    "probe_keys",
+    "strong_key",
+    "synthesize",
+    "unit_hash",
+    "wanted_file",
+]
 
 MAX_SENTENCE = 240  # characters of a docstring's first sentence
 MAX_SIGNATURE = 160  # characters of a rendered signature
@@ -82,44 +105,6 @@ _ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?([^`]+)`")  # :func:`x`, :py:class:`
 _SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z`\"'(]|$)")
 _CALL = re.compile(r"[\w.]+\(")  # "renames(old, new)": a signature line, not a sentence
 _ABBREV = ("e.g", "i.e", "etc", "vs", "cf")
-# words a reply holds whatever it says: a probe key among them tells no answer apart
-WEAK_KEYS = frozenset(
-    """a an and are as at be but by can do for from has have he her his i if in is it its me my no
-    not of on off one or our she so the their them they this to true false none null up us was we
-    were what when who will with yes you all any""".split()
-)
-
-
-class Fact(NamedTuple):
-    """One thing the code states. A NamedTuple: the facts memo rebuilds tens of
-    thousands per run, and tuple construction is several times cheaper.
-
-    Attributes:
-        kind: see module docstring.
-        path: the file's path relative to its sources root (POSIX).
-        line: 1-based line of the definition.
-        name: the name as asked: `JSONDecoder`, `JSONDecoder.decode`, `HTTP_PORT`.
-        what: "class", "function", "method" or "constant".
-        answer: the fact's value: the path (where), a sentence (purpose), a call
-            signature such as `decode(s, _w=...)` (signature), a literal (value).
-        subject: the top-level name the fact belongs to (the probe split's unit).
-    """
-
-    kind: FactKind
-    path: str
-    line: int
-    name: str
-    what: str
-    answer: str
-    subject: str
-
-
-@dataclass(frozen=True)
-class Pair:
-    """One phrasing of a fact as a question and a short answer."""
-
-    question: str
-    answer: str
 
 
 @dataclass(frozen=True)
@@ -319,74 +304,6 @@ def _constant_facts(path: str, line: int, name: str, value: ast.expr | None) -> 
     if len(literal) <= MAX_LITERAL and "\n" not in literal:
         facts.append(Fact("value", path, line, name, "constant", literal, name))
     return facts
-
-
-# Phrasings per kind: (question, answer) templates over name, what, path, answer.
-PHRASINGS: dict[FactKind, tuple[tuple[str, str], ...]] = {
-    "where": (
-        ("Where is `{name}` defined?", "In `{path}`."),
-        ("Which file defines the {what} `{name}`?", "`{path}`."),
-        ("In which source file is `{name}` implemented?", "`{name}` is defined in `{path}`."),
-        ("Where can I find the {what} `{name}`?", "In `{path}`."),
-    ),
-    "purpose": (
-        ("What does `{name}` in `{path}` do?", "{answer}"),
-        ("Describe the {what} `{name}` from `{path}` in one sentence.", "{answer}"),
-        ("What is `{name}` (defined in `{path}`) for?", "{answer}"),
-        ("In `{path}`, what is the {what} `{name}`?", "{answer}"),
-    ),
-    "signature": (
-        ("What is the signature of `{name}` in `{path}`?", "`{answer}`"),
-        ("What arguments does the {what} `{name}` in `{path}` take?", "`{answer}`"),
-        ("How do you call `{name}` from `{path}`?", "`{answer}`"),
-        ("Show the parameters of `{name}` (in `{path}`).", "`{answer}`"),
-    ),
-    "value": (
-        ("What is the value of `{name}` in `{path}`?", "`{answer}`."),
-        ("In `{path}`, what is `{name}` set to?", "`{name} = {answer}`."),
-        ("Which value does `{path}` give the constant `{name}`?", "`{answer}`."),
-        ("What does `{path}` assign to `{name}`?", "`{name} = {answer}`."),
-    ),
-}
-MAX_PHRASINGS = min(len(p) for p in PHRASINGS.values())
-
-
-def phrase(fact: Fact, count: int = MAX_PHRASINGS) -> list[Pair]:
-    """The first `count` phrasings of `fact` (the first one is the probe's question)."""
-    fields = {"name": fact.name, "what": fact.what, "path": fact.path, "answer": fact.answer}
-    return [Pair(q.format(**fields), a.format(**fields)) for q, a in PHRASINGS[fact.kind][:count]]
-
-
-def strong_key(key: str) -> bool:
-    """Whether a wrong reply is unlikely to hold `key` by chance: at least 2 characters
-    and not a common English word (`WEAK_KEYS`)."""
-    key = key.strip()
-    return len(key) >= 2 and key.casefold() not in WEAK_KEYS
-
-
-def probe_keys(fact: Fact) -> tuple[str, ...]:
-    """What a correct answer to a probe must contain: the path (where); the literal,
-    a string without its quotes (value); the parameter names, up to four (signature);
-    nothing for a sentence (purpose: the answer's likelihood scores it). Only strong keys
-    (`strong_key`): a value fact whose literal is not one gives () and no probe."""
-    if fact.kind == "where":
-        keys: tuple[str, ...] = (fact.path,)
-    elif fact.kind == "value":
-        value = ast.literal_eval(fact.answer)
-        keys = (value,) if isinstance(value, str) and value.strip() else (fact.answer,)
-    elif fact.kind == "signature":
-        params = fact.answer[fact.answer.index("(") + 1 :].split(")")[0]
-        keys = tuple(p.split("=")[0].split(":")[0].strip(" *") for p in params.split(","))
-    else:
-        return ()
-    return tuple(k for k in keys if strong_key(k))[:4]
-
-
-def unit_hash(*parts: str) -> float:
-    """A number in [0, 1) from sha256 of the NUL-joined UTF-8 parts (stable across
-    processes and machines, unlike `hash()`)."""
-    blob = "\0".join(parts).encode("utf-8", "surrogateescape")
-    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "big") / 2**64
 
 
 def _order(fact: Fact) -> tuple[str, int, str, int, str]:

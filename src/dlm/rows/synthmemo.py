@@ -1,20 +1,22 @@
 """The facts of a run's source files for `training.synth`, and the memo that spares
 parsing unchanged files again.
 
-`source_facts` reads only the files the walk took that `dlm.rows.synth.wanted_file`
-accepts, through `dlm.rows.read` (binary, unreadable and grown-too-large files give
+`source_facts` reads only the files the walk took that a reader takes
+(`dlm.rows.facts.files.wanted_file`: Python, other code, prose, config), through `dlm.rows.read` (binary, unreadable and grown-too-large files give
 no facts; a lossy file is parsed with its U+FFFD replacements). Reading and hashing
 a file is cheap; `ast.parse` of it is not, so facts are remembered by content
 (docs/benchmarks.md, "Synth facts: parsing against reading").
 
 Memo file: `$DLM_HOME/synth-facts/<code>.json`, where `<code>` hashes the bytes of
-`dlm.rows.synth` and the running Python's `major.minor` (the `ast` that parses and
-unparses), so a change to either starts an empty memo:
+`dlm.rows.synth` and of every `dlm.rows.facts` module, the running Python's
+`major.minor` (the `ast` that parses and unparses) and the installed
+`tree-sitter-language-pack` version (its grammars), so a change to any starts an
+empty memo:
 
     {"entries": {"<xxh3_128 hex of relpath NUL text>": [[kind, path, line, name, what,
                  answer, subject], ...] | "<why it was not parsed>", ...}}
 
-A file `ast` cannot parse is remembered by its reason (`dlm.rows.synth.parsed_facts`),
+A file its reader cannot parse is remembered by its reason (`dlm.rows.facts.files.parsed_facts`),
 so every run names it again in one line (`source_facts`' `notes`) without parsing it.
 
 A key holds the relpath because facts name it. The file is rewritten through the
@@ -30,15 +32,18 @@ import hashlib
 import json
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 
 import xxhash
 
 from dlm.atomic import atomic_write_json
 from dlm.paths import dlm_home
+from dlm.rows import facts as facts_package
 from dlm.rows import synth
+from dlm.rows.facts.files import parsed_facts, wanted_file
+from dlm.rows.facts.model import Fact
 from dlm.rows.read import display_relpath, read_file_text
-from dlm.rows.synth import Fact, parsed_facts, wanted_file
 from dlm.rows.types import FileRow
 
 MEMO_DIR = "synth-facts"
@@ -64,7 +69,10 @@ class FactMemo:
     def default(cls) -> FactMemo:
         """The memo of this code version under `$DLM_HOME`."""
         code = hashlib.sha256(Path(synth.__file__).read_bytes())
+        for module in sorted(Path(facts_package.__file__).parent.glob("*.py")):
+            code.update(module.name.encode() + b"\0" + module.read_bytes())
         code.update(f"python{sys.version_info[0]}.{sys.version_info[1]}".encode())
+        code.update(f"tree-sitter-language-pack {_grammars_version()}".encode())
         return cls(dlm_home() / MEMO_DIR / f"{code.hexdigest()[:32]}.json")
 
     def facts(self, relpath: str, text: str) -> list[Fact] | str:
@@ -104,6 +112,13 @@ class FactMemo:
                 stale.unlink(missing_ok=True)
         except OSError:
             pass
+
+
+def _grammars_version() -> str:
+    try:
+        return metadata.version("tree-sitter-language-pack")
+    except metadata.PackageNotFoundError:
+        return "absent"
 
 
 def source_facts(files: Sequence[FileRow], memo: FactMemo | None = None, notes: list[str] | None = None) -> list[Fact]:

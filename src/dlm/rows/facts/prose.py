@@ -1,0 +1,221 @@
+"""Statements of prose: Markdown and text files of the sources, and the document's own
+prose sections and answers, split into sentences that each state a fact.
+
+Rules:
+- Markdown is read block by block: a paragraph, a list item, a block quote's text;
+  skipped: a leading `---` front matter, fenced and indented code, tables, HTML lines,
+  headings (a heading also ends what a pronoun can refer to). Links keep their text,
+  emphasis markers go; backticks stay;
+- a block splits into sentences at `.`, `!` or `?` followed by a space and a capital,
+  a backtick, a quote or a bracket, or the block's end (never after `e.g.`, `i.e.`,
+  `etc.`, `vs.`, `cf.`); a statement ends in `.` or `!`, has at least 3 words and
+  at most `MAX_STATEMENT` characters (questions and lines announcing a list give none);
+- a sentence's subject is its words before the first verb (an auxiliary such as
+  `is`/`can`/`has`, or a lowercase word past the first ending in `s`: "The ferry
+  daemon listens ..."), at most 8 words and no comma; none found: no subject;
+- a sentence starting with `It`, `They`, `He`, `She`, or `This` followed by a verb,
+  whose subject is that pronoun, takes the previous sentence's subject in its place
+  ("It keeps 64 MB of journal." after "The ferry daemon listens ..." -> "The ferry
+  daemon keeps 64 MB of journal."), when that sentence had one; otherwise the
+  sentence gives no fact (it would state something about nobody knows what);
+- salient spans, by priority, never overlapping: an identifier, path or command in
+  backticks; a URL; a path (`/var/lib/x`, `./x`, `~/x`, `a/b.txt`, `a/b/c`); a number
+  with its unit (`30 seconds`, `64 MB`, `port 8080`, `version 2.1`), or of 2 or more
+  digits; a proper name
+  (`PostgreSQL`, `gRPC`, `TLS`, a capitalised word inside the sentence). A sentence gives
+  one fact per span, the first `MAX_SPANS` by position; a span that is not a strong
+  probe key (`dlm.rows.facts.model.strong_key`) gives none;
+- a fact's subject (the probe split's unit) is the sentence's subject, casefolded, or
+  the sentence itself, so all statements about one subject fall on the same side.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from dlm.rows.facts.model import Fact, strong_key
+
+MAX_STATEMENT = 240  # characters of a statement
+MAX_SPANS = 3  # facts per sentence
+MAX_SUBJECT_WORDS = 8
+
+_PRONOUNS = frozenset({"It", "This", "They", "He", "She"})
+_VERBS = frozenset(
+    """is are was were has have had can could will would should must may might does do did
+    uses use runs run keeps keep lives live stores store listens listen reads read writes write
+    takes take gives give makes make needs need""".split()
+)
+_NOT_VERBS = ("ss", "us", "is", "ics", "ous")  # "class", "status", "analysis", "physics"
+_ABBREV = ("e.g", "i.e", "etc", "vs", "cf")
+_SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z`\"'(\[]|\s*$)")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_EMPHASIS = re.compile(r"(\*\*|__|(?<![\w`])[*_](?=\S)|(?<=\S)[*_](?![\w`]))")
+_SPANS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("code", re.compile(r"`[^`\n]{2,80}`")),
+    ("URL", re.compile(r"https?://[^\s<>`\"')]+[^\s<>`\"').,;:!?]")),
+    ("path", re.compile(r"(?<![\w/.`-])(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*[\w/]")),
+    (
+        "number",
+        re.compile(
+            r"(?<![\w.])(?:(?:[Pp]ort|[Vv]ersion)\s\d(?:[\d.]*\d)?\b|\d[\d,]*(?:\.\d+)?\s?(?:%|(?:ms|s|sec|seconds?|"
+            r"min|minutes?|h|hours?|days?|weeks?|months?|years?|[KMGT]i?B|bytes?|bits?|tokens?|steps?|epochs?|"
+            r"rows?|files?|lines?|characters?|threads?|cores?|workers?|retries|times|attempts|requests|"
+            r"connections|entries|px|[kMG]?Hz|fps)\b)|\d{2,}(?:\.\d+)?(?![\w.]))"
+        ),
+    ),
+    (
+        "name",
+        re.compile(r"\b(?:[A-Za-z][a-z0-9]*[A-Z][A-Za-z0-9]*|[A-Z]{2,}[0-9]*)\b|(?<=[a-z0-9,;:)] )[A-Z][a-z]+"),
+    ),
+)
+
+
+def prose_facts(relpath: str, text: str, first_line: int = 1) -> list[Fact]:
+    """The `statement` facts of a prose text in source order (module rules).
+
+    Args:
+        relpath: the file's path relative to its sources root, or the document's name.
+        text: Markdown or plain text.
+        first_line: the line `text` starts on in its file (a document's section).
+    """
+    facts: list[Fact] = []
+    previous: str | None = None
+    for line, block in _blocks(text):
+        if block is None:  # a heading or code: what a pronoun refers to ends here
+            previous = None
+            continue
+        for offset, sentence in _sentences(block):
+            subject = _subject(sentence)
+            if subject in _PRONOUNS:
+                if not previous:
+                    continue  # whom the pronoun names is unknown: a statement about nothing
+                sentence, subject = previous + sentence[len(subject) :], previous
+            previous = subject
+            if not _statement(sentence):
+                continue
+            at = first_line - 1 + line + block.count("\n", 0, offset)
+            unit = (subject or sentence).casefold()
+            facts += [Fact("statement", relpath, at, span, what, sentence, unit) for what, span in spans(sentence)]
+    return facts
+
+
+def _blocks(text: str) -> Iterator[tuple[int, str | None]]:
+    """(1-based first line, text) of each prose block; (line, None) at a heading or
+    code, where a pronoun's reference ends. Lines of a block join with newlines."""
+    lines = text.split("\n")
+    i = 0
+    if lines and lines[0].strip() == "---":  # front matter
+        end = next((j for j in range(1, len(lines)) if lines[j].strip() in ("---", "...")), None)
+        i = end + 1 if end is not None else 0
+    block: list[str] = []
+    start = 0
+    fence: str | None = None
+    for n in range(i, len(lines)):
+        raw = lines[n]
+        stripped = raw.strip()
+        if fence is not None or _FENCE.match(raw):
+            marker = stripped[:3]
+            fence = None if fence is not None and stripped.startswith(fence) else fence or marker
+            kind = "code"
+        elif not stripped:
+            kind = "blank"
+        elif stripped.startswith("#") or re.fullmatch(r"[=-]{3,}", stripped) or raw.startswith(("    ", "\t")):
+            kind = "code"
+        elif stripped.startswith(("|", "<")):
+            kind = "blank"
+        else:
+            kind = "item" if _LIST.match(raw) else "text"
+        if kind != "text" and block:
+            yield start, "\n".join(block)
+            block = []
+        if kind == "code":
+            yield n + 1, None
+        elif kind in ("text", "item"):
+            if not block:
+                start = n + 1
+            block.append(_clean(_LIST.sub("", raw, count=1) if kind == "item" else raw))
+    if block:
+        yield start, "\n".join(block)
+
+
+def _clean(line: str) -> str:
+    line = line.strip().lstrip(">").strip()
+    return _EMPHASIS.sub("", _LINK.sub(r"\1", line))
+
+
+def _sentences(block: str) -> Iterator[tuple[int, str]]:
+    """(offset in `block`, sentence with whitespace collapsed) of each sentence."""
+    start = 0
+    for match in _SENTENCE_END.finditer(block):
+        if block[start : match.start()].lower().endswith(_ABBREV):
+            continue
+        yield from _sentence(block, start, match.end())
+        start = match.end()
+    yield from _sentence(block, start, len(block))
+
+
+def _sentence(block: str, start: int, end: int) -> Iterator[tuple[int, str]]:
+    lead = len(block[start:end]) - len(block[start:end].lstrip())
+    text = " ".join(block[start:end].split())
+    if text:
+        yield start + lead, text
+
+
+def _subject(sentence: str) -> str | None:
+    """The words before the sentence's first verb (module rules), or None."""
+    words = sentence.split(" ")
+    if words[0] in _PRONOUNS - {"This"} or (
+        words[0] == "This" and len(words) > 1 and _verb(words[1].strip(",;:"), after_first=True)
+    ):
+        return words[0]
+    for i, word in enumerate(words[: MAX_SUBJECT_WORDS + 1]):
+        if i and _verb(word, after_first=i > 1 or not words[0][:1].isupper()):
+            subject = " ".join(words[:i])
+            return subject if "," not in subject and subject[:1].isupper() or subject[:1] == "`" else None
+    return None
+
+
+def _verb(word: str, *, after_first: bool) -> bool:
+    if word in _VERBS:
+        return True
+    return after_first and word.isalpha() and word.islower() and word.endswith("s") and not word.endswith(_NOT_VERBS)
+
+
+def _statement(sentence: str) -> bool:
+    return sentence[-1] in ".!" and len(sentence.split()) >= 3 and len(sentence) <= MAX_STATEMENT
+
+
+def spans(sentence: str) -> list[tuple[str, str]]:
+    """(kind, span) of the salient spans of `sentence` (module rules), by position:
+    kind is "identifier", "path", "command", "URL", "number" or "name"."""
+    taken: list[tuple[int, int, str, str]] = []
+    for kind, pattern in _SPANS:
+        for match in pattern.finditer(sentence):
+            a, b = match.span()
+            if any(a < y and x < b for x, y, _, _ in taken):
+                continue
+            span = match.group()
+            key = span.strip("`")
+            if kind == "path" and not _path_like(key):
+                continue
+            if kind == "name" and a == 0:
+                continue
+            if strong_key(key):
+                taken.append((a, b, _code_kind(key) if kind == "code" else kind, span))
+    return [(kind, span) for _, _, kind, span in sorted(taken)[:MAX_SPANS]]
+
+
+def _path_like(path: str) -> bool:
+    """Whether a slashed word is a path, not `and/or` or `TCP/IP`."""
+    return path.startswith(("/", "./", "../", "~/")) or path.count("/") >= 2 or bool(re.search(r"\.\w{1,5}$", path))
+
+
+def _code_kind(code: str) -> str:
+    if "/" in code and " " not in code:
+        return "path"
+    if " " in code and re.match(r"[a-z][\w.-]*\s", code) and "(" not in code:
+        return "command"
+    return "identifier"

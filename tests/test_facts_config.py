@@ -1,0 +1,70 @@
+"""Settings of config files (`dlm.rows.facts.config`): dotted keys and their values."""
+
+from __future__ import annotations
+
+from dlm.rows.facts.files import parsed_facts
+from dlm.rows.facts.model import Fact
+from dlm.rows.facts.phrasing import phrase, probe_keys
+
+YAML = """# ferry settings
+server:
+  host: 0.0.0.0
+  port: 8080
+  tls: false
+peers:
+  - name: alpha
+"""
+
+
+def settings(relpath: str, text: str) -> list[tuple[int, str, str, str]]:
+    got = parsed_facts(relpath, text)
+    assert isinstance(got, list), got
+    assert all(f.kind == "setting" and f.path == relpath for f in got)
+    return [(f.line, f.name, f.answer, f.subject) for f in got]
+
+
+def test_yaml_keys_by_dotted_path():
+    assert settings("config/ferry.yaml", YAML) == [
+        (3, "server.host", "0.0.0.0", "server"),
+        (4, "server.port", "8080", "server"),
+        (5, "server.tls", "false", "server"),
+        (7, "peers[0].name", "alpha", "peers[0]"),
+    ]
+    port = Fact("setting", "config/ferry.yaml", 4, "server.port", "YAML", "8080", "server")
+    assert parsed_facts("config/ferry.yaml", YAML)[1] == port  # type: ignore[index]
+    assert [(p.question, p.answer) for p in phrase(port, 2)] == [
+        ("What is `server.port` set to in `config/ferry.yaml`?", "`8080`."),
+        ("In `config/ferry.yaml`, which value does the key `server.port` have?", "`server.port` is `8080`."),
+    ]
+    assert probe_keys(port) == ("8080",)
+    tls = Fact("setting", "config/ferry.yaml", 5, "server.tls", "YAML", "false", "server")
+    assert probe_keys(tls) == ()  # any reply may say "false"
+
+
+def test_toml_json_and_ini():
+    toml = '[db]\nurl = "postgres://db/ferry"\npool = 5\n\n[db.retry]\nmax = 3\n'
+    assert settings("ferry.toml", toml) == [
+        (2, "db.url", "postgres://db/ferry", "db"),
+        (3, "db.pool", "5", "db"),
+        (6, "db.retry.max", "3", "db.retry"),
+    ]
+    package = '{\n  "name": "ferry-ui",\n  "scripts": {"build": "tsc -p ."},\n  "private": true\n}\n'
+    assert settings("ui/package.json", package) == [
+        (2, "name", "ferry-ui", "name"),
+        (3, "scripts.build", "tsc -p .", "scripts"),
+        (4, "private", "true", "private"),
+    ]
+    ini = "[DEFAULT]\nlevel = info\n\n[metadata]\nname = ferry\nlevel = info\n\n[log]\nlevel = debug\n"
+    assert settings("setup.cfg", ini) == [
+        (2, "DEFAULT.level", "info", "DEFAULT"),
+        (5, "metadata.name", "ferry", "metadata"),
+        (9, "log.level", "debug", "log"),
+    ]
+
+
+def test_a_config_file_that_fails_to_parse_says_why():
+    assert parsed_facts("ferry.yaml", "server: [1, 2\nport: 3\n") == "YAML error at line 2"
+    assert parsed_facts("ferry.json", '{"a": 1,,}') == "JSON error at line 1"
+    assert parsed_facts("ferry.toml", "a = \n") == "TOML error at line 1"
+    assert parsed_facts("ferry.ini", "no section\n") == "INI error at line 1"
+    assert parsed_facts("ui/package-lock.json", '{"a": 1}') == []  # a lock file is not read

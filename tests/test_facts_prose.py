@@ -1,0 +1,113 @@
+"""Statements drawn from prose (`dlm.rows.facts.prose`): sentences, pronouns, spans."""
+
+from __future__ import annotations
+
+from dlm.rows.facts.files import parsed_facts
+from dlm.rows.facts.model import Fact
+from dlm.rows.facts.phrasing import phrase, probe_keys
+from dlm.rows.facts.prose import prose_facts, spans
+
+README = """# Ferry
+
+Ferry is a small file-sync daemon. It listens on port 8080 by default.
+Start it with `ferry serve --config ferry.yaml`.
+
+```sh
+ferry serve
+```
+
+- The journal rotates every 30 minutes.
+"""
+
+
+def test_a_readme_paragraph_gives_its_port_and_command():
+    assert prose_facts("README.md", README) == [
+        Fact("statement", "README.md", 3, "port 8080", "number", "Ferry listens on port 8080 by default.", "ferry"),
+        Fact(
+            "statement",
+            "README.md",
+            4,
+            "`ferry serve --config ferry.yaml`",
+            "command",
+            "Start it with `ferry serve --config ferry.yaml`.",
+            "start it with `ferry serve --config ferry.yaml`.",
+        ),
+        Fact(
+            "statement",
+            "README.md",
+            10,
+            "30 minutes",
+            "number",
+            "The journal rotates every 30 minutes.",
+            "the journal",
+        ),
+    ]
+
+
+def test_a_statement_is_asked_and_stated():
+    fact = prose_facts("README.md", README)[0]
+    assert [(p.question, p.answer) for p in phrase(fact)] == [
+        (
+            'According to `README.md`, what completes this: "Ferry listens on ___ by default."?',
+            "port 8080. Ferry listens on port 8080 by default.",
+        ),
+        ("What does `README.md` say about port 8080?", "Ferry listens on port 8080 by default."),
+        ("Fill in the blank (number) from `README.md`: Ferry listens on ___ by default.", "port 8080"),
+        ("State what `README.md` says about port 8080.", "Ferry listens on port 8080 by default."),
+    ]
+    assert probe_keys(fact) == ("port 8080",)
+    command = prose_facts("README.md", README)[1]
+    assert probe_keys(command) == ("ferry serve --config ferry.yaml",)  # the span without its backticks
+
+
+def test_a_pronoun_takes_the_previous_sentences_subject():
+    text = (
+        "The sync engine uses SQLite for its index. It stores the index in `state.db`.\n\n"
+        "They retry 5 times.\n\nThis keeps 64 MB of journal under `/var/lib/ferry`.\n"
+    )
+    got = [(f.name, f.answer, f.subject) for f in prose_facts("docs/engine.md", text)]
+    assert got == [
+        ("SQLite", "The sync engine uses SQLite for its index.", "the sync engine"),
+        ("`state.db`", "The sync engine stores the index in `state.db`.", "the sync engine"),
+        # "They": the previous sentence's subject, carried on: the engine
+        ("5 times", "The sync engine retry 5 times.", "the sync engine"),
+        ("64 MB", "The sync engine keeps 64 MB of journal under `/var/lib/ferry`.", "the sync engine"),
+        ("`/var/lib/ferry`", "The sync engine keeps 64 MB of journal under `/var/lib/ferry`.", "the sync engine"),
+    ]
+
+
+def test_a_pronoun_with_no_subject_before_it_gives_nothing():
+    text = "# Setup\n\nIt listens on port 8080.\n\nRun `make` first. It takes 10 minutes.\n"
+    assert prose_facts("SETUP.md", text) == [
+        Fact("statement", "SETUP.md", 5, "`make`", "identifier", "Run `make` first.", "run `make` first.")
+    ]
+
+
+def test_salient_spans_by_kind():
+    assert spans("Logs go to /var/log/ferry.log and https://ferry.dev/docs, see docs/setup.md.") == [
+        ("path", "/var/log/ferry.log"),
+        ("URL", "https://ferry.dev/docs"),
+        ("path", "docs/setup.md"),
+    ]
+    assert spans("Peers talk over gRPC and TLS with `dial_peer` for and/or 64 KiB.") == [
+        ("name", "gRPC"),
+        ("name", "TLS"),
+        ("identifier", "`dial_peer`"),
+    ]
+    assert spans("It is a tool for the team.") == []  # no span: no fact
+
+
+def test_questions_code_and_tables_give_no_statement():
+    text = "Does it listen on port 8080?\n\n| key | port 9090 |\n\n    port 7070 in code.\n"
+    assert prose_facts("NOTES.md", text) == []
+
+
+def test_the_first_line_shifts_a_document_sections_lines():
+    facts = prose_facts("ferry.dlm", "Intro.\n\nFerry listens on port 8080.\n", first_line=12)
+    assert [f.line for f in facts] == [14]
+
+
+def test_text_files_are_read_and_licences_are_not():
+    assert parsed_facts("docs/notes.txt", "Ferry keeps 64 MB of journal.\n")[0].name == "64 MB"  # type: ignore[index]
+    assert parsed_facts("LICENSE.txt", "Ferry keeps 64 MB of journal.\n") == []
+    assert parsed_facts("requirements.txt", "numpy>=1.26\n") == []
