@@ -147,6 +147,28 @@ class LruStore:
             self._ids += len(packed)
             self._evict()
 
+    def put_many(self, entries: Iterable[tuple[Hashable, array]], key_bytes: int = 0) -> None:
+        """`put` each (key, ids) of `entries` in order, under one acquisition of the lock."""
+        typecode = self._typecode
+        sized = []
+        for key, ids in entries:
+            packed = ids if ids.typecode == typecode else array(typecode, ids)
+            size = sys.getsizeof(packed) + key_bytes
+            if self._max_entry_bytes is None or size <= self._max_entry_bytes:
+                sized.append((key, packed, size))
+        if not sized:
+            return
+        with self._lock:
+            data = self._data
+            for key, packed, size in sized:
+                old = data.pop(key, None)
+                if old is not None:
+                    self._forget(old)
+                data[key] = (packed, size)
+                self._bytes += size
+                self._ids += len(packed)
+            self._evict()
+
     def fits(self, ids: array, key_bytes: int = 0) -> bool:
         """Whether `put(key, ids, key_bytes)` would store the entry (its size is within
         the per-entry bound)."""
