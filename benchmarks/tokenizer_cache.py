@@ -10,8 +10,10 @@ Workloads (prompts rendered with Qwen3's chat template, `tokenize=False`):
   100 requests drawn from 20 canned questions (100% prefix reuse, exact repeats);
 - growing-conversation: one conversation growing over 32 user turns;
 - code-review: guidelines + a code file + a first review shared (~2.7 KB), 100 follow-ups;
-- multi-turn (sglang's shape): three ChatML conversations growing turn by turn,
-  interleaved, no system prompt, each prompt seen once;
+- multi-turn (sglang's shape): three ChatML conversations growing turn by turn over 8
+  questions, answers of 120-200 characters, interleaved, no system prompt, each prompt
+  seen once;
+- multi-turn-short: the same over 4 questions with answers of 40-120 characters;
 - short: 100 different one-line prompts (below `l1_min_prompt_chars`);
 - short-l1-forced: the same with `l1_min_prompt_chars=0` (shows why the threshold exists).
 
@@ -36,7 +38,7 @@ is timed too. Every cached result is checked against the plain ids. Times are CP
 microseconds (`time.process_time`: on a shared machine, time spent waiting for a
 core is not the tokenizer's); speedups are uncached `encode` / cached. Hit rates and
 L1 bytes are those of a one-pass run (L1 bytes count id arrays with their headers,
-keys, and hot tuples).
+and keys).
 "new chars" is the average number of characters per prompt beyond its longest common
 prefix with any earlier prompt: the work the prefix cache cannot skip.
 
@@ -164,7 +166,9 @@ def workloads(tok: Any) -> list[Workload]:
         [render(tok, guidelines, [*review, f"Warm-up {i}"]) for i in range(10)],
     )
     shorts = [render(tok, None, [f"What is {i} plus {i * 3}?"]) for i in range(100)]
-    multi = Workload("multi-turn", multi_turn(tok, 3, 8), [render(tok, None, [question(990 + i)]) for i in range(10)])
+    multi_warm = [render(tok, None, [question(990 + i)]) for i in range(10)]
+    multi = Workload("multi-turn", multi_turn(tok, 3, 8, 120), multi_warm)
+    multi_short = Workload("multi-turn-short", multi_turn(tok, 3, 4, 40), multi_warm)
     short_warm = [render(tok, None, [f"Warm-up {i}"]) for i in range(10)]
     forced = TokenizerCacheConfig(enable_l0=True, enable_l1=True, l1_min_prompt_chars=0)
     return [
@@ -173,21 +177,23 @@ def workloads(tok: Any) -> list[Workload]:
         growing,
         code_review,
         multi,
+        multi_short,
         Workload("short", shorts, short_warm),
         Workload("short-l1-forced", shorts, short_warm, forced),
     ]
 
 
-def multi_turn(tok: Any, conversations: int, turns: int) -> list[str]:
+def multi_turn(tok: Any, conversations: int, turns: int, reply_chars: int) -> list[str]:
     """`conversations` ChatML conversations growing over `turns` user turns each,
     interleaved (turn 1 of each, then turn 2 of each, ...): every prompt is new and
-    extends its conversation's previous prompt by an answer and a question."""
+    extends its conversation's previous prompt by an answer of about `reply_chars`
+    characters and a question."""
     history: list[list[str]] = [[] for _ in range(conversations)]
     prompts = []
     for t in range(turns):
         for c, turns_so_far in enumerate(history):
             if t:
-                turns_so_far.append(f"Reply {c}.{t}: " + policy_text(120 + 40 * c))
+                turns_so_far.append(f"Reply {c}.{t}: " + policy_text(reply_chars + 40 * c))
             turns_so_far.append(question(700 + 10 * c + t))
             prompts.append(render(tok, None, turns_so_far))
     return prompts
@@ -326,7 +332,7 @@ def threshold_sweep(tok: Any, repeats: int) -> str:
         ),
     }
     out = ["| prompt chars | plain µs | L0 only µs | L0+L1 µs | L0 only vs plain | L0+L1 vs plain |", "|" + "---|" * 6]
-    for n in (64, 128, 256, 512, 1024, 2048):
+    for n in (64, 128, 192, 256, 320, 384, 448, 512, 1024, 2048):
         prompts = unique([render(tok, None, [text[i * 97 : i * 97 + n]]) for i in range(60)])
         samples: dict[str, list[list[float]]] = {way: [] for way in ways}
         for r in range(repeats):
