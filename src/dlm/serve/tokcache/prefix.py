@@ -127,7 +127,7 @@ class PrefixLevel:
         matches = self.plan.matches(data)
         starts = self.kept([m.start() for m in matches])
         pending: list[Put] = []
-        self.encode_storing_all(data, starts, self.prefix_keys(data, starts), pending, matches)
+        self.encode_storing(data, starts, self.prefix_keys(data, starts), pending, matches)
         self.commit(pending)
         return len(pending)
 
@@ -156,7 +156,7 @@ class PrefixLevel:
             forward = self.kept([m.start() for m in matches])
             # every kept boundary was probed (and hashed) unless the prompt has none deeper
             keys = keys[::-1] if len(seen) == len(forward) else self.prefix_keys(data, forward)
-            packed, ids = self.encode_storing_all(data, forward, keys, pending, matches)
+            packed, ids = self.encode_storing(data, forward, keys, pending, matches)
             return packed, [], ids, 0
         ids = prefix.tolist()
         deepest = seen[0]
@@ -188,7 +188,7 @@ class PrefixLevel:
             pending.append((keys[0], prefix.ids + self.pack(rest[:cut])))
         return prefix.ids, rest, ids, n_prefix
 
-    def encode_storing_all(
+    def encode_storing(
         self, data: bytes, starts: list[int], keys: list[Any], pending: list[Put], matches: list[re.Match[bytes]]
     ) -> tuple[array, list[int]]:
         """Ids (no special tokens) of the UTF-8 text `data` in at most one tokenizer

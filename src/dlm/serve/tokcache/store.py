@@ -135,17 +135,7 @@ class LruStore:
         An entry over the per-entry bound is not stored (see `max_entry_bytes`).
         """
         packed = ids if isinstance(ids, array) and ids.typecode == self._typecode else array(self._typecode, ids)
-        size = sys.getsizeof(packed) + key_bytes
-        if self._max_entry_bytes is not None and size > self._max_entry_bytes:
-            return
-        with self._lock:
-            old = self._data.pop(key, None)
-            if old is not None:
-                self._forget(old)
-            self._data[key] = (packed, size)
-            self._bytes += size
-            self._ids += len(packed)
-            self._evict()
+        self.put_many([(key, packed)], key_bytes)
 
     def put_many(self, entries: Iterable[tuple[Hashable, array]], key_bytes: int = 0) -> None:
         """`put` each (key, ids) of `entries` in order, under one acquisition of the lock."""
