@@ -3,6 +3,8 @@
 Usage:
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/tokenizer_cache.py [--repeats 7] [--json]
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/tokenizer_cache.py --tokenizer smollm2
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/tokenizer_cache.py --only multi-turn [--only short]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/tokenizer_cache.py --threshold-sweep
 
 Workloads (prompts rendered with Qwen3's chat template, `tokenize=False`):
 - realistic-chat: a ~7.6 KB system prompt shared by 100 different user turns;
@@ -17,7 +19,7 @@ Workloads (prompts rendered with Qwen3's chat template, `tokenize=False`):
 - short: 100 different one-line prompts (below `l1_min_prompt_chars`);
 - short-l1-forced: the same with `l1_min_prompt_chars=0` (shows why the threshold exists).
 
-Two protocols, both against the plain tokenizer's `encode` (what a server calls) on
+Three protocols, each against the plain tokenizer's `encode` (what a server calls) on
 the same prompts in the same run, timed in an order rotated between repeats:
 
 - one-pass (sglang's protocol): each repeat builds a new `CachedTokenizer` (its
@@ -44,6 +46,8 @@ prefix with any earlier prompt: the work the prefix cache cannot skip.
 
 `--tokenizer smollm2` uses the tokenizer `dlm serve` loads for
 the default base model (`$DLM_MODELS_DIR/smollm2-135m`, uint16 ids) instead of Qwen3's.
+`--threshold-sweep` measures a miss against prompt length instead (`threshold_sweep`),
+the measurement behind the default `l1_min_prompt_chars`. Figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
