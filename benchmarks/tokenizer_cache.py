@@ -3,6 +3,8 @@
 Usage:
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/tokenizer_cache.py [--repeats 7] [--json]
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/tokenizer_cache.py --tokenizer smollm2
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/tokenizer_cache.py --only multi-turn [--only short]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/tokenizer_cache.py --threshold-sweep
 
 Workloads (prompts rendered with Qwen3's chat template, `tokenize=False`):
 - realistic-chat: a ~7.6 KB system prompt shared by 100 different user turns;
@@ -10,10 +12,14 @@ Workloads (prompts rendered with Qwen3's chat template, `tokenize=False`):
   100 requests drawn from 20 canned questions (100% prefix reuse, exact repeats);
 - growing-conversation: one conversation growing over 32 user turns;
 - code-review: guidelines + a code file + a first review shared (~2.7 KB), 100 follow-ups;
+- multi-turn (sglang's shape): three ChatML conversations growing turn by turn over 8
+  questions, answers of 120-200 characters, interleaved, no system prompt, each prompt
+  seen once;
+- multi-turn-short: the same over 4 questions with answers of 40-120 characters;
 - short: 100 different one-line prompts (below `l1_min_prompt_chars`);
 - short-l1-forced: the same with `l1_min_prompt_chars=0` (shows why the threshold exists).
 
-Two protocols, both against the plain tokenizer's `encode` (what a server calls) on
+Three protocols, each against the plain tokenizer's `encode` (what a server calls) on
 the same prompts in the same run, timed in an order rotated between repeats:
 
 - one-pass (sglang's protocol): each repeat builds a new `CachedTokenizer` (its
@@ -24,18 +30,24 @@ the same prompts in the same run, timed in an order rotated between repeats:
 - warm: a new cache first fed 10 warm-up prompts that share the workload's prefixes
   but not its prompts (as a running server's would be), then the pass; each prompt's
   time is the median over repeats, averaged over the workload's prompts.
+- miss: every prompt made new from its first line on (`unique`), one pass on a new
+  cache, so every lookup of both levels misses: what the cache costs on a prompt that
+  shares nothing with earlier ones. Against the plain `encode` of the same prompts,
+  each prompt's median over repeats, averaged.
 
 The backend's `encode(...).ids` (the raw Rust tokenizer, no transformers overhead)
 is timed too. Every cached result is checked against the plain ids. Times are CPU
 microseconds (`time.process_time`: on a shared machine, time spent waiting for a
 core is not the tokenizer's); speedups are uncached `encode` / cached. Hit rates and
 L1 bytes are those of a one-pass run (L1 bytes count id arrays with their headers,
-keys, and hot tuples).
+and keys).
 "new chars" is the average number of characters per prompt beyond its longest common
 prefix with any earlier prompt: the work the prefix cache cannot skip.
 
 `--tokenizer smollm2` uses the tokenizer `dlm serve` loads for
 the default base model (`$DLM_MODELS_DIR/smollm2-135m`, uint16 ids) instead of Qwen3's.
+`--threshold-sweep` measures a miss against prompt length instead (`threshold_sweep`),
+the measurement behind the default `l1_min_prompt_chars`. Figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -158,6 +170,9 @@ def workloads(tok: Any) -> list[Workload]:
         [render(tok, guidelines, [*review, f"Warm-up {i}"]) for i in range(10)],
     )
     shorts = [render(tok, None, [f"What is {i} plus {i * 3}?"]) for i in range(100)]
+    multi_warm = [render(tok, None, [question(990 + i)]) for i in range(10)]
+    multi = Workload("multi-turn", multi_turn(tok, 3, 8, 120), multi_warm)
+    multi_short = Workload("multi-turn-short", multi_turn(tok, 3, 4, 40), multi_warm)
     short_warm = [render(tok, None, [f"Warm-up {i}"]) for i in range(10)]
     forced = TokenizerCacheConfig(enable_l0=True, enable_l1=True, l1_min_prompt_chars=0)
     return [
@@ -165,9 +180,27 @@ def workloads(tok: Any) -> list[Workload]:
         service,
         growing,
         code_review,
+        multi,
+        multi_short,
         Workload("short", shorts, short_warm),
         Workload("short-l1-forced", shorts, short_warm, forced),
     ]
+
+
+def multi_turn(tok: Any, conversations: int, turns: int, reply_chars: int) -> list[str]:
+    """`conversations` ChatML conversations growing over `turns` user turns each,
+    interleaved (turn 1 of each, then turn 2 of each, ...): every prompt is new and
+    extends its conversation's previous prompt by an answer of about `reply_chars`
+    characters and a question."""
+    history: list[list[str]] = [[] for _ in range(conversations)]
+    prompts = []
+    for t in range(turns):
+        for c, turns_so_far in enumerate(history):
+            if t:
+                turns_so_far.append(f"Reply {c}.{t}: " + policy_text(reply_chars + 40 * c))
+            turns_so_far.append(question(700 + 10 * c + t))
+            prompts.append(render(tok, None, turns_so_far))
+    return prompts
 
 
 def code_file() -> str:
@@ -218,6 +251,14 @@ def prompt_times(fn: Callable[[str], Any], prompts: list[str]) -> list[float]:
     return times
 
 
+def unique(prompts: list[str]) -> list[str]:
+    """The prompts, each made new from its first line on (a distinct tag after the
+    first newline, inside the first message): no prefix of one is a prefix of
+    another, so every lookup of both levels misses, while the chat template's pieces
+    are the same as in any prompt."""
+    return [p.replace("\n", f"\n[{i}] ", 1) for i, p in enumerate(prompts)]
+
+
 def per_prompt_us(runs: list[list[float]]) -> float:
     """Mean over prompts of each prompt's median over repeats: a burst of load from
     another process spoils one sample of one prompt, not a whole repeat."""
@@ -242,11 +283,17 @@ def run(tok: Any, work: Workload, repeats: int) -> dict[str, Any]:
         "one-pass": lambda: fresh("one-pass"),
         "warm": lambda: fresh("warm"),
     }
+    makers["plain-miss"] = makers["plain"]
+    makers["miss"] = lambda: fresh("miss")
+    new_prompts = unique(work.prompts)
     samples: dict[str, list[list[float]]] = {kind: [] for kind in makers}
     kinds = list(makers)
     for r in range(repeats):  # rotate the order: no kind always runs first
-        for kind in kinds[r % 4 :] + kinds[: r % 4]:
-            samples[kind].append(prompt_times(makers[kind](), work.prompts))
+        for kind in kinds[r % len(kinds) :] + kinds[: r % len(kinds)]:
+            prompts = new_prompts if kind.endswith("miss") else work.prompts
+            samples[kind].append(prompt_times(makers[kind](), prompts))
+    if [cached["miss"].encode(p) for p in new_prompts] != [tok.encode(p) for p in new_prompts]:
+        raise SystemExit(f"{work.name}: cached ids differ from plain ids (miss protocol)")
     stats = cached["one-pass"].stats()
     for kind in ("one-pass", "warm"):
         if [cached[kind].encode(p) for p in work.prompts] != want:
@@ -266,6 +313,8 @@ def run(tok: Any, work: Workload, repeats: int) -> dict[str, Any]:
         "warm_us": med["warm"],
         "speedup_one_pass": passes["plain"] / passes["one-pass"],
         "speedup_warm": med["plain"] / med["warm"],
+        "miss_us": med["miss"],
+        "speedup_miss": med["plain-miss"] / med["miss"],
         "speedup_warm_vs_backend": med["backend"] / med["warm"],
         "l0_hit_rate": stats.l0.hit_rate if stats.l0 else 0.0,
         "l1_hit_rate": stats.l1.hit_rate if stats.l1 else 0.0,
@@ -274,19 +323,47 @@ def run(tok: Any, work: Workload, repeats: int) -> dict[str, Any]:
     }
 
 
+def threshold_sweep(tok: Any, repeats: int) -> str:
+    """Miss cost against prompt length, for `l1_min_prompt_chars`: one-message chat
+    prompts of about N characters, all new (`unique`), encoded by the plain tokenizer,
+    by the cache with L0 only and with both levels (L1 forced on for every length)."""
+    text = policy_text(40_000)
+    ways = {
+        "plain": lambda: tok.encode,
+        "L0 only": lambda: CachedTokenizer(tok, TokenizerCacheConfig(enable_l0=True)).encode,
+        "L0+L1": lambda: (
+            CachedTokenizer(tok, TokenizerCacheConfig(enable_l0=True, enable_l1=True, l1_min_prompt_chars=0)).encode
+        ),
+    }
+    out = ["| prompt chars | plain µs | L0 only µs | L0+L1 µs | L0 only vs plain | L0+L1 vs plain |", "|" + "---|" * 6]
+    for n in (64, 128, 192, 256, 320, 384, 448, 512, 1024, 2048):
+        prompts = unique([render(tok, None, [text[i * 97 : i * 97 + n]]) for i in range(60)])
+        samples: dict[str, list[list[float]]] = {way: [] for way in ways}
+        for r in range(repeats):
+            for way in list(ways)[r % 3 :] + list(ways)[: r % 3]:
+                samples[way].append(prompt_times(ways[way](), prompts))
+        us = {way: per_prompt_us(runs) for way, runs in samples.items()}
+        out.append(
+            f"| {round(statistics.fmean(map(len, prompts)))} | {us['plain']:.1f} | {us['L0 only']:.1f} "
+            f"| {us['L0+L1']:.1f} | {us['plain'] / us['L0 only']:.2f}x | {us['plain'] / us['L0+L1']:.2f}x |"
+        )
+    return "\n".join(out)
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     head = (
         "| workload | avg chars | new chars | uncached µs (one pass) | cached µs one-pass | speedup one-pass "
         "| uncached µs (warm) | backend µs | cached µs warm | speedup warm | warm vs backend "
-        "| L0 hit | L1 hit | L1 bytes/token | L1 MiB |"
+        "| cached µs miss | speedup miss | L0 hit | L1 hit | L1 bytes/token | L1 MiB |"
     )
-    out = [head, "|" + "---|" * 15]
+    out = [head, "|" + "---|" * 17]
     for r in rows:
         out.append(
             f"| {r['workload']} | {r['avg_chars']} | {r['new_chars']} | {r['plain_pass_us']:.1f} "
             f"| {r['one_pass_us']:.1f} | {r['speedup_one_pass']:.1f}x | {r['plain_us']:.1f} | {r['backend_us']:.1f} "
             f"| {r['warm_us']:.1f} | {r['speedup_warm']:.1f}x "
-            f"| {r['speedup_warm_vs_backend']:.1f}x | {r['l0_hit_rate']:.0%} | {r['l1_hit_rate']:.0%} "
+            f"| {r['speedup_warm_vs_backend']:.1f}x | {r['miss_us']:.1f} | {r['speedup_miss']:.2f}x "
+            f"| {r['l0_hit_rate']:.0%} | {r['l1_hit_rate']:.0%} "
             f"| {r['l1_bytes_per_token']:.2f} | {r['l1_mib']:.2f} |"
         )
     return "\n".join(out)
@@ -297,9 +374,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="print rows as JSON instead of a table")
     parser.add_argument("--tokenizer", choices=["qwen3", "smollm2"], default="qwen3")
+    parser.add_argument("--only", action="append", metavar="WORKLOAD", help="run only these workloads (repeatable)")
+    parser.add_argument(
+        "--threshold-sweep", action="store_true", help="miss cost against prompt length (for l1_min_prompt_chars)"
+    )
     args = parser.parse_args()
     tok = qwen3_tokenizer() if args.tokenizer == "qwen3" else smollm2_tokenizer()
-    rows = [run(tok, work, args.repeats) for work in workloads(tok)]
+    if args.threshold_sweep:
+        print(threshold_sweep(tok, args.repeats))
+        return
+    chosen = [w for w in workloads(tok) if not args.only or w.name in args.only]
+    rows = [run(tok, work, args.repeats) for work in chosen]
     print(json.dumps(rows, indent=2) if args.json else table(rows))
 
 

@@ -112,13 +112,13 @@ def test_real_families_scan_by_lead_byte(family: tuple[Any, CachedTokenizer]) ->
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_boundary_scan_equals_a_regex_scan(family: tuple[Any, CachedTokenizer], data: st.DataObject) -> None:
-    """The backward scan from the lead byte finds what `finditer` finds, and the
-    probe order is every kept boundary, deepest first."""
+    """The forward and backward scans from the lead byte find what `finditer` finds,
+    and the probe order is every kept boundary, deepest first."""
     tok, cached = family
     text = data.draw(_turn(_specials(tok), _chat_pieces(tok)))
     raw = (data.draw(st.sampled_from(["", "<", "[", "<|", "a"])) + text).encode("utf-8", "surrogatepass")
     forward = cached.plan.match_starts(raw)
-    assert forward == [m.start() for m in cached.plan.match_re.finditer(raw)]
+    assert forward == [m.start() for m in cached.plan.match_re.finditer(raw)]  # by lead byte, or the regex
     if cached.plan.match_lead:
         assert list(cached.plan.match_starts_reversed(raw)) == forward[::-1]
     assert list(cached.prefix.probe_starts(raw)) == cached.prefix.boundaries(raw)[::-1]
@@ -130,3 +130,31 @@ def test_boundary_scan_equals_a_regex_scan(family: tuple[Any, CachedTokenizer], 
 def test_cached_ids_equal_plain_ids_soak(family: tuple[Any, CachedTokenizer], data: st.DataObject) -> None:
     """The same property, ten times the examples (`make test-slow`)."""
     test_cached_ids_equal_plain_ids.hypothesis.inner_test(family, data)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_every_stored_prefix_is_the_plain_ids_of_that_prefix(
+    family: tuple[Any, CachedTokenizer], data: st.DataObject
+) -> None:
+    """Each L1 entry a prompt leaves behind (by a miss, a hit or `warm`) holds exactly the
+    plain ids of the prompt's bytes before that boundary: a wrong cut would only show in
+    a later prompt that happens to hit it, so every entry is checked here directly."""
+    tok, cached = family
+    specials, chat = _specials(tok), _chat_pieces(tok)
+    prompt = data.draw(st.sampled_from(SYSTEM_PROMPTS))
+    for turn in data.draw(st.lists(_turn(specials, chat), min_size=1, max_size=4)):
+        prompt += turn
+        if data.draw(st.booleans()):
+            cached.warm(prompt)
+        else:
+            _check(tok, cached, prompt)
+        raw = prompt.encode("utf-8", "surrogatepass")
+        if raw != prompt.encode("utf-8", "replace"):
+            continue  # lone surrogates never reach L1
+        starts = [b for b in cached.plan.match_starts(raw) if b > 0]
+        for start, key in zip(starts, cached.prefix.prefix_keys(raw, starts), strict=True):
+            entry = cached.prefix.store.get(key)
+            if entry is not None:
+                want = tok.encode(raw[:start].decode("utf-8"), add_special_tokens=False)
+                assert entry.tolist() == want, (prompt, start)

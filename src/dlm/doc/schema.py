@@ -241,7 +241,7 @@ class TokenizerCacheSettings(_Strict):
     l0_max_memory: int = Field(default=64 * 2**20, gt=0)
     enable_l1: bool = False
     l1_max_memory: int = Field(default=50 * 2**20, gt=0)
-    l1_min_prompt_chars: int = Field(default=256, ge=0)
+    l1_min_prompt_chars: int = Field(default=512, ge=0)
 
 
 class ServeConfig(_Strict):

@@ -18,11 +18,12 @@ passed to the wrapped tokenizer untouched, as is every other attribute.
   `[SEP]`, ...), encoded without special tokens (`plan.py` proves why such a cut is
   exact). A lookup
   finds boundaries from the end of the prompt and hashes their prefixes deepest
-  first until one is cached, encodes only the rest (less the short pieces it ends
-  with, when `pieces.py` knows them), then applies the post-processor's template.
-  On a hit the deepest new boundary is stored too, so a conversation growing turn
-  by turn keeps hitting; on a miss every boundary is stored (at most
-  `MAX_BOUNDARIES`). Bounded by bytes.
+  first until one is cached (the deepest few and the first few: `MAX_BOUNDARIES`),
+  encodes only the rest (less the short pieces it ends with, when `pieces.py` knows
+  them), then applies the post-processor's template. On a hit the deepest new
+  boundary is stored too, so a conversation growing turn by turn keeps hitting; a
+  miss encodes the prompt in one tokenizer call and stores the first and the deepest
+  few boundaries. Bounded by bytes.
 - No entry of either level may take more than 1/`MAX_ENTRY_SHARE` of the level's
   bytes: a huge prompt is still answered exactly, but its prefixes beyond that size
   are not stored and cannot evict the shared prefixes every request uses.
@@ -269,7 +270,8 @@ class CachedTokenizer:
 
     def warm(self, text: str) -> int:
         """Store the L1 prefixes of `text` (a rendered prompt; no special tokens added)
-        ending where its added tokens start, so the first request sharing them hits.
+        ending where its added tokens start (the first and deepest few, as a miss
+        would), so the first request sharing them hits.
         Counts no lookup. Returns the number of prefixes stored (0 when L1 is off for
         this tokenizer or `text` has no boundary)."""
         if self.prefix is None or not self._cacheable(text):
@@ -382,7 +384,7 @@ class CachedTokenizer:
             if prefix_level is not None:
                 prefix_level.commit(pending)
             if l0 is not None:
-                packed = prefix + self._pack(rest)
+                packed = prefix + self._pack(rest) if rest else prefix  # entries are never changed
                 if pre or post:
                     packed = self._pack(pre) + packed + self._pack(post)
                 l0.put(key, packed, _L0_KEY_BYTES)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 
 class PieceCache:
@@ -59,31 +58,28 @@ class PieceCache:
     def __len__(self) -> int:
         return len(self._data)
 
-    def peel(self, data: bytes, starts: list[int]) -> tuple[int, list[int], int]:
+    def peel(self, data: bytes, starts: Iterable[int]) -> tuple[int, list[tuple[int, tuple[int, ...]]]]:
         """Peel known pieces off the end of `data`, given boundaries deepest first:
-        (where the unknown part ends, ids of the peeled pieces, id count of the final
-        piece, or 0 when none was peeled)."""
-        tail: list[int] = []
-        end, last = len(data), 0
+        (where the unknown part ends, the peeled pieces as (byte offset, ids) in text
+        order)."""
+        peeled: list[tuple[int, tuple[int, ...]]] = []
+        end = len(data)
         for start in starts:
             piece = self.get(data[start:end])
             if piece is None:
                 break
-            tail[:0] = piece
-            last = last or len(piece)
+            peeled.append((start, piece))
             end = start
-        return end, tail, last
+        peeled.reverse()
+        return end, peeled
 
-    def learn(self, data: bytes, begin: int, encoding: Any, ids: list[int], starts: list[int]) -> None:
-        """Remember the short pieces `data[begin:]` ends with, split from its `encoding`
-        (`ids` its ids) at the boundaries `starts` (deepest first, all > begin): each
-        starts an added token, so the token at its first character starts the piece."""
+    def learn(self, data: bytes, ids: Sequence[int], cuts: Iterable[tuple[int, int]]) -> None:
+        """Remember the short pieces `data` ends with, given its ids and, deepest first,
+        its boundaries as (byte offset in `data`, index in `ids` of the token starting
+        there): each piece runs from one boundary to the next (or the end)."""
         end, end_id = len(data), len(ids)
-        for start in starts:
+        for start, first_id in cuts:
             if end - start > self.MAX_PIECE_BYTES:
-                return
-            first_id = encoding.char_to_token(len(data[begin:start].decode("utf-8")))
-            if first_id is None:
                 return
             self.put(data[start:end], ids[first_id:end_id])
             end, end_id = start, first_id

@@ -100,6 +100,8 @@ class SplitPlan:
             `bytes.rfind` is checked on its own, and a scan can run from the end.
         bypass_re: bytes regex of stage-1 tokens with lstrip/rstrip/single_word, or None.
         template: what `add_special_tokens=True` adds around the sequence.
+        split_tokens: the contents `match_re` matches (each match is one token of
+            that content's id).
     """
 
     l1_ok: bool
@@ -109,24 +111,46 @@ class SplitPlan:
     match_lead: bytes = b""
     bypass_re: re.Pattern[bytes] | None = None
     template: Template = IDENTITY
+    split_tokens: tuple[str, ...] = ()
 
     def match_starts(self, data: bytes) -> list[int]:
         """Byte offsets where `match_re` matches in `data`, leftmost-longest and
         non-overlapping ([] when L1 is refused)."""
+        return [m.start() for m in self.matches(data)]
+
+    def matches(self, data: bytes) -> list[re.Match[bytes]]:
+        """The matches of `match_starts`, in order. With a `match_lead`, only the
+        positions of that byte are tried (found by `bytes.find`, in C), each on its
+        own: a regex scan tries every position, which costs several times more."""
         if self.match_re is None:
             return []
-        return [m.start() for m in self.match_re.finditer(data)]
+        if not self.match_lead:
+            return list(self.match_re.finditer(data))
+        lead, find, match = self.match_lead, data.find, self.match_re.match
+        found = []
+        at = find(lead)
+        while at >= 0:
+            hit = match(data, at)
+            if hit is not None:
+                found.append(hit)
+            at = find(lead, at + 1)
+        return found
 
     def match_starts_reversed(self, data: bytes) -> Iterator[int]:
         """`match_starts(data)` from the last to the first, lazily: the few deepest cost
         a few `rfind` calls however many the prompt holds. Needs `match_lead`."""
+        return (m.start() for m in self.matches_reversed(data))
+
+    def matches_reversed(self, data: bytes) -> Iterator[re.Match[bytes]]:
+        """The matches of `match_starts_reversed`. Needs `match_lead`."""
         if not self.match_lead or self.match_re is None:
-            raise ValueError("match_starts_reversed needs a match_lead")
+            raise ValueError("matches_reversed needs a match_lead")
         lead, rfind, match = self.match_lead, data.rfind, self.match_re.match
         at = rfind(lead)
         while at >= 0:
-            if match(data, at) is not None:
-                yield at
+            hit = match(data, at)
+            if hit is not None:
+                yield hit
             at = rfind(lead, 0, at)
 
 
@@ -235,6 +259,7 @@ def _added_token_plan(added: list[dict[str, Any]], template: Template) -> SplitP
         match_lead=lead,
         bypass_re=literal_trie_re([t["content"] for t in flagged]) if flagged else None,
         template=template,
+        split_tokens=tuple(t["content"] for t in plain),
     )
 
 

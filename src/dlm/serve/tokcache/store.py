@@ -132,16 +132,28 @@ class LruStore:
         An entry over the per-entry bound is not stored (see `max_entry_bytes`).
         """
         packed = ids if isinstance(ids, array) and ids.typecode == self._typecode else array(self._typecode, ids)
-        size = sys.getsizeof(packed) + key_bytes
-        if self._max_entry_bytes is not None and size > self._max_entry_bytes:
+        self.put_many([(key, packed)], key_bytes)
+
+    def put_many(self, entries: Iterable[tuple[Hashable, array]], key_bytes: int = 0) -> None:
+        """`put` each (key, ids) of `entries` in order, under one acquisition of the lock."""
+        typecode = self._typecode
+        sized = []
+        for key, ids in entries:
+            packed = ids if ids.typecode == typecode else array(typecode, ids)
+            size = sys.getsizeof(packed) + key_bytes
+            if self._max_entry_bytes is None or size <= self._max_entry_bytes:
+                sized.append((key, packed, size))
+        if not sized:
             return
         with self._lock:
-            old = self._data.pop(key, None)
-            if old is not None:
-                self._forget(old)
-            self._data[key] = (packed, size)
-            self._bytes += size
-            self._ids += len(packed)
+            data = self._data
+            for key, packed, size in sized:
+                old = data.pop(key, None)
+                if old is not None:
+                    self._forget(old)
+                data[key] = (packed, size)
+                self._bytes += size
+                self._ids += len(packed)
             self._evict()
 
     def fits(self, ids: array, key_bytes: int = 0) -> bool:
