@@ -63,7 +63,7 @@ def train_once(forced: bool | None, sequence_len: int = 16) -> tuple[bool, dict[
     hyper = tiny_hyper(lora_dropout=0.1, max_steps=3, gradient_checkpointing=forced)
     result = train_tiny(rows, hyper=hyper, sequence_len=sequence_len)
     lora = {k: v.detach().clone() for k, v in result.model.state_dict().items() if "lora_" in k}
-    return bool(result.model.get_base_model().is_gradient_checkpointing), lora
+    return bool(result.model.get_base_model().is_activation_checkpointing), lora
 
 
 def test_an_adapter_trained_with_checkpointing_is_bit_identical():

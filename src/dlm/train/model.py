@@ -99,6 +99,8 @@ class ModelPlan:
 def add_lora(model: nn.Module, hyper: Any) -> Any:
     """`model` wrapped by peft with a fresh LoRA adapter (`r`, `alpha`, dropout, targets
     from `hyper`); LoRA's weights are made in float32 from torch's global generator."""
+    import warnings
+
     from peft import LoraConfig, get_peft_model
 
     config = LoraConfig(
@@ -108,7 +110,10 @@ def add_lora(model: nn.Module, hyper: Any) -> Any:
         target_modules=sorted(hyper.target_modules),
         task_type="CAUSAL_LM",
     )
-    return get_peft_model(model, config)
+    with warnings.catch_warnings():
+        # peft reads transformers' deprecated `is_gradient_checkpointing`: a notice for peft, not the user
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        return get_peft_model(model, config)
 
 
 def prepare_model(base: nn.Module, plan: ModelPlan) -> FusedLossModel:
