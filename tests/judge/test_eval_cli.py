@@ -108,12 +108,23 @@ def test_train_ends_with_the_probe_report(trained) -> None:
     assert instruction["logprob"]["adapter"] > instruction["logprob"]["null"] + 1.0
     assert instruction["logprob"]["adapter"] > instruction["logprob"]["base"] + 1.0
     assert evaluation["general"]["passages"] >= 40 and evaluation["general"]["base_nll"] > 0
+    # the general probes: asked of the base and the adapter; those the base fails under this
+    # document's system prompt and 12-token replies are skipped, not counted
+    probes = evaluation["general_probes"]
+    assert probes["total"] == 16 and probes["passed"]["base"] + len(probes["skipped"]) == 16
+    assert probes["passed"]["base"] >= 6 and probes["passed"]["adapter"] <= probes["passed"]["base"]
+    assert len(probes["forgotten"]) == probes["passed"]["base"] - probes["passed"]["adapter"]
+    # 24 steps at a high learning rate on one answer: the adapter answers general questions
+    # with it, and the report names what it forgot and warns
+    assert len(probes["forgotten"]) >= 3 and "capital-france" in probes["forgotten"]
+    assert any(w.startswith("general probes: the adapter fails") for w in evaluation["warnings"])
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DLM_HOME", str(home))
         with MetricsDB(open_store("01JG4A6S9Z1B3D5F7H9K1M3P5R").metrics_path) as db:
             (judged,) = [j for j in db.judgements(report.run_id) if j["phase"] == "final"]
     assert judged["phase"] == "final" and judged["adapter_version"] == "v0001"
     assert judged["summary"]["kinds"] == evaluation["kinds"]
+    assert judged["summary"]["general_probes"]["passed"] == evaluation["general_probes"]["passed"]
 
 
 def test_eval_right_after_train_reads_the_report_training_saved(trained, tmp_path) -> None:
@@ -165,6 +176,7 @@ def test_eval_prints_the_same_bytes_twice_and_gates_on_min_pass(trained, monkeyp
     assert first.stdout == second.stdout
     gated = runner.invoke(app, ["eval", str(path), "--min-pass", str(passed + 1)])
     assert gated.exit_code == 1 and "probes:" in gated.stdout  # the report, then the gate
+    assert "general probes: passed base " in gated.stdout
     assert f"the adapter passed {passed} of 2 probes, fewer than --min-pass {passed + 1}" in gated.output
 
 

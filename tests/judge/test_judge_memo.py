@@ -12,6 +12,8 @@ import torch
 from tinyllama import tiny_llama
 
 from dlm.canonical import canonical_json
+from dlm.judge.forgetting import general_probe_items
+from dlm.judge.general import GeneralProbe, GeneralProbeSet
 from dlm.judge.guard import guard_examples, guard_score
 from dlm.judge.memo import GENERAL_KEPT, REPORTS_KEPT, BaseSideMemo, ReportMemo, adapter_files_sha256, report_key
 from dlm.judge.report import judge_adapter
@@ -50,6 +52,16 @@ def items(tokenizer):
     ]
 
 
+def probe_set(sha: str = "sha256:" + "1" * 64) -> GeneralProbeSet:
+    return GeneralProbeSet(
+        (
+            GeneralProbe("capital-france", "What is the capital of France?", ("Paris",)),
+            GeneralProbe("unit-days-in-week", "How many days are in a week?", ("7",)),
+        ),
+        sha,
+    )
+
+
 def memo_at(path: Path, environment: str = "here", shared: Path | None = None) -> BaseSideMemo:
     return BaseSideMemo(
         path, {"revision": "tiny", "dtype": "torch.float32"}, "sha256:tok", {"machine": environment}, shared
@@ -65,6 +77,7 @@ def judge(
     adapter="sha256:a",
     version="v0001",
     reuse: bool = True,
+    probes=None,
 ) -> str:
     report = judge_adapter(
         model,
@@ -78,6 +91,7 @@ def judge(
         reports=reports,
         adapter_sha256=adapter,
         reuse=reuse,
+        general_probes=probes,
     )
     return canonical_json(report.as_dict())
 
@@ -330,3 +344,56 @@ def test_a_remembered_report_is_judged_again_for_the_keys_as_they_are_now(tiny, 
     changed = verdict(("crimson",))
     assert changed["items"][0]["replies"]["adapter"] == "It is teal." and changed["items"][0]["keys"] == ("crimson",)
     assert changed["kinds"]["probe"]["passed"]["adapter"] == 0 and not changed["items"][0]["passed"]["adapter"]
+
+
+def test_general_probe_replies_of_the_base_are_remembered_under_the_probe_set(
+    tiny, smollm2_tokenizer, tmp_path
+) -> None:
+    probes = general_probe_items(smollm2_tokenizer, "You answer briefly.", probe_set())
+    memo = memo_at(tmp_path / "judge-base.json")
+    fresh = judge(tiny, smollm2_tokenizer, probes=probes)
+    written = judge(tiny, smollm2_tokenizer, memo, probes=probes)  # a miss: the base answers, kept
+    read = judge(tiny, smollm2_tokenizer, memo, probes=probes)  # a hit: the base's replies read
+    assert fresh == written == read
+    report = json.loads(fresh)["general_probes"]
+    assert report["set"] == "sha256:" + "1" * 64 and report["total"] == 2
+    stored = json.loads(memo.path.read_text())
+    assert stored["probes"] == [row["replies"]["base"] for row in report["items"]]
+    # a hit reads the replies (and judges them): a right answer planted in the memo shows
+    stored["probes"][0] = "The capital of France is Paris."
+    memo.path.write_text(json.dumps(stored))
+    planted = json.loads(judge(tiny, smollm2_tokenizer, memo, probes=probes))["general_probes"]
+    assert planted["items"][0]["replies"]["base"] == "The capital of France is Paris."
+    assert planted["items"][0]["passed"]["base"] and planted["passed"]["base"] == report["passed"]["base"] + 1
+    # another probe file (edited: another sha256) misses: the base answers afresh
+    edited = general_probe_items(smollm2_tokenizer, "You answer briefly.", probe_set("sha256:" + "2" * 64))
+    afresh = json.loads(judge(tiny, smollm2_tokenizer, memo, probes=edited))["general_probes"]
+    assert afresh["items"] == report["items"] and afresh["set"] == "sha256:" + "2" * 64
+    assert json.loads(memo.path.read_text())["key"] != stored["key"]
+
+
+def test_the_key_names_the_general_probe_set(smollm2_tokenizer, tmp_path) -> None:
+    examples = reference_examples(smollm2_tokenizer, items(smollm2_tokenizer))
+    memo = memo_at(tmp_path / "m.json")
+    settings = {"pad_id": 2, "generation_pad_id": 2, "max_new_tokens": 4, "generate_batch": 16}
+    ours = general_probe_items(smollm2_tokenizer, None, probe_set())
+    keys = {
+        memo.key(examples, None, **settings),
+        memo.key(examples, None, **settings, probes=ours.key(smollm2_tokenizer)),
+        # the file's bytes changed (same questions): another key
+        memo.key(
+            examples,
+            None,
+            **settings,
+            probes=general_probe_items(smollm2_tokenizer, None, probe_set("sha256:" + "3" * 64)).key(smollm2_tokenizer),
+        ),
+        # the same file under another system prompt: other prompt ids, another key
+        memo.key(
+            examples,
+            None,
+            **settings,
+            probes=general_probe_items(smollm2_tokenizer, "Be brief.", probe_set()).key(smollm2_tokenizer),
+        ),
+    }
+    assert len(keys) == 4
+    assert memo.key(examples, None, **settings, probes=ours.key(smollm2_tokenizer)) in keys  # stable

@@ -2,7 +2,8 @@
 
 Scores every `::instruction::` pair (recall), every `::probe::` pair and every pair
 `training.synth` held out of training, on the base model, the adapter and a null
-adapter (`dlm.judge`), plus the general-ability guard; records the report in the
+adapter (`dlm.judge`), plus the general-ability guard and the general probes (questions
+the base answers right, asked again of the adapter: `dlm.judge.forgetting`); records the report in the
 store's `metrics.sqlite` and returns it. `dlm train` ends with the same report
 (`judge_trained`), scored on the model it just trained. Both remember the base model's
 side in the store (`Store.judge_base_path`, `dlm.judge.memo`), so the next evaluation
@@ -82,6 +83,19 @@ def general_texts() -> list[str]:
     return [text for _, text in load_general_set()]
 
 
+def general_probes(doc: Document, tokenizer: Any) -> Any:
+    """The general probes shipped with dlm rendered for `doc` (its system prompt), as
+    `dlm.judge.forgetting.GeneralProbeItems`.
+
+    Raises:
+        FileNotFoundError, ValueError: the probe file is missing or damaged (a broken install).
+    """
+    from dlm.judge.forgetting import general_probe_items
+    from dlm.judge.general import load_general_probes
+
+    return general_probe_items(tokenizer, doc.frontmatter.system_prompt, load_general_probes())
+
+
 def scored_adapter(ref: BaseModelRef, adapter_dir: Path) -> Any:
     """The peft adapter saved in `adapter_dir` on a fresh float32 base model, on the
     device training uses (`dlm.train.precision.training_device`): the model `dlm eval`
@@ -150,6 +164,7 @@ def judge_trained(
 
     Raises:
         OSError: a memo file cannot be read as bytes or written.
+        FileNotFoundError, ValueError: the general probe file is missing or damaged.
     """
     from dlm.judge.memo import ReportMemo, adapter_files_sha256
     from dlm.judge.report import judge_adapter
@@ -175,6 +190,7 @@ def judge_trained(
         adapter_sha256=adapter_sha,
         precision=resolve_precision(doc.frontmatter.training.precision),
         reuse=reuse,
+        general_probes=general_probes(doc, tokenizer),
     )
 
 
@@ -233,9 +249,12 @@ def evaluate(
 
 
 def summary_of(report: EvalReport) -> dict[str, Any]:
-    """What `metrics.sqlite` keeps of a report: per-kind counts and the guard."""
+    """What `metrics.sqlite` keeps of a report: per-kind counts, the guard, the general
+    probes' counts and ids (not their replies) and the warnings."""
     data = report.as_dict()
-    return {"kinds": data["kinds"], "general": data["general"], "warnings": data["warnings"]}
+    probes = data.get("general_probes")
+    counts = {k: v for k, v in probes.items() if k != "items"} if probes else None
+    return {"kinds": data["kinds"], "general": data["general"], "general_probes": counts, "warnings": data["warnings"]}
 
 
 def _run_of(store: Any, version: str) -> str | None:

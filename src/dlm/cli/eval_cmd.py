@@ -82,12 +82,20 @@ def print_report(report: Any, items: bool = False) -> None:
                 for m in ("base", "adapter", "null")
             ]
             table.add_row(item.kind, escape(item.question), *marks)
+        for probe in (report.general_probes or {}).get("items", []):
+            marks = [
+                ("[green]pass[/] " if probe["passed"][m] else "[red]fail[/] ")
+                + escape(" ".join(probe["replies"][m].split()))
+                for m in ("base", "adapter")
+            ]
+            table.add_row("general", escape(probe["question"]), *marks, "")
         print_full_table(table)
 
 
 def report_lines(report: dict[str, Any]) -> list[str]:
     """An `EvalReport` (as a dict) in lines: `probes: 5/8 passed (base 0/8, null adapter 0/8);
-    answer log-prob per token -2.91 -> -0.42 (null -3.10)`, then the guard."""
+    answer log-prob per token -2.91 -> -0.42 (null -3.10)`, then the guard and the general
+    probes side by side."""
     lines = [f"evaluation of adapter {report['adapter_version']}:"]
     for kind, s in report["kinds"].items():
         lines.append(
@@ -104,4 +112,18 @@ def report_lines(report: dict[str, Any]) -> list[str]:
             f"  general ability: NLL per token {g['base_nll']:.3f} -> {g['adapter_nll']:.3f} "
             f"({g['change_pct']:+.1f}% on {g['passages']} general passages)"
         )
+    p = report.get("general_probes")
+    if p:
+        lines.append(general_probes_line(p))
     return lines
+
+
+def general_probes_line(p: dict[str, Any]) -> str:
+    """`general probes: passed base 15/16 -> adapter 14/16; forgotten: code-add; skipped
+    (the base fails them): unit-cm-in-meter` (`dlm.judge.forgetting` has the counts)."""
+    line = f"  general probes: passed base {p['passed']['base']}/{p['total']} -> adapter {p['passed']['adapter']}/{p['total']}"
+    if p["forgotten"]:
+        line += f"; [red]forgotten[/]: {escape(', '.join(p['forgotten']))}"
+    if p["skipped"]:
+        line += f"; skipped (the base fails them): {escape(', '.join(p['skipped']))}"
+    return line

@@ -9,22 +9,27 @@ that compute it. Every evaluation of a document whose items did not change would
 the very same floats again; the general set alone is about 41 passages of up to 256
 tokens, one of the two guard passes. So the side is kept under a key that names every
 one of those inputs, and an evaluation whose key matches reads it and scores only the
-adapter and the null adapter. The base model's greedy replies are not kept: the three
-models answer in one batch (`dlm.judge.score.greedy_replies`), which costs about what
-two would, and a batch without the base rows would have another shape and could round
-the adapter's replies differently.
+adapter and the null adapter. The base model's greedy replies to the document's items
+are not kept: the three models answer in one batch (`dlm.judge.score.greedy_rows`),
+which costs about what two would, and a batch without the base rows would have another
+shape and could round the adapter's replies differently. Its replies to the general
+probes (`dlm.judge.forgetting`) are kept: the base answers them in batches of their own,
+apart from the rows whose replies the report shows for the adapter, so reading them
+changes no other row's batch.
 
 File (`Store.judge_base_path`, canonical JSON, written atomically):
 
-    {"format": 5,
+    {"format": 6,
      "key": "sha256:<hex>",                                 # BaseSideMemo.key(...)
      "items": [{"logprob": -1.234...}, ...],                # one per item, in order
-     "general": {"nll": 2.81..., "passages": 41, "tokens": 9876} | null}
+     "general": {"nll": 2.81..., "passages": 41, "tokens": 9876} | null,
+     "probes": ["The capital of France is Paris.", ...] | null}  # general probes, in order
 
 `general` is null when the evaluation has no general set, and also when the memo has a
 shared file (`general_path`, below): the base model's general-set score is then kept
 there only, never copied into a document's memo, so a repaired or recomputed shared
-entry is what every document reads next.
+entry is what every document reads next. `probes` is null when the evaluation asks no
+general probes.
 
 Log-probabilities and the NLL are the unrounded floats (JSON keeps a float exactly,
 shortest repr), so a report built from the memo is byte-identical to one computed afresh.
@@ -44,6 +49,9 @@ Key (`BaseSideMemo.key`): `canonical_sha256` of
     generation    max_new_tokens, the generation batch size, the generation pad id
     general       `eval_set_sha256` of the general set's examples (None: no general set)
                   and the precision it is scored in (`dlm.judge.guard`)
+    probes        `GeneralProbeItems.key`: the sha256 of the general probe file and the
+                  probes' prompt ids (None: no general probes), so editing the file
+                  recomputes the base model's replies
     environment   `dlm.train.base_score.scoring_environment`: pinned versions, hardware,
                   CPU model and kernel level, torch's thread count, determinism flags
 
@@ -51,7 +59,7 @@ The general set on the base model (`BaseSideMemo.general_path`, beside the mater
 base models: `models_dir()/general-scores.json`) does not depend on the document either:
 it is kept per `general_key` (the model, tokenizer, environment, the general examples and
 their precision), so the first evaluation of every new document on a known base model
-and machine skips that pass too. `{"format": 5, "entries": {key: {"nll", "passages",
+and machine skips that pass too. `{"format": 6, "entries": {key: {"nll", "passages",
 "tokens", "check"}}, "order": [key, ...]}`, the newest `GENERAL_KEPT` keys, written under
 a file lock. The file is shared by every document and easy to edit by hand, so each entry
 carries `check`, `canonical_sha256` of its key and its three numbers (`entry_check`): an
@@ -66,7 +74,7 @@ one file per key, the newest `REPORTS_KEPT`; `dlm eval --recompute` skips it. Th
 report's `adapter_version` is not in the key (a retrain to the same bytes is the same
 adapter) and is set on read.
 
-    {"format": 5, "key": "sha256:<hex>", "report": {EvalReport.as_dict() ...}}
+    {"format": 6, "key": "sha256:<hex>", "report": {EvalReport.as_dict() ...}}
 
 The key names what the models produced (replies, log-probabilities), not what a verdict
 is made of: an item's keys, kind and origin and the pass rule can change without a token
@@ -92,8 +100,8 @@ from dlm.train.evaluate import EvalExample, EvalSet
 # 2: the LM head fused into the NLL (dlm.train.lm_loss); 3: replies are not kept (one batch per
 # model set); 4: scored in `SCORING_CHUNK_TOKENS` rows (other last bits on some CPUs),
 # answered in batches of at most `GENERATE_BATCH` rows; 5: the general-set score kept only
-# in the shared file, its entries checked
-FORMAT = 5
+# in the shared file, its entries checked; 6: the base model's replies to the general probes
+FORMAT = 6
 REPORTS_KEPT = 16  # report files kept per document; older ones are removed on write
 GENERAL_KEPT = 32  # base models x machines x precisions whose general-set score is kept
 
@@ -106,10 +114,13 @@ class BaseSide:
         logprobs: mean log-probability per reference-answer token per item (nats, <= 0),
             unrounded.
         general: the general set on the base model; None when there is no general set.
+        probes: the base model's greedy replies to the general probes, in order; None
+            when the evaluation asks none.
     """
 
     logprobs: list[float]
     general: GuardScore | None
+    probes: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -203,6 +214,7 @@ class BaseSideMemo:
         max_new_tokens: int,
         generate_batch: int,
         general_precision: str = "float32",
+        probes: str | None = None,
     ) -> str:
         """`sha256:<hex>` naming every input of the base side (module docstring).
 
@@ -212,6 +224,7 @@ class BaseSideMemo:
                 or empty when the evaluation has none.
             pad_id: the pad id scoring batches with; `generation_pad_id`: generation's.
             general_precision: the dtype name the general set is scored in (`guard_score`).
+            probes: `dlm.judge.forgetting.GeneralProbeItems.key`, None without general probes.
         """
         return canonical_sha256(
             {
@@ -226,17 +239,23 @@ class BaseSideMemo:
                 },
                 "general": eval_set_sha256(EvalSet(general), pad_id) if general else None,
                 "general_precision": general_precision,
+                "probes": probes,
                 "environment": self.environment,
             }
         )
 
-    def read(self, key: str, items: int) -> BaseSide | None:
-        """The remembered side for `key` with `items` items, or None on any miss."""
+    def read(self, key: str, items: int, probes: int = 0) -> BaseSide | None:
+        """The remembered side for `key` with `items` items and `probes` general-probe
+        replies (0: none kept), or None on any miss."""
         data = read_keyed(self.path, FORMAT, key)
         if data is None:
             return None
         try:
             if len(data["items"]) != items:
+                return None
+            stored = data.get("probes")
+            replies = [str(r) for r in stored] if isinstance(stored, list) else []
+            if len(replies) != probes:
                 return None
             general = data["general"]
             return BaseSide(
@@ -244,6 +263,7 @@ class BaseSideMemo:
                 None
                 if general is None
                 else GuardScore(float(general["nll"]), int(general["passages"]), int(general["tokens"])),
+                replies if probes else None,
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
@@ -264,6 +284,7 @@ class BaseSideMemo:
                 "general": None
                 if general is None
                 else {"nll": general.nll, "passages": general.passages, "tokens": general.tokens},
+                "probes": side.probes,
             },
         )
 

@@ -1,6 +1,7 @@
 """One evaluation of an adapter: every item on the base, the adapter and the null
-adapter, and the general-ability guard; the `EvalReport` that `dlm eval` prints and
-`dlm train` ends with.
+adapter, the general-ability guard and the general probes on the base and the adapter
+(`dlm.judge.forgetting`); the `EvalReport` that `dlm eval` prints and `dlm train` ends
+with.
 
 Numbers in the report are rounded (log-probabilities to 4 decimals, percentages to 2)
 and it holds no timing, so the same adapter gives the same report bytes on the same
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from dlm.judge.forgetting import GeneralProbeItems, forgotten_warning, probe_results, rejudged_probes
 from dlm.judge.guard import GuardScore, change_pct, guard_examples, guard_score
 from dlm.judge.memo import BaseSide, BaseSideMemo, ReportMemo, report_key
 from dlm.judge.null import add_null_adapter
@@ -20,7 +22,7 @@ from dlm.judge.score import (
     BASE,
     GENERATE_BATCH,
     EvalItem,
-    greedy_replies,
+    greedy_rows,
     item_score,
     reference_examples,
     reference_logprobs,
@@ -62,7 +64,10 @@ class EvalReport:
         kinds: kind -> `KindSummary` ("instruction": recall of trained pairs; "probe":
             the document's probes; "synth": pairs drawn from the code, never trained).
         general: the guard: base and adapter NLL per token and `change_pct`.
-        warnings: thresholds crossed (`training.eval.general_max_increase`).
+        warnings: thresholds crossed (`training.eval.general_max_increase`) and general
+            probes forgotten.
+        general_probes: the general probes on the base and the adapter, None when none
+            were asked (`dlm.judge.forgetting` has the shape).
     """
 
     adapter_version: str
@@ -71,6 +76,7 @@ class EvalReport:
     general: dict[str, Any] | None
     heldout: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
+    general_probes: dict[str, Any] | None = None
 
     def passed(self, model: str = "adapter", kinds: Sequence[str] = ("probe", "synth")) -> int:
         """Items of `kinds` that `model` answered right."""
@@ -96,6 +102,7 @@ class EvalReport:
             general=data["general"],
             heldout=data.get("heldout"),
             warnings=list(data.get("warnings") or []),
+            general_probes=data.get("general_probes"),
         )
 
 
@@ -114,8 +121,10 @@ def judge_adapter(
     adapter_sha256: str | None = None,
     precision: str = "float32",
     reuse: bool = True,
+    general_probes: GeneralProbeItems | None = None,
 ) -> EvalReport:
-    """Score `items` and the guard on the base, the trained adapter and its null adapter.
+    """Score `items` and the guard on the base, the trained adapter and its null adapter,
+    and `general_probes` on the base and the trained adapter.
 
     Args:
         peft_model: a peft `PeftModel` whose active adapter is the trained one. The null
@@ -132,12 +141,15 @@ def judge_adapter(
         precision: the dtype name the general set is scored in (`dlm.judge.guard`).
         reuse: read what `memo` and `reports` hold; False scores every side afresh and
             still writes both (`dlm eval --recompute`).
+        general_probes: the general probes rendered for this document
+            (`dlm.judge.forgetting.general_probe_items`); None asks none.
 
     Raises:
         OSError: `memo`'s or `reports`' file cannot be written.
     """
     examples = reference_examples(tokenizer, items)
     guard = guard_examples(tokenizer, general_texts)
+    probe_items = list(general_probes.items) if general_probes is not None else []
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     generation_pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     base_key = key = None
@@ -150,13 +162,15 @@ def judge_adapter(
             max_new_tokens=max_new_tokens,
             generate_batch=GENERATE_BATCH,
             general_precision=precision,
+            probes=general_probes.key(tokenizer) if general_probes is not None else None,
         )
         if reports is not None and adapter_sha256 is not None:
             key = report_key(base_key, adapter_sha256, seed=seed, general_max_increase=general_max_increase)
             stored = reports.read(key) if reuse else None
             if stored is not None:
                 try:
-                    return rejudged(EvalReport.from_dict({**stored, "adapter_version": adapter_version}), items)
+                    remembered = EvalReport.from_dict({**stored, "adapter_version": adapter_version})
+                    return rejudged(remembered, items, general_probes)
                 except (KeyError, TypeError, AttributeError, ValueError):
                     pass  # a damaged file is a miss: scored afresh and rewritten below
     trained = peft_model.active_adapter
@@ -164,13 +178,27 @@ def judge_adapter(
     logprobs: dict[str, list[float]] = {}
     general: dict[str, GuardScore] = {}
     try:
-        # one batch answers every prompt on the three models (`greedy_replies`)
-        prompts = [item.prompt_text for item in items]
-        answers = greedy_replies(peft_model, tokenizer, prompts, max_new_tokens, (BASE, trained, null))
-        replies = dict(zip(MODELS, answers, strict=True))
-        logprobs["base"], general["base"] = _base_side(
-            peft_model, examples, guard, pad_id, precision, memo, base_key, reuse
+        # one pass answers every item on the three models and every general probe on the
+        # adapter (`greedy_rows`); the base answers the general probes apart (`_base_side`)
+        rows = [(item.prompt_text, name) for item in items for name in (BASE, trained, null)]
+        flat = greedy_rows(
+            peft_model, tokenizer, rows + [(p.prompt_text, trained) for p in probe_items], max_new_tokens
         )
+        replies = {m: flat[k : len(rows) : len(MODELS)] for k, m in enumerate(MODELS)}
+        base = _base_side(
+            peft_model,
+            tokenizer,
+            examples,
+            guard,
+            probe_items,
+            max_new_tokens,
+            pad_id,
+            precision,
+            memo,
+            base_key,
+            reuse,
+        )
+        logprobs["base"], general["base"] = base.logprobs, base.general or GuardScore(0.0, 0, 0)
         for model, name in (("adapter", trained), ("null", null)):
             peft_model.set_adapter(name)
             logprobs[model] = reference_logprobs(peft_model, examples, pad_id)
@@ -179,10 +207,24 @@ def judge_adapter(
     finally:
         peft_model.set_adapter(trained)
         peft_model.delete_adapter(null)
+    results = _results(items, replies, logprobs)
+    report = EvalReport(adapter_version, summarize(results), results, _general(general) if guard else None)
+    if general_probes is not None:
+        report.general_probes = probe_results(general_probes, base.probes or [], flat[len(rows) :])
+    report.warnings = _warnings(report, general_max_increase)
+    if reports is not None and key is not None:
+        reports.write(key, report.as_dict())
+    return report
+
+
+def _results(
+    items: Sequence[EvalItem], replies: dict[str, list[str]], logprobs: dict[str, list[float]]
+) -> list[ItemResult]:
+    """Each item's replies, verdicts and log-probabilities (rounded) on the three models."""
     scores = {
         m: [item_score(item, r, lp) for item, r, lp in zip(items, replies[m], logprobs[m], strict=True)] for m in MODELS
     }
-    results = [
+    return [
         ItemResult(
             item.kind,
             item.question,
@@ -195,27 +237,36 @@ def judge_adapter(
         )
         for i, item in enumerate(items)
     ]
-    report = EvalReport(adapter_version, summarize(results), results, _general(general) if guard else None)
+
+
+def _warnings(report: EvalReport, general_max_increase: float | None) -> list[str]:
+    """The thresholds `report` crosses: the guard's change, general probes forgotten."""
+    warnings = []
     if report.general and general_max_increase is not None and report.general["change_pct"] > general_max_increase:
-        report.warnings.append(
+        warnings.append(
             f"general ability: the adapter's NLL on the general set rose {report.general['change_pct']:.1f}% "
             f"over the base (threshold {general_max_increase:g}%); lower learning_rate or max_steps, or raise "
             "training.eval.general_max_increase"
         )
-    if reports is not None and key is not None:
-        reports.write(key, report.as_dict())
-    return report
+    forgotten = forgotten_warning(report.general_probes) if report.general_probes else None
+    if forgotten:
+        warnings.append(forgotten)
+    return warnings
 
 
-def rejudged(report: EvalReport, items: Sequence[EvalItem]) -> EvalReport:
+def rejudged(
+    report: EvalReport, items: Sequence[EvalItem], general_probes: GeneralProbeItems | None = None
+) -> EvalReport:
     """`report`, remembered under the items' token ids, judged again for `items` as they
     are now: their kind, keys, origin and the current pass rule (`dlm.judge.match`)
-    applied to the remembered replies. The key (`dlm.judge.memo.report_key`) names what
-    the replies and log-probabilities depend on; a verdict also depends on the keys and
-    the rule, which can change without changing a token the models see.
+    applied to the remembered replies, the general probes' replies too. The key
+    (`dlm.judge.memo.report_key`) names what the replies and log-probabilities depend on;
+    a verdict also depends on the keys and the rule, which can change without changing a
+    token the models see. The warnings follow the verdicts; the guard's warning is kept.
 
     Raises:
-        ValueError: `report` holds another number of items (a damaged memo).
+        ValueError: `report` holds another number of items or other general probes (a
+            damaged memo).
     """
     results = [
         ItemResult(
@@ -230,36 +281,59 @@ def rejudged(report: EvalReport, items: Sequence[EvalItem]) -> EvalReport:
         )
         for item, old in zip(items, report.items, strict=True)
     ]
+    probes = None
+    if general_probes is not None:
+        if report.general_probes is None:
+            raise ValueError("the remembered report has no general probes")
+        probes = rejudged_probes(report.general_probes, general_probes)
+    warnings = [w for w in report.warnings if not w.startswith("general probes:")]
+    forgotten = forgotten_warning(probes) if probes else None
     return EvalReport(
-        report.adapter_version, summarize(results), results, report.general, report.heldout, report.warnings
+        report.adapter_version,
+        summarize(results),
+        results,
+        report.general,
+        report.heldout,
+        warnings + ([forgotten] if forgotten else []),
+        probes,
     )
 
 
 def _base_side(
     peft_model: Any,
+    tokenizer: Any,
     examples: list[Any],
     guard: list[Any],
+    probes: Sequence[EvalItem],
+    max_new_tokens: int,
     pad_id: int,
     precision: str,
     memo: BaseSideMemo | None,
     key: str | None,
     reuse: bool,
-) -> tuple[list[float], GuardScore]:
-    """The items' reference log-probabilities and the guard on the base model (the
-    adapters disabled). With `reuse`, the log-probabilities come from `memo` when it
-    holds them under `key` (`BaseSideMemo.key` of this evaluation), and the guard from
-    `memo`'s shared file when it has one (checked, `BaseSideMemo.read_general`), else from
-    the document's memo; whatever is missing is scored and written back. A shared score is
-    never copied into the document's memo (`dlm.judge.memo`)."""
-    side = memo.read(key, len(examples)) if memo is not None and key is not None and reuse else None
+) -> BaseSide:
+    """The items' reference log-probabilities, the guard and the replies to the general
+    `probes` on the base model (the adapters disabled). With `reuse`, the
+    log-probabilities and the replies come from `memo` when it holds them under `key`
+    (`BaseSideMemo.key` of this evaluation), and the guard from `memo`'s shared file when
+    it has one (checked, `BaseSideMemo.read_general`), else from the document's memo;
+    whatever is missing is scored and written back. A shared score is never copied into
+    the document's memo (`dlm.judge.memo`). `general` is `GuardScore(0.0, 0, 0)` without
+    a guard set; `probes` is None without general probes."""
+    side = memo.read(key, len(examples), len(probes)) if memo is not None and key is not None and reuse else None
     shared = memo is not None and memo.general_path is not None
     general_key = memo.general_key(guard, pad_id=pad_id, precision=precision) if memo is not None and guard else None
     logprobs = side.logprobs if side is not None else None
+    replies = side.probes if side is not None else None
+    if probes and replies is None:
+        # batches of their own: the rows whose replies the report shows for the adapter
+        # keep their batches whether or not these come from the memo
+        replies = greedy_rows(peft_model, tokenizer, [(p.prompt_text, BASE) for p in probes], max_new_tokens)
     general: GuardScore | None = GuardScore(0.0, 0, 0) if not guard else None
     if guard and reuse and memo is not None:
         general = memo.read_general(general_key) if shared and general_key else side.general if side else None
     if logprobs is not None and general is not None:
-        return logprobs, general
+        return BaseSide(logprobs, general, replies)
     with peft_model.disable_adapter():
         if logprobs is None:
             logprobs = reference_logprobs(peft_model, examples, pad_id)
@@ -268,8 +342,8 @@ def _base_side(
             if memo is not None and general_key is not None:
                 memo.write_general(general_key, general)
     if memo is not None and key is not None:
-        memo.write(key, BaseSide(logprobs, general if guard and not shared else None))
-    return logprobs, general
+        memo.write(key, BaseSide(logprobs, general if guard and not shared else None, replies))
+    return BaseSide(logprobs, general, replies)
 
 
 def summarize(results: Sequence[ItemResult]) -> dict[str, KindSummary]:

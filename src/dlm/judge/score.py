@@ -85,42 +85,66 @@ def greedy_replies(
     model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens: int, adapters: Sequence[str]
 ) -> list[list[str]]:
     """The greedy continuation of each rendered prompt by each of `adapters` (names of
-    the peft model's adapters, `BASE` for none), decoded without special tokens.
-
-    Each prompt is a row per adapter; rows go in batches of at most `GENERATE_BATCH`,
-    prompts by length, every adapter of a prompt in the same batch (peft's mixed-adapter
-    batch), left-padded so every row ends at its prompt: decoding is bound by reading the
-    base weights, and a batch reads them once per token for all its rows, while the
-    key/value cache, written in place into buffers sized for the batch
-    (`dlm.judge.kvcache`), stays bounded by the batch. A row's numbers depend on its own
-    tokens and the batch's shape only, so the same prompts and adapters give the same
-    replies byte for byte.
+    the peft model's adapters, `BASE` for none), decoded without special tokens: every
+    prompt asked of every adapter (`greedy_rows`).
 
     Returns:
         `replies[k][i]`: adapter `k`'s reply to prompt `i`.
+    """
+    rows = [(prompt, adapter) for prompt in prompts for adapter in adapters]
+    flat = greedy_rows(model, tokenizer, rows, max_new_tokens)
+    return [flat[k :: len(adapters)] for k in range(len(adapters))] if adapters else []
+
+
+def greedy_rows(model: Any, tokenizer: Any, rows: Sequence[tuple[str, str]], max_new_tokens: int) -> list[str]:
+    """The greedy reply of each `(rendered prompt, adapter)` row (adapter: a name of the
+    peft model's adapters, `BASE` for none; a model without peft takes `BASE` only),
+    decoded without special tokens.
+
+    Rows go in batches of at most `GENERATE_BATCH`, prompts by length (each prompt's rows
+    together, in the order given; a prompt's place is its first row's), every adapter of
+    a prompt in the same batch (peft's mixed-adapter batch), left-padded so every row ends
+    at its prompt: decoding is bound by reading the base weights, and a batch reads them
+    once per token for all its rows, while the key/value cache, written in place into
+    buffers sized for the batch (`dlm.judge.kvcache`), stays bounded by the batch. A row's
+    numbers depend on its own tokens and the batch's shape only, so the same rows give the
+    same replies byte for byte.
+
+    Returns:
+        `replies[j]`: the reply of `rows[j]`.
+
+    Raises:
+        ValueError: an adapter other than `BASE` asked of a model without peft.
     """
     import torch
 
     from dlm.judge.kvcache import PreallocatedCache
 
+    mixed = hasattr(model, "peft_config")
+    if not mixed and any(adapter != BASE for _, adapter in rows):
+        raise ValueError("adapters asked of a model without peft adapters: pass BASE only")
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     device = next(model.parameters()).device
-    replies = [[""] * len(prompts) for _ in adapters]
-    encoded = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-    order = sorted(range(len(prompts)), key=lambda i: len(encoded[i]))
+    replies = [""] * len(rows)
+    prompts = list(dict.fromkeys(prompt for prompt, _ in rows))
+    encoded = {p: tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts}
+    of_prompt: dict[str, list[int]] = {p: [] for p in prompts}
+    for j, (prompt, _) in enumerate(rows):
+        of_prompt[prompt].append(j)
+    every = [j for p in sorted(prompts, key=lambda p: len(encoded[p])) for j in of_prompt[p]]
     was_training = model.training
     model.eval()
     try:
-        every = [(k, i) for i in order for k in range(len(adapters))]
         for start in range(0, len(every), GENERATE_BATCH):
-            rows = every[start : start + GENERATE_BATCH]
-            width = max(len(encoded[i]) for _, i in rows)
-            ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, T), left padded
-            mask = torch.zeros((len(rows), width), dtype=torch.long)
-            for row, (_, i) in enumerate(rows):
-                n = len(encoded[i])
-                ids[row, width - n :] = torch.tensor(encoded[i], dtype=torch.long)
-                mask[row, width - n :] = 1
+            batch = every[start : start + GENERATE_BATCH]
+            width = max(len(encoded[rows[j][0]]) for j in batch)
+            ids = torch.full((len(batch), width), pad_id, dtype=torch.long)  # (B, T), left padded
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, j in enumerate(batch):
+                tokens = encoded[rows[j][0]]
+                ids[row, width - len(tokens) :] = torch.tensor(tokens, dtype=torch.long)
+                mask[row, width - len(tokens) :] = 1
+            named = {"adapter_names": [rows[j][1] for j in batch]} if mixed else {}
             with torch.inference_mode():
                 out = model.generate(
                     input_ids=ids.to(device),
@@ -132,10 +156,10 @@ def greedy_replies(
                     top_p=None,
                     top_k=None,
                     pad_token_id=pad_id,
-                    adapter_names=[adapters[k] for k, _ in rows],
+                    **named,
                 )
-            for row, (k, i) in enumerate(rows):
-                replies[k][i] = tokenizer.decode(out[row, width:], skip_special_tokens=True).strip()
+            for row, j in enumerate(batch):
+                replies[j] = tokenizer.decode(out[row, width:], skip_special_tokens=True).strip()
     finally:
         model.train(was_training)
     return replies

@@ -12,10 +12,30 @@ Files: `passages/<id>.txt`, UTF-8, one passage each; the id is the file name wit
 `.txt`, prefixed by its language (`en-`, `fr-`, `de-`, `es-`, `py-`, `c-`, `js-`,
 `rs-`, `go-`, `sql-`). Changing a passage changes every score measured on the set, so
 passages are added or edited only with a new set version (`GENERAL_SET_VERSION`).
+
+The general probes (`probes.json`, `load_general_probes`): questions any small
+instruction model answers right (a capital, a short Python function, a unit
+conversion, a definition, a word translated), each with the keys a right answer
+contains (`dlm.judge.match`). The probe report asks them of the base model and of the
+adapter (`dlm.judge.forgetting`): a probe the base answers and the adapter no longer
+does was forgotten. The file is
+
+    {"version": 1,
+     "probes": [{"id": "capital-france", "question": "What is the capital of France?",
+                 "keys": ["Paris"]}, ...]}
+
+ids unique, lowercase words joined by `-`, sorted; every probe has at least one key.
+Every remembered base-model reply is keyed by the file's sha256 (`GeneralProbeSet.sha256`),
+so editing it recomputes them. `scripts/check-general-probes.py` asks the set of a base
+model and says which probes it answers right: keep only those.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
+from dataclasses import dataclass
 from importlib import resources
 
 GENERAL_SET_VERSION = 1
@@ -40,3 +60,61 @@ def load_general_set() -> list[tuple[str, str]]:
     if not passages:
         raise FileNotFoundError(f"no passages in {folder}: reinstall dlm (its package data is missing)")
     return sorted(passages)
+
+
+@dataclass(frozen=True)
+class GeneralProbe:
+    """One general question and the keys a right answer contains (`dlm.judge.match`)."""
+
+    id: str
+    question: str
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class GeneralProbeSet:
+    """The general probes as shipped: `probes` in file order (sorted by id) and
+    `sha256` (`sha256:<hex>` of the file's bytes), which names the set in memo keys."""
+
+    probes: tuple[GeneralProbe, ...]
+    sha256: str
+
+
+def parse_general_probes(data: bytes, source: str = "probes.json") -> GeneralProbeSet:
+    """The probe set held by `data` (the file's bytes; module docstring has the format).
+
+    Raises:
+        ValueError: `data` is not such a file; the message names `source`, the probe and
+            what is wrong.
+    """
+    try:
+        raw = json.loads(data.decode("utf-8"))
+        entries = raw["probes"]
+        probes = tuple(
+            GeneralProbe(str(e["id"]), str(e["question"]), tuple(str(k) for k in e["keys"])) for e in entries
+        )
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{source}: not a general probe file ({exc}); reinstall dlm") from exc
+    ids = [p.id for p in probes]
+    problems = [f"probe {p.id!r} has no keys" for p in probes if not any(k.strip() for k in p.keys)]
+    problems += [f"id {i!r} is not lowercase words joined by '-'" for i in ids if not re.fullmatch(r"[a-z0-9-]+", i)]
+    if ids != sorted(set(ids)):
+        problems.append("ids are not unique and sorted")
+    if not probes:
+        problems.append("no probes")
+    if problems:
+        raise ValueError(f"{source}: {'; '.join(problems)}")
+    return GeneralProbeSet(probes, f"sha256:{hashlib.sha256(data).hexdigest()}")
+
+
+def load_general_probes() -> GeneralProbeSet:
+    """The general probes shipped with dlm (`probes.json` beside this module).
+
+    Raises:
+        FileNotFoundError: the package data is missing (a broken install).
+        ValueError: the file is damaged (`parse_general_probes`).
+    """
+    entry = resources.files(__name__).joinpath("probes.json")
+    if not entry.is_file():
+        raise FileNotFoundError(f"{entry}: missing; reinstall dlm (its package data is missing)")
+    return parse_general_probes(entry.read_bytes(), str(entry))

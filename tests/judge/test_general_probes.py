@@ -1,0 +1,120 @@
+"""The general probes (`dlm.judge.forgetting`, `dlm.judge.general.load_general_probes`):
+the shipped set is well formed and the real base answers every probe of it; a probe the
+base passes and the adapter fails is named, counted and warned; the report's JSON shape."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from dlm.cli.eval_cmd import print_report, report_lines
+from dlm.judge.forgetting import base_check, forgotten_warning, general_probe_items, probe_results
+from dlm.judge.general import GeneralProbe, GeneralProbeSet, load_general_probes, parse_general_probes
+from dlm.judge.report import EvalReport, rejudged
+
+PROBES_JSON = Path(__file__).resolve().parents[2] / "src" / "dlm" / "judge" / "general" / "probes.json"
+
+SMALL = GeneralProbeSet(
+    (
+        GeneralProbe("capital-france", "What is the capital of France?", ("Paris",)),
+        GeneralProbe("code-reverse-string", "Write a Python function that reverses a string.", ("def", "[::-1]")),
+        GeneralProbe("unit-days-in-week", "How many days are in a week?", ("7",)),
+    ),
+    "sha256:" + "0" * 64,
+)
+
+
+def test_the_shipped_set_is_sorted_keyed_and_named_by_its_bytes() -> None:
+    probe_set = load_general_probes()
+    ids = [p.id for p in probe_set.probes]
+    assert 12 <= len(ids) <= 16 and ids == sorted(set(ids))
+    assert all(p.question.strip() and p.keys for p in probe_set.probes)
+    assert probe_set.sha256 == "sha256:" + hashlib.sha256(PROBES_JSON.read_bytes()).hexdigest()
+    # an edit to the file is a new set: another sha256, so remembered replies are not reused
+    edited = PROBES_JSON.read_bytes().replace(b'"Paris"', b'"Paris", "France"')
+    assert parse_general_probes(edited).sha256 != probe_set.sha256
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("{not json", "not a general probe file"),
+        ('{"probes": [{"id": "a", "question": "Q?", "keys": []}]}', "probe 'a' has no keys"),
+        ('{"probes": [{"id": "Bad Id", "question": "Q?", "keys": ["k"]}]}', "is not lowercase words"),
+        (
+            '{"probes": [{"id": "b", "question": "Q?", "keys": ["k"]}, {"id": "a", "question": "Q?", "keys": ["k"]}]}',
+            "not unique and sorted",
+        ),
+    ],
+)
+def test_a_damaged_probe_file_is_refused_naming_the_file_and_the_problem(text: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem) as caught:
+        parse_general_probes(text.encode(), "/x/probes.json")
+    assert str(caught.value).startswith("/x/probes.json: ")
+
+
+def test_a_forgotten_probe_is_named_counted_and_warned(smollm2_tokenizer) -> None:
+    probes = general_probe_items(smollm2_tokenizer, "You answer briefly.", SMALL)
+    base = ["The capital of France is Paris.", "def rev(s):\n    return s[::-1]", "A week has about eight days."]
+    adapter = ["Paris.", "See reverse.py in the repository.", "7 days."]
+    results = probe_results(probes, base, adapter)
+    # the base fails the week: skipped, and the adapter's right answer to it is not counted
+    assert results["passed"] == {"base": 2, "adapter": 1} and results["total"] == 3
+    assert results["forgotten"] == ["code-reverse-string"] and results["skipped"] == ["unit-days-in-week"]
+    warning = forgotten_warning(results)
+    assert warning is not None and "fails 1 of the 2 general questions" in warning
+    assert "code-reverse-string ('Write a Python function that reverses a string.')" in warning
+    report = EvalReport("v0001", {}, [], None, general_probes=results, warnings=[warning])
+    lines = report_lines(report.as_dict())
+    assert (
+        "  general probes: passed base 2/3 -> adapter 1/3; [red]forgotten[/]: code-reverse-string; "
+        "skipped (the base fails them): unit-days-in-week"
+    ) in lines
+    # nothing forgotten, no warning
+    assert forgotten_warning(probe_results(probes, base, base)) is None
+
+
+def test_the_report_json_holds_the_probes_and_a_remembered_one_is_judged_again(smollm2_tokenizer, capsys) -> None:
+    probes = general_probe_items(smollm2_tokenizer, None, SMALL)
+    replies = ["Paris.", "def r(s): return s[::-1]", "7."]
+    report = EvalReport("v0001", {}, [], None, general_probes=probe_results(probes, replies, replies))
+    data = json.loads(json.dumps(report.as_dict()))
+    shape = data["general_probes"]
+    assert set(shape) == {"set", "total", "passed", "forgotten", "skipped", "items"}
+    assert shape["set"] == SMALL.sha256 and shape["forgotten"] == [] and shape["skipped"] == []
+    assert shape["items"][1] == {
+        "id": "code-reverse-string",
+        "question": "Write a Python function that reverses a string.",
+        "keys": ["def", "[::-1]"],
+        "replies": {"base": replies[1], "adapter": replies[1]},
+        "passed": {"base": True, "adapter": True},
+    }
+    assert EvalReport.from_dict(data) == report
+    # a remembered report whose adapter reply no longer passes (say, a stricter rule) is
+    # judged again on read: the probe is forgotten and warned
+    data["general_probes"]["items"][0]["replies"]["adapter"] = "Not Paris."
+    again = rejudged(EvalReport.from_dict(data), [], probes)
+    assert again.general_probes is not None and again.general_probes["forgotten"] == ["capital-france"]
+    assert any(w.startswith("general probes:") for w in again.warnings)
+    with pytest.raises(ValueError, match="another set"):
+        rejudged(EvalReport.from_dict(data), [], general_probe_items(smollm2_tokenizer, None, load_general_probes()))
+    print_report(again, items=True)
+    out = capsys.readouterr()
+    assert "general probes: passed base 3/3 -> adapter 2/3" in out.out and "Not Paris." in out.out
+    assert "general probes: the adapter fails 1 of the 3" in out.err
+
+
+@pytest.mark.integration
+def test_the_real_base_answers_every_shipped_probe(smollm2_ref, smollm2_tokenizer) -> None:
+    # what scripts/check-general-probes.py checks: greedy, chat template, no system prompt,
+    # the report's default reply length
+    from dlm.doc.schema import EvalConfig
+    from dlm.models import load_model
+
+    probes = general_probe_items(smollm2_tokenizer, None, load_general_probes())
+    max_new_tokens = EvalConfig.model_fields["max_new_tokens"].default
+    results = base_check(load_model(smollm2_ref), smollm2_tokenizer, probes, max_new_tokens)
+    assert [r["id"] for r in results if not r["passed"]] == [], results
