@@ -114,7 +114,14 @@ def test_init_then_show_json(tmp_path: Path):
     result = runner.invoke(app, ["show", str(path), "--json"])
     assert result.exit_code == 0, result.output
     view = json.loads(result.stdout)
-    assert view["rows"] == {"prose": 1, "instruction": 1, "source_files": 1, "synth_pairs": 0, "synth_probes": 0}
+    assert view["rows"] == {
+        "prose": 1,
+        "instruction": 1,
+        "source_files": 1,
+        "synth_pairs": 0,
+        "synth_probes": 0,
+        "synth_by_source": {},
+    }
     assert view["adapter"] == {"current": None, "versions": []}
     again = runner.invoke(app, ["init", str(path)])
     assert again.exit_code == 1 and "--force" in again.stderr

@@ -134,7 +134,8 @@ def precision_view(hardware_tier: str, cpu_flags: frozenset[str] | None = None) 
     from dlm.cpu_isa import read_cpu_flags
     from dlm.train.precision import auto_dtype, cpu_bf16_flags
 
-    cpu_bf16 = cpu_bf16_flags(read_cpu_flags() if cpu_flags is None else cpu_flags)
+    flags = read_cpu_flags() if cpu_flags is None else cpu_flags
+    cpu_bf16 = cpu_bf16_flags(flags, {})  # what the CPU has; `auto` below follows DLM_CPU_BF16
     cuda_bf16 = None
     if hardware_tier == "cuda":
         import torch
@@ -143,7 +144,7 @@ def precision_view(hardware_tier: str, cpu_flags: frozenset[str] | None = None) 
     return {
         "cpu_bf16": list(cpu_bf16),
         "cuda_bf16": cuda_bf16,
-        "auto": auto_dtype(hardware_tier, bool(cuda_bf16), cpu_bf16),
+        "auto": auto_dtype(hardware_tier, bool(cuda_bf16), cpu_bf16_flags(flags)),
     }
 
 
