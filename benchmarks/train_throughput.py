@@ -12,7 +12,9 @@ Each measurement runs in a fresh process under a wrapper that reports its peak R
 - the bare loop: SmolLM2-135M with the same LoRA (`training:` defaults: r 8, alpha 16,
   dropout 0.05 on every linear layer), AdamW, forward + backward + step on full `batch x sequence_len` blocks of
   real text (every token but each block's first carries loss), under the same ISA pin;
-  bf16 is torch's CPU (or CUDA) autocast, as the Trainer applies it.
+  bf16 is torch's CPU (or CUDA) autocast with the attention `dlm train` runs (torch's
+  bfloat16 CPU attention needs AVX512 and fails under the AVX2 pin). Both sides time
+  every step, the first included (`dlm train`'s `step_seconds` has no untimed warm-up).
 
 On CUDA both sides also report the peak GPU memory torch allocated during the steps
 (`torch.cuda.max_memory_allocated`; the report's `accelerator_peak_bytes`).
@@ -111,6 +113,7 @@ def bare_loop(precision: str, sequence_len: int, batch: int, steps: int) -> None
 
     from dlm.doc.schema import TrainingConfig
     from dlm.models import load_model, load_tokenizer, resolve_base_model
+    from dlm.train.attention import use_dlm_attention
 
     ref = resolve_base_model("smollm2-135m")
     tokenizer = load_tokenizer(ref)
@@ -139,8 +142,12 @@ def bare_loop(precision: str, sequence_len: int, batch: int, steps: int) -> None
     model.to(device)
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
+    if precision == "bf16":
+        # torch's bfloat16 CPU attention kernels need AVX512 and stop under the AVX2 pin;
+        # this is the attention `dlm train` runs (float32 below 512 tokens on a CPU)
+        use_dlm_attention(model)
     times = []
-    for step in range(steps + 1):  # step 0 warms up and is not timed
+    for step in range(steps):  # every step timed, the first included, as dlm train's step_seconds
         batch_ids = torch.from_numpy(ids[step]).to(device)
         t0 = time.perf_counter()
         with torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16"):
@@ -151,7 +158,7 @@ def bare_loop(precision: str, sequence_len: int, batch: int, steps: int) -> None
         if device == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
-    seconds = sum(times[1:])
+    seconds = sum(times)
     print(
         json.dumps(
             {

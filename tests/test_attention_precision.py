@@ -1,6 +1,7 @@
 """`dlm.train.attention`: attention in float32 under the CPU's bfloat16 autocast, and
 transformers' own function everywhere else."""
 
+import pytest
 import torch
 from tinyllama import tiny_llama
 
@@ -78,6 +79,7 @@ def test_sequences_of_float32_below_tokens_and_more_keep_bfloat16_attention(monk
     from dlm.train import attention
 
     monkeypatch.setattr(attention, "FLOAT32_BELOW", 16)  # the inputs' 16 tokens are "long"
+    monkeypatch.setattr(attention, "bfloat16_attention_kernels", lambda: True)  # AVX512 kernels
     module = _model().model.layers[0].self_attn
     q, k, v = _attention_inputs()
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -142,3 +144,35 @@ def test_decode_steps_and_caches_keep_transformers_path(monkeypatch):
         attention._sdpa(module, q, k, v, mask, position_bias=torch.zeros(1, 4, 16, 16))
         attention._sdpa(module, q, k, v, mask)
     assert calls == ["transformers", "transformers", "grouped"]
+
+
+def test_under_the_avx2_pin_long_sequences_attend_in_float32_too(monkeypatch):
+    # torch's bfloat16 CPU attention needs AVX512 kernels: under the AVX2 pin a long
+    # sequence in bfloat16 would stop the run, so it attends in float32 like a short one
+    from dlm.train import attention
+
+    monkeypatch.setattr(attention, "FLOAT32_BELOW", 16)  # the inputs' 16 tokens are "long"
+    monkeypatch.setattr(attention, "bfloat16_attention_kernels", lambda: False)
+    module = _model().model.layers[0].self_attn
+    q, k, v = _attention_inputs()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = attention._sdpa(module, q, k, v, None, is_causal=True)
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    expected, _ = sdpa_attention_forward(module, q.float(), k.float(), v.float(), None, is_causal=True)
+    assert torch.equal(out, expected.to(torch.bfloat16))
+
+
+def test_a_bf16_forward_of_512_tokens_runs_under_the_pin():
+    from dlm.train import attention
+
+    if attention.bfloat16_attention_kernels():
+        pytest.skip("torch runs AVX512 kernels here (the pin is off)")
+    torch.manual_seed(0)
+    model = tiny_llama(64, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024)
+    model.config._attn_implementation = "sdpa"
+    use_dlm_attention(model)
+    ids = torch.arange(1, 513).remainder(60).add(1)[None]
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(input_ids=ids, use_cache=False).logits
+    assert logits.shape[1] == 512 and torch.isfinite(logits).all()

@@ -7,13 +7,15 @@ slower in bfloat16 than in float32 at short lengths, so a whole bf16 LoRA step i
 with attention in float32. Attention is a small share of the FLOPs at these lengths, so
 float32 costs little and rounds less. Longer sequences turn it around: from about 512
 tokens bfloat16 is level, and faster beyond (docs/benchmarks.md, "CPU attention in
-bfloat16 and float32"). So the wrapper casts only
-sequences shorter than `FLOAT32_BELOW` tokens; a `sequence_len` of 512 and more keeps
-torch's bfloat16 attention.
+bfloat16 and float32"). So the wrapper casts
+sequences shorter than `FLOAT32_BELOW` tokens, and longer ones keep torch's bfloat16
+attention only where torch runs its AVX512 kernels: its bfloat16 CPU attention packs
+operands with AVX512 instructions and fails under the AVX2 pin `dlm.cpu_isa` sets by
+default, so there every length attends in float32.
 
 `use_dlm_attention` has one model attend through a wrapper of transformers' `sdpa`
-attention that, only while CPU bfloat16 autocast is on and the sequence is shorter than
-`FLOAT32_BELOW`, casts query, key and value to float32, runs the same kernel with
+attention that, only while CPU bfloat16 autocast is on (and the sequence is shorter than
+`FLOAT32_BELOW`, or torch's kernels are below AVX512), casts query, key and value to float32, runs the same kernel with
 autocast off and casts the output back to the query's dtype. Everything else (float32
 runs, CUDA, inference without autocast) runs in the dtype it comes in.
 
@@ -56,13 +58,21 @@ def use_dlm_attention(model: Any) -> None:
             config._attn_implementation = NAME
 
 
+def bfloat16_attention_kernels() -> bool:
+    """Whether torch's CPU kernels run at AVX512 or above here, which its bfloat16
+    attention needs (module docstring); False under the AVX2 pin."""
+    import torch
+
+    return str(torch.backends.cpu.get_cpu_capability()).upper().startswith(("AVX512", "AMX"))
+
+
 def _sdpa(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **kwargs: Any) -> tuple[Any, Any]:
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward as original
 
     in_float32 = (
         query.device.type == "cpu"
-        and query.shape[-2] < FLOAT32_BELOW
+        and (query.shape[-2] < FLOAT32_BELOW or not bfloat16_attention_kernels())
         and torch.is_autocast_enabled("cpu")
         and torch.get_autocast_dtype("cpu") == torch.bfloat16
     )
