@@ -268,19 +268,11 @@ def rejudged(
         ValueError: `report` holds another number of items or other general probes (a
             damaged memo).
     """
-    results = [
-        ItemResult(
-            item.kind,
-            item.question,
-            item.answer,
-            item.keys,
-            item.origin,
-            old.replies,
-            {m: item_score(item, old.replies[m], 0.0).passed for m in MODELS},
-            old.logprob,
-        )
-        for item, old in zip(items, report.items, strict=True)
-    ]
+    if len(items) != len(report.items):
+        raise ValueError(f"the remembered report has {len(report.items)} items, not {len(items)}")
+    replies = {m: [old.replies[m] for old in report.items] for m in MODELS}
+    logprobs = {m: [old.logprob[m] for old in report.items] for m in MODELS}
+    results = _results(items, replies, logprobs)  # logprobs already rounded: rounding again keeps them
     probes = None
     if general_probes is not None:
         if report.general_probes is None:
