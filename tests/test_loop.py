@@ -14,7 +14,7 @@ from tinyllama import tiny_hyper, train_tiny
 
 from dlm.doc.budget import Every
 from dlm.train.checkpoint import latest_checkpoint
-from dlm.train.data import Schedule, padded_length
+from dlm.train.data import Schedule, epoch_steps, padded_length
 
 GEN = torch.Generator().manual_seed(11)
 ROWS = [torch.randint(3, 64, (int(n),), generator=GEN).tolist() for n in (12, 5, 9, 12, 3, 7, 12, 10)]
@@ -72,6 +72,8 @@ def test_steps_cover_the_epochs_asked_for():
     schedule = Schedule(np.full(10, 8), np.full(10, 7), micro_batch=3, accumulation=2, world_size=1, seed=0)
     assert schedule.micro_batches_per_epoch == 4
     assert schedule.steps_for(1.0) == 2 and schedule.steps_for(2.5) == 5
+    # an epoch's short last micro-batch counts: 5 examples in 4s are 2 micro-batches an epoch
+    assert epoch_steps(5, micro_batch=4, micro_batches_per_step=1, epochs=2.0) == 4
     with pytest.raises(ValueError, match="no training examples"):
         Schedule(np.zeros(0), np.zeros(0), 1, 1, 1, 0)
 

@@ -49,6 +49,14 @@ def padded_length(n: int, limit: int | None = None) -> int:
     return max(int(n), min(rounded, limit)) if limit is not None else rounded
 
 
+def epoch_steps(n_examples: int, micro_batch: int, micro_batches_per_step: int, epochs: float) -> int:
+    """Optimizer steps that cover `epochs` passes over `n_examples` in micro-batches of
+    `micro_batch` (an epoch's last one may be short), `micro_batches_per_step` a step over
+    all ranks; at least 1."""
+    per_epoch = -(-n_examples // micro_batch)
+    return max(1, int(np.ceil(epochs * per_epoch / micro_batches_per_step)))
+
+
 @dataclass(frozen=True)
 class Step:
     """One optimizer step's share for this rank.
@@ -105,8 +113,8 @@ class Schedule:
         return -(-len(self.lengths) // self.micro_batch)
 
     def steps_for(self, epochs: float) -> int:
-        """Optimizer steps that cover `epochs` passes over the examples (at least 1)."""
-        return max(1, int(np.ceil(epochs * self.micro_batches_per_epoch / self.per_step)))
+        """Optimizer steps that cover `epochs` passes over the examples (`epoch_steps`)."""
+        return epoch_steps(len(self.lengths), self.micro_batch, self.per_step, epochs)
 
     def epoch(self, e: int) -> list[np.ndarray]:
         """Epoch `e`'s micro-batches in training order (module docstring); memoized for the

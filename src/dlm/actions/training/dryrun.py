@@ -79,6 +79,7 @@ def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainS
 
     from dlm.actions.training.publish import loop_run
     from dlm.models import load_model
+    from dlm.train.data import epoch_steps
     from dlm.train.loop import train
     from dlm.train.precision import training_device
     from dlm.train.tracking import planned_tokens
@@ -101,8 +102,12 @@ def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainS
             group, plan, "dry-run", check_agreement, lambda stats, waited, ready: rank_entry(info, stats, waited, ready)
         ),
     )
-    per_step = run.hyper.batch_size * run.hyper.gradient_accumulation_steps
-    steps = run.hyper.max_steps or max(1, int(-(-len(run.dataset) * run.hyper.num_epochs // per_step)))
+    hyper = run.hyper
+    per_step = hyper.batch_size * hyper.gradient_accumulation_steps
+    # the loop's own rule (`dlm.train.data.epoch_steps`), so the plan is the run's
+    steps = hyper.max_steps or epoch_steps(
+        len(run.dataset), hyper.batch_size, hyper.gradient_accumulation_steps, hyper.num_epochs
+    )
     planned = planned_tokens(run.dataset, run.hyper.max_steps, per_step, run.hyper.num_epochs)
     times = _StepTimes()
     sink.on_note(f"measuring {MEASURED_STEPS} real steps on this machine")
