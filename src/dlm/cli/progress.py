@@ -70,10 +70,12 @@ def dry_run_lines(plan: Any) -> list[str]:
 
 
 def format_kind_losses(losses: dict[str, float] | None) -> str:
-    """`instruction 0.41  prose 2.10  source 1.83` (kinds in a fixed order; "" for none)."""
+    """`instruction 0.41  prose 2.10  source 1.83  replay 0.95` (kinds in a fixed order; "" for none)."""
     if not losses:
         return ""
-    return "  ".join(f"{kind} {losses[kind]:.2f}" for kind in ("instruction", "prose", "source") if kind in losses)
+    return "  ".join(
+        f"{kind} {losses[kind]:.2f}" for kind in ("instruction", "prose", "source", "replay") if kind in losses
+    )
 
 
 def _short(n: int) -> str:

@@ -150,7 +150,8 @@ class TrainingConfig(_Strict):
     recipe (`dlm.train.recipe`) chooses the steps and the instruction share within
     `budget` (tokens, `60k`, or time, `4m`). `sequence_len` is in tokens; `batch_size`
     in rows per micro-batch on each rank; `nproc` ranks on this machine (None: one,
-    unless `--nproc` says otherwise). `recast`: each prose sentence is also trained as
+    unless `--nproc` says otherwise). `replay`: the share of examples drawn that are general questions answered by the
+    base model itself (`dlm.rows.replay`), 0 turns it off. `recast`: each prose sentence is also trained as
     a Q/A pair (a cloze question, the sentence as the answer); off by default, as it
     costs paraphrases and teaches a small model no prose fact (docs/benchmarks.md,
     "Recipe sweep"). `checkpoint_every`: optimizer steps (`200`) or training time
@@ -179,6 +180,9 @@ class TrainingConfig(_Strict):
     # recompute activations in backward: less memory, slower; auto: on unless a CPU has room (dlm.train.lora)
     gradient_checkpointing: bool | Literal["auto"] = "auto"
     instruction_share: YamlFloat | None = Field(default=None, gt=0, lt=1)
+    # share of the examples drawn that replay the base model's own answers to general
+    # questions (dlm.rows.replay), so the adapter keeps what the base could do; 0: none
+    replay: YamlFloat = Field(default=0.25, ge=0, lt=1)
     budget: str | int | None = None
     recast: bool = False
     checkpoint_every: str | int | None = "5m"

@@ -14,7 +14,9 @@
   and answers (`document_facts`) -> one `TextRow(kind="instruction")` rendered as a
   Q/A pair, origin `relpath:line (synth)` (a document fact: `<doc name>:line
   (synth)`), after the document's own rows; the facts held out by `probe_share` ->
-  `BuiltRows.probes`, never rows.
+  `BuiltRows.probes`, never rows;
+- each replay pair (a general question and the base model's own answer,
+  `dlm.rows.replay`) -> one `TextRow(kind="replay")` rendered as a Q/A pair, last.
 """
 
 from __future__ import annotations
@@ -102,8 +104,15 @@ def check_inputs(doc: Document) -> None:
         raise BaseModelError(f"{field_where(doc, 'base_model')}: {exc}") from None
 
 
-def build_rows(doc: Document, tokenizer: Any, *, strict: bool = False) -> BuiltRows:
+def build_rows(
+    doc: Document, tokenizer: Any, *, strict: bool = False, replay: Sequence[tuple[str, str, str]] = ()
+) -> BuiltRows:
     """All rows of `doc` (a `dlm.doc.Document`), in training order.
+
+    Args:
+        replay: `(origin, question, answer)` general pairs answered by the base model
+            (`dlm.rows.replay.replay_pairs`), rendered with the document's system
+            prompt as rows of kind `replay`, after the document's own rows.
 
     Raises:
         SourceError: a `training.sources` directive cannot be walked (see `dlm.rows.walk`).
@@ -150,6 +159,9 @@ def build_rows(doc: Document, tokenizer: Any, *, strict: bool = False) -> BuiltR
             Probe(qa.question, qa.answer, keys, SYNTH_ORIGIN.format(path=fact.path, line=fact.line))
             for fact, qa, keys in drawn.probes
         )
+    for origin, question, answer in replay:
+        full, prompt = render_instruction(tokenizer, fm.system_prompt, question, answer)
+        text_rows.append(TextRow(kind="replay", text=full, prompt_text=prompt, origin=origin))
     return BuiltRows(
         rows=RowSet(text_rows=text_rows, file_rows=walk.files),
         walk=walk,

@@ -113,7 +113,7 @@ class ReadFile:
 
 def text_row_spec(row: TextRow) -> RowSpec:
     """The encoding spec of an in-body row."""
-    return RowSpec(row.kind, row.text, row.prompt_text if row.kind == "instruction" else None)
+    return RowSpec(row.kind, row.text, row.prompt_text if row.kind in ("instruction", "replay") else None)
 
 
 def read_file_row(row: FileRow) -> ReadFile | str:

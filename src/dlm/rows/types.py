@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-RowKind = Literal["prose", "instruction", "source"]
+RowKind = Literal["prose", "instruction", "source", "replay"]
 
 
 @dataclass(frozen=True)
@@ -19,9 +19,10 @@ class TextRow:
     """A row whose text is known: a prose section or one Q/A pair of an instruction section.
 
     Attributes:
-        kind: "prose" or "instruction".
-        text: the row text (instruction: the full rendered conversation).
-        prompt_text: instruction only: the rendered prompt with the generation prompt.
+        kind: "prose", "instruction", or "replay" (a general question with the base
+            model's own answer, `dlm.rows.replay`: rendered and masked as an instruction).
+        text: the row text (instruction, replay: the full rendered conversation).
+        prompt_text: instruction and replay only: the rendered prompt with the generation prompt.
         origin: where it came from, `path:line` of the section.
     """
 

@@ -33,6 +33,10 @@ instruction examples make up about `f` of the examples drawn (of the tokens, wit
 packing). With packing, instruction examples are packed into blocks of their own and
 those blocks are repeated, so the `r` copies of one pair land in `r` different blocks
 that the trainer's shuffle spreads over the run, never `r` times in one micro-batch.
+Replay (`replay_share: f`, `dlm.rows.replay`): the base model's answers to general
+questions are drawn to make up about `f` of all examples (of the tokens, with packing,
+in blocks of their own), each replay example `k` or `k + 1` times (`replay_draws`);
+instruction repeats are computed over the document's examples alone.
 The repeats sit in the index arrays only; no ids are copied, and the order is a pure
 function of the rows, so runs stay deterministic.
 """
@@ -54,7 +58,13 @@ class WindowDataset:
         start, stop: 1-D int64 [n_examples], token bounds inside that row.
     """
 
-    def __init__(self, rows: TokenizedRows, sequence_len: int, instruction_share: float | None = None) -> None:
+    def __init__(
+        self,
+        rows: TokenizedRows,
+        sequence_len: int,
+        instruction_share: float | None = None,
+        replay_share: float | None = None,
+    ) -> None:
         self.rows = rows
         lengths = rows.lengths.astype(np.int64)
         stride = max(sequence_len - 1, 1)
@@ -68,12 +78,15 @@ class WindowDataset:
         loss_from = np.maximum(self.start + 1, rows.n_prompt.astype(np.int64)[self.row])
         keep = (self.stop - loss_from) >= MIN_LOSS_TOKENS
         self.row, self.start, self.stop = self.row[keep], self.start[keep], self.stop[keep]
-        is_instruction = _instruction_rows(rows)[self.row]
+        is_instruction = _rows_of(rows, "instruction")[self.row]
+        is_replay = _rows_of(rows, "replay")[self.row]
         self.instruction_repeats = instruction_repeats(
-            int(is_instruction.sum()), int((~is_instruction).sum()), instruction_share
+            int(is_instruction.sum()), int((~is_instruction & ~is_replay).sum()), instruction_share
         )
-        if self.instruction_repeats > 1:
-            take = np.repeat(np.arange(self.row.shape[0]), np.where(is_instruction, self.instruction_repeats, 1))
+        counts = np.where(is_instruction, self.instruction_repeats, 1)
+        counts[is_replay] = replay_draws(int(is_replay.sum()), int(counts[~is_replay].sum()), replay_share)
+        if (counts != 1).any():
+            take = np.repeat(np.arange(self.row.shape[0]), counts)
             self.row, self.start, self.stop = self.row[take], self.start[take], self.stop[take]
         self.n_prompt = rows.n_prompt.astype(np.int64)
 
@@ -117,27 +130,44 @@ class PackedDataset:
             instruction windows repeat under a share).
     """
 
-    def __init__(self, rows: TokenizedRows, sequence_len: int, instruction_share: float | None = None) -> None:
+    def __init__(
+        self,
+        rows: TokenizedRows,
+        sequence_len: int,
+        instruction_share: float | None = None,
+        replay_share: float | None = None,
+    ) -> None:
         self.sequence_len = sequence_len
         self.rows = rows
         self.windows = WindowDataset(rows, sequence_len)
         lengths = self.windows.stop - self.windows.start
-        is_instruction = _instruction_rows(rows)[self.windows.row]
-        groups = [np.flatnonzero(~is_instruction), np.flatnonzero(is_instruction)]
+        is_instruction = _rows_of(rows, "instruction")[self.windows.row]
+        is_replay = _rows_of(rows, "replay")[self.windows.row]
+        groups = [
+            np.flatnonzero(~is_instruction & ~is_replay),
+            np.flatnonzero(is_instruction),
+            np.flatnonzero(is_replay),
+        ]
         blocks = [pack_blocks(lengths[g], sequence_len) for g in groups]
         self.members = np.concatenate([g[m] for g, (m, _) in zip(groups, blocks, strict=False)])
         sizes = [np.diff(b) for _, b in blocks]
         self.block_start = np.concatenate(([0], np.cumsum(np.concatenate(sizes)))).astype(np.int64)
-        n_other = len(sizes[0])
         block_tokens = (
             np.add.reduceat(lengths[self.members], self.block_start[:-1])
             if len(self.members)
             else np.zeros(0, np.int64)
         )
         self.instruction_repeats = instruction_repeats(
-            int(lengths[is_instruction].sum()), int(lengths[~is_instruction].sum()), instruction_share
+            int(lengths[is_instruction].sum()), int(lengths[~is_instruction & ~is_replay].sum()), instruction_share
         )
-        repeats = np.where(np.arange(len(block_tokens)) < n_other, 1, self.instruction_repeats)
+        group = np.repeat(np.arange(3), [len(z) for z in sizes])  # 0 other, 1 instruction, 2 replay blocks
+        repeats = np.where(group == 1, self.instruction_repeats, 1)
+        replay_blocks = group == 2
+        if replay_blocks.any() and replay_share is not None:
+            # the share is of tokens: the others' tokens in units of a mean replay block
+            drawn = int((block_tokens * repeats)[~replay_blocks].sum())
+            mean = max(int(block_tokens[replay_blocks].mean()), 1)
+            repeats[replay_blocks] = replay_draws(int(replay_blocks.sum()), drawn // mean, replay_share)
         self.order = np.repeat(np.arange(len(block_tokens), dtype=np.int64), repeats)
         self.block_tokens = block_tokens.astype(np.int64)
 
@@ -235,15 +265,38 @@ def instruction_repeats(n_instruction: int, n_other: int, share: float | None) -
     return max(1, round(share * n_other / ((1.0 - share) * n_instruction)))
 
 
-def _instruction_rows(rows: TokenizedRows) -> np.ndarray:
-    """1-D bool [n_rows]: True where the row is one Q/A pair of an instruction section."""
-    return np.fromiter((kind == "instruction" for kind in rows.kinds), dtype=bool, count=len(rows.kinds))
+def replay_draws(n_replay: int, n_drawn: int, share: float | None) -> np.ndarray:
+    """1-D int64 [n_replay]: how many times each replay example is drawn so that replay
+    makes up about `share` of all draws beside `n_drawn` others: `round(share * n_drawn /
+    (1 - share))` draws spread evenly, every example `k` or `k + 1` times (the `+ 1`s at
+    evenly spaced examples, so no part of the prompt set is favoured). `share` None:
+    each once."""
+    if n_replay == 0:
+        return np.zeros(0, np.int64)
+    if share is None:
+        return np.ones(n_replay, np.int64)
+    total = round(share * n_drawn / (1.0 - share))
+    counts = np.full(n_replay, total // n_replay, np.int64)
+    extra = total % n_replay
+    counts[(np.arange(extra) * n_replay) // max(extra, 1)] += 1
+    return counts
+
+
+def _rows_of(rows: TokenizedRows, kind: str) -> np.ndarray:
+    """1-D bool [n_rows]: True where the row is of `kind` (`instruction`: one Q/A pair;
+    `replay`: a general question with the base model's answer)."""
+    return np.fromiter((k == kind for k in rows.kinds), dtype=bool, count=len(rows.kinds))
 
 
 def build_dataset(
-    rows: TokenizedRows, sequence_len: int, packing: bool, instruction_share: float | None = None
+    rows: TokenizedRows,
+    sequence_len: int,
+    packing: bool,
+    instruction_share: float | None = None,
+    replay_share: float | None = None,
 ) -> WindowDataset | PackedDataset:
     """Windows or packed blocks over `rows`, instruction examples repeated to make up
-    about `instruction_share` of them when set (see module docstring)."""
+    about `instruction_share` of the document's examples, and replay examples drawn to
+    make up about `replay_share` of all (see module docstring)."""
     kind = PackedDataset if packing else WindowDataset
-    return kind(rows, sequence_len, instruction_share)
+    return kind(rows, sequence_len, instruction_share, replay_share)

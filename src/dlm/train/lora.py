@@ -100,7 +100,11 @@ LOOP_MODE = "dlm-loop-1"  # `dlm.train.loop`: AdamW, linear decay, clip 1.0, one
 
 
 def lock_hyperparameters(
-    hyper: Hyperparameters, sequence_len: int, packing: bool, instruction_share: float | None
+    hyper: Hyperparameters,
+    sequence_len: int,
+    packing: bool,
+    instruction_share: float | None,
+    replay_share: float | None = None,
 ) -> dict[str, Any]:
     """The training settings the determinism lock hashes (`dlm.lock.record`).
 
@@ -112,7 +116,7 @@ def lock_hyperparameters(
     `order`, the rule that orders and pads micro-batches (`dlm.train.data.ORDER_MODE`),
     which sets the shapes and so the last bits; `loop`, the training loop's version
     (`LOOP_MODE`), since the same settings trained other bytes under another loop;
-    `instruction_share` only when set; with LoRA dropout on, `dropout_masks`
+    `instruction_share` and `replay_share` only when set; with LoRA dropout on, `dropout_masks`
     (`dlm.train.dropout.MASKS_MODE`).
     """
     from dlm.train.data import ORDER_MODE
@@ -131,6 +135,8 @@ def lock_hyperparameters(
         values.update(dropout_masks=MASKS_MODE)
     if instruction_share is not None:
         values.update(instruction_share=instruction_share)
+    if replay_share is not None:
+        values.update(replay_share=replay_share)
     return values
 
 

@@ -199,7 +199,8 @@ def prepare(
     tokenizer = deferred.load()
 
     def rows_and_ids() -> tuple[Any, TokenizedRows]:
-        built = build_rows(doc, tokenizer, strict=options.strict_sources)
+        replay = replay_rows(ref, tokenizer, sink) if training.replay > 0 else ()
+        built = build_rows(doc, tokenizer, strict=options.strict_sources, replay=replay)
         row_encoder = make_row_encoder(
             store,
             tokenizer,
@@ -231,7 +232,9 @@ def prepare(
     flags = _seed(chosen.hyper.seed)
     lock = None
     if info.is_main:
-        hashed = lock_hyperparameters(chosen.hyper, training.sequence_len, chosen.packing, chosen.share)
+        hashed = lock_hyperparameters(
+            chosen.hyper, training.sequence_len, chosen.packing, chosen.share, replay_share(training)
+        )
         inputs = lock_inputs(doc, ref, tokenizer_sha256, corpus, chosen.hyper, hashed, side.plan)
         lock = check_run_lock(store, inputs, flags, options.lock_mode, sink)
     return PreparedRun(
@@ -299,11 +302,15 @@ def _examples(
             else "training.num_epochs"
         )
         return _Examples(
-            build_dataset(train_rows, training.sequence_len, packing, share), hyper, share, packing, reason
+            build_dataset(train_rows, training.sequence_len, packing, share, replay_share(training)),
+            hyper,
+            share,
+            packing,
+            reason,
         )
     if not len(train_rows):
         return _Examples(
-            build_dataset(train_rows, training.sequence_len, packing, share),
+            build_dataset(train_rows, training.sequence_len, packing, share, replay_share(training)),
             hyper,
             share,
             packing,
@@ -313,7 +320,7 @@ def _examples(
     for packing in [True, False] if training.packing else [False]:
         recipe = choose_recipe(train_rows, training, plan, _tokens_per_second(store), packing)
         share = training.instruction_share if training.instruction_share is not None else recipe.instruction_share
-        dataset = build_dataset(train_rows, training.sequence_len, packing, share)
+        dataset = build_dataset(train_rows, training.sequence_len, packing, share, replay_share(training))
         steps = recipe.max_steps or max(1, -(-len(dataset) // per_step))
         # a small document packs into a handful of blocks: too few optimizer steps to learn it
         if not packing or recipe.max_steps is not None or steps >= MIN_UPDATES:
@@ -335,15 +342,32 @@ def _seed(seed: int) -> DeterminismFlags:
     return apply_determinism(seed)
 
 
+def replay_share(training: TrainingConfig) -> float | None:
+    """The share of examples drawn that replay general questions (None: no replay rows)."""
+    return training.replay or None
+
+
+def replay_rows(ref: BaseModelRef, tokenizer: Any, sink: TrainSink) -> list[tuple[str, str, str]]:
+    """`(origin, question, answer)` of the replay prompts the base model answered
+    (`dlm.rows.replay`, `dlm.train.replay`); rank 0 generates them on a first run, the
+    other ranks read what it kept (they run after it, `in_turns`)."""
+    from dlm.rows.replay import load_replay_set, replay_pairs
+    from dlm.train.replay import replay_answers
+
+    prompts = load_replay_set()
+    return replay_pairs(prompts.prompts, replay_answers(ref, tokenizer, prompts, sink.on_note))
+
+
 def choose_recipe(
     train_rows: TokenizedRows, training: TrainingConfig, plan: DistPlan, tokens_per_second: float, packing: bool
 ) -> Recipe:
     """The default recipe for these rows (`dlm.train.recipe`), counted in the unit the
     example layout balances: windows, or tokens when packing."""
     counting = WindowDataset(train_rows, training.sequence_len)
-    kinds = np.fromiter((k == "instruction" for k in train_rows.kinds), dtype=bool, count=len(train_rows))
-    is_instruction = kinds[counting.row]
+    kinds = np.array(train_rows.kinds, dtype=object)[counting.row]
+    is_instruction = kinds == "instruction"
     sizes = (counting.stop - counting.start) if packing else np.ones(len(counting), dtype=np.int64)
+    sizes = np.where(kinds == "replay", 0, sizes)  # replay is drawn on top, by its own share
     per_step = training.batch_size * training.gradient_accumulation_steps * plan.world_size
     units_per_step = per_step * (training.sequence_len if packing else 1)
     budget = training.parsed_budget
