@@ -20,7 +20,7 @@ from dlm.doc import load_document, parse_document
 from dlm.errors import DocError, TeacherError
 from dlm.rows import teacher as teacher_rules
 from dlm.rows.facts.model import Pair
-from dlm.rows.teacher import TeacherUnit, kept_pairs, parse_reply, reply_key, salient_tokens, split_unit
+from dlm.rows.teacher import TeacherUnit, grounded, kept_pairs, parse_reply, reply_key, salient_tokens, split_unit
 from dlm.rows.teacherstore import fill_teacher_cache
 from dlm.serve.server import RunningServer
 
@@ -74,6 +74,14 @@ def test_grounding_keeps_answers_that_share_a_salient_token_of_the_section() -> 
         "To PostgreSQL.",
     ]  # "A small program ..." shares no number, identifier or name with the section
     assert kept_pairs(unit, REPLY, pairs=2) == kept[:2]
+
+
+def test_a_salient_token_counts_as_a_whole_token_or_a_part_of_a_path_never_of_a_word() -> None:
+    salient = salient_tokens("The journal lives in `/var/lib/ferry` on port 8080, version 2.1, with PostgreSQL.")
+    assert grounded("It is `/var/lib/ferry/journal/x.log`.", salient)
+    assert grounded("Port 8080.", salient) and grounded("PostgreSQL", salient)
+    assert not grounded("Port 80801.", salient) and not grounded("version 2.10", salient)
+    assert not grounded("PostgreSQLish servers", salient) and not grounded("somewhere else", salient)
 
 
 def test_salient_tokens_are_numbers_identifiers_and_names_inside_a_sentence() -> None:

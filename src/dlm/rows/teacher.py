@@ -25,7 +25,8 @@ without a question, an empty or over-long field (`MAX_QUESTION`, `MAX_ANSWER`
 characters) or a repeated question is skipped. Nothing in a reply is an error.
 
 Grounding (`grounded`): a pair is kept only when its answer holds a salient token of
-the unit's text, token for token: a number of at least 2 characters (`8080`, `2.1`,
+the unit's text with no letter, digit or `_` either side (a whole token, or a part of
+a longer path: `/var/lib/ferry` in `/var/lib/ferry/journal`): a number of at least 2 characters (`8080`, `2.1`,
 `30`), an identifier (a word with `_`, `.`, `/` or `-` inside, or an upper-case letter
 past its first: `ferry.toml`, `max_bytes`, `gRPC`, `TLS`), or a capitalised name that
 stands inside a sentence, not only at its start (`PostgreSQL`, `Lisbon`); words of
@@ -225,8 +226,10 @@ def salient_tokens(text: str) -> frozenset[str]:
 
 
 def grounded(answer: str, salient: frozenset[str]) -> bool:
-    """Whether `answer` holds one of `salient` (`salient_tokens` of the unit) as a token."""
-    return any(token in salient for token in _TOKEN.findall(answer))
+    """Whether `answer` holds one of `salient` (`salient_tokens` of the unit) with no
+    letter, digit or `_` either side: a whole token, or a part of a longer path or
+    name (`/var/lib/ferry` in `/var/lib/ferry/journal`), never a part of a word."""
+    return any(re.search(rf"(?<!\w){re.escape(token)}(?!\w)", answer) for token in salient if token in answer)
 
 
 def kept_pairs(unit: TeacherUnit, reply: str, pairs: int) -> list[Pair]:
