@@ -270,3 +270,7 @@ def test_an_unreachable_teacher_with_a_cold_cache_is_one_line_and_exit_1(tmp_pat
     # reading without --fetch never connects: the listing says what is missing
     listed = CliRunner().invoke(cli, ["synth", str(doc)])
     assert listed.exit_code == 0 and "not asked yet" in listed.output
+    shown = json.loads(CliRunner().invoke(cli, ["show", str(doc), "--json"]).stdout)
+    assert shown["rows"]["teacher_pairs"] == 0 and shown["rows"]["teacher_unasked"] == 1
+    assert any("1 section(s) not asked yet (first notes.dlm:13)" in note for note in shown["notes"])
+    assert entries(dlm_home) == []
