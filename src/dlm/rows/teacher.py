@@ -3,9 +3,10 @@ key its reply is remembered by, and how a reply becomes pairs.
 
 Units asked about, the same texts `dlm.rows.facts.prose` reads: each prose section of
 the document (named `<doc file name>:<line>`), and each Markdown or text file among the
-walk's files that `dlm.rows.facts.files.wanted_file` takes (named `relpath:1`). A unit
-longer than `MAX_UNIT_CHARS` is cut at blank lines into pieces of at most that size (a
-single longer paragraph is cut at the limit), each piece a unit named by its first line.
+walk's files that `dlm.rows.facts.files.wanted_file` takes (named `relpath:line`). A
+text longer than `MAX_UNIT_CHARS` is cut at blank lines into pieces of at most that
+size (a single longer line is cut at the limit); each unit is named by its first
+non-blank line.
 
 One request per unit (`dlm.rows.teacherstore` sends it and remembers the reply): the
 system message `SYSTEM` and the user message `USER` with the number of pairs and the
