@@ -121,6 +121,8 @@ def test_init_then_show_json(tmp_path: Path):
         "synth_pairs": 0,
         "synth_probes": 0,
         "synth_by_source": {},
+        "teacher_pairs": 0,
+        "teacher_unasked": 0,
     }
     assert view["adapter"] == {"current": None, "versions": []}
     again = runner.invoke(app, ["init", str(path)])

@@ -69,3 +69,8 @@ class ExportError(DlmError):
 class ExportRefused(ExportError):
     """The adapter or its base cannot be expressed faithfully in the export format;
     raised before anything is written, naming the field and the way out."""
+
+
+class TeacherError(DlmError):
+    """The teacher model of `training.synth.teacher` cannot be asked (unreachable, an
+    HTTP error, a reply that is not a chat completion, its key's variable unset)."""

@@ -6,6 +6,7 @@ $DLM_HOME/                 default ~/.dlm
     cache/                 the section store shared by every document (dlm.cache;
                            override: $DLM_CACHE_DIR, so several homes can share one)
     export-locks/          one empty lock file per export folder (dlm.export.publish)
+    teacher/               the teacher model's replies (dlm.rows.teacherstore)
     tokenizer-fingerprints.json, chat-renders/
                            what a warm run needs of a tokenizer without loading it
                            (dlm.tokenize.deferred)
@@ -38,3 +39,8 @@ def cache_store_dir() -> Path:
     """The tokenized-section store shared by documents: `$DLM_CACHE_DIR`, else `$DLM_HOME/cache`."""
     env = os.environ.get("DLM_CACHE_DIR")
     return Path(env).expanduser() if env else dlm_home() / "cache"
+
+
+def teacher_dir() -> Path:
+    """The teacher model's remembered replies: `$DLM_HOME/teacher` (`dlm.rows.teacherstore`)."""
+    return dlm_home() / "teacher"

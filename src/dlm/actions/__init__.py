@@ -36,6 +36,8 @@ _WHERE = {
     "init": "scaffold",
     "ServeOptions": "serving",
     "build_app": "serving",
+    "SynthListing": "synthesizing",
+    "synth_listing": "synthesizing",
     "TrainOptions": "training",
     "TrainReport": "training",
     "TrainSink": "training",
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
     from dlm.actions.prompting import prompt
     from dlm.actions.scaffold import init
     from dlm.actions.serving import ServeOptions, build_app
+    from dlm.actions.synthesizing import SynthListing, synth_listing
     from dlm.actions.training import TrainOptions, TrainReport, TrainSink, train
     from dlm.actions.views import metrics, show
 
@@ -77,6 +80,7 @@ __all__ = [
     "DoctorView",
     "ExportReport",
     "ServeOptions",
+    "SynthListing",
     "TrainOptions",
     "TrainReport",
     "TrainSink",
@@ -96,5 +100,6 @@ __all__ = [
     "metrics",
     "prompt",
     "show",
+    "synth_listing",
     "train",
 ]

@@ -15,8 +15,9 @@ from dlm.doc import Document
 from dlm.doc.checks import pair_notes
 from dlm.errors import UsageError
 from dlm.metrics import MetricsDB
-from dlm.rows.build import asks_questions, document_facts, drawn_synth
+from dlm.rows.build import asks_questions, document_facts, drawn_synth, teacher_notes
 from dlm.rows.facts.files import by_source
+from dlm.rows.teacherstore import document_units, teacher_entries
 from dlm.rows.walk import walk_sources
 
 
@@ -31,6 +32,9 @@ def _rows_by_kind(doc: Document) -> tuple[dict[str, Any], list[str]]:
     walk = walk_sources(doc.frontmatter.training.sources, base_dir, doc_name=str(doc.path))
     drawn = drawn_synth(doc.frontmatter.training.synth, walk.files, asks_questions(doc), document_facts(doc))
     synth_pairs, synth_probes = (len(drawn.train), len(drawn.probes)) if drawn is not None else (0, 0)
+    teacher = doc.frontmatter.training.synth.teacher
+    entries = teacher_entries(teacher, document_units(doc, walk.files)) if teacher is not None else []
+    unasked = [e.unit.where for e in entries if e.reply is None]
     return {
         "prose": prose,
         "instruction": pairs,
@@ -38,17 +42,21 @@ def _rows_by_kind(doc: Document) -> tuple[dict[str, Any], list[str]]:
         "synth_pairs": synth_pairs,
         "synth_probes": synth_probes,
         "synth_by_source": by_source([f for f, _ in drawn.train], [f for f, _, _ in drawn.probes]) if drawn else {},
-    }, [*pair_notes(doc), *walk.notes, *(drawn.notes if drawn is not None else ())]
+        "teacher_pairs": sum(len(e.pairs) for e in entries),
+        "teacher_unasked": len(unasked),
+    }, [*pair_notes(doc), *walk.notes, *(drawn.notes if drawn is not None else ()), *teacher_notes(doc, unasked)]
 
 
 def show(path: DocPath) -> dict[str, Any]:
     """Identity, rows, adapters and last run of the document at `path`.
 
     Keys: dlm_id, path, base_model, store_path, rows{prose, instruction, source_files,
-    synth_pairs, synth_probes, synth_by_source} (`instruction` counts the document's own
+    synth_pairs, synth_probes, synth_by_source, teacher_pairs, teacher_unasked} (`instruction` counts the document's own
     pairs; `synth_*` the `training.synth` training pairs and probes, 0 when it is off;
     `synth_by_source` the same per source kind, `{"go": {"pairs": 12, "probes": 3},
-    "markdown": ..., "document": ...}`, `{}` when it is off),
+    "markdown": ..., "document": ...}`, `{}` when it is off; `teacher_pairs` the
+    `training.synth.teacher` pairs remembered, `teacher_unasked` the sections not asked
+    yet, both 0 without a teacher),
     adapter{current, versions}, last_run (or None), training_cache (or None), notes (one
     line per source the rows skip notably: an escaping symlink, a file synth cannot parse).
 

@@ -213,6 +213,9 @@ def show(
                     f", {rows['synth_pairs']} synth Q/A ({rows['synth_probes']} probes held out)"
                     if rows["synth_pairs"] or rows["synth_probes"]
                     else ""
+                )
+                + (
+                    f", teacher {rows['teacher_pairs']} Q/A" if rows["teacher_pairs"] or rows["teacher_unasked"] else ""
                 ),
             ),
             *(
@@ -313,7 +316,7 @@ def metrics(
             )
 
 
-from dlm.cli import doctor_cmd, eval_cmd, export_cmd, serve_cmd  # noqa: E402
+from dlm.cli import doctor_cmd, eval_cmd, export_cmd, serve_cmd, synth_cmd  # noqa: E402
 from dlm.cli.cache_cmd import cache_app  # noqa: E402
 
 app.add_typer(cache_app, name="cache")
@@ -321,6 +324,7 @@ doctor_cmd.register(app)
 eval_cmd.register(app)
 serve_cmd.register(app)
 export_cmd.register(app)
+synth_cmd.register(app)
 
 
 def main() -> None:

@@ -106,6 +106,40 @@ SYNTH_KINDS: tuple[SynthKind, ...] = ("where", "purpose", "signature", "value", 
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
+class TeacherConfig(_Strict):
+    """An OpenAI-compatible endpoint asked for Q/A pairs about each prose section and
+    Markdown/text source file (`dlm.rows.teacher` has the rules). `url`: the API's base
+    URL (`http://127.0.0.1:11434/v1`); `model`: the name sent in each request;
+    `api_key_env`: the name of an environment variable holding a bearer key, never the
+    key itself; `pairs`: pairs asked per section; `max_tokens` and `temperature`: sent
+    with each request."""
+
+    url: str
+    model: str = Field(min_length=1)
+    api_key_env: str | None = None
+    pairs: int = Field(default=4, ge=1, le=16)
+    max_tokens: int = Field(default=512, gt=0, le=32768)
+    temperature: YamlFloat = Field(default=0.0, ge=0, le=2)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", value):
+            raise ValueError(
+                f"{value!r} is not an http(s) URL; write the API's base URL, e.g. http://127.0.0.1:11434/v1"
+            )
+        return value.rstrip("/")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError(
+                "should name an environment variable holding the key (e.g. OPENAI_API_KEY), never the key itself"
+            )
+        return value
+
+
 class SynthConfig(_Strict):
     """Q/A pairs drawn from the sources and the document (`dlm.rows.synth` and
     `dlm.rows.facts` have the rules): from code (Python, Go, Rust, JavaScript,
@@ -116,13 +150,15 @@ class SynthConfig(_Strict):
     as probes instead; `max_facts`: cap on facts, a hash-chosen sample. `enabled: auto`
     (the default) draws only the code constants' values, one phrasing each, none held
     out, and only for a small codebase beside questions (`dlm.rows.build.AUTO_SYNTH`); `true`
-    draws what these keys say."""
+    draws what these keys say. `teacher`: a model asked for more pairs (None: off);
+    it is asked whatever `enabled` says."""
 
     enabled: bool | Literal["auto"] = "auto"
     kinds: list[SynthKind] = Field(default_factory=lambda: list(SYNTH_KINDS), min_length=1)
     phrasings: int = Field(default=3, ge=1, le=4)
     probe_share: YamlFloat = Field(default=0.25, ge=0, lt=1)
     max_facts: int | None = Field(default=1000, gt=0)
+    teacher: TeacherConfig | None = None
 
 
 def yaml_count(value: object) -> object:

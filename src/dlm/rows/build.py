@@ -15,6 +15,10 @@
   Q/A pair, origin `relpath:line (synth)` (a document fact: `<doc name>:line
   (synth)`), after the document's own rows; the facts held out by `probe_share` ->
   `BuiltRows.probes`, never rows;
+- with `training.synth.teacher`, each kept pair of each remembered teacher reply
+  (`dlm.rows.teacher`, `dlm.rows.teacherstore`) -> one `TextRow(kind="instruction")`,
+  origin `path:line (teacher)`, after the synth rows. Only remembered replies are read
+  (no request is made here); a unit not asked yet gives no rows and one note;
 - each replay pair (a general question and the base model's own answer,
   `dlm.rows.replay`) -> one `TextRow(kind="replay")` rendered as a Q/A pair, last.
 """
@@ -50,6 +54,7 @@ class BuiltRows:
     walk: WalkResult
     probes: tuple[Probe, ...] = ()  # never trained on: scored by `dlm eval`
     synth_pairs: int = 0  # the `training.synth` training pairs among `rows`' text rows
+    teacher_pairs: int = 0  # the teacher's pairs among `rows`' text rows
 
 
 def instruction_messages(system_prompt: str | None, question: str, answer: str | None) -> list[dict]:
@@ -159,6 +164,9 @@ def build_rows(
             Probe(qa.question, qa.answer, keys, SYNTH_ORIGIN.format(path=fact.path, line=fact.line))
             for fact, qa, keys in drawn.probes
         )
+    teacher = teacher_rows(doc, walk.files, tokenizer)
+    text_rows += teacher.rows
+    walk.notes.extend(teacher.notes)
     for origin, question, answer in replay:
         full, prompt = render_instruction(tokenizer, fm.system_prompt, question, answer)
         text_rows.append(TextRow(kind="replay", text=full, prompt_text=prompt, origin=origin))
@@ -167,7 +175,46 @@ def build_rows(
         walk=walk,
         probes=tuple(probes),
         synth_pairs=len(drawn.train) if drawn is not None else 0,
+        teacher_pairs=len(teacher.rows),
     )
+
+
+@dataclass(frozen=True)
+class TeacherRows:
+    """The teacher's instruction rows of a document, and one note when units are unasked."""
+
+    rows: list[TextRow]
+    notes: list[str]
+
+
+def teacher_rows(doc: Document, files: Sequence[FileRow], tokenizer: Any) -> TeacherRows:
+    """The rows of the teacher's remembered pairs (module docstring); none without
+    `training.synth.teacher`. Reads remembered replies only, never the network."""
+    from dlm.rows.teacher import TEACHER_ORIGIN
+    from dlm.rows.teacherstore import document_units, teacher_entries
+
+    config = doc.frontmatter.training.synth.teacher
+    if config is None:
+        return TeacherRows([], [])
+    entries = teacher_entries(config, document_units(doc, files))
+    rows = []
+    for entry in entries:
+        for pair in entry.pairs:
+            full, prompt = render_instruction(tokenizer, doc.frontmatter.system_prompt, pair.question, pair.answer)
+            origin = TEACHER_ORIGIN.format(where=entry.unit.where)
+            rows.append(TextRow(kind="instruction", text=full, prompt_text=prompt, origin=origin))
+    return TeacherRows(rows, teacher_notes(doc, [e.unit.where for e in entries if e.reply is None]))
+
+
+def teacher_notes(doc: Document, unasked: Sequence[str]) -> list[str]:
+    """One line when `unasked` units (`file:line`) have no remembered reply yet."""
+    if not unasked:
+        return []
+    name = doc.path.name if doc.path else "DOC"
+    return [
+        f"training.synth.teacher: {len(unasked)} section(s) not asked yet (first {unasked[0]}), "
+        f"so they give no pairs; `dlm synth {name} --fetch` or `dlm train` asks them"
+    ]
 
 
 def asks_questions(doc: Document) -> bool:

@@ -156,6 +156,11 @@ def train_document(
 def _train_rank(doc: Document, store: Store, options: TrainOptions, sink: TrainSink, info: RankInfo) -> TrainReport:
     training = doc.frontmatter.training
     ref = resolve_base(doc)  # before the process group starts (see resolve_base)
+    if doc.frontmatter.training.synth.teacher is not None:
+        from dlm.rows.teacherstore import fill_teacher_cache
+
+        # one rank asks under the cache's file lock; the others find its replies
+        fill_teacher_cache(doc, on_ask=lambda unit: sink.on_note(f"asking the teacher about {unit.where}"))
     plan = make_plan(
         info.world_size, training.batch_size, training.gradient_accumulation_steps, "cuda" if _cuda() else "cpu"
     )
