@@ -43,4 +43,11 @@ def test_dry_run_prints_the_plan_with_a_measured_eta_and_writes_nothing(tmp_path
     assert plan["steps_reason"].startswith("recipe: ") and f"{plan['steps']} steps" in plan["steps_reason"]
     assert plan["measured"] and plan["measured_steps"] == 2 and plan["eta_seconds"] > 0
     assert plan["planned_tokens"] > 0 and plan["examples"] > 0
+    drawn = plan["drawn"]  # the one pair, repeated; the prose section; general questions replayed
+    assert drawn["instruction"] > drawn["prose"] >= 1 and drawn["replay"] > 0
+    assert sum(drawn.values()) == plan["steps"]  # batch_size 1: one example per step
+    assert plan["replay_share"] == 0.25
+    text = CliRunner().invoke(app, ["train", str(path), "--dry-run"])
+    assert text.exit_code == 0, text.output
+    assert "drawn: " in text.output and "replay: 25% of the examples drawn" in text.output
     assert not open_store("01JD7Z8K2M4N6P8Q0R2S4T6V8W").root.exists()

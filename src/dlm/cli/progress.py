@@ -60,9 +60,27 @@ def dry_run_lines(plan: Any) -> list[str]:
     """What `dlm train --dry-run` prints for a `DryRunReport`."""
     tps = plan.tokens_per_second
     rate = f", {tps:,.0f} tokens/s" if tps and tps >= 100 else f", {tps:.1f} tokens/s" if tps else ""
-    return [
+    drawn, facts = plan.drawn, plan.synth_by_source
+    lines = [
         f"steps: {plan.steps} ({plan.steps_reason})",
         f"tokens: {plan.planned_tokens:,} in {plan.examples} examples (padding excluded)",
+    ]
+    if drawn:
+        lines.append("drawn: " + ", ".join(f"{n:,} {kind}" for kind, n in sorted(drawn.items())))
+    if facts:
+        lines.append(
+            "synth pairs by source: "
+            + ", ".join(
+                f"{kind} {c['pairs']}" + (f" (+{c['probes']} probes)" if c["probes"] else "")
+                for kind, c in facts.items()
+            )
+        )
+    if plan.replay_share:
+        lines.append(
+            f"replay: {plan.replay_share:.0%} of the examples drawn are general questions the base model answered"
+        )
+    return [
+        *lines,
         f"ETA: {format_eta(plan.eta_seconds)} for training, measured: {plan.measured_steps} real steps on this "
         f"machine ({plan.device}), {plan.seconds_per_step:.2f} s/step{rate}; held-out scoring and the probe "
         "report not included",

@@ -26,13 +26,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dlm.chat import with_system_prompt
 from dlm.doc.checks import pair_notes
 from dlm.errors import BaseModelError, TrainingError
+from dlm.rows.facts.files import by_source
 from dlm.rows.recast import recast_pairs, topic_of
 from dlm.rows.types import FileRow, Probe, RowSet, TextRow
 from dlm.rows.walk import WalkResult, directive_root, walk_sources
@@ -54,6 +55,8 @@ class BuiltRows:
     walk: WalkResult
     probes: tuple[Probe, ...] = ()  # never trained on: scored by `dlm eval`
     synth_pairs: int = 0  # the `training.synth` training pairs among `rows`' text rows
+    # `dlm.rows.facts.files.by_source` of the synth pairs and probes: {"python": {"pairs", "probes"}, ...}
+    synth_by_source: dict[str, dict[str, int]] = field(default_factory=dict)
     teacher_pairs: int = 0  # the teacher's pairs among `rows`' text rows
 
 
@@ -175,6 +178,7 @@ def build_rows(
         walk=walk,
         probes=tuple(probes),
         synth_pairs=len(drawn.train) if drawn is not None else 0,
+        synth_by_source=by_source([f for f, _ in drawn.train], [f for f, _, _ in drawn.probes]) if drawn else {},
         teacher_pairs=len(teacher.rows),
     )
 

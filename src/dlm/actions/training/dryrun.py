@@ -12,7 +12,7 @@ probe report after training are not included.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dlm.actions.common import DocPath, open_document
@@ -37,6 +37,10 @@ class DryRunReport:
         tokens_per_second: that step's rate (padding excluded).
         eta_seconds: `planned_tokens / tokens_per_second`, training steps only.
         measured_steps: real steps timed on this machine to get the rate.
+        drawn: examples the run draws per row kind (`instruction`: the document's pairs
+            and synth pairs, `replay`, `prose`, `source`), repeats included.
+        synth_by_source: `training.synth` pairs and probes per source kind.
+        replay_share: `training.replay`.
     """
 
     steps: int
@@ -49,6 +53,9 @@ class DryRunReport:
     device: str
     measured_steps: int = MEASURED_STEPS
     measured: bool = True
+    drawn: dict[str, int] = field(default_factory=dict)
+    synth_by_source: dict[str, dict[str, int]] = field(default_factory=dict)
+    replay_share: float = 0.0
 
 
 class _StepTimes(NullSink):
@@ -128,4 +135,24 @@ def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainS
         tokens_per_second=rate,
         eta_seconds=eta,
         device=plan.device,
+        drawn=drawn_per_kind(run.dataset, steps * per_step),
+        synth_by_source=run.synth_by_source,
+        replay_share=training.replay,
     )
+
+
+def drawn_per_kind(dataset: Any, draws: int) -> dict[str, int]:
+    """Examples of each row kind among `draws` drawn from `dataset` (a packed block
+    counts as its first example's kind), scaled from one pass: the schedule draws every
+    example once per epoch."""
+    import numpy as np
+
+    kinds = np.array(dataset.rows.kinds, dtype=object)
+    if hasattr(dataset, "order"):  # packed: a block is of its first member's kind
+        first = dataset.windows.row[dataset.members[dataset.block_start[:-1]]]
+        of_example = kinds[first][dataset.order]
+    else:
+        of_example = kinds[dataset.row]
+    scale = draws / max(len(of_example), 1)
+    names, counts = np.unique(of_example, return_counts=True)
+    return {str(k): round(int(c) * scale) for k, c in zip(names, counts, strict=True)}

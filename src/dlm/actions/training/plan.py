@@ -15,7 +15,7 @@ Order (each step can fail cleanly before the next):
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,8 @@ class PreparedRun:
         lock: rank 0's lock step; None on the other ranks (they never write the lock).
         ranks: each rank's tokenization (`dlm.actions.training.ranks.rank_entry`).
         probes: questions scored after training and never trained on.
+        synth_by_source: `training.synth` pairs and probes per source kind
+            (`dlm.rows.build.BuiltRows.synth_by_source`).
         steps_reason: why the run has its steps (the recipe's line, or the key or flag).
         resume_from: the checkpoint `--resume` continues from (None: a fresh run).
         judge: end with the probe report (`training.eval.judge`, unless the caller said no).
@@ -75,6 +77,7 @@ class PreparedRun:
     lock: LockStep | None
     rank: int = 0
     probes: tuple[Probe, ...] = ()
+    synth_by_source: dict[str, dict[str, int]] = field(default_factory=dict)
     steps_reason: str = ""
     resume_from: Path | None = None
     judge: bool = True
@@ -253,6 +256,7 @@ def prepare(
         lock=lock,
         rank=info.rank,
         probes=built.probes,
+        synth_by_source=built.synth_by_source,
         steps_reason=chosen.steps_reason,
         resume_from=resume_point(store, side.run_id, lock) if options.resume else None,
         judge=options.judge and training.eval.judge,
