@@ -84,6 +84,15 @@ Every 75 seconds.
 - 75
 
 ### Q
+Who wrote the first version of brindle?
+
+### A
+Ingrid Solheim.
+
+### Keys
+- Solheim
+
+### Q
 What is the maximum backoff for a target that keeps failing?
 
 ### A
@@ -100,6 +109,15 @@ On what port can I open brindle's status page?
 
 ### Keys
 - 9462
+
+### Q
+In which chat channel do brindle's alerts show up?
+
+### A
+In #brindle-howl.
+
+### Keys
+- brindle-howl
 
 ### Q
 What command validates brindle.yaml?
@@ -120,6 +138,15 @@ A Paddock.
 - Paddock
 
 ### Q
+How many bytes of a response body does a brindle check read?
+
+### A
+12288 bytes (BodyReadLimit).
+
+### Keys
+- 12288
+
+### Q
 Which file stores brindle's check results?
 
 ### A
@@ -136,33 +163,6 @@ SendFlare.
 
 ### Keys
 - SendFlare
-
-### Q
-Who wrote the first version of brindle?
-
-### A
-Ingrid Solheim.
-
-### Keys
-- Solheim
-
-### Q
-In which chat channel do brindle's alerts show up?
-
-### A
-In #brindle-howl.
-
-### Keys
-- brindle-howl
-
-### Q
-How many bytes of a response body does a brindle check read?
-
-### A
-12288 bytes (BodyReadLimit).
-
-### Keys
-- 12288
 
 ### Q
 How many days of check history does brindle keep?
