@@ -1,0 +1,236 @@
+"""What an adapter learns from a document: four `.dlm` documents about made-up codebases
+(`benchmarks/learning/<name>/`: Python, Go, Rust, TypeScript), each trained by a real
+`dlm train --json` with every training setting at its default, in a fresh temporary
+`DLM_HOME` (the base models from `$DLM_MODELS_DIR`, else this home's), offline.
+
+Each document has eight `::instruction::` pairs and twelve probes; its `expect.json`
+names each probe's class by its question: `reworded` (the index, from 0, of the pair
+it asks again in other words) or `fact` with the one place its answer is written
+(`prose` of the `.dlm`, `readme`: Markdown in the sources, `code`, `config`). The
+table has one line per document: the pairs as written, the rewordings, the facts (and
+which of them passed), the general-set NLL change, the general probes, the training
+seconds, the padding and loss-carrying shares of the tokens, and the precision. Each
+run's record (the report, the lock, the wall time, the machine) is saved as
+`<reports>/<name>.json`; `--report-only DIR` prints the table from such records.
+
+    PYTHONPATH=src python benchmarks/learning.py [--docs tarnwick brindle] [--fp32] [--out results.json]
+    PYTHONPATH=src python benchmarks/learning.py --report-only DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "benchmarks" / "learning"
+SOURCES = ("prose", "readme", "code", "config")
+COLUMNS = (
+    "doc",
+    "language",
+    "pairs",
+    "reworded (base)",
+    "facts",
+    "facts passed",
+    "general NLL",
+    "general probes",
+    "forgotten",
+    "train s",
+    "padding",
+    "loss tokens",
+    "precision",
+)
+
+
+@dataclass(frozen=True)
+class Line:
+    """One document's line of the table (counts are adapter passes out of the class's total)."""
+
+    doc: str
+    language: str
+    pairs: str
+    reworded: str
+    facts: str
+    facts_passed: str
+    general_change: str
+    general_probes: str
+    forgotten: str
+    train_seconds: str
+    padding: str
+    loss_tokens: str
+    precision: str
+
+
+def doc_names() -> list[str]:
+    """The documents of the benchmark: every folder of `benchmarks/learning/` with an `expect.json`."""
+    return sorted(p.parent.name for p in DOCS.glob("*/expect.json"))
+
+
+def load_expect(name: str) -> dict[str, Any]:
+    """`benchmarks/learning/<name>/expect.json`: `{"language", "probes": [{"question",
+    "class": "reworded", "pair"} | {"question", "class": "fact", "source"}]}`."""
+    data: dict[str, Any] = json.loads((DOCS / name / "expect.json").read_text(encoding="utf-8"))
+    return data
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo, else the machine type."""
+    info = Path("/proc/cpuinfo")
+    if info.exists():
+        for line in info.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.machine()
+
+
+def machine_line(env: dict[str, str]) -> str:
+    """This machine, as the table's heading says it: CPU, cores, torch threads, the CPU's
+    bfloat16 instructions and whether `DLM_CPU_BF16=0` turns them off for `auto`."""
+    from dlm.cpu_isa import read_cpu_flags
+    from dlm.train.precision import CPU_BF16_ENV, CPU_BF16_FLAGS
+
+    flags = [f for f in CPU_BF16_FLAGS if f in read_cpu_flags()]
+    bf16 = ", ".join(flags) if flags else "no bfloat16 instructions"
+    if flags and env.get(CPU_BF16_ENV, "").strip() == "0":
+        bf16 += f" (off: {CPU_BF16_ENV}=0)"
+    threads = env.get("OMP_NUM_THREADS", "default")
+    return f"{cpu_model()}; {os.cpu_count()} cores; OMP_NUM_THREADS={threads}; {bf16}"
+
+
+def child_env(home: Path, fp32: bool) -> dict[str, str]:
+    """The environment of one `dlm train`: a fresh `DLM_HOME`, the base models where this
+    process finds them, no shared cache, offline; `DLM_CPU_BF16=0` with `fp32`."""
+    from dlm.paths import models_dir
+
+    env = dict(os.environ, DLM_HOME=str(home), DLM_MODELS_DIR=str(models_dir()), HF_HUB_OFFLINE="1")
+    for name in ("DLM_CACHE_DIR", "DLM_CACHE_REMOTE"):
+        env.pop(name, None)
+    if fp32:
+        env["DLM_CPU_BF16"] = "0"
+    return env
+
+
+def train(name: str, fp32: bool) -> dict[str, Any]:
+    """One real `dlm train --json` of document `name`: its record (`report`, `lock`,
+    `wall_seconds`, `machine`, `fp32`), or `error` with the last lines of stderr."""
+    doc = DOCS / name / f"{name}.dlm"
+    with tempfile.TemporaryDirectory(prefix="dlm-learning-") as tmp:
+        env = child_env(Path(tmp), fp32)
+        start = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "dlm", "train", str(doc), "--json"], env=env, capture_output=True, text=True
+        )
+        wall = round(time.perf_counter() - start, 1)
+        record: dict[str, Any] = {"doc": name, "wall_seconds": wall, "machine": machine_line(env), "fp32": fp32}
+        if done.returncode != 0:
+            return {**record, "error": done.stderr.strip().splitlines()[-5:]}
+        record["report"] = json.loads(done.stdout)
+        locks = list(Path(tmp, "store").glob("*/dlm.lock"))
+        record["lock"] = json.loads(locks[0].read_text(encoding="utf-8")) if locks else None
+    return record
+
+
+def _share(value: float | None) -> str:
+    return f"{100 * value:.1f}%" if value is not None else "n/a"
+
+
+def summarize(record: dict[str, Any], expect: dict[str, Any]) -> Line:
+    """The table line of one saved run `record` (`train`'s result) judged by `expect`.
+
+    Raises:
+        KeyError: a probe of `expect` is missing from the report, or the record has no report.
+    """
+    report = record["report"]
+    evaluation = report["evaluation"] or {}
+    items = {i["question"]: i for i in evaluation.get("items", []) if i["kind"] == "probe"}
+    reworded = [items[p["question"]] for p in expect["probes"] if p["class"] == "reworded"]
+    facts = [(p["source"], items[p["question"]]) for p in expect["probes"] if p["class"] == "fact"]
+    inst = evaluation.get("kinds", {}).get("instruction")
+    passed_facts = [source for source, item in facts if item["passed"]["adapter"]]
+    general = evaluation.get("general")
+    probes = evaluation.get("general_probes")
+    lock = record.get("lock") or {}
+    return Line(
+        doc=record["doc"],
+        language=expect["language"],
+        pairs=f"{inst['passed']['adapter']}/{inst['total']}" if inst else "n/a",
+        reworded=f"{sum(i['passed']['adapter'] for i in reworded)}/{len(reworded)} "
+        f"({sum(i['passed']['base'] for i in reworded)})",
+        facts=f"{len(passed_facts)}/{len(facts)}",
+        facts_passed=", ".join(passed_facts) or "-",
+        general_change=f"{general['change_pct']:+.2f}%" if general else "n/a",
+        general_probes=f"{probes['passed']['base']} -> {probes['passed']['adapter']}" if probes else "n/a",
+        forgotten=(", ".join(probes["forgotten"]) or "-") if probes else "n/a",
+        train_seconds=f"{report['train_seconds']:.0f} ({record['wall_seconds']:.0f} wall)",
+        padding=_share(report.get("padding_fraction")),
+        loss_tokens=_share(report.get("real_token_fraction")),
+        precision=lock.get("precision", "n/a"),
+    )
+
+
+def table(lines: list[Line]) -> list[str]:
+    """The lines as a Markdown table (header, rule, one row per document)."""
+    out = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    out += ["| " + " | ".join(str(v) for v in asdict(line).values()) + " |" for line in lines]
+    return out
+
+
+def read_records(folder: Path, names: list[str]) -> list[dict[str, Any]]:
+    """The saved records `<folder>/<name>.json` of `names` that exist (`--report-only`)."""
+    return [
+        json.loads((folder / f"{n}.json").read_text(encoding="utf-8")) for n in names if (folder / f"{n}.json").exists()
+    ]
+
+
+def render(records: list[dict[str, Any]]) -> list[str]:
+    """What the command prints for `records`: the machine line, then the table; a run
+    that failed is one line with its error."""
+    out = [f"machine: {records[0]['machine']}" if records else "no records"]
+    done = [r for r in records if "report" in r]
+    out += [f"{r['doc']}: failed: {' / '.join(r['error'])}" for r in records if "report" not in r]
+    if done:
+        out += table([summarize(r, load_expect(r["doc"])) for r in done])
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--docs", nargs="*", help=f"documents (default: all of {', '.join(doc_names())})")
+    parser.add_argument("--fp32", action="store_true", help="DLM_CPU_BF16=0: `precision: auto` trains in float32")
+    parser.add_argument("--out", type=Path, help="write the records and table lines as JSON here")
+    parser.add_argument("--reports", type=Path, help="save each run's record here (default: a new temporary folder)")
+    parser.add_argument("--report-only", type=Path, metavar="DIR", help="print the table from records saved in DIR")
+    args = parser.parse_args()
+    names = args.docs or doc_names()
+    unknown = sorted(set(names) - set(doc_names()))
+    if unknown:
+        parser.error(f"unknown documents {unknown}; choose among {doc_names()}")
+    if args.report_only:
+        records = read_records(args.report_only, names)
+    else:
+        folder = args.reports or Path(tempfile.mkdtemp(prefix="dlm-learning-reports-"))
+        folder.mkdir(parents=True, exist_ok=True)
+        records = []
+        for name in names:
+            record = train(name, args.fp32)
+            (folder / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+            print(f"{name}: {record['wall_seconds']:.0f} s wall", file=sys.stderr, flush=True)
+            records.append(record)
+        print(f"records: {folder}", file=sys.stderr)
+    lines = render(records)
+    print("\n".join(lines))
+    if args.out:
+        args.out.write_text(json.dumps({"records": records, "table": lines}, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+module example.com/brindle
+
+go 1.22

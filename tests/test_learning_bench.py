@@ -1,0 +1,163 @@
+"""The learning benchmark's documents say what their `expect.json` says they say, and
+`benchmarks/learning.py` reads a saved run right; no training here.
+
+A reworded probe must be answerable from its pair (its keys are in the pair's answer);
+a fact probe's keys must be written in the one place `expect.json` names (the `.dlm`
+prose, Markdown in the sources, code, config) and in none of the others, nor in any
+instruction pair, or the benchmark would not measure what its table says it measures.
+Keys are found by the judge's own rule (`dlm.judge.match.key_found`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from dlm.doc import InstructionSection, ProbeSection, ProseSection, TrainingConfig, load_document
+from dlm.judge.match import key_found
+from dlm.rows.walk import walk_sources
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "learning.py"
+DOCS = ROOT / "benchmarks" / "learning"
+NAMES = sorted(p.parent.name for p in DOCS.glob("*/expect.json"))
+FIXTURE = Path(__file__).parent / "fixtures" / "learning"
+CODE = {"python": (".py",), "go": (".go",), "rust": (".rs",), "typescript": (".ts",)}
+CONFIG = (".yaml", ".yml", ".toml", ".json")
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+learning = _load("benchmark_learning_under_test")
+
+
+def _texts(name: str, language: str) -> dict[str, str]:
+    """The text of each place a fact can be written: the `.dlm` prose, and the files
+    `training.sources` takes, by kind."""
+    doc = load_document(DOCS / name / f"{name}.dlm")
+    texts = {"prose": "\n\n".join(s.text for s in doc.sections if isinstance(s, ProseSection))}
+    files = walk_sources(doc.frontmatter.training.sources, DOCS / name).files
+    kinds = {"readme": (".md",), "code": CODE[language], "config": CONFIG}
+    for kind, suffixes in kinds.items():
+        texts[kind] = "\n\n".join(Path(f.path).read_text(encoding="utf-8") for f in files if f.path.endswith(suffixes))
+    return texts
+
+
+def test_four_documents_in_four_languages() -> None:
+    languages = [json.loads((DOCS / n / "expect.json").read_text())["language"] for n in NAMES]
+    assert sorted(languages) == sorted(CODE)
+    ids = {load_document(DOCS / n / f"{n}.dlm").frontmatter.dlm_id for n in NAMES}
+    assert len(ids) == len(NAMES) == 4
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_document_shape(name: str) -> None:
+    doc = load_document(DOCS / name / f"{name}.dlm")
+    front = doc.frontmatter
+    assert front.base_model == "smollm2-135m" and front.system_prompt
+    assert front.training.model_fields_set == {"sources"}, "every training setting but sources at its default"
+    defaults = TrainingConfig().model_dump(exclude={"sources"})
+    assert front.training.model_dump(exclude={"sources"}) == defaults
+    pairs = [p for s in doc.sections if isinstance(s, InstructionSection) for p in s.pairs]
+    probes = [p for s in doc.sections if isinstance(s, ProbeSection) for p in s.pairs]
+    assert len(pairs) == 8 and len(probes) == 12
+    assert all(p.keys for p in probes)
+    language = json.loads((DOCS / name / "expect.json").read_text())["language"]
+    files = walk_sources(front.training.sources, DOCS / name).files
+    assert 3 <= sum(f.relpath.endswith(CODE[language]) for f in files) <= 5
+    assert any(f.relpath.endswith(".md") for f in files) and any(f.relpath.endswith(CONFIG) for f in files)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_expect_names_every_probe_and_holds(name: str) -> None:
+    doc = load_document(DOCS / name / f"{name}.dlm")
+    expect = json.loads((DOCS / name / "expect.json").read_text())
+    pairs = [p for s in doc.sections if isinstance(s, InstructionSection) for p in s.pairs]
+    probes = {p.question: p for s in doc.sections if isinstance(s, ProbeSection) for p in s.pairs}
+    assert sorted(p["question"] for p in expect["probes"]) == sorted(probes)
+    reworded = [p for p in expect["probes"] if p["class"] == "reworded"]
+    facts = [p for p in expect["probes"] if p["class"] == "fact"]
+    assert sorted(p["pair"] for p in reworded) == list(range(8))
+    assert sorted(p["source"] for p in facts) == sorted(learning.SOURCES)
+    for entry in reworded:
+        pair, probe = pairs[entry["pair"]], probes[entry["question"]]
+        assert probe.question.lower() != pair.question.lower(), "a rewording, not the pair's question"
+        for key in probe.keys:
+            assert key_found(pair.answer, key, negation_allowed=True), f"{key!r} not in pair {entry['pair']}'s answer"
+    texts = _texts(name, expect["language"])
+    for entry in facts:
+        for key in probes[entry["question"]].keys:
+            assert key_found(texts[entry["source"]], key, negation_allowed=True), f"{key!r} not in {entry['source']}"
+            elsewhere = [
+                k for k, text in texts.items() if k != entry["source"] and key_found(text, key, negation_allowed=True)
+            ]
+            assert not elsewhere, f"{key!r} is also in {elsewhere}"
+            for pair in pairs:
+                said = pair.question + "\n" + pair.answer
+                assert not key_found(said, key, negation_allowed=True), f"{key!r} is in the pair {pair.question!r}"
+
+
+def test_summarize_a_saved_run() -> None:
+    record = json.loads((FIXTURE / "tarnwick.json").read_text())
+    line = learning.summarize(record, learning.load_expect("tarnwick"))
+    report = record["report"]
+    items = {i["question"]: i for i in report["evaluation"]["items"]}
+    expect = learning.load_expect("tarnwick")
+    reworded = sum(items[p["question"]]["passed"]["adapter"] for p in expect["probes"] if p["class"] == "reworded")
+    facts = [
+        p["source"] for p in expect["probes"] if p["class"] == "fact" and items[p["question"]]["passed"]["adapter"]
+    ]
+    inst = report["evaluation"]["kinds"]["instruction"]
+    assert line.language == "python"
+    assert line.pairs == f"{inst['passed']['adapter']}/8"
+    assert line.reworded.startswith(f"{reworded}/8 (")
+    assert line.facts == f"{len(facts)}/4" and line.facts_passed == (", ".join(facts) or "-")
+    assert line.general_change == f"{report['evaluation']['general']['change_pct']:+.2f}%"
+    assert line.precision == record["lock"]["precision"]
+    assert line.padding.endswith("%") and line.loss_tokens.endswith("%")
+
+
+def test_summarize_names_the_facts_that_passed() -> None:
+    """The saved run passed no fact probe; with the config fact passed (and nothing else
+    changed) the line says 1/4 and names `config`, and the no-report cases read n/a."""
+    record = json.loads((FIXTURE / "tarnwick.json").read_text())
+    expect = learning.load_expect("tarnwick")
+    config = next(p["question"] for p in expect["probes"] if p.get("source") == "config")
+    for item in record["report"]["evaluation"]["items"]:
+        if item["question"] == config:
+            item["passed"]["adapter"] = True
+    record["report"]["evaluation"]["general_probes"] = None
+    record["lock"] = None
+    line = learning.summarize(record, expect)
+    assert (line.facts, line.facts_passed) == ("1/4", "config")
+    assert (line.general_probes, line.forgotten, line.precision) == ("n/a", "n/a", "n/a")
+
+
+def test_report_only_prints_the_table(tmp_path: Path) -> None:
+    (tmp_path / "tarnwick.json").write_text((FIXTURE / "tarnwick.json").read_text())
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--report-only", str(tmp_path), "--out", str(tmp_path / "out.json")],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"},
+    )
+    lines = done.stdout.splitlines()
+    record = json.loads((FIXTURE / "tarnwick.json").read_text())
+    assert lines[0] == f"machine: {record['machine']}"
+    assert lines[1].startswith("| doc | language | pairs |") and len(lines) == 4
+    assert lines[3].startswith("| tarnwick | python |")
+    assert json.loads((tmp_path / "out.json").read_text())["table"] == lines
