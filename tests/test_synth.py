@@ -423,44 +423,40 @@ def _constants_tree(root: Path, files: int, constants_per_file: int) -> list[Fil
     return file_rows(root)
 
 
-def test_auto_states_a_small_codebases_constants_once_each(tmp_path: Path):
+def test_auto_states_where_names_live_and_constants_values_in_several_phrasings(tmp_path: Path):
     from dlm.doc.schema import SynthConfig
-    from dlm.rows.build import drawn_synth
+    from dlm.rows.build import AUTO_SYNTH, drawn_synth
 
     files = _constants_tree(tmp_path, files=3, constants_per_file=2)
-    drawn = drawn_synth(SynthConfig(), files, has_questions=True)
-    assert drawn is not None and drawn.probes == []
-    assert sorted(qa.question for _, qa in drawn.train) == sorted(
-        f"What is the value of `LIMIT_{i}_{k}` in `mod{i}.py`?" for i in range(3) for k in range(2)
-    )
-    assert {fact.kind for fact, _ in drawn.train} == {"value"}  # no where/purpose/signature pairs
-    # the same tree under `enabled: true` draws every kind at the configured phrasings
-    full = drawn_synth(SynthConfig(enabled=True), files, has_questions=True)
-    assert full is not None and len(full.train) + len(full.probes) > len(drawn.train)
-    assert drawn_synth(SynthConfig(enabled=False), files, has_questions=True) is None
+    drawn = drawn_synth(SynthConfig(), files)
+    assert drawn is not None and drawn.probes == []  # the document's own probes judge
+    values = {qa.question for fact, qa in drawn.train if fact.kind == "value"}
+    assert {f"What is the value of `LIMIT_{i}_{k}` in `mod{i}.py`?" for i in range(3) for k in range(2)} <= values
+    assert len(values) == 6 * SynthConfig().phrasings
+    assert {fact.kind for fact, _ in drawn.train} <= set(AUTO_SYNTH.kinds)  # no purpose or signature pairs
+    # the same tree under `enabled: true` draws every kind
+    full = drawn_synth(SynthConfig(enabled=True), files)
+    assert full is not None and {f.kind for f, _ in full.train} > {f.kind for f, _ in drawn.train}
+    assert drawn_synth(SynthConfig(enabled=False), files) is None
 
 
-def test_auto_draws_nothing_without_questions_or_past_its_bounds(tmp_path: Path, monkeypatch):
+def test_auto_samples_past_its_fact_bound_and_skips_a_large_tree(tmp_path: Path, monkeypatch):
     from dlm.doc.schema import SynthConfig
     from dlm.rows import build
     from dlm.rows.build import AUTO_SYNTH, drawn_synth
 
-    small = tmp_path / "small"
-    small.mkdir()
-    files = _constants_tree(small, files=2, constants_per_file=1)
-    assert drawn_synth(SynthConfig(), files, has_questions=False) is None
     many_constants = tmp_path / "constants"
     many_constants.mkdir()
-    crowded = _constants_tree(many_constants, files=1, constants_per_file=AUTO_SYNTH.max_facts + 1)
-    assert drawn_synth(SynthConfig(), crowded, has_questions=True) is None
-    at_bound = _constants_tree(tmp_path / "constants", files=1, constants_per_file=AUTO_SYNTH.max_facts)
-    assert drawn_synth(SynthConfig(), at_bound, has_questions=True) is not None
+    crowded = _constants_tree(many_constants, files=1, constants_per_file=AUTO_SYNTH.max_facts)
+    drawn = drawn_synth(SynthConfig(), crowded)
+    assert drawn is not None
+    assert len({(f.kind, f.name) for f, _ in drawn.train}) == AUTO_SYNTH.max_facts  # a sample, not all
     # a large tree is not parsed at all
     big = tmp_path / "big"
     big.mkdir()
     tree = _constants_tree(big, files=AUTO_SYNTH.max_files + 1, constants_per_file=0)
     monkeypatch.setattr(build, "synth_set", lambda *a, **k: pytest.fail("parsed a tree past max_files"))
-    assert drawn_synth(SynthConfig(), tree, has_questions=True) is None
+    assert drawn_synth(SynthConfig(), tree) is None
 
 
 def test_a_constant_bound_twice_is_what_its_last_binding_says():

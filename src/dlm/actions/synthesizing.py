@@ -15,7 +15,7 @@ from typing import Literal
 
 from dlm.actions.common import DocPath, doc_dir
 from dlm.doc import load_document
-from dlm.rows.build import asks_questions, document_facts, drawn_synth
+from dlm.rows.build import document_facts, drawn_synth
 from dlm.rows.teacher import TeacherUnit
 from dlm.rows.teacherstore import document_units, fill_teacher_cache, teacher_entries
 from dlm.rows.walk import walk_sources
@@ -86,7 +86,7 @@ def synth_listing(
     doc = load_document(Path(path))
     fm = doc.frontmatter
     walk = walk_sources(fm.training.sources, doc_dir(doc) or Path.cwd(), doc_name=str(doc.path))
-    drawn = drawn_synth(fm.training.synth, walk.files, asks_questions(doc), document_facts(doc))
+    drawn = drawn_synth(fm.training.synth, walk.files, document_facts(doc))
     synth: dict[str, SynthUnitView] = {}
     if drawn is not None:
         for fact, qa in drawn.train:

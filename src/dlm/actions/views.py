@@ -15,7 +15,7 @@ from dlm.doc import Document
 from dlm.doc.checks import pair_notes
 from dlm.errors import UsageError
 from dlm.metrics import MetricsDB
-from dlm.rows.build import asks_questions, document_facts, drawn_synth, teacher_notes
+from dlm.rows.build import document_facts, drawn_synth, teacher_notes
 from dlm.rows.facts.files import by_source
 from dlm.rows.teacherstore import document_units, teacher_entries
 from dlm.rows.walk import walk_sources
@@ -30,7 +30,7 @@ def _rows_by_kind(doc: Document) -> tuple[dict[str, Any], list[str]]:
     pairs = sum(len(s.pairs) for s in doc.sections if isinstance(s, InstructionSection))
     base_dir = doc_dir(doc) or Path.cwd()
     walk = walk_sources(doc.frontmatter.training.sources, base_dir, doc_name=str(doc.path))
-    drawn = drawn_synth(doc.frontmatter.training.synth, walk.files, asks_questions(doc), document_facts(doc))
+    drawn = drawn_synth(doc.frontmatter.training.synth, walk.files, document_facts(doc))
     synth_pairs, synth_probes = (len(drawn.train), len(drawn.probes)) if drawn is not None else (0, 0)
     teacher = doc.frontmatter.training.synth.teacher
     entries = teacher_entries(teacher, document_units(doc, walk.files)) if teacher is not None else []

@@ -92,7 +92,7 @@ def format_kind_losses(losses: dict[str, float] | None) -> str:
     if not losses:
         return ""
     return "  ".join(
-        f"{kind} {losses[kind]:.2f}" for kind in ("instruction", "prose", "source", "replay") if kind in losses
+        f"{kind} {losses[kind]:.2f}" for kind in ("instruction", "synth", "prose", "source", "replay") if kind in losses
     )
 
 

@@ -228,7 +228,7 @@ def render_report(report: Any) -> None:
     tok = report.tokenization
     console.print(
         f"rows: {report.rows['prose']} prose, {report.rows['instruction']} instruction, "
-        f"{report.rows['source']} source files, {report.rows.get('replay', 0)} replay "
+        f"{report.rows['source']} source files, {report.rows.get('synth', 0)} synth, {report.rows.get('replay', 0)} replay "
         f"(skipped: {skips_text(report.files_skipped)})"
     )
     if report.lossy_files:

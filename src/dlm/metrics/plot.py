@@ -22,7 +22,7 @@ from dlm.atomic import atomic_write_bytes
 
 SMOOTHING = 0.8
 WIDTH_IN, HEIGHT_IN, DPI = 11.0, 4.2, 100
-KIND_STYLES = {"prose": ":", "instruction": "-.", "source": (0, (5, 2)), "replay": (0, (1, 3))}
+KIND_STYLES = {"prose": ":", "instruction": "-.", "source": (0, (5, 2)), "synth": "--", "replay": (0, (1, 3))}
 
 
 def ema(values: list[float], weight: float = SMOOTHING) -> list[float]:

@@ -13,10 +13,11 @@
   (code, prose, config: `dlm.rows.facts`) and from the document's own prose sections
   and answers (`document_facts`) -> one `TextRow(kind="instruction")` rendered as a
   Q/A pair, origin `relpath:line (synth)` (a document fact: `<doc name>:line
-  (synth)`), after the document's own rows; the facts held out by `probe_share` ->
+  (synth)`), after the document's own rows (kind `synth`; a phrasing two facts share,
+  such as a sentence's subject asked about, once); the facts held out by `probe_share` ->
   `BuiltRows.probes`, never rows;
 - with `training.synth.teacher`, each kept pair of each remembered teacher reply
-  (`dlm.rows.teacher`, `dlm.rows.teacherstore`) -> one `TextRow(kind="instruction")`,
+  (`dlm.rows.teacher`, `dlm.rows.teacherstore`) -> one `TextRow(kind="synth")`,
   origin `path:line (teacher)`, after the synth rows. Only remembered replies are read
   (no request is made here); a unit not asked yet gives no rows and one note;
 - each replay pair (a general question and the base model's own answer,
@@ -156,13 +157,17 @@ def build_rows(
     base_dir = doc.path.parent if doc.path else Path.cwd()
     walk = walk_sources(fm.training.sources, base_dir, strict=strict, doc_name=name)
     walk.notes.extend(pair_notes(doc))  # printed with the walk's own notes
-    drawn = drawn_synth(fm.training.synth, walk.files, asks_questions(doc), document_facts(doc))
+    drawn = drawn_synth(fm.training.synth, walk.files, document_facts(doc))
     if drawn is not None:
         walk.notes.extend(drawn.notes)  # printed with the walk's own notes
+        seen: set[str] = set()
         for fact, qa in drawn.train:
             full, prompt = render_instruction(tokenizer, fm.system_prompt, qa.question, qa.answer)
+            if full in seen:  # facts of one sentence share its subject's phrasing: trained once
+                continue
+            seen.add(full)
             origin = SYNTH_ORIGIN.format(path=fact.path, line=fact.line)
-            text_rows.append(TextRow(kind="instruction", text=full, prompt_text=prompt, origin=origin))
+            text_rows.append(TextRow(kind="synth", text=full, prompt_text=prompt, origin=origin))
         probes.extend(
             Probe(qa.question, qa.answer, keys, SYNTH_ORIGIN.format(path=fact.path, line=fact.line))
             for fact, qa, keys in drawn.probes
@@ -206,7 +211,7 @@ def teacher_rows(doc: Document, files: Sequence[FileRow], tokenizer: Any) -> Tea
         for pair in entry.pairs:
             full, prompt = render_instruction(tokenizer, doc.frontmatter.system_prompt, pair.question, pair.answer)
             origin = TEACHER_ORIGIN.format(where=entry.unit.where)
-            rows.append(TextRow(kind="instruction", text=full, prompt_text=prompt, origin=origin))
+            rows.append(TextRow(kind="synth", text=full, prompt_text=prompt, origin=origin))
     return TeacherRows(rows, teacher_notes(doc, [e.unit.where for e in entries if e.reply is None]))
 
 
@@ -219,13 +224,6 @@ def teacher_notes(doc: Document, unasked: Sequence[str]) -> list[str]:
         f"training.synth.teacher: {len(unasked)} section(s) not asked yet (first {unasked[0]}), "
         f"so they give no pairs; `dlm synth {name} --fetch` or `dlm train` asks them"
     ]
-
-
-def asks_questions(doc: Document) -> bool:
-    """Whether `doc` has `::instruction::` or `::probe::` sections (what `auto` synth needs)."""
-    from dlm.doc import InstructionSection, ProbeSection
-
-    return any(isinstance(s, InstructionSection | ProbeSection) for s in doc.sections)
 
 
 def document_facts(doc: Document) -> list[Fact]:
@@ -251,46 +249,48 @@ class AutoSynth:
     """What `training.synth.enabled: auto` draws, and when.
 
     The Q/A pairs a document asks about are learned from the pairs themselves; a fact
-    that sits only in the code is not. Stating each constant's value once as a pair
-    (`What is the value of `JOURNAL_ROTATE_MB` in `ferry/storage.py`?`), seen as often as
-    the document's own pairs, teaches some code facts and more paraphrases for more
-    steps; every other kind and phrasing multiplies the pairs, and so the steps
-    (docs/benchmarks.md, "Recipe sweep"). A large
-    tree's constants would crowd out the document's own pairs within a budget, so
-    `auto` stays off beyond `max_files` code files (Python and the languages of
-    `dlm.rows.facts.code_ts`; the tree is not parsed then) or
-    `max_facts` values, and without `::instruction::` or `::probe::` sections.
+    that sits only in prose, a README, a config file or the code is not, unless it is
+    stated as pairs too, in several phrasings (Allen-Zhu & Li, "Physics of Language
+    Models 3.1": a fact seen in one phrasing is rarely extractable by a question, in
+    several it is). So `auto` draws the facts a user asks about and an offline rule
+    states well: statements of the document's prose and the sources' Markdown and
+    text (`statement`), config values (`setting`), and where each public name is
+    defined and each constant's value (`where`, `value`), `phrasings` each, none held
+    out (the document's own probes judge). A docstring's first sentence and a
+    signature are long answers, asked less, and left to `enabled: true`. Every fact
+    costs steps, so a tree of more than `max_files` code files gets none (it is not
+    parsed), and beyond `max_facts` facts a hash-chosen sample of that many is kept.
     """
 
     max_files: int = 64
-    max_facts: int = 16
+    max_facts: int = 48
+    kinds: tuple[str, ...] = ("where", "value", "statement", "setting")
 
 
 AUTO_SYNTH = AutoSynth()
 
 
-def drawn_synth(
-    config: SynthConfig, files: Sequence[FileRow], has_questions: bool, document: Sequence[Fact] = ()
-) -> SynthSet | None:
+def drawn_synth(config: SynthConfig, files: Sequence[FileRow], document: Sequence[Fact] = ()) -> SynthSet | None:
     """The synth pairs and probes a run trains on and scores, or None when it draws none:
     `enabled: false`, or `auto` outside `AUTO_SYNTH`'s bounds.
 
     Args:
         files: the walk's file rows (those a reader takes are read: `dlm.rows.facts.files`).
-        has_questions: the document has instruction pairs or probes.
         document: the document's own facts (`document_facts`).
     """
     from dlm.rows.facts.files import CODE_KINDS, source_kind
 
     if config.enabled is True:
         return synth_set(config, files, document=document)
-    if config.enabled is False or not has_questions:
+    if config.enabled is False:
         return None
     if sum(source_kind(f.relpath) in CODE_KINDS for f in files) > AUTO_SYNTH.max_files:
         return None
-    auto = config.model_copy(update={"kinds": ["value"], "phrasings": 1, "probe_share": 0.0, "max_facts": None})
+    auto = config.model_copy(
+        update={"kinds": list(AUTO_SYNTH.kinds), "probe_share": 0.0, "max_facts": AUTO_SYNTH.max_facts}
+    )
     drawn = synth_set(auto, files, document=document)
-    return drawn if 0 < len(drawn.train) <= AUTO_SYNTH.max_facts else None
+    return drawn if drawn.train else None
 
 
 def synth_set(

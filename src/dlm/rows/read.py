@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from dlm.rows.types import FileRow, RowSpec, TextRow
+from dlm.rows.types import PAIR_KINDS, FileRow, RowSpec, TextRow
 
 BINARY_SNIFF_BYTES = 8192
 
@@ -113,7 +113,7 @@ class ReadFile:
 
 def text_row_spec(row: TextRow) -> RowSpec:
     """The encoding spec of an in-body row."""
-    return RowSpec(row.kind, row.text, row.prompt_text if row.kind in ("instruction", "replay") else None)
+    return RowSpec(row.kind, row.text, row.prompt_text if row.kind in PAIR_KINDS else None)
 
 
 def read_file_row(row: FileRow) -> ReadFile | str:

@@ -11,7 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-RowKind = Literal["prose", "instruction", "source", "replay"]
+RowKind = Literal["prose", "instruction", "source", "synth", "replay"]
+# kinds rendered as a conversation whose prompt carries no loss
+PAIR_KINDS: tuple[RowKind, ...] = ("instruction", "synth", "replay")
 
 
 @dataclass(frozen=True)
@@ -19,8 +21,10 @@ class TextRow:
     """A row whose text is known: a prose section or one Q/A pair of an instruction section.
 
     Attributes:
-        kind: "prose", "instruction", or "replay" (a general question with the base
-            model's own answer, `dlm.rows.replay`: rendered and masked as an instruction).
+        kind: "prose", "instruction", "synth" (a pair drawn from the document and its
+            sources by `training.synth` or its teacher) or "replay" (a general question
+            with the base model's own answer, `dlm.rows.replay`); the last two are
+            rendered and masked as an instruction pair.
         text: the row text (instruction, replay: the full rendered conversation).
         prompt_text: instruction and replay only: the rendered prompt with the generation prompt.
         origin: where it came from, `path:line` of the section.

@@ -38,7 +38,7 @@ import torch
 GROUP = 32
 # the batching rule, recorded in the determinism lock: another rule trains other bytes
 ORDER_MODE = "length-groups-32"
-KINDS = ("prose", "instruction", "source", "replay")  # per-kind loss buckets; index len(KINDS): no loss
+KINDS = ("prose", "instruction", "source", "synth", "replay")  # per-kind loss buckets; index len(KINDS): no loss
 
 
 def padded_length(n: int, limit: int | None = None) -> int:

@@ -64,6 +64,7 @@ class WindowDataset:
         sequence_len: int,
         instruction_share: float | None = None,
         replay_share: float | None = None,
+        synth_repeats: int = 1,
     ) -> None:
         self.rows = rows
         lengths = rows.lengths.astype(np.int64)
@@ -79,11 +80,13 @@ class WindowDataset:
         keep = (self.stop - loss_from) >= MIN_LOSS_TOKENS
         self.row, self.start, self.stop = self.row[keep], self.start[keep], self.stop[keep]
         is_instruction = _rows_of(rows, "instruction")[self.row]
+        is_synth = _rows_of(rows, "synth")[self.row]
         is_replay = _rows_of(rows, "replay")[self.row]
         self.instruction_repeats = instruction_repeats(
-            int(is_instruction.sum()), int((~is_instruction & ~is_replay).sum()), instruction_share
+            int(is_instruction.sum()), int((~is_instruction & ~is_synth & ~is_replay).sum()), instruction_share
         )
         counts = np.where(is_instruction, self.instruction_repeats, 1)
+        counts[is_synth] = synth_repeats
         counts[is_replay] = replay_draws(int(is_replay.sum()), int(counts[~is_replay].sum()), replay_share)
         if (counts != 1).any():
             take = np.repeat(np.arange(self.row.shape[0]), counts)
@@ -136,18 +139,15 @@ class PackedDataset:
         sequence_len: int,
         instruction_share: float | None = None,
         replay_share: float | None = None,
+        synth_repeats: int = 1,
     ) -> None:
         self.sequence_len = sequence_len
         self.rows = rows
         self.windows = WindowDataset(rows, sequence_len)
         lengths = self.windows.stop - self.windows.start
-        is_instruction = _rows_of(rows, "instruction")[self.windows.row]
-        is_replay = _rows_of(rows, "replay")[self.windows.row]
-        groups = [
-            np.flatnonzero(~is_instruction & ~is_replay),
-            np.flatnonzero(is_instruction),
-            np.flatnonzero(is_replay),
-        ]
+        of_row = {kind: _rows_of(rows, kind)[self.windows.row] for kind in ("instruction", "synth", "replay")}
+        is_other = ~(of_row["instruction"] | of_row["synth"] | of_row["replay"])
+        groups = [np.flatnonzero(m) for m in (is_other, of_row["instruction"], of_row["synth"], of_row["replay"])]
         blocks = [pack_blocks(lengths[g], sequence_len) for g in groups]
         self.members = np.concatenate([g[m] for g, (m, _) in zip(groups, blocks, strict=False)])
         sizes = [np.diff(b) for _, b in blocks]
@@ -158,11 +158,11 @@ class PackedDataset:
             else np.zeros(0, np.int64)
         )
         self.instruction_repeats = instruction_repeats(
-            int(lengths[is_instruction].sum()), int(lengths[~is_instruction & ~is_replay].sum()), instruction_share
+            int(lengths[of_row["instruction"]].sum()), int(lengths[is_other].sum()), instruction_share
         )
-        group = np.repeat(np.arange(3), [len(z) for z in sizes])  # 0 other, 1 instruction, 2 replay blocks
-        repeats = np.where(group == 1, self.instruction_repeats, 1)
-        replay_blocks = group == 2
+        group = np.repeat(np.arange(4), [len(z) for z in sizes])  # other, instruction, synth, replay blocks
+        repeats = np.choose(group, [1, self.instruction_repeats, synth_repeats, 1])
+        replay_blocks = group == 3
         if replay_blocks.any() and replay_share is not None:
             # the share is of tokens: the others' tokens in units of a mean replay block
             drawn = int((block_tokens * repeats)[~replay_blocks].sum())
@@ -294,9 +294,11 @@ def build_dataset(
     packing: bool,
     instruction_share: float | None = None,
     replay_share: float | None = None,
+    synth_repeats: int = 1,
 ) -> WindowDataset | PackedDataset:
     """Windows or packed blocks over `rows`, instruction examples repeated to make up
-    about `instruction_share` of the document's examples, and replay examples drawn to
-    make up about `replay_share` of all (see module docstring)."""
+    about `instruction_share` of the document's examples, synth examples
+    `synth_repeats` times each, and replay examples drawn to make up about
+    `replay_share` of all (see module docstring)."""
     kind = PackedDataset if packing else WindowDataset
-    return kind(rows, sequence_len, instruction_share, replay_share)
+    return kind(rows, sequence_len, instruction_share, replay_share, synth_repeats)

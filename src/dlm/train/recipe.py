@@ -31,7 +31,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-INSTRUCTION_REPEATS = 20
+INSTRUCTION_REPEATS = 12
+# each synth example (one phrasing of a fact) this many times: a fact stated in 3 phrasings
+# is seen 6 times, each time in other words (dlm.rows.build.AutoSynth)
+SYNTH_REPEATS = 2
 # optimizer steps a run needs at least for pairs to stick at 1e-3 (the sweep's recipe made
 # 42 updates of ~4 examples each); a small document packed into 2048-token blocks makes a
 # handful, so below this the recipe trains one example per batch row instead

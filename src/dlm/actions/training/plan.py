@@ -40,7 +40,7 @@ from dlm.train.distributed import DistPlan, RankGroup, RankInfo
 from dlm.train.heldout import Split, split_rows, subset
 from dlm.train.lora import Hyperparameters, lock_hyperparameters
 from dlm.train.precision import resolve_precision
-from dlm.train.recipe import DEFAULT_TOKENS_PER_SECOND, MIN_UPDATES, Recipe, choose
+from dlm.train.recipe import DEFAULT_TOKENS_PER_SECOND, MIN_UPDATES, SYNTH_REPEATS, Recipe, choose
 
 
 @dataclass(frozen=True)
@@ -306,7 +306,7 @@ def _examples(
             else "training.num_epochs"
         )
         return _Examples(
-            build_dataset(train_rows, training.sequence_len, packing, share, replay_share(training)),
+            build_dataset(train_rows, training.sequence_len, packing, share, replay_share(training), SYNTH_REPEATS),
             hyper,
             share,
             packing,
@@ -314,7 +314,7 @@ def _examples(
         )
     if not len(train_rows):
         return _Examples(
-            build_dataset(train_rows, training.sequence_len, packing, share, replay_share(training)),
+            build_dataset(train_rows, training.sequence_len, packing, share, replay_share(training), SYNTH_REPEATS),
             hyper,
             share,
             packing,
@@ -324,7 +324,9 @@ def _examples(
     for packing in [True, False] if training.packing else [False]:
         recipe = choose_recipe(train_rows, training, plan, _tokens_per_second(store), packing)
         share = training.instruction_share if training.instruction_share is not None else recipe.instruction_share
-        dataset = build_dataset(train_rows, training.sequence_len, packing, share, replay_share(training))
+        dataset = build_dataset(
+            train_rows, training.sequence_len, packing, share, replay_share(training), SYNTH_REPEATS
+        )
         steps = recipe.max_steps or max(1, -(-len(dataset) // per_step))
         # a small document packs into a handful of blocks: too few optimizer steps to learn it
         if not packing or recipe.max_steps is not None or steps >= MIN_UPDATES:
@@ -371,7 +373,7 @@ def choose_recipe(
     kinds = np.array(train_rows.kinds, dtype=object)[counting.row]
     is_instruction = kinds == "instruction"
     sizes = (counting.stop - counting.start) if packing else np.ones(len(counting), dtype=np.int64)
-    sizes = np.where(kinds == "replay", 0, sizes)  # replay is drawn on top, by its own share
+    sizes = np.where(np.isin(kinds, ["synth", "replay"]), 0, sizes)  # drawn on top: their own repeats and share
     per_step = training.batch_size * training.gradient_accumulation_steps * plan.world_size
     units_per_step = per_step * (training.sequence_len if packing else 1)
     budget = training.parsed_budget

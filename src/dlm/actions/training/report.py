@@ -59,8 +59,8 @@ def build_report(
 
 
 def _row_counts(tokenized: TokenizedRows) -> dict[str, int]:
-    """Rows per kind (`prose`, `instruction`, `source`, `replay`); synth pairs are instruction rows."""
-    counts: dict[str, int] = {"prose": 0, "instruction": 0, "source": 0, "replay": 0}
+    """Rows per kind (`prose`, `instruction`, `source`, `synth`, `replay`)."""
+    counts: dict[str, int] = {"prose": 0, "instruction": 0, "source": 0, "synth": 0, "replay": 0}
     for kind in tokenized.kinds:
         counts[kind] += 1
     return counts

@@ -40,10 +40,10 @@ PHRASINGS: dict[FactKind, tuple[tuple[str, str], ...]] = {
         ("What does `{path}` assign to `{name}`?", "`{name} = {answer}`."),
     ),
     "statement": (
+        ("{ask}", "{name}. {answer}"),
+        ("What do you know about {topic}?", "{answer}"),
+        ("Fill in the blank ({what}): {cloze}", "{name}"),
         ('According to `{path}`, what completes this: "{cloze}"?', "{name}. {answer}"),
-        ("What does `{path}` say about {name}?", "{answer}"),
-        ("Fill in the blank ({what}) from `{path}`: {cloze}", "{name}"),
-        ("State what `{path}` says about {name}.", "{answer}"),
     ),
     "setting": (
         ("What is `{name}` set to in `{path}`?", "`{answer}`."),
@@ -63,9 +63,45 @@ def cloze(fact: Fact) -> str:
     return fact.answer.replace(fact.name, "___", 1)
 
 
+def asked(fact: Fact) -> str:
+    """A statement as the question its span answers: the sentence with the span replaced
+    by a question phrase of the span's kind, ending in `?` ("The Larder keeps the newest
+    240 entries of each feed." -> "The Larder keeps the newest how many entries of each
+    feed?"). A user asks about a fact in the sentence's own words far more often than
+    through a fill-in-the-blank; a question that keeps them is the closest an offline
+    rule gets (an echo question, in grammar's terms)."""
+    span = fact.name
+    unit = re.fullmatch(r"(?:port\s+)?[\d.,]+\s*([A-Za-z%]+)?", span.strip("`"))
+    if span.strip("`").lower().startswith("port "):
+        ask = "which port"
+    elif unit and unit.group(1):
+        ask = f"how many {unit.group(1)}"
+    else:
+        ask = _ASK.get(fact.what, "what")
+    sentence = fact.answer.rstrip(" .!")
+    return sentence.replace(span, ask, 1) + "?"
+
+
+# a name's kind is not known (a person, a product, a format), so "what" asks for any of them
+_ASK = {"number": "what number", "path": "which file", "command": "which command", "URL": "which URL"}
+
+
+def topic(fact: Fact) -> str:
+    """What a statement is about, as the sentence writes it (its subject, `Fact.subject`
+    casefolded); without a short subject, the first code span of the sentence that is
+    not the asked span, else its path."""
+    at = fact.answer.casefold().find(fact.subject)
+    if at >= 0 and fact.subject and len(fact.subject) <= 60 and fact.subject != fact.answer.casefold():
+        return fact.answer[at : at + len(fact.subject)]
+    other = [c for c in re.findall(r"`[^`]+`", fact.answer) if c != fact.name]
+    return other[0] if other else f"`{fact.path}`"
+
+
 def phrase(fact: Fact, count: int = MAX_PHRASINGS) -> list[Pair]:
     """The first `count` phrasings of `fact` (the first one is the probe's question)."""
     fields = {"name": fact.name, "what": fact.what, "path": fact.path, "answer": fact.answer, "cloze": cloze(fact)}
+    if fact.kind == "statement":
+        fields.update(ask=asked(fact), topic=topic(fact))
     return [Pair(q.format(**fields), a.format(**fields)) for q, a in PHRASINGS[fact.kind][:count]]
 
 
