@@ -22,7 +22,7 @@ CONVERTER := $(LLAMA_CPP_DIR)/convert_lora_to_gguf.py
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS ?= 1
 
-.PHONY: install demo test test-fast test-durations test-slow test-parity lint clean
+.PHONY: install demo test test-fast test-durations test-slow test-parity lint clean bench-learning
 
 $(STAMP): pyproject.toml $(CONSTRAINTS) src/dlm/rows/_fastlist.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -75,6 +75,11 @@ test-fast: $(STAMP) $(TEST_MODELS)
 test-durations: $(STAMP) $(CONVERTER) $(TEST_MODELS)
 	$(BIN)/python -m pytest $(TEST_WORKERS) --junitxml=$(VENV)/suite.xml
 	$(BIN)/python scripts/test-durations.py $(VENV)/suite.xml
+
+# What an adapter learns from the four documents of benchmarks/learning/ (one real
+# `dlm train` each, minutes per document; ARGS="--fp32 --docs tarnwick" for float32, one)
+bench-learning: $(STAMP) $(TEST_MODELS)
+	DLM_MODELS_DIR=$(CURDIR)/.dlm-test-models $(BIN)/python benchmarks/learning.py $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check src tests scripts benchmarks
