@@ -44,20 +44,41 @@ def test_a_readme_paragraph_gives_its_port_and_command():
     ]
 
 
-def test_a_statement_is_asked_and_stated():
+def test_a_statement_is_asked_in_its_own_words_about_its_subject_and_as_a_blank():
     fact = prose_facts("README.md", README)[0]
     assert [(p.question, p.answer) for p in phrase(fact)] == [
+        ("Ferry listens on which port by default?", "port 8080. Ferry listens on port 8080 by default."),
+        ("What do you know about Ferry?", "Ferry listens on port 8080 by default."),
+        ("Fill in the blank (number): Ferry listens on ___ by default.", "port 8080"),
         (
             'According to `README.md`, what completes this: "Ferry listens on ___ by default."?',
             "port 8080. Ferry listens on port 8080 by default.",
         ),
-        ("What does `README.md` say about port 8080?", "Ferry listens on port 8080 by default."),
-        ("Fill in the blank (number) from `README.md`: Ferry listens on ___ by default.", "port 8080"),
-        ("State what `README.md` says about port 8080.", "Ferry listens on port 8080 by default."),
     ]
     assert probe_keys(fact) == ("port 8080",)
     command = prose_facts("README.md", README)[1]
     assert probe_keys(command) == ("ferry serve --config ferry.yaml",)  # the span without its backticks
+
+
+def test_the_question_phrase_follows_the_spans_kind():
+    from dlm.rows.facts.model import Fact
+    from dlm.rows.facts.phrasing import asked, topic
+
+    def statement(span: str, what: str, sentence: str, subject: str = "the larder") -> Fact:
+        return Fact("statement", "README.md", 1, span, what, sentence, subject)
+
+    larder = "The Larder keeps the newest 240 entries of each feed."
+    assert (
+        asked(statement("240 entries", "number", larder))
+        == "The Larder keeps the newest how many entries of each feed?"
+    )
+    assert asked(statement("`larder.db`", "path", "It writes `larder.db` daily.")) == "It writes which file daily?"
+    assert asked(statement("`tarnwick reap`", "command", "Start with `tarnwick reap`.")) == "Start with which command?"
+    assert asked(statement("Brannick", "name", "Ysolde Brannick wrote it.")) == "Ysolde what wrote it?"
+    assert topic(statement("240 entries", "number", larder)) == "The Larder"  # as the sentence writes it
+    # no short subject: the sentence's first other code span, else the file
+    whole = "start with `tarnwick reap` after `tarnwick list`."
+    assert topic(statement("`tarnwick list`", "command", whole.capitalize(), subject=whole)) == "`tarnwick reap`"
 
 
 def test_a_pronoun_takes_the_previous_sentences_subject():

@@ -364,7 +364,7 @@ def test_build_rows_renders_synth_pairs_with_the_chat_template(synth_doc: Path, 
 
     built = build_rows(load_document(synth_doc), smollm2_tokenizer)
     synth_rows = [r for r in built.rows.text_rows if r.origin.endswith(" (synth)")]
-    assert synth_rows and all(r.kind == "instruction" for r in synth_rows)
+    assert synth_rows and all(r.kind == "synth" for r in synth_rows)
     assert built.synth_pairs == len(synth_rows)
     assert built.rows.text_rows[0].kind == "prose" and not built.rows.text_rows[1].origin.endswith("(synth)")
     for row in synth_rows:
@@ -411,7 +411,7 @@ def test_show_counts_synth_pairs_and_shows_their_tokens(synth_doc: Path, smollm2
     tokens = runner.invoke(app, ["show", str(synth_doc), "--json", "--tokens", selector, "--limit", "400"])
     assert tokens.exit_code == 0, tokens.output
     view = json.loads(tokens.output)
-    assert view["kind"] == "instruction" and view["source"] == first.origin
+    assert view["kind"] == "synth" and view["source"] == first.origin
     assert "".join(t["text"] for t in view["tokens"]) == first.text
     assert 0 < view["n_prompt"] < view["n_tokens"]
 

@@ -264,7 +264,7 @@ class AutoSynth:
 
     max_files: int = 64
     max_facts: int = 48
-    kinds: tuple[str, ...] = ("where", "value", "statement", "setting")
+    kinds: tuple[str, ...] = ("value", "statement", "setting")
 
 
 AUTO_SYNTH = AutoSynth()

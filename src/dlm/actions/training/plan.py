@@ -275,8 +275,8 @@ def _say_notes(
     training = doc.frontmatter.training
     if built.synth_pairs and training.synth.enabled == "auto":
         sink.on_note(
-            f"training.synth (auto): {built.synth_pairs} Q/A pairs state the values of the sources' constants "
-            "(`training.synth.enabled: false` leaves them out)"
+            f"training.synth (auto): {built.synth_pairs} Q/A pairs state the facts of the prose, the Markdown, "
+            "config values and constants, in several phrasings (`training.synth.enabled: false` leaves them out)"
         )
     if options.judge and training.eval.judge:
         for note in judging_notes(doc, tokenizer, built.probes):
