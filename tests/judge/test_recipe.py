@@ -54,7 +54,7 @@ def test_a_budget_large_enough_keeps_the_repeats_among_many_source_windows() -> 
 
 
 def test_in_tokens_when_packing() -> None:
-    # 8 pairs of 60 tokens, 900 tokens of source: one pass holds each pair 20 times
+    # 8 pairs of 60 tokens, 900 tokens of source: one pass holds each pair the repeat count
     recipe = choose(n_instruction=480, n_other=900, units_per_step=4 * 256, budget_units=None)
     f = recipe.instruction_share
     assert round(f * 900 / ((1 - f) * 480)) == INSTRUCTION_REPEATS

@@ -208,6 +208,7 @@ INIT_TRAINING_KEYS: tuple[tuple[str, str], ...] = (
     ("target_modules", "the layers LoRA adapts; fewer train faster and learn less"),
     ("lora_r", "rank of each LoRA update: its capacity (and the adapter's size)"),
     ("sequence_len", "longest training example in tokens; longer rows are cut into windows"),
+    ("replay", "share of examples that replay the base model's own answers to general questions, so it forgets less"),
 )
 INIT_EVAL_KEYS: tuple[tuple[str, str], ...] = (
     ("judge", "end dlm train with the probe report (answers of base vs adapter); false saves minutes"),

@@ -1,22 +1,25 @@
 """The default recipe: how many steps, and how much of them go to instruction pairs,
 when the document does not say.
 
-A 135M model answers a Q/A pair it was trained on once it has seen the pair about
-twenty times (`INSTRUCTION_REPEATS`) with LoRA on every linear layer at learning rate
-1e-3, and far fewer sightings are not enough; seeing the rest of the document over and
-over does not help and costs general ability, the model's NLL on general text rising
-with every extra epoch of the sources (docs/benchmarks.md, "Recipe sweep"). So, when
-neither `max_steps` nor `num_epochs` is set:
+A 135M model answers a Q/A pair it was trained on once it has seen the pair a dozen
+times (`INSTRUCTION_REPEATS`) with LoRA on every linear layer at learning rate 1e-3:
+the pairs' train loss is near zero by then, and every sighting after it costs general
+ability, the model's NLL on general text rising with every extra step
+(docs/evaluation.md, "The default recipe, and why"). A synth pair is one phrasing of a
+fact, so each is seen `SYNTH_REPEATS` times and the fact as often as its phrasings
+allow. So, when neither `max_steps` nor `num_epochs` is set:
 
 - with instruction examples: one pass over a dataset in which every instruction
-  example appears `INSTRUCTION_REPEATS` times and every other example once
-  (`instruction_share = R * n_instruction / (R * n_instruction + n_other)`, which makes
-  the dataset's repeat count exactly R), unless that pass would exceed the budget;
-  then the budget's steps, with the share that still gives each pair R sightings
-  (at most `MAX_SHARE`, with a warning when even that is too few);
+  example appears `INSTRUCTION_REPEATS` times, every synth example `SYNTH_REPEATS`
+  times and every other example once (`instruction_share = R * n_instruction / (R *
+  n_instruction + n_other)`, which makes the dataset's repeat count exactly R; synth
+  and replay examples are drawn on top, by their own repeats and share), unless that
+  pass would exceed the budget; then the budget's steps, with the share that still
+  gives each pair R sightings (at most `MAX_SHARE`, with a warning when even that is
+  too few);
 - without: one epoch, cut to the budget.
 
-With packing (the default layout), a small document fits in a few blocks, so one pass
+With packing (the default layout), a small document packs into a few blocks, so one pass
 is a handful of optimizer steps, too few updates for the pairs to stick; when a pass
 would be fewer than `MIN_UPDATES` steps, the run uses one example per batch row instead
 (`dlm train` says so, and the lock records the layout used).
