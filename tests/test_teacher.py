@@ -274,3 +274,11 @@ def test_an_unreachable_teacher_with_a_cold_cache_is_one_line_and_exit_1(tmp_pat
     assert shown["rows"]["teacher_pairs"] == 0 and shown["rows"]["teacher_unasked"] == 1
     assert any("1 section(s) not asked yet (first notes.dlm:13)" in note for note in shown["notes"])
     assert entries(dlm_home) == []
+
+
+def test_dlm_train_asks_the_teacher_before_training(tmp_path: Path, dlm_home: Path, smollm2_ref: Any) -> None:
+    unreachable = teacher_doc(tmp_path, f"http://127.0.0.1:{free_port()}/v1")
+    failed = CliRunner().invoke(cli, ["train", str(unreachable)])
+    assert failed.exit_code == 1, failed.output
+    assert "start the server" in failed.output and "notes.dlm:13" in failed.output
+    assert not list(dlm_home.glob("store/*/adapter/versions/*"))  # asked before any training
