@@ -13,6 +13,9 @@ training:
   seed: 1234
   recast: true  # its prose sentences train as pairs too, as when the golden was recorded
   precision: fp32  # bf16 would make the bytes depend on the CPU's AVX512-BF16, which the tuple does not name
+  replay: 0  # the golden pins the loop's bytes on the document alone; replay and synth rows have their own tests
+  synth:
+    enabled: false
   eval:
     judge: false  # the golden pins the adapter bytes; the probe report has its own tests
 ---
