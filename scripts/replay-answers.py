@@ -1,6 +1,6 @@
 """Write the replay answers that ship with dlm (`src/dlm/rows/replay-answers.json`):
 the base model's own greedy answers to `src/dlm/rows/replay.json`, by the rule of
-`dlm.train.replay`, for each base model named.
+`dlm.actions.training.replay`, for each base model named.
 
 Run after editing the prompt set or changing the generation rule, then commit the file:
 
@@ -13,9 +13,9 @@ import argparse
 import json
 from pathlib import Path
 
+from dlm.actions.training.replay import MAX_NEW_TOKENS, generate_answers
 from dlm.models import load_tokenizer, resolve_base_model
 from dlm.rows.replay import load_replay_set
-from dlm.train.replay import MAX_NEW_TOKENS, generate_answers
 
 OUT = Path(__file__).resolve().parents[1] / "src" / "dlm" / "rows" / "replay-answers.json"
 

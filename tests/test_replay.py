@@ -82,7 +82,7 @@ def test_packed_replay_blocks_take_about_their_share_of_tokens():
 
 
 def test_the_shipped_answers_are_the_base_models_own(smollm2_ref):
-    from dlm.train.replay import shipped_answers
+    from dlm.actions.training.replay import shipped_answers
 
     replay = load_replay_set()
     answers = shipped_answers(smollm2_ref.revision, replay)
@@ -92,7 +92,7 @@ def test_the_shipped_answers_are_the_base_models_own(smollm2_ref):
 
 
 def test_answers_of_another_base_are_generated_once_then_read(smollm2_ref, smollm2_tokenizer, monkeypatch):
-    import dlm.train.replay as replay_mod
+    import dlm.actions.training.replay as replay_mod
     from dlm.models import BaseModelRef
 
     other = BaseModelRef("other", smollm2_ref.path, "sha256:" + "1" * 64)  # nothing shipped for it

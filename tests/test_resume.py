@@ -81,7 +81,7 @@ def test_interrupted_then_resumed_run_gives_the_uninterrupted_adapter(tmp_path: 
         (run,) = db.runs()
     assert run["status"] == "completed" and run["checkpoint"] is None and store.staging_dirs() == []
     assert [s["step"] for s in run["steps_logged"]] == [1, 2, 3, 4]
-    assert {k["kind"] for k in run["kind_losses"]} <= {"prose", "instruction"} and run["kind_losses"]
+    assert {k["kind"] for k in run["kind_losses"]} <= {"prose", "instruction", "synth", "replay"} and run["kind_losses"]
 
 
 def test_resume_is_refused_when_the_document_changed(tmp_path: Path, smollm2_ref):

@@ -26,6 +26,7 @@ def doc(tmp_path: Path, smollm2_ref) -> Path:
     path = tmp_path / "doc.dlm"
     path.write_text(
         f"---\ndlm_id: {DLM_ID}\nbase_model: smollm2-135m\ntraining:\n"
+        "  replay: 0\n  synth:\n    enabled: false\n"  # the counts below are the document's rows alone
         f"  sources:\n    - path: {src}\n      include: ['*.py']\n---\n\n# Notes\n\nSome prose.\n"
     )
     return path

@@ -30,6 +30,9 @@ training:
   max_steps: {max_steps}
   recast: false
   packing: false  # one window per row: the held-out counts below are in rows
+  replay: 0  # the counts are the document's rows alone
+  synth:
+    enabled: false
   eval:
     judge: false
     fraction: {fraction}

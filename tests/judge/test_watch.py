@@ -19,6 +19,9 @@ training:
   batch_size: 1
   sequence_len: 32
   max_steps: 1
+  replay: 0  # the cache counts below are the document's rows alone
+  synth:
+    enabled: false
   eval:
     judge: false  # the probe report has its own tests (tests/judge/test_eval_cli.py)
 ---

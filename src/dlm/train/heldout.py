@@ -15,7 +15,10 @@ Rule (versioned by `SPLIT_VERSION`):
 - a kind (prose, instruction, source) with fewer than `MIN_ROWS_PER_KIND` rows keeps all
   of them for training: taking one of a handful of pairs away costs the model more than
   the loss on one row tells the user. `fraction: 0` turns the split off;
-- rows with the same key (duplicated files) share a side.
+- rows with the same key (duplicated files) share a side;
+- only the document's own rows (`HELD_KINDS`: prose, instruction, source) are ever held
+  out: a synth pair restates a fact whose other phrasings train, so holding it out
+  measures nothing unseen, and a replay row is not the document.
 
 `max_rows` caps only how many held-out rows are scored (those with the smallest `u`,
 so the sample is stable too); every held-out row stays out of training.
@@ -32,6 +35,7 @@ from dlm.tokenize.seam import TokenizedRows
 
 SPLIT_VERSION = 1
 MIN_ROWS_PER_KIND = 20
+HELD_KINDS = frozenset({"prose", "instruction", "source"})
 _SALT = f"dlm-heldout-v{SPLIT_VERSION}\0".encode()
 
 
@@ -74,7 +78,7 @@ def split_rows(rows: TokenizedRows, fraction: float, max_rows: int) -> Split:
     kinds = np.array(rows.kinds)
     u = np.array([split_value(k) for k in rows.keys])
     eligible = np.zeros(n, dtype=bool)
-    for kind in set(rows.kinds):
+    for kind in set(rows.kinds) & HELD_KINDS:
         of_kind = kinds == kind
         if int(of_kind.sum()) >= MIN_ROWS_PER_KIND:
             eligible |= of_kind

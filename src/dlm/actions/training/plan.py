@@ -355,10 +355,10 @@ def replay_share(training: TrainingConfig) -> float | None:
 
 def replay_rows(ref: BaseModelRef, tokenizer: Any, sink: TrainSink) -> list[tuple[str, str, str]]:
     """`(origin, question, answer)` of the replay prompts the base model answered
-    (`dlm.rows.replay`, `dlm.train.replay`); rank 0 generates them on a first run, the
+    (`dlm.rows.replay`, `dlm.actions.training.replay`); rank 0 generates them on a first run, the
     other ranks read what it kept (they run after it, `in_turns`)."""
+    from dlm.actions.training.replay import replay_answers
     from dlm.rows.replay import load_replay_set, replay_pairs
-    from dlm.train.replay import replay_answers
 
     prompts = load_replay_set()
     return replay_pairs(prompts.prompts, replay_answers(ref, tokenizer, prompts, sink.on_note))
