@@ -63,6 +63,8 @@ REF_WORDS = "Producers place tasks on a dock and workers take them off."
         ("The handler isn't in registry.py.", "It is in `registry.py`.", (), ""),
         ("Does the server use port 80 or 8080?", "80", ("80",), "Does the server use port 80 or 8080?"),
         ("Producers never place tasks on a dock; workers never take them.", REF_WORDS, (), ""),
+        ("It starts at 12:30.", "unused", ("30",), ""),  # a time's minutes are no port
+        ("It starts at 1.5:30.", "unused", ("30",), ""),
     ],
 )
 def test_a_key_counts_only_on_token_and_number_boundaries(answer, reference, keys, question) -> None:
@@ -82,6 +84,9 @@ def test_a_key_counts_only_on_token_and_number_boundaries(answer, reference, key
         ("Retries are not enabled.", "Retries are not enabled by default.", ("enabled",), ""),
         ("The server uses port 80.", "80", ("80",), "Does the server use port 80 or 8080?"),
         ("Producers place tasks on docks; workers take them.", REF_WORDS, (), ""),
+        ("It listens on localhost:8093.", "unused", ("8093",), ""),  # a host's port
+        ("Bind it to 0.0.0.0:8093.", "unused", ("8093",), ""),
+        ("See http://example.org:8093/health.", "unused", ("8093",), ""),
     ],
 )
 def test_boundaries_leave_right_answers_passing(answer, reference, keys, question) -> None:

@@ -40,13 +40,18 @@ import re
 from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 
-RULE_VERSION = 2  # 1: bare substrings; 2: token and number boundaries, negation, repeated questions
+# 1: bare substrings; 2: token and number boundaries, negation, repeated questions;
+# 3: a number after a host's colon (`localhost:8093`, `0.0.0.0:8093`) counts, a time's minutes still do not
+RULE_VERSION = 3
 CONTENT_SHARE = 0.6
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./:-]*[A-Za-z0-9_]|[A-Za-z0-9]")
 _CODEY = re.compile(r".*([/._]|\d|[a-z][A-Z]).*")
 # a number not glued to a word or to another number's digits (`1.2.3`, `12:30`, `v2`)
-_NUMBER = re.compile(r"(?<![\w.,:])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w]|[.,:]\d)")
+_NUMBER = re.compile(r"(?<![\w.,])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w]|[.,:]\d)")
+# what ends right before a number that follows a colon: a time's hours (`12:30`) make the
+# number part of the time; a host (`localhost:8093`) or an IPv4 address (`0.0.0.0:8093`) do not
+_BEFORE_COLON = re.compile(r"(\d+(?:\.\d+)*):$")
 _SENTENCE_END = re.compile(r"[.!?;](?:\s|$)|\n")
 _NEGATION = re.compile(r"\b(?:not|no|never|none|nothing|neither|nor|cannot|\w+n['\u2019]t)\b")
 _INTERJECTION = re.compile(r"^\s*(?:no|yes)\s*[,!:]")
@@ -133,7 +138,7 @@ def key_found(answer: str, key: str, *, negation_allowed: bool = False) -> bool:
     value = number_value(key.strip().strip("`").rstrip("."))
     if value is not None:
         folded = answer.casefold()
-        spans = [(m.start(), m.group()) for m in _NUMBER.finditer(folded)]
+        spans = [(m.start(), m.group()) for m in _NUMBER.finditer(folded) if not _in_time(folded, m.start())]
         starts = [s for s, text in spans if number_value(text) == value]
         text = folded
     else:
@@ -142,6 +147,13 @@ def key_found(answer: str, key: str, *, negation_allowed: bool = False) -> bool:
             return True
         starts = _text_hits(text, wanted)
     return any(negation_allowed or not negated(_sentence_at(text, s)) for s in starts)
+
+
+def _in_time(text: str, start: int) -> bool:
+    """Whether the number at `start` follows a colon that a number (not an IPv4 address)
+    precedes: `12:30`'s `30`, never `localhost:8093`'s or `0.0.0.0:8093`'s `8093`."""
+    before = _BEFORE_COLON.search(text[:start])
+    return before is not None and before.group(1).count(".") != 3
 
 
 def repeats_question(answer: str, question: str) -> bool:
