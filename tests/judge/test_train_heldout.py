@@ -16,6 +16,7 @@ from dlm.cli.main import app
 from dlm.doc import load_document
 from dlm.metrics import MetricsDB
 from dlm.store import open_store
+from dlm.train.precision import resolve_precision
 
 pytestmark = pytest.mark.integration
 runner = CliRunner()
@@ -33,6 +34,7 @@ def test_held_out_rows_are_scored_before_during_and_after(tmp_path: Path, smollm
     assert after["loss"] < before["loss"]  # lr 2e-3 on near-identical sentences
     assert before["perplexity"] == pytest.approx(2.718281828 ** before["loss"])
     assert 0 < report.real_token_fraction <= 1
+    assert report.precision == resolve_precision("auto")  # the dtype the steps ran in (precision: auto)
     # counted from the micro-batches the steps trained, not from what a data loader read ahead
     assert 0 < report.loss_tokens <= report.train_tokens
     # the step-2 measurement ran inside the training loop: its time is not the steps' rate

@@ -251,7 +251,8 @@ def render_report(report: Any) -> None:
     resumed = f" (resumed from {report.resumed_from})" if report.resumed_from else ""
     console.print(
         f"trained {report.steps} steps{resumed} on {report.train_tokens:,} tokens in "
-        f"{report.train_seconds:.1f}s: [bold]{tps} tokens/s[/], loss {loss}{kinds}"
+        f"{report.train_seconds:.1f}s{f' ({report.precision})' if report.precision else ''}: "
+        f"[bold]{tps} tokens/s[/], loss {loss}{kinds}"
     )
     measuring = report.train_seconds - report.step_seconds
     if measuring >= 0.05:

@@ -55,6 +55,7 @@ def build_report(
         rank=run.rank,
         evaluation=evaluation,
         loss_tokens=result.loss_tokens,
+        precision=run.hyper.precision,
     )
 
 

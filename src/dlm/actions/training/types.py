@@ -138,6 +138,7 @@ class TrainReport:
     evaluation: dict[str, Any] | None = None  # the probe report (`dlm.judge.report.EvalReport`)
     resumed_from: str | None = None  # the checkpoint folder a `--resume` continued from
     kind_losses: dict[str, float] | None = None  # last logged train loss per row kind
+    precision: str | None = None  # the dtype the steps ran in: `float32` or `bfloat16` (the lock has it too)
     accelerator_peak_bytes: int | None = (
         None  # peak GPU memory allocated by torch during the steps (bytes); None off CUDA
     )
