@@ -74,6 +74,9 @@ def test_the_question_phrase_follows_the_spans_kind():
     )
     assert asked(statement("`larder.db`", "path", "It writes `larder.db` daily.")) == "It writes which file daily?"
     assert asked(statement("`tarnwick reap`", "command", "Start with `tarnwick reap`.")) == "Start with which command?"
+    assert (
+        asked(statement("`tarnwick list`", "command", "`tarnwick list` prints feeds.")) == "Which command prints feeds?"
+    )
     assert asked(statement("Brannick", "name", "Ysolde Brannick wrote it.")) == "Ysolde what wrote it?"
     assert topic(statement("240 entries", "number", larder)) == "The Larder"  # as the sentence writes it
     # no short subject: the sentence's first other code span, else the file

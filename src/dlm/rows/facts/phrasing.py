@@ -78,8 +78,8 @@ def asked(fact: Fact) -> str:
         ask = f"how many {unit.group(1)}"
     else:
         ask = _ASK.get(fact.what, "what")
-    sentence = fact.answer.rstrip(" .!")
-    return sentence.replace(span, ask, 1) + "?"
+    question = fact.answer.rstrip(" .!").replace(span, ask, 1) + "?"
+    return question[:1].upper() + question[1:]  # a span that opened the sentence left a lowercase word
 
 
 # a name's kind is not known (a person, a product, a format), so "what" asks for any of them
