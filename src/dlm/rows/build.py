@@ -254,10 +254,12 @@ class AutoSynth:
     Models 3.1": a fact seen in one phrasing is rarely extractable by a question, in
     several it is). So `auto` draws the facts a user asks about and an offline rule
     states well: statements of the document's prose and the sources' Markdown and
-    text (`statement`), config values (`setting`), and where each public name is
-    defined and each constant's value (`where`, `value`), `phrasings` each, none held
-    out (the document's own probes judge). A docstring's first sentence and a
-    signature are long answers, asked less, and left to `enabled: true`. Every fact
+    text (`statement`), config values (`setting`) and constants' values (`value`),
+    `phrasings` each, none held out (the document's own probes judge). Where each
+    public name is defined (`where`) doubles the pairs of a codebase and the
+    document's pairs usually ask it already; a docstring's first sentence and a
+    signature are long answers, asked less; all three are left to `enabled: true`
+    (docs/benchmarks.md, "Learning benchmark"). Every fact
     costs steps, so a tree of more than `max_files` code files gets none (it is not
     parsed), and beyond `max_facts` facts a hash-chosen sample of that many is kept.
     """
