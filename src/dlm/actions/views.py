@@ -16,7 +16,6 @@ from dlm.doc.checks import pair_notes
 from dlm.errors import UsageError
 from dlm.metrics import MetricsDB
 from dlm.rows.build import document_facts, drawn_synth, teacher_notes
-from dlm.rows.facts.files import by_source
 from dlm.rows.teacherstore import document_units, teacher_entries
 from dlm.rows.walk import walk_sources
 
@@ -41,7 +40,7 @@ def _rows_by_kind(doc: Document) -> tuple[dict[str, Any], list[str]]:
         "source_files": len(walk.files),
         "synth_pairs": synth_pairs,
         "synth_probes": synth_probes,
-        "synth_by_source": by_source([f for f, _ in drawn.train], [f for f, _, _ in drawn.probes]) if drawn else {},
+        "synth_by_source": drawn.by_source() if drawn is not None else {},
         "teacher_pairs": sum(len(e.pairs) for e in entries),
         "teacher_unasked": len(unasked),
     }, [*pair_notes(doc), *walk.notes, *(drawn.notes if drawn is not None else ()), *teacher_notes(doc, unasked)]

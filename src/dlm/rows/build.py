@@ -34,9 +34,8 @@ from typing import TYPE_CHECKING, Any
 from dlm.chat import with_system_prompt
 from dlm.doc.checks import pair_notes
 from dlm.errors import BaseModelError, TrainingError
-from dlm.rows.facts.files import by_source
 from dlm.rows.recast import recast_pairs, topic_of
-from dlm.rows.types import FileRow, Probe, RowSet, TextRow
+from dlm.rows.types import FileRow, Probe, RowKind, RowSet, TextRow
 from dlm.rows.walk import WalkResult, directive_root, walk_sources
 
 if TYPE_CHECKING:
@@ -85,6 +84,19 @@ def render_instruction(tokenizer: Any, system_prompt: str | None, question: str,
         instruction_messages(system_prompt, question, None), tokenize=False, add_generation_prompt=True
     )
     return full, prompt
+
+
+def pair_row(
+    tokenizer: Any, system_prompt: str | None, kind: RowKind, question: str, answer: str, origin: str
+) -> TextRow:
+    """One Q/A pair as a row of `kind` (`instruction`, `synth` or `replay`), rendered by
+    `render_instruction`, its prompt kept so the loss can skip it.
+
+    Raises:
+        TrainingError: the tokenizer has no chat template.
+    """
+    full, prompt = render_instruction(tokenizer, system_prompt, question, answer)
+    return TextRow(kind=kind, text=full, prompt_text=prompt, origin=origin)
 
 
 def check_inputs(doc: Document) -> None:
@@ -139,19 +151,15 @@ def build_rows(
         if isinstance(section, ProseSection):
             text_rows.append(TextRow(kind="prose", text=section.text, origin=f"{name}:{section.line}"))
             if fm.training.recast:
-                for question, answer in recast_pairs(section.text, topic_of(section.text) or first_topic):
-                    full, prompt = render_instruction(tokenizer, fm.system_prompt, question, answer)
-                    text_rows.append(
-                        TextRow(
-                            kind="instruction", text=full, prompt_text=prompt, origin=f"{name}:{section.line} (recast)"
-                        )
-                    )
+                text_rows += [
+                    pair_row(tokenizer, fm.system_prompt, "instruction", q, a, f"{name}:{section.line} (recast)")
+                    for q, a in recast_pairs(section.text, topic_of(section.text) or first_topic)
+                ]
         elif isinstance(section, InstructionSection):
-            for pair in section.pairs:
-                full, prompt = render_instruction(tokenizer, fm.system_prompt, pair.question, pair.answer)
-                text_rows.append(
-                    TextRow(kind="instruction", text=full, prompt_text=prompt, origin=f"{name}:{pair.line}")
-                )
+            text_rows += [
+                pair_row(tokenizer, fm.system_prompt, "instruction", p.question, p.answer, f"{name}:{p.line}")
+                for p in section.pairs
+            ]
         elif isinstance(section, ProbeSection):
             probes.extend(Probe(p.question, p.answer, p.keys, f"{name}:{p.line}") for p in section.pairs)
     base_dir = doc.path.parent if doc.path else Path.cwd()
@@ -162,12 +170,11 @@ def build_rows(
         walk.notes.extend(drawn.notes)  # printed with the walk's own notes
         seen: set[str] = set()
         for fact, qa in drawn.train:
-            full, prompt = render_instruction(tokenizer, fm.system_prompt, qa.question, qa.answer)
-            if full in seen:  # facts of one sentence share its subject's phrasing: trained once
-                continue
-            seen.add(full)
             origin = SYNTH_ORIGIN.format(path=fact.path, line=fact.line)
-            text_rows.append(TextRow(kind="synth", text=full, prompt_text=prompt, origin=origin))
+            row = pair_row(tokenizer, fm.system_prompt, "synth", qa.question, qa.answer, origin)
+            if row.text not in seen:  # facts of one sentence share its subject's phrasing: trained once
+                seen.add(row.text)
+                text_rows.append(row)
         probes.extend(
             Probe(qa.question, qa.answer, keys, SYNTH_ORIGIN.format(path=fact.path, line=fact.line))
             for fact, qa, keys in drawn.probes
@@ -175,15 +182,13 @@ def build_rows(
     teacher = teacher_rows(doc, walk.files, tokenizer)
     text_rows += teacher.rows
     walk.notes.extend(teacher.notes)
-    for origin, question, answer in replay:
-        full, prompt = render_instruction(tokenizer, fm.system_prompt, question, answer)
-        text_rows.append(TextRow(kind="replay", text=full, prompt_text=prompt, origin=origin))
+    text_rows += [pair_row(tokenizer, fm.system_prompt, "replay", q, a, origin) for origin, q, a in replay]
     return BuiltRows(
         rows=RowSet(text_rows=text_rows, file_rows=walk.files),
         walk=walk,
         probes=tuple(probes),
         synth_pairs=len(drawn.train) if drawn is not None else 0,
-        synth_by_source=by_source([f for f, _ in drawn.train], [f for f, _, _ in drawn.probes]) if drawn else {},
+        synth_by_source=drawn.by_source() if drawn is not None else {},
         teacher_pairs=len(teacher.rows),
     )
 
@@ -206,12 +211,12 @@ def teacher_rows(doc: Document, files: Sequence[FileRow], tokenizer: Any) -> Tea
     if config is None:
         return TeacherRows([], [])
     entries = teacher_entries(config, document_units(doc, files))
-    rows = []
-    for entry in entries:
-        for pair in entry.pairs:
-            full, prompt = render_instruction(tokenizer, doc.frontmatter.system_prompt, pair.question, pair.answer)
-            origin = TEACHER_ORIGIN.format(where=entry.unit.where)
-            rows.append(TextRow(kind="synth", text=full, prompt_text=prompt, origin=origin))
+    system_prompt = doc.frontmatter.system_prompt
+    rows = [
+        pair_row(tokenizer, system_prompt, "synth", p.question, p.answer, TEACHER_ORIGIN.format(where=e.unit.where))
+        for e in entries
+        for p in e.pairs
+    ]
     return TeacherRows(rows, teacher_notes(doc, [e.unit.where for e in entries if e.reply is None]))
 
 
