@@ -37,8 +37,8 @@ class DryRunReport:
         tokens_per_second: that step's rate (padding excluded).
         eta_seconds: `planned_tokens / tokens_per_second`, training steps only.
         measured_steps: real steps timed on this machine to get the rate.
-        drawn: examples the run draws per row kind (`instruction`: the document's pairs
-            and synth pairs, `replay`, `prose`, `source`), repeats included.
+        drawn: examples the run draws per row kind (`instruction`, `synth`, `replay`,
+            `prose`, `source`), repeats included.
         synth_by_source: `training.synth` pairs and probes per source kind.
         replay_share: `training.replay`.
     """

@@ -296,37 +296,27 @@ def _examples(
     trains a small document one example per row when packed blocks would give it too
     few optimizer steps."""
     hyper = hyperparameters(training, options)
+
+    def examples(packing: bool, share: float | None) -> WindowDataset | PackedDataset:
+        return build_dataset(train_rows, training.sequence_len, packing, share, replay_share(training), SYNTH_REPEATS)
+
     share, packing = training.instruction_share, training.packing
-    if options.max_steps is not None or training.max_steps is not None or training.num_epochs is not None:
-        reason = (
-            "--max-steps"
-            if options.max_steps is not None
-            else "training.max_steps"
-            if training.max_steps is not None
-            else "training.num_epochs"
-        )
-        return _Examples(
-            build_dataset(train_rows, training.sequence_len, packing, share, replay_share(training), SYNTH_REPEATS),
-            hyper,
-            share,
-            packing,
-            reason,
-        )
-    if not len(train_rows):
-        return _Examples(
-            build_dataset(train_rows, training.sequence_len, packing, share, replay_share(training), SYNTH_REPEATS),
-            hyper,
-            share,
-            packing,
-            "training.num_epochs",
-        )
+    fixed = (
+        "--max-steps"
+        if options.max_steps is not None
+        else "training.max_steps"
+        if training.max_steps is not None
+        else "training.num_epochs"
+        if training.num_epochs is not None or not len(train_rows)
+        else None
+    )
+    if fixed is not None:
+        return _Examples(examples(packing, share), hyper, share, packing, fixed)
     per_step = training.batch_size * training.gradient_accumulation_steps * plan.world_size
     for packing in [True, False] if training.packing else [False]:
         recipe = choose_recipe(train_rows, training, plan, _tokens_per_second(store), packing)
         share = training.instruction_share if training.instruction_share is not None else recipe.instruction_share
-        dataset = build_dataset(
-            train_rows, training.sequence_len, packing, share, replay_share(training), SYNTH_REPEATS
-        )
+        dataset = examples(packing, share)
         steps = recipe.max_steps or max(1, -(-len(dataset) // per_step))
         # a small document packs into a handful of blocks: too few optimizer steps to learn it
         if not packing or recipe.max_steps is not None or steps >= MIN_UPDATES:
