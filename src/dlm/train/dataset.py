@@ -79,9 +79,8 @@ class WindowDataset:
         loss_from = np.maximum(self.start + 1, rows.n_prompt.astype(np.int64)[self.row])
         keep = (self.stop - loss_from) >= MIN_LOSS_TOKENS
         self.row, self.start, self.stop = self.row[keep], self.start[keep], self.stop[keep]
-        is_instruction = _rows_of(rows, "instruction")[self.row]
-        is_synth = _rows_of(rows, "synth")[self.row]
-        is_replay = _rows_of(rows, "replay")[self.row]
+        kinds = row_kinds(rows)[self.row]
+        is_instruction, is_synth, is_replay = (kinds == "instruction"), (kinds == "synth"), (kinds == "replay")
         self.instruction_repeats = instruction_repeats(
             int(is_instruction.sum()), int((~is_instruction & ~is_synth & ~is_replay).sum()), instruction_share
         )
@@ -145,7 +144,8 @@ class PackedDataset:
         self.rows = rows
         self.windows = WindowDataset(rows, sequence_len)
         lengths = self.windows.stop - self.windows.start
-        of_row = {kind: _rows_of(rows, kind)[self.windows.row] for kind in ("instruction", "synth", "replay")}
+        kinds = row_kinds(rows)[self.windows.row]
+        of_row = {kind: kinds == kind for kind in ("instruction", "synth", "replay")}
         is_other = ~(of_row["instruction"] | of_row["synth"] | of_row["replay"])
         groups = [np.flatnonzero(m) for m in (is_other, of_row["instruction"], of_row["synth"], of_row["replay"])]
         blocks = [pack_blocks(lengths[g], sequence_len) for g in groups]
@@ -282,10 +282,11 @@ def replay_draws(n_replay: int, n_drawn: int, share: float | None) -> np.ndarray
     return counts
 
 
-def _rows_of(rows: TokenizedRows, kind: str) -> np.ndarray:
-    """1-D bool [n_rows]: True where the row is of `kind` (`instruction`: one Q/A pair;
-    `replay`: a general question with the base model's answer)."""
-    return np.fromiter((k == kind for k in rows.kinds), dtype=bool, count=len(rows.kinds))
+def row_kinds(rows: TokenizedRows) -> np.ndarray:
+    """1-D object [n_rows]: each row's kind (`dlm.rows.types.RowKind`: `instruction` one
+    Q/A pair, `synth` a pair drawn by `training.synth`, `replay` a general question with
+    the base model's answer, `prose`, `source`), for masks such as `kinds == "synth"`."""
+    return np.array(rows.kinds, dtype=object)
 
 
 def build_dataset(

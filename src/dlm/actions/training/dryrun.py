@@ -147,7 +147,9 @@ def drawn_per_kind(dataset: Any, draws: int) -> dict[str, int]:
     example once per epoch."""
     import numpy as np
 
-    kinds = np.array(dataset.rows.kinds, dtype=object)
+    from dlm.train.dataset import row_kinds
+
+    kinds = row_kinds(dataset.rows)
     if hasattr(dataset, "order"):  # packed: a block is of its first member's kind
         first = dataset.windows.row[dataset.members[dataset.block_start[:-1]]]
         of_example = kinds[first][dataset.order]

@@ -35,7 +35,7 @@ from dlm.store import Store
 from dlm.tokenize.keys import corpus_fingerprint
 from dlm.tokenize.plain import PlainRowEncoder
 from dlm.tokenize.seam import RowEncoder, TokenizedRows
-from dlm.train.dataset import PackedDataset, WindowDataset, build_dataset
+from dlm.train.dataset import PackedDataset, WindowDataset, build_dataset, row_kinds
 from dlm.train.distributed import DistPlan, RankGroup, RankInfo
 from dlm.train.heldout import Split, split_rows, subset
 from dlm.train.lora import Hyperparameters, lock_hyperparameters
@@ -360,7 +360,7 @@ def choose_recipe(
     """The default recipe for these rows (`dlm.train.recipe`), counted in the unit the
     example layout balances: windows, or tokens when packing."""
     counting = WindowDataset(train_rows, training.sequence_len)
-    kinds = np.array(train_rows.kinds, dtype=object)[counting.row]
+    kinds = row_kinds(train_rows)[counting.row]
     is_instruction = kinds == "instruction"
     sizes = (counting.stop - counting.start) if packing else np.ones(len(counting), dtype=np.int64)
     sizes = np.where(np.isin(kinds, ["synth", "replay"]), 0, sizes)  # drawn on top: their own repeats and share
