@@ -110,3 +110,17 @@ def test_answers_of_another_base_are_generated_once_then_read(smollm2_ref, smoll
     monkeypatch.setattr(replay_mod, "_generate", no_generation)
     assert replay_mod.replay_answers(other, smollm2_tokenizer, replay, said.append) == first
     assert len(said) == 2
+
+
+def test_a_damaged_install_is_one_training_error_naming_the_file(tmp_path, monkeypatch):
+    import dlm.rows.replay as replay_rows_mod
+    from dlm.actions.training.plan import replay_rows
+    from dlm.errors import TrainingError
+
+    (tmp_path / "replay.json").write_text('{"version": 1, "prompts": [}')
+    monkeypatch.setattr(replay_rows_mod.resources, "files", lambda package: tmp_path)
+    with pytest.raises(TrainingError) as err:
+        replay_rows(None, None, None)  # the prompt file is read before anything else
+    message = str(err.value)
+    assert str(tmp_path / "replay.json") in message and "reinstall dlm" in message
+    assert "training.replay: 0" in message and "\n" not in message

@@ -346,11 +346,18 @@ def replay_share(training: TrainingConfig) -> float | None:
 def replay_rows(ref: BaseModelRef, tokenizer: Any, sink: TrainSink) -> list[tuple[str, str, str]]:
     """`(origin, question, answer)` of the replay prompts the base model answered
     (`dlm.rows.replay`, `dlm.actions.training.replay`); rank 0 generates them on a first run, the
-    other ranks read what it kept (they run after it, `in_turns`)."""
+    other ranks read what it kept (they run after it, `in_turns`).
+
+    Raises:
+        TrainingError: the shipped prompt file is missing or damaged (a broken install).
+    """
     from dlm.actions.training.replay import replay_answers
     from dlm.rows.replay import load_replay_set, replay_pairs
 
-    prompts = load_replay_set()
+    try:
+        prompts = load_replay_set()
+    except ValueError as exc:  # names the file and says to reinstall
+        raise TrainingError(f"{exc}, or set training.replay: 0") from None
     return replay_pairs(prompts.prompts, replay_answers(ref, tokenizer, prompts, sink.on_note))
 
 
