@@ -15,7 +15,7 @@ from dlm.doc import Document
 from dlm.doc.checks import pair_notes
 from dlm.errors import UsageError
 from dlm.metrics import MetricsDB
-from dlm.rows.build import document_facts, drawn_synth, teacher_notes
+from dlm.rows.build import document_facts, drawn_synth, synth_by_source, teacher_notes
 from dlm.rows.teacherstore import document_units, teacher_entries
 from dlm.rows.walk import walk_sources
 
@@ -40,7 +40,7 @@ def _rows_by_kind(doc: Document) -> tuple[dict[str, Any], list[str]]:
         "source_files": len(walk.files),
         "synth_pairs": synth_pairs,
         "synth_probes": synth_probes,
-        "synth_by_source": drawn.by_source() if drawn is not None else {},
+        "synth_by_source": synth_by_source(drawn),
         "teacher_pairs": sum(len(e.pairs) for e in entries),
         "teacher_unasked": len(unasked),
     }, [*pair_notes(doc), *walk.notes, *(drawn.notes if drawn is not None else ()), *teacher_notes(doc, unasked)]

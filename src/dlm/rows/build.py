@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from dlm.chat import with_system_prompt
 from dlm.doc.checks import pair_notes
 from dlm.errors import BaseModelError, TrainingError
+from dlm.rows.facts.files import by_source
 from dlm.rows.recast import recast_pairs, topic_of
 from dlm.rows.types import FileRow, Probe, RowKind, RowSet, TextRow
 from dlm.rows.walk import WalkResult, directive_root, walk_sources
@@ -188,7 +189,7 @@ def build_rows(
         walk=walk,
         probes=tuple(probes),
         synth_pairs=len(drawn.train) if drawn is not None else 0,
-        synth_by_source=drawn.by_source() if drawn is not None else {},
+        synth_by_source=synth_by_source(drawn),
         teacher_pairs=len(teacher.rows),
     )
 
@@ -298,6 +299,14 @@ def drawn_synth(config: SynthConfig, files: Sequence[FileRow], document: Sequenc
     )
     drawn = synth_set(auto, files, document=document)
     return drawn if drawn.train else None
+
+
+def synth_by_source(drawn: SynthSet | None) -> dict[str, dict[str, int]]:
+    """`drawn`'s training pairs and probes per source kind (`dlm.rows.facts.files.by_source`);
+    `{}` when synth draws nothing."""
+    if drawn is None:
+        return {}
+    return by_source([f for f, _ in drawn.train], [f for f, _, _ in drawn.probes])
 
 
 def synth_set(

@@ -117,12 +117,6 @@ class SynthSet:
     facts: int  # facts kept after dropping ambiguous ones and the `max_facts` cap
     notes: tuple[str, ...] = ()  # one line per source file that could not be parsed
 
-    def by_source(self) -> dict[str, dict[str, int]]:
-        """Training pairs and probes per source kind (`dlm.rows.facts.files.by_source`)."""
-        from dlm.rows.facts.files import by_source
-
-        return by_source([f for f, _ in self.train], [f for f, _, _ in self.probes])
-
 
 def wanted_file(relpath: str) -> bool:
     """Whether `relpath` is a file `file_facts` reads (module rules: Python, not a
