@@ -41,7 +41,7 @@ def lora_weights(result) -> dict[str, torch.Tensor]:  # noqa: ANN001
     return {k: v.detach().clone() for k, v in result.model.state_dict().items() if "lora_" in k}
 
 
-def test_an_epoch_visits_every_example_once_in_length_groups():
+def test_an_epoch_visits_every_example_once_in_micro_batches_of_one_width():
     lengths = np.array([5, 60, 7, 64, 6, 61, 8, 63] * 8)
     schedule = Schedule(lengths, lengths - 1, micro_batch=4, accumulation=1, world_size=1, seed=3)
     epoch = schedule.epoch(0)
@@ -51,6 +51,22 @@ def test_an_epoch_visits_every_example_once_in_length_groups():
     assert [b.tolist() for b in schedule.epoch(1)] != [b.tolist() for b in epoch]  # a new order each epoch
     again = Schedule(lengths, lengths - 1, 4, 1, 1, seed=3)
     assert [b.tolist() for b in again.epoch(0)] == [b.tolist() for b in epoch]  # a function of the seed
+
+
+def test_an_epoch_is_sorted_by_width_as_a_whole_so_rare_long_examples_meet():
+    # 8 long examples of different widths scattered among 500 short ones: sorted over the
+    # whole epoch they fill two micro-batches of their own, the 4 shortest and 4 longest
+    lengths = np.full(508, 20)
+    long = [300, 1000, 400, 900, 500, 700, 600, 800]
+    lengths[np.linspace(0, 507, len(long)).astype(int)] = long
+    schedule = Schedule(lengths, lengths - 1, micro_batch=4, accumulation=1, world_size=1, seed=7, limit=2048)
+    epoch = schedule.epoch(0)
+    held = sorted(sorted(lengths[b].tolist()) for b in epoch if lengths[b].max() > 20)
+    assert held == [[300, 400, 500, 600], [700, 800, 900, 1000]]
+    # in general: the epoch's micro-batches are the width-sorted permutation cut in fours
+    widths = np.array([padded_length(int(n), 2048) for n in lengths])
+    cut = np.sort(widths).reshape(-1, 4).tolist()
+    assert sorted(np.sort(widths[b]).tolist() for b in epoch) == sorted(cut)
 
 
 def test_ranks_share_a_step_as_one_process_accumulating_it():

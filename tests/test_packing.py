@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from dlm.tokenize.seam import TokenizedRows
-from dlm.train.data import collate, padded_length
+from dlm.train.data import MIN_STEP, collate, padded_length
 from dlm.train.dataset import PackedDataset, WindowDataset, build_dataset, pack_blocks
 
 
@@ -106,22 +106,29 @@ def test_collator_pads_windows_with_an_attention_mask():
 
 
 def test_collator_rounds_the_length_up_and_no_further_than_the_limit():
-    block = {"input_ids": np.arange(1, 71), "labels": np.arange(1, 71), "position_ids": np.arange(70)}
+    block = {"input_ids": np.arange(1, 67), "labels": np.arange(1, 67), "position_ids": np.arange(66)}
     out = collate([block], pad_id=0, limit=128).inputs
-    assert out["input_ids"].shape == (1, 80)  # 70 -> a multiple of 16
-    assert out["labels"][0, 70:].tolist() == [-100] * 10  # the tail is never scored
-    assert out["position_ids"][0, 70:].tolist() == list(range(10))  # a sequence of its own
-    assert collate([block], pad_id=0, limit=71).inputs["input_ids"].shape == (1, 71)
-    window = {"input_ids": np.arange(1, 71), "labels": np.arange(1, 71)}
-    assert collate([window], pad_id=0).inputs["attention_mask"].tolist() == [[1] * 70 + [0] * 10]
+    assert out["input_ids"].shape == (1, 72)  # 66 -> a multiple of 8
+    assert out["labels"][0, 66:].tolist() == [-100] * 6  # the tail is never scored
+    assert out["position_ids"][0, 66:].tolist() == list(range(6))  # a sequence of its own
+    assert collate([block], pad_id=0, limit=67).inputs["input_ids"].shape == (1, 67)
+    window = {"input_ids": np.arange(1, 67), "labels": np.arange(1, 67)}
+    assert collate([window], pad_id=0).inputs["attention_mask"].tolist() == [[1] * 66 + [0] * 6]
 
 
-def test_padded_length_stays_within_an_eighth_and_takes_few_shapes():
-    assert [padded_length(n) for n in (1, 16, 17, 60, 130, 700, 1500)] == [16, 16, 32, 64, 144, 704, 1536]
-    widths = {padded_length(n) for n in range(1, 2049)}
-    assert all(padded_length(n) - n < max(16, n / 8) for n in range(1, 2049))
-    assert len(widths) <= 64
+def test_padded_length_rounds_to_an_eighth_of_the_doubling_and_at_least_min_step():
+    lengths = (1, 5, 8, 9, 17, 60, 64, 65, 70, 127, 128, 130, 700, 1500)
+    assert [padded_length(n) for n in lengths] == [8, 8, 8, 16, 24, 64, 64, 72, 72, 128, 128, 144, 704, 1536]
+    assert MIN_STEP == 8
+    # under an eighth of the longest example from 64 tokens up, under MIN_STEP below
+    assert all(padded_length(n) - n < max(MIN_STEP, n / 8) for n in range(1, 2049))
+    assert all(padded_length(n) % MIN_STEP == 0 for n in range(1, 2049))
+    # at most 8 widths per doubling: (64, 128], (128, 256], ... take 8 each, 48 up to 2048
+    widths = sorted({padded_length(n) for n in range(1, 2049)})
+    per_doubling = [sum(1 for w in widths if 2**k < w <= 2 ** (k + 1)) for k in range(11)]
+    assert per_doubling == [0, 0, 1, 1, 2, 4, 8, 8, 8, 8, 8] and len(widths) == 48
     assert padded_length(2047, limit=2048) == 2048 and padded_length(2049, limit=2048) == 2049
+    assert padded_length(70, limit=71) == 71 and padded_length(70, limit=60) == 70
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +176,7 @@ def test_packed_loss_equals_each_example_alone(smollm2, attention):
     assert float(together) == pytest.approx(float(alone), rel=1e-5)
     rounded = collate([packed[i] for i in range(len(packed))], pad_id=0, limit=64).inputs
     rounded.pop("loss_rows")
-    assert rounded["input_ids"].shape[1] % 16 == 0
+    assert rounded["input_ids"].shape[1] == padded_length(int(packed.lengths.max()), 64)
     assert float(_loss_sum(smollm2, rounded)) == pytest.approx(float(alone), rel=1e-5)  # the tail adds nothing
 
 

@@ -2,14 +2,17 @@
 
 The order (`Schedule`): epoch `e` visits every example once, in a permutation drawn from
 NumPy's PCG64 seeded with `(seed, e)`. Its examples are then cut into micro-batches of
-similar length, so short examples are not padded to a long one's length: the epoch's
-order is cut into groups of `GROUP` micro-batches; inside a group the examples are
-sorted by the length their micro-batch would be padded to (`padded_length`; a stable
-sort, so equal lengths keep the permutation's order and copies of one example stay
-apart), cut into micro-batches of `micro_batch` examples, and those micro-batches are
-put in an order drawn from the same generator. The last micro-batch of an epoch may be
-short. The order is a pure function of the example lengths and the seed: every rank
-computes the same one, and a resumed run finds its place by arithmetic.
+similar length, so short examples are not padded to a long one's length: the whole
+epoch's permutation is sorted by the length each example would be padded to
+(`padded_length`; a stable sort, so examples of equal width keep the permutation's
+order and meet other partners each epoch), cut into micro-batches of `micro_batch`
+examples, and those micro-batches are put in an order drawn from the same generator.
+Sorting the whole epoch, not slices of it, matters for the few long examples (a long
+source window among short Q/A pairs): only across an epoch do they find partners of
+about their own length instead of sharing a micro-batch with one twice as long. The
+last micro-batch of an epoch may be short. The order is a pure function of the example
+lengths and the seed: every rank computes the same one, and a resumed run finds its
+place by arithmetic.
 
 Optimizer step `s` takes the global micro-batches `s * A * W ... (s + 1) * A * W - 1`
 (`A` accumulation steps, `W` ranks), and rank `r` trains those whose index is `r`
@@ -19,9 +22,11 @@ Every rank also knows the loss tokens of the whole step (`Step.loss_tokens`), th
 divisor of the step's loss, without asking the others.
 
 A micro-batch (`collate`) is `[B, n]`, `n` the longest example rounded up by
-`padded_length`: a multiple of an eighth of its power of two (at least 16), so padding
-stays under an eighth of the longest example while a run sees a few shapes per doubling
-of length, not one per length (a CPU's bfloat16 matmuls keep a compiled kernel per shape).
+`padded_length`: a multiple of `MIN_STEP` below 64 tokens and of an eighth of its power
+of two from 64 up, so padding stays under an eighth of the longest example (under
+`MIN_STEP` tokens below 64) while a run sees at most 8 shapes per doubling of length
+(48 up to 2048), not one per length: a CPU's bfloat16 matmuls keep a compiled kernel per
+shape (docs/determinism.md, "Batch lengths rounded up").
 """
 
 from __future__ import annotations
@@ -33,18 +38,19 @@ from typing import Any
 import numpy as np
 import torch
 
-# micro-batches sorted by length together (module docstring): enough for several
-# micro-batches of each length class, few enough that an epoch's order stays mixed
-GROUP = 32
+# the smallest width step (module docstring): the eighth-of-a-doubling rule reaches it at
+# 64; below, a finer step would add shapes to save fewer than 8 tokens a row, and widths in
+# whole 8s keep bfloat16 matmuls on the sizes GPU tensor cores take
+MIN_STEP = 8
 # the batching rule, recorded in the determinism lock: another rule trains other bytes
-ORDER_MODE = "length-groups-32"
+ORDER_MODE = "length-sorted-epoch-step8"
 KINDS = ("prose", "instruction", "source", "synth", "replay")  # per-kind loss buckets; index len(KINDS): no loss
 
 
 def padded_length(n: int, limit: int | None = None) -> int:
-    """`n` tokens rounded up to a multiple of `max(16, 2 ** floor(log2 n) / 8)`, at most
-    `max(n, limit)`: 60 -> 64, 130 -> 144, 700 -> 704, 1500 -> 1536."""
-    step = max(16, (1 << max(int(n).bit_length() - 1, 0)) // 8)
+    """`n` tokens rounded up to a multiple of `max(MIN_STEP, 2 ** floor(log2 n) / 8)`, at
+    most `max(n, limit)`: 5 -> 8, 60 -> 64, 70 -> 72, 130 -> 144, 700 -> 704, 1500 -> 1536."""
+    step = max(MIN_STEP, (1 << max(int(n).bit_length() - 1, 0)) // 8)
     rounded = -(-int(n) // step) * step
     return max(int(n), min(rounded, limit)) if limit is not None else rounded
 
@@ -126,15 +132,10 @@ class Schedule:
     def _cut(self, e: int) -> list[np.ndarray]:
         rng = np.random.default_rng([self.seed, e])
         order = rng.permutation(len(self.lengths))
-        size = self.micro_batch * GROUP
-        batches: list[np.ndarray] = []
-        for start in range(0, len(order), size):
-            group = order[start : start + size]
-            widths = np.fromiter((padded_length(int(n), self.limit) for n in self.lengths[group]), dtype=np.int64)
-            group = group[np.argsort(widths, kind="stable")]
-            cut = [group[i : i + self.micro_batch] for i in range(0, len(group), self.micro_batch)]
-            batches += [cut[i] for i in rng.permutation(len(cut))]
-        return batches
+        widths = np.fromiter((padded_length(int(n), self.limit) for n in self.lengths[order]), dtype=np.int64)
+        order = order[np.argsort(widths, kind="stable")]
+        cut = [order[i : i + self.micro_batch] for i in range(0, len(order), self.micro_batch)]
+        return [cut[i] for i in rng.permutation(len(cut))]
 
     def micro_batch_at(self, index: int) -> np.ndarray:
         """The examples of global micro-batch `index` (epochs follow each other)."""
