@@ -8,7 +8,7 @@ layout and rule the table gives the padding share of the processed tokens (`B * 
 what `collate` builds), the loss-carrying share, and the distinct widths (shapes).
 
 Layouts: `recipe` is what `dlm train` trains (the recipe may fall back from packed
-blocks to one example per row); `packed` is the same document with `training.num_epochs:
+blocks to one example per row); `num_epochs 1` is the same document with `training.num_epochs:
 1`, which keeps `packing: true` (the default), so a document that sets its epochs
 trains blocks.
 
