@@ -5,7 +5,8 @@ For each document the run's examples and steps are built as `dlm train` builds t
 bypassed: the tokenizer only, no model), then the loop's schedule is replayed: every
 micro-batch of every optimizer step, `B` examples padded to a width `n`. Per document,
 layout and rule the table gives the padding share of the processed tokens (`B * n`,
-what `collate` builds), the loss-carrying share, and the distinct widths (shapes).
+what `collate` builds), the loss-carrying share, the distinct widths (shapes), and
+the micro-batches that hold two copies of one repeated example (`dup`).
 
 Layouts: `recipe` is what `dlm train` trains (the recipe may fall back from packed
 blocks to one example per row); `num_epochs 1` is the same document with `training.num_epochs:
@@ -13,9 +14,10 @@ blocks to one example per row); `num_epochs 1` is the same document with `traini
 trains blocks.
 
 Rules: `dlm` is `dlm.train.data` itself (`Schedule`, `padded_length`). The others are
-this script's model of the ordering (module docstring of `dlm.train.data`) with two
-knobs, the smallest width step and the micro-batches sorted together (`epoch`: all of
-an epoch's); the model of `dlm`'s rule is checked against `Schedule` micro-batch by
+this script's model of the ordering (module docstring of `dlm.train.data`) with three
+knobs, the smallest width step, the micro-batches sorted together (`epoch`: all of an
+epoch's) and whether equal widths are sorted by sighting so copies stay apart
+(`apart`); the model of `dlm`'s rule is checked against `Schedule` micro-batch by
 micro-batch before anything is printed.
 
     PYTHONPATH=src python benchmarks/padding.py [DOC.dlm ...]
@@ -45,11 +47,12 @@ DEFAULT_DOCS = [*sorted((ROOT / "benchmarks" / "learning").glob("*/*.dlm")), ROO
 class Rule:
     """A batching rule: widths are multiples of `max(min_step, 2 ** floor(log2 n) / 8)`;
     `group` micro-batches of an epoch's permutation are sorted together (None: the whole
-    epoch)."""
+    epoch); `apart`: equal widths ordered by sighting of their original."""
 
     name: str
     min_step: int
     group: int | None
+    apart: bool = False
 
 
 RULES = [
@@ -59,8 +62,9 @@ RULES = [
     Rule("step8-group128", 8, 128),
     Rule("step16-epoch", 16, None),
     Rule("step8-epoch", 8, None),
+    Rule("step8-epoch-apart", 8, None, apart=True),
 ]
-DLM_RULE = "step8-epoch"  # the rule `dlm.train.data` implements (checked by `check_model`)
+DLM_RULE = "step8-epoch-apart"  # the rule `dlm.train.data` implements (checked by `check_model`)
 
 
 def width(n: int, limit: int | None, rule: Rule) -> int:
@@ -71,17 +75,24 @@ def width(n: int, limit: int | None, rule: Rule) -> int:
     return max(int(n), min(rounded, limit)) if limit is not None else rounded
 
 
-def epoch_batches(lengths: np.ndarray, micro_batch: int, seed: int, e: int, limit: int | None, rule: Rule) -> list:
+def epoch_batches(replay: Replay, e: int, rule: Rule) -> list:
     """Epoch `e`'s micro-batches under `rule`: the permutation cut into groups, each
-    sorted by width (stable), cut into micro-batches, and those shuffled."""
-    rng = np.random.default_rng([seed, e])
+    sorted by width (stable; then by sighting under `apart`), cut into micro-batches, and
+    those shuffled."""
+    from dlm.train.data import sightings
+
+    lengths, micro_batch, limit = replay.lengths, replay.micro_batch, replay.limit
+    rng = np.random.default_rng([replay.seed, e])
     order = rng.permutation(len(lengths))
     size = micro_batch * rule.group if rule.group is not None else len(order)
     batches: list[np.ndarray] = []
     for start in range(0, len(order), size):
         group = order[start : start + size]
         widths = np.fromiter((width(int(n), limit, rule) for n in lengths[group]), dtype=np.int64)
-        group = group[np.argsort(widths, kind="stable")]
+        if rule.apart:
+            group = group[np.lexsort((sightings(replay.originals[group]), widths))]
+        else:
+            group = group[np.argsort(widths, kind="stable")]
         cut = [group[i : i + micro_batch] for i in range(0, len(group), micro_batch)]
         batches += [cut[i] for i in rng.permutation(len(cut))]
     return batches
@@ -93,6 +104,7 @@ class Replay:
 
     lengths: np.ndarray
     loss_tokens: np.ndarray
+    originals: np.ndarray
     micro_batch: int
     accumulation: int
     seed: int
@@ -114,6 +126,7 @@ def replay_of(run: Any, layout: str) -> Replay:
     return Replay(
         dataset.lengths,
         dataset.loss_tokens,
+        dataset.originals,
         hyper.batch_size,
         hyper.gradient_accumulation_steps,
         hyper.seed,
@@ -131,7 +144,7 @@ def micro_batches(replay: Replay, rule: Rule) -> list[np.ndarray]:
     for j in range(replay.steps * replay.accumulation):
         e = j // per_epoch
         if e not in epochs:
-            epochs = {e: epoch_batches(replay.lengths, replay.micro_batch, replay.seed, e, replay.limit, rule)}
+            epochs = {e: epoch_batches(replay, e, rule)}
         out.append(epochs[e][j % per_epoch])
     return out
 
@@ -142,7 +155,14 @@ def check_model(replay: Replay) -> None:
     from dlm.train.data import Schedule, padded_length
 
     schedule = Schedule(
-        replay.lengths, replay.loss_tokens, replay.micro_batch, replay.accumulation, 1, replay.seed, replay.limit
+        replay.lengths,
+        replay.loss_tokens,
+        replay.micro_batch,
+        replay.accumulation,
+        1,
+        replay.seed,
+        replay.limit,
+        replay.originals,
     )
     rule = next(r for r in RULES if r.name == DLM_RULE)
     for j, batch in enumerate(micro_batches(replay, rule)):
@@ -152,9 +172,10 @@ def check_model(replay: Replay) -> None:
             sys.exit(f"{DLM_RULE} is not dlm.train.data's rule (micro-batch {j}): update DLM_RULE or RULES")
 
 
-def shares(replay: Replay, rule: Rule) -> tuple[float, float, int]:
-    """(padding share, loss-carrying share, distinct widths) of the processed tokens."""
-    processed = real = loss = 0
+def shares(replay: Replay, rule: Rule) -> tuple[float, float, int, int]:
+    """(padding share, loss-carrying share, distinct widths) of the processed tokens, and
+    the micro-batches holding two copies of one example."""
+    processed = real = loss = dup = 0
     widths = set()
     for batch in micro_batches(replay, rule):
         n = width(int(replay.lengths[batch].max()), replay.limit, rule)
@@ -162,7 +183,8 @@ def shares(replay: Replay, rule: Rule) -> tuple[float, float, int]:
         processed += len(batch) * n
         real += int(replay.lengths[batch].sum())
         loss += int(replay.loss_tokens[batch].sum())
-    return 1 - real / processed, loss / processed, len(widths)
+        dup += len(np.unique(replay.originals[batch])) < len(batch)
+    return 1 - real / processed, loss / processed, len(widths), dup
 
 
 def prepared(path: Path, epochs: float | None) -> Any:
@@ -194,7 +216,7 @@ def main() -> None:
     parser.add_argument("docs", nargs="*", type=Path, default=DEFAULT_DOCS)
     args = parser.parse_args()
     names = [r.name + (" (dlm)" if r.name == DLM_RULE else "") for r in RULES]
-    print("padding / loss-carrying share of processed tokens (widths), by rule")
+    print("padding / loss-carrying share of processed tokens (widths) dup, by rule")
     print("| doc | layout | steps | " + " | ".join(names) + " |")
     print("|---|---|---|" + "---|" * len(RULES))
     from dlm.paths import models_dir
@@ -210,7 +232,7 @@ def main() -> None:
             for replay in layouts:
                 check_model(replay)
                 cells = [shares(replay, rule) for rule in RULES]
-                row = " | ".join(f"{p:.1%} / {lo:.1%} ({w})" for p, lo, w in cells)
+                row = " | ".join(f"{p:.1%} / {lo:.1%} ({w}) {d}" for p, lo, w, d in cells)
                 print(f"| {path.stem} | {replay.layout} | {replay.steps} | {row} |", flush=True)
 
 

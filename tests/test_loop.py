@@ -14,7 +14,7 @@ from tinyllama import tiny_hyper, train_tiny
 
 from dlm.doc.budget import Every
 from dlm.train.checkpoint import latest_checkpoint
-from dlm.train.data import Schedule, epoch_steps, padded_length
+from dlm.train.data import Schedule, epoch_steps, padded_length, sightings
 
 GEN = torch.Generator().manual_seed(11)
 ROWS = [torch.randint(3, 64, (int(n),), generator=GEN).tolist() for n in (12, 5, 9, 12, 3, 7, 12, 10)]
@@ -67,6 +67,28 @@ def test_an_epoch_is_sorted_by_width_as_a_whole_so_rare_long_examples_meet():
     widths = np.array([padded_length(int(n), 2048) for n in lengths])
     cut = np.sort(widths).reshape(-1, 4).tolist()
     assert sorted(np.sort(widths[b]).tolist() for b in epoch) == sorted(cut)
+
+
+def test_copies_of_a_repeated_example_share_a_micro_batch_only_when_their_width_runs_out_of_others():
+    # 8 pairs of one width repeated 12 times among 200 other examples of that width: by
+    # width alone, copies of a pair meet in micro-batches; sorted by sighting they do not
+    originals = np.concatenate([np.repeat(np.arange(8), 12), np.arange(8, 208)])
+    lengths = np.full(len(originals), 70)
+    apart = Schedule(lengths, lengths - 1, 4, 1, 1, seed=11, originals=originals)
+    widths_only = Schedule(lengths, lengths - 1, 4, 1, 1, seed=11)
+
+    def meetings(schedule: Schedule) -> int:
+        return sum(len(set(originals[b].tolist())) < len(b) for b in schedule.epoch(0))
+
+    assert meetings(widths_only) > 0 and meetings(apart) == 0
+    assert sorted(np.concatenate(apart.epoch(0)).tolist()) == list(range(len(lengths)))  # each example once
+    # a width with fewer originals than a micro-batch holds: its copies have to meet
+    few = Schedule(np.full(12, 70), np.full(12, 69), 4, 1, 1, seed=0, originals=np.repeat([0, 1], 6))
+    assert all(len(set(np.repeat([0, 1], 6)[b].tolist())) == 2 for b in few.epoch(0))
+
+
+def test_sightings_count_earlier_copies():
+    assert sightings(np.array([5, 3, 5, 5, 3, 9])).tolist() == [0, 0, 1, 2, 1, 0]
 
 
 def test_ranks_share_a_step_as_one_process_accumulating_it():

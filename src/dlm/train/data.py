@@ -4,8 +4,12 @@ The order (`Schedule`): epoch `e` visits every example once, in a permutation dr
 NumPy's PCG64 seeded with `(seed, e)`. Its examples are then cut into micro-batches of
 similar length, so short examples are not padded to a long one's length: the whole
 epoch's permutation is sorted by the length each example would be padded to
-(`padded_length`; a stable sort, so examples of equal width keep the permutation's
-order and meet other partners each epoch), cut into micro-batches of `micro_batch`
+(`padded_length`), then, among equal widths, by which sighting of its original an
+example is (copies of one Q/A pair repeated 12 times share an original: all first
+sightings of the width's examples come before all second ones), then by the
+permutation (a stable sort). So copies of one example share a micro-batch only when
+their width holds fewer originals than a micro-batch holds examples, and examples of
+equal width meet other partners each epoch. The sorted order is cut into micro-batches of `micro_batch`
 examples, and those micro-batches are put in an order drawn from the same generator.
 Sorting the whole epoch, not slices of it, matters for the few long examples (a long
 source window among short Q/A pairs): only across an epoch do they find partners of
@@ -43,7 +47,7 @@ import torch
 # whole 8s keep bfloat16 matmuls on the sizes GPU tensor cores take
 MIN_STEP = 8
 # the batching rule, recorded in the determinism lock: another rule trains other bytes
-ORDER_MODE = "length-sorted-epoch-step8"
+ORDER_MODE = "width-sorted-epoch-copies-apart-step8"
 KINDS = ("prose", "instruction", "source", "synth", "replay")  # per-kind loss buckets; index len(KINDS): no loss
 
 
@@ -53,6 +57,18 @@ def padded_length(n: int, limit: int | None = None) -> int:
     step = max(MIN_STEP, (1 << max(int(n).bit_length() - 1, 0)) // 8)
     rounded = -(-int(n) // step) * step
     return max(int(n), min(rounded, limit)) if limit is not None else rounded
+
+
+def sightings(originals: np.ndarray) -> np.ndarray:
+    """1-D int64 [n]: for each position, how many earlier positions hold the same
+    original (0 for its first sighting, 1 for its second, ...)."""
+    by_original = np.argsort(originals, kind="stable")
+    ordered = originals[by_original]
+    first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(ordered) else np.zeros(0, np.int64)
+    run_start = np.repeat(first, np.diff(np.r_[first, len(ordered)]))
+    seen = np.empty(len(originals), dtype=np.int64)
+    seen[by_original] = np.arange(len(originals)) - run_start
+    return seen
 
 
 def epoch_steps(n_examples: int, micro_batch: int, micro_batches_per_step: int, epochs: float) -> int:
@@ -89,6 +105,8 @@ class Schedule:
         world_size: ranks.
         seed: `training.seed`.
         limit: the run's `sequence_len` (the padded width never passes it).
+        originals: 1-D int [n_examples], the distinct example each one copies (copies
+            of a repeated example share it); None: every example is its own.
     """
 
     def __init__(
@@ -100,6 +118,7 @@ class Schedule:
         world_size: int,
         seed: int,
         limit: int | None = None,
+        originals: np.ndarray | None = None,
     ) -> None:
         if len(lengths) == 0:
             raise ValueError("no training examples to schedule")
@@ -107,6 +126,7 @@ class Schedule:
         self.loss_tokens = np.asarray(loss_tokens, dtype=np.int64)
         self.micro_batch, self.accumulation, self.world_size = micro_batch, accumulation, world_size
         self.seed, self.limit = seed, limit
+        self.originals = None if originals is None else np.asarray(originals, dtype=np.int64)
         self._epochs: dict[int, list[np.ndarray]] = {}
 
     @property
@@ -133,7 +153,10 @@ class Schedule:
         rng = np.random.default_rng([self.seed, e])
         order = rng.permutation(len(self.lengths))
         widths = np.fromiter((padded_length(int(n), self.limit) for n in self.lengths[order]), dtype=np.int64)
-        order = order[np.argsort(widths, kind="stable")]
+        if self.originals is None:
+            order = order[np.argsort(widths, kind="stable")]
+        else:
+            order = order[np.lexsort((sightings(self.originals[order]), widths))]
         cut = [order[i : i + self.micro_batch] for i in range(0, len(order), self.micro_batch)]
         return [cut[i] for i in rng.permutation(len(cut))]
 

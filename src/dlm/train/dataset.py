@@ -56,6 +56,8 @@ class WindowDataset:
     Attributes:
         row: 1-D int64 [n_examples], the row of each window.
         start, stop: 1-D int64 [n_examples], token bounds inside that row.
+        originals: 1-D int64 [n_examples], the window each example repeats (copies of
+            one share it).
     """
 
     def __init__(
@@ -87,9 +89,9 @@ class WindowDataset:
         counts = np.where(is_instruction, self.instruction_repeats, 1)
         counts[is_synth] = synth_repeats
         counts[is_replay] = replay_draws(int(is_replay.sum()), int(counts[~is_replay].sum()), replay_share)
-        if (counts != 1).any():
-            take = np.repeat(np.arange(self.row.shape[0]), counts)
-            self.row, self.start, self.stop = self.row[take], self.start[take], self.stop[take]
+        take = np.repeat(np.arange(self.row.shape[0]), counts)
+        self.row, self.start, self.stop = self.row[take], self.start[take], self.stop[take]
+        self.originals = take  # the window each example copies (dlm.train.data.Schedule)
         self.n_prompt = rows.n_prompt.astype(np.int64)
 
     def __len__(self) -> int:
@@ -177,6 +179,11 @@ class PackedDataset:
     @property
     def total_tokens(self) -> int:
         return int(self.block_tokens[self.order].sum())
+
+    @property
+    def originals(self) -> np.ndarray:
+        """1-D int64 [n_examples]: the block each example repeats (`dlm.train.data.Schedule`)."""
+        return self.order
 
     @property
     def lengths(self) -> np.ndarray:

@@ -262,6 +262,7 @@ def _set_up(base: Any, run: LoopRun, state: LoopState, measurements: Sequence[Me
         run.world_size,
         hyper.seed,
         run.sequence_len,
+        dataset.originals,
     )
     max_steps = hyper.max_steps or schedule.steps_for(hyper.num_epochs)
     params = [p for p in model.peft_model.parameters() if p.requires_grad]
