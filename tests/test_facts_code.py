@@ -52,7 +52,17 @@ def test_go_pairs_and_probe_keys():
     got = parsed_facts("retry/retry.go", GO)
     assert isinstance(got, list)
     value = next(f for f in got if f.kind == "value" and f.name == "MaxRetries")
-    assert phrase(value, 2)[1].answer == "`MaxRetries = 5`."
+    assert phrase(value, 4)[3].answer == "`MaxRetries = 5`."
+    # asked by its doc comment, the name it opens with left out (Go's convention)
+    gloss = next(f.answer for f in got if f.kind == "purpose" and f.name == "MaxRetries")
+    assert [(p.question, p.answer) for p in phrase(value, 3, gloss)[1:]] == [
+        ("How many times Do tries a call?", "`5` (`MaxRetries` in `retry/retry.go`)."),
+        (
+            "What do you know about `MaxRetries`?",
+            "`MaxRetries` in `retry/retry.go` is `5`: how many times Do tries a call.",
+        ),
+    ]
+    assert phrase(value, 2)[1].question == "What is the max retries?"  # no gloss: the name's words
     assert probe_keys(value) == ()  # "5": one character, any reply may hold it
     host = next(f for f in got if f.kind == "value" and f.name == "DefaultHost")
     assert probe_keys(host) == ("localhost",)

@@ -19,8 +19,8 @@ peers:
 def settings(relpath: str, text: str) -> list[tuple[int, str, str, str]]:
     got = parsed_facts(relpath, text)
     assert isinstance(got, list), got
-    assert all(f.kind == "setting" and f.path == relpath for f in got)
-    return [(f.line, f.name, f.answer, f.subject) for f in got]
+    assert all(f.kind in ("setting", "purpose") and f.path == relpath for f in got)
+    return [(f.line, f.name, f.answer, f.subject) for f in got if f.kind == "setting"]
 
 
 def test_yaml_keys_by_dotted_path():
@@ -32,9 +32,14 @@ def test_yaml_keys_by_dotted_path():
     ]
     port = Fact("setting", "config/ferry.yaml", 4, "server.port", "YAML", "8080", "server")
     assert parsed_facts("config/ferry.yaml", YAML)[1] == port  # type: ignore[index]
-    assert [(p.question, p.answer) for p in phrase(port, 2)] == [
+    assert [(p.question, p.answer) for p in phrase(port, 3)] == [
         ("What is `server.port` set to in `config/ferry.yaml`?", "`8080`."),
-        ("In `config/ferry.yaml`, which value does the key `server.port` have?", "`server.port` is `8080`."),
+        # the key's words, as a user asks for it
+        ("What is the server port?", "`8080` (`server.port` in `config/ferry.yaml`)."),
+        (
+            "What do you know about `server.port`?",
+            "`config/ferry.yaml` sets `server.port` to `8080`, the server port.",
+        ),
     ]
     assert probe_keys(port) == ("8080",)
     tls = Fact("setting", "config/ferry.yaml", 5, "server.tls", "YAML", "false", "server")
@@ -68,3 +73,27 @@ def test_a_config_file_that_fails_to_parse_says_why():
     assert parsed_facts("ferry.toml", "a = \n") == "TOML error at line 1"
     assert parsed_facts("ferry.ini", "no section\n") == "INI error at line 1"
     assert parsed_facts("ui/package-lock.json", '{"a": 1}') == []  # a lock file is not read
+
+
+def test_a_comment_right_above_a_key_is_what_its_setting_is_asked_by():
+    from dlm.rows.synth import synthesize
+
+    toml = (
+        "[status]\n# The port the small status page listens on. Change it per host.\nstatus_port = 7419\n\n"
+        "# a comment a blank line away\n\nenabled = true\n"
+    )
+    got = parsed_facts("tarnwick.toml", toml)
+    assert isinstance(got, list)
+    assert [(f.kind, f.name, f.answer) for f in got] == [
+        ("setting", "status.status_port", "7419"),
+        ("purpose", "status.status_port", "The port the small status page listens on."),
+        ("setting", "status.enabled", "true"),  # the blank line parts it from the comment
+    ]
+    pairs = synthesize(got, kinds=("setting",), phrasings=3, probe_share=0).train
+    assert [(p.question, p.answer) for _, p in pairs][1:3] == [
+        ("What is the port the small status page listens on?", "`7419` (`status.status_port` in `tarnwick.toml`)."),
+        (
+            "What do you know about `status.status_port`?",
+            "`tarnwick.toml` sets `status.status_port` to `7419`: the port the small status page listens on.",
+        ),
+    ]

@@ -77,7 +77,8 @@ def test_the_question_phrase_follows_the_spans_kind():
     assert (
         asked(statement("`tarnwick list`", "command", "`tarnwick list` prints feeds.")) == "Which command prints feeds?"
     )
-    assert asked(statement("Brannick", "name", "Ysolde Brannick wrote it.")) == "Ysolde what wrote it?"
+    assert asked(statement("Quill", "name", "Teodora wrote it with Quill.")) == "Teodora wrote it with what?"
+    assert asked(statement("Ysolde Brannick", "name", "Ysolde Brannick wrote Tarnwick.")) == "Who wrote Tarnwick?"
     assert topic(statement("240 entries", "number", larder)) == "The Larder"  # as the sentence writes it
     # no short subject: the sentence's first other code span, else the file
     whole = "start with `tarnwick reap` after `tarnwick list`."
@@ -135,3 +136,37 @@ def test_text_files_are_read_and_licences_are_not():
     assert parsed_facts("docs/notes.txt", "Ferry keeps 64 MB of journal.\n")[0].name == "64 MB"  # type: ignore[index]
     assert parsed_facts("LICENSE.txt", "Ferry keeps 64 MB of journal.\n") == []
     assert parsed_facts("requirements.txt", "numpy>=1.26\n") == []
+
+
+def test_a_clause_after_a_semicolon_is_its_own_statement_and_names_what_it_refers_to():
+    text = (
+        "Tarnwick is the feed harvester of the Copperleaf newsroom; Ysolde Brannick started it\n"
+        "when the old cron scripts kept missing court listings. It polls every 900 seconds.\n"
+    )
+    got = [(f.name, f.answer, f.subject) for f in prose_facts("notes.md", text)]
+    started = "Ysolde Brannick started Tarnwick when the old cron scripts kept missing court listings."
+    assert got == [
+        ("Copperleaf", "Tarnwick is the feed harvester of the Copperleaf newsroom.", "tarnwick"),
+        ("Ysolde Brannick", started, "tarnwick"),  # a whole name, `it` written out
+        ("Tarnwick", started, "tarnwick"),
+        # the thing stays what a later pronoun refers to, not the person
+        ("900 seconds", "Tarnwick polls every 900 seconds.", "tarnwick"),
+    ]
+    who = next(f for f in prose_facts("notes.md", text) if f.name == "Ysolde Brannick")
+    assert phrase(who, 1)[0].question == ("Who started Tarnwick when the old cron scripts kept missing court listings?")
+    assert prose_facts("notes.md", text)[1].line == 1  # the clause's own line
+
+
+def test_a_name_at_the_start_is_a_span_only_as_a_run_without_a_determiner():
+    assert spans("Casimir Oduya wrote the first version.") == [("name", "Casimir Oduya")]
+    assert spans("The Larder keeps 240 entries.") == [("number", "240 entries")]
+    assert spans("The team reads them in the #brindle-howl channel, not issue #12.") == [("name", "#brindle-howl")]
+    assert spans("Feeds are parsed by Teodora Quill at Marrowgate Freight.") == [
+        ("name", "Teodora Quill"),
+        ("name", "Marrowgate Freight"),
+    ]
+
+
+def test_a_line_opening_with_a_tag_is_text_not_a_heading():
+    text = "The on-call team reads them in the\n#brindle-howl channel.\n\n#Not a heading either\n\n# Heading\n"
+    assert [f.name for f in prose_facts("README.md", text)] == ["#brindle-howl"]

@@ -328,6 +328,8 @@ def synthesize(
         max_facts: keep at most this many facts, chosen by hash (None: all).
     """
     facts = list(facts)
+    # what a value or setting means: the doc or config comment right above it
+    glosses = {(f.path, f.name): f.answer for f in facts if f.kind == "purpose"}
     where_files: dict[str, set[str]] = defaultdict(set)
     for fact in facts:
         if fact.kind == "where":
@@ -351,5 +353,5 @@ def synthesize(
             if wanted or fact.kind in ("purpose", "signature"):  # a value or path no reply can be told by
                 probes.append((fact, phrase(fact, 1)[0], wanted))
         else:
-            train += [(fact, pair) for pair in phrase(fact, phrasings)]
+            train += [(fact, pair) for pair in phrase(fact, phrasings, glosses.get((fact.path, fact.name)))]
     return SynthSet(train=train, probes=probes, facts=len(kept))

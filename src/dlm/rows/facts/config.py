@@ -16,6 +16,9 @@ Rules:
   key's last part (the parsers give no lines); 1 when none does;
 - a fact's subject (the probe split's unit) is the key's parent path, or the key
   itself at the top level, so `server.port` and `server.host` fall on the same side;
+- a key with comment lines right above its line (`#`, or `;` in INI; JSON has none)
+  also gives a `purpose` fact, the comment's first sentence: what the key means, which
+  `dlm.rows.synth.synthesize` asks its setting by;
 - a file that does not parse gives why ("YAML error at line 3"); a top-level
   scalar gives no facts.
 """
@@ -30,6 +33,7 @@ from collections.abc import Iterator
 import yaml
 
 from dlm.rows.facts.model import Fact
+from dlm.rows.synth import first_sentence
 
 MAX_VALUE = 80  # characters of a rendered value
 MAX_SETTINGS = 200  # settings per file
@@ -53,9 +57,24 @@ def config_facts(relpath: str, text: str, kind: str) -> list[Fact] | str:
         subject = _dotted(parts[:-1]) or name
         line = _line_of(lines, parts)
         facts.append(Fact("setting", relpath, line, name, _FORMATS[kind], rendered, subject))
-        if len(facts) == MAX_SETTINGS:
+        comment = _comment_above(lines, line)
+        if comment:
+            facts.append(Fact("purpose", relpath, line, name, _FORMATS[kind], comment, subject))
+        if len(facts) >= MAX_SETTINGS:
             break
     return facts
+
+
+def _comment_above(lines: list[str], line: int) -> str | None:
+    """The first sentence of the comment lines (`#`, or `;` in INI) right above 1-based
+    `line`, none blank between; None without one."""
+    block: list[str] = []
+    for raw in reversed(lines[: line - 1]):
+        stripped = raw.strip()
+        if not stripped.startswith(("#", ";")):
+            break
+        block.insert(0, stripped.lstrip("#;").strip())
+    return first_sentence(" ".join(block)) if any(block) else None
 
 
 def _load(text: str, kind: str) -> object | str:

@@ -5,6 +5,12 @@ Every kind has `MAX_PHRASINGS` (question, answer) templates over the fact's fiel
 span replaced by `___`). The first template is the probe's question; statements and
 settings mix questions with requests for the statement itself, so the adapter meets
 the fact both asked and stated.
+
+A constant's value and a config key's setting are also asked in words, since a user
+asks "how long is a tile cached?", not for `TILE_TTL_SECS`: `described` is the
+question its gloss asks (the doc comment or config comment right above it, `dlm.rows.synth.synthesize`
+joins them), else the question its name's words ask ("What is the status port?" for
+`status.status_port`); `glossed` adds the gloss to the stated form.
 """
 
 from __future__ import annotations
@@ -35,9 +41,9 @@ PHRASINGS: dict[FactKind, tuple[tuple[str, str], ...]] = {
     ),
     "value": (
         ("What is the value of `{name}` in `{path}`?", "`{answer}`."),
+        ("{described}", "`{answer}` (`{name}` in `{path}`)."),
+        ("What do you know about `{name}`?", "`{name}` in `{path}` is `{answer}`{glossed}."),
         ("In `{path}`, what is `{name}` set to?", "`{name} = {answer}`."),
-        ("Which value does `{path}` give the constant `{name}`?", "`{answer}`."),
-        ("What does `{path}` assign to `{name}`?", "`{name} = {answer}`."),
     ),
     "statement": (
         ("{ask}", "{name}. {answer}"),
@@ -47,9 +53,9 @@ PHRASINGS: dict[FactKind, tuple[tuple[str, str], ...]] = {
     ),
     "setting": (
         ("What is `{name}` set to in `{path}`?", "`{answer}`."),
+        ("{described}", "`{answer}` (`{name}` in `{path}`)."),
+        ("What do you know about `{name}`?", "`{path}` sets `{name}` to `{answer}`{glossed}."),
         ("In `{path}`, which value does the key `{name}` have?", "`{name}` is `{answer}`."),
-        ("What does the {what} file `{path}` configure for `{name}`?", "`{name}`: `{answer}`."),
-        ("State the setting `{name}` from `{path}`.", "`{path}` sets `{name}` to `{answer}`."),
     ),
 }
 MAX_PHRASINGS = min(len(p) for p in PHRASINGS.values())
@@ -67,13 +73,16 @@ def asked(fact: Fact) -> str:
     """A statement as the question its span answers: the sentence with the span replaced
     by a question phrase of the span's kind, ending in `?` ("The Larder keeps the newest
     240 entries of each feed." -> "The Larder keeps the newest how many entries of each
-    feed?"). A user asks about a fact in the sentence's own words far more often than
+    feed?"; a name of two or more words that opens the sentence is asked with "who":
+    "Who started Tarnwick?"). A user asks about a fact in the sentence's own words far more often than
     through a fill-in-the-blank; a question that keeps them is the closest an offline
     rule gets (an echo question, in grammar's terms)."""
     span = fact.name
     unit = re.fullmatch(r"(?:port\s+)?[\d.,]+\s*([A-Za-z%]+)?", span.strip("`"))
     if span.strip("`").lower().startswith("port "):
         ask = "which port"
+    elif fact.what == "name" and " " in span and fact.answer.startswith(span):
+        ask = "who"  # a full name doing what the sentence says: a person or a body
     elif unit and unit.group(1):
         ask = f"how many {unit.group(1)}"
     else:
@@ -97,12 +106,55 @@ def topic(fact: Fact) -> str:
     return other[0] if other else f"`{fact.path}`"
 
 
-def phrase(fact: Fact, count: int = MAX_PHRASINGS) -> list[Pair]:
-    """The first `count` phrasings of `fact` (the first one is the probe's question)."""
+def phrase(fact: Fact, count: int = MAX_PHRASINGS, gloss: str | None = None) -> list[Pair]:
+    """The first `count` phrasings of `fact` (the first one is the probe's question);
+    `gloss`: what a value or setting means, one sentence (module docstring)."""
     fields = {"name": fact.name, "what": fact.what, "path": fact.path, "answer": fact.answer, "cloze": cloze(fact)}
     if fact.kind == "statement":
         fields.update(ask=asked(fact), topic=topic(fact))
+    elif fact.kind in ("value", "setting"):
+        meaning = _meaning(fact.name, gloss) if gloss else None
+        fields.update(
+            described=_described(meaning) if meaning else f"What is the {name_words(fact.name)}?",
+            glossed=f": {meaning[:1].lower()}{meaning[1:]}" if meaning else f", the {name_words(fact.name)}",
+        )
     return [Pair(q.format(**fields), a.format(**fields)) for q, a in PHRASINGS[fact.kind][:count]]
+
+
+_WH = ("how", "what", "where", "which", "when", "who", "why", "whether")
+
+
+def name_words(name: str) -> str:
+    """A code or config name as the words it is made of, lowercase, a word repeated
+    next to itself once: `status.status_port` -> "status port", `BodyReadLimit` ->
+    "body read limit", `servers[1].host` -> "servers 1 host" (the index parts two
+    items' keys, which would otherwise ask the same question for two answers)."""
+    spaced = re.sub(r"\[(\d+)\]|[\"'`]", r" \1 ", name)
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", spaced)
+    words = [w.lower() for w in re.split(r"[\s._\-/:]+", spaced) if w]
+    return " ".join(w for i, w in enumerate(words) if not i or w != words[i - 1])
+
+
+def _meaning(name: str, gloss: str) -> str:
+    """A gloss without the name it opens with (Go's and Java's doc comment convention,
+    "BodyReadLimit is how many bytes ..." -> "how many bytes ...") or its last `.`."""
+    short = name.rsplit(".", 1)[-1]
+    text = re.sub(rf"^`?{re.escape(short)}`?\s+(?:is|are|sets|gives|holds)\s+", "", gloss.strip())
+    return text.rstrip(" .")
+
+
+def _described(meaning: str) -> str:
+    """The question a gloss asks: a gloss that opens with a question word is one
+    already ("How long a tile is served" -> "How long a tile is served?"), any other
+    is what something is ("Largest event body" -> "What is the largest event body?")."""
+    if meaning.split(" ", 1)[0].lower() in _WH:
+        return f"{meaning[:1].upper()}{meaning[1:]}?"
+    lead = meaning.split(" ", 1)[0].lower()
+    article = "" if lead in _LEADS else "the "
+    return f"What is {article}{meaning[:1].lower()}{meaning[1:]}?"
+
+
+_LEADS = frozenset({"the", "a", "an", "its", "their", "this", "that", "one", "each", "every", "whether"})
 
 
 def probe_keys(fact: Fact) -> tuple[str, ...]:

@@ -8,21 +8,31 @@ Rules:
   emphasis markers go; backticks stay;
 - a block splits into sentences at `.`, `!` or `?` followed by a space and a capital,
   a backtick, a quote or a bracket, or the block's end (never after `e.g.`, `i.e.`,
-  `etc.`, `vs.`, `cf.`); a statement ends in `.` or `!`, has at least 3 words and
-  at most `MAX_STATEMENT` characters (questions and lines announcing a list give none);
+  `etc.`, `vs.`, `cf.`), and a sentence into its clauses at `; ` (each an independent
+  clause by the semicolon's rule of punctuation: the first ends in `.`, the next starts
+  with a capital); a statement ends in `.` or `!`, has at least 3 words and at most
+  `MAX_STATEMENT` characters (questions and lines announcing a list give none);
 - a sentence's subject is its words before the first verb (an auxiliary such as
-  `is`/`can`/`has`, or a lowercase word past the first ending in `s`: "The ferry
-  daemon listens ..."), at most 8 words and no comma; none found: no subject;
+  `is`/`can`/`has`, a verb of making such as `wrote`/`started`/`built`, or a lowercase
+  word past the first ending in `s`: "The ferry daemon listens ..."), at most 8 words
+  and no comma; none found: no subject;
 - a sentence starting with `It`, `They`, `He`, `She`, or `This` followed by a verb,
   whose subject is that pronoun, takes the previous sentence's subject in its place
   ("It keeps 64 MB of journal." after "The ferry daemon listens ..." -> "The ferry
   daemon keeps 64 MB of journal."), when that sentence had one; otherwise the
   sentence gives no fact (it would state something about nobody knows what);
+- a sentence whose subject is a proper name and whose object is `it` ("Ysolde
+  Brannick started it.") names the previous sentence's subject there ("Ysolde
+  Brannick started Tarnwick."), which stays what a later pronoun refers to: a person
+  who made the thing is said about it, the thing stays the topic;
 - salient spans, by priority, never overlapping: an identifier, path or command in
   backticks; a URL; a path (`/var/lib/x`, `./x`, `~/x`, `a/b.txt`, `a/b/c`); a number
   with its unit (`30 seconds`, `64 MB`, `port 8080`, `version 2.1`), or of 2 or more
   digits; a proper name
-  (`PostgreSQL`, `gRPC`, `TLS`, a capitalised word inside the sentence). A sentence gives
+  (`PostgreSQL`, `gRPC`, `TLS`, a channel or tag such as `#ops-alerts`, a capitalised
+  word inside the sentence, or a run of
+  them: `Ysolde Brannick`; at the sentence's start, a run of two or more that is not
+  led by a determiner: `Casimir Oduya wrote ...`, not `The Larder keeps ...`). A sentence gives
   one fact per span, the first `MAX_SPANS` by position; a span that is not a strong
   probe key (`dlm.rows.facts.model.strong_key`) gives none;
 - a fact's subject (the probe split's unit) is the sentence's subject, casefolded, or
@@ -31,6 +41,7 @@ Rules:
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 
@@ -44,10 +55,18 @@ _PRONOUNS = frozenset({"It", "This", "They", "He", "She"})
 _VERBS = frozenset(
     """is are was were has have had can could will would should must may might does do did
     uses use runs run keeps keep lives live stores store listens listen reads read writes write
-    takes take gives give makes make needs need""".split()
+    takes take gives give makes make needs need started wrote built created made designed founded
+    began maintains maintained""".split()
+)
+_DETERMINERS = frozenset(
+    """The A An This That These Those Each Every Our Its Their My Your All Some No One If When While
+    After Before Once New Old""".split()
 )
 _NOT_VERBS = ("ss", "us", "is", "ics", "ous")  # "class", "status", "analysis", "physics"
 _ABBREV = ("e.g", "i.e", "etc", "vs", "cf")
+_HEADING = re.compile(r"#{1,6}(?:\s|$)")  # CommonMark's ATX heading: `#tag` is text
+_CLAUSE = re.compile(r";(?=\s)")
+_OBJECT_IT = re.compile(r"(?<= )it\b")
 _SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z`\"'(\[]|\s*$)")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
@@ -68,7 +87,11 @@ _SPANS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "name",
-        re.compile(r"\b(?:[A-Za-z][a-z0-9]*[A-Z][A-Za-z0-9]*|[A-Z]{2,}[0-9]*)\b|(?<=[a-z0-9,;:)] )[A-Z][a-z]+"),
+        re.compile(
+            r"(?<![\w#])#[A-Za-z][\w-]*[A-Za-z0-9]|\b(?:[A-Za-z][a-z0-9]*[A-Z][A-Za-z0-9]*|[A-Z]{2,}[0-9]*)\b"
+            r"|(?<=[a-z0-9,;:)] )[A-Z][a-z]+(?: [A-Z][a-z]+)*"
+            r"|^[A-Z][a-z]+(?: [A-Z][a-z]+)+"
+        ),
     ),
 )
 
@@ -93,6 +116,9 @@ def prose_facts(relpath: str, text: str, first_line: int = 1) -> list[Fact]:
                 if not previous:
                     continue  # whom the pronoun names is unknown: a statement about nothing
                 sentence, subject = previous + sentence[len(subject) :], previous
+            elif previous and _proper(subject) and _OBJECT_IT.search(sentence, len(subject or "")):
+                sentence = _OBJECT_IT.sub(previous, sentence, count=1)
+                subject = previous  # the thing stays the topic (module rules)
             previous = subject
             if not _statement(sentence):
                 continue
@@ -122,7 +148,7 @@ def _blocks(text: str) -> Iterator[tuple[int, str | None]]:
             kind = "code"
         elif not stripped:
             kind = "blank"
-        elif stripped.startswith("#") or re.fullmatch(r"[=-]{3,}", stripped) or raw.startswith(("    ", "\t")):
+        elif _HEADING.match(stripped) or re.fullmatch(r"[=-]{3,}", stripped) or raw.startswith(("    ", "\t")):
             kind = "code"
         elif stripped.startswith(("|", "<")):
             kind = "blank"
@@ -158,10 +184,20 @@ def _sentences(block: str) -> Iterator[tuple[int, str]]:
 
 
 def _sentence(block: str, start: int, end: int) -> Iterator[tuple[int, str]]:
-    lead = len(block[start:end]) - len(block[start:end].lstrip())
-    text = " ".join(block[start:end].split())
-    if text:
-        yield start + lead, text
+    """The clauses of the sentence `block[start:end]` (module rules), each with its
+    offset: every clause but the last ends in `.`, every clause but the first starts
+    with a capital."""
+    cuts = [start] + [m.end() for m in _CLAUSE.finditer(block, start, end)] + [end]
+    for i, (a, b) in enumerate(itertools.pairwise(cuts)):
+        raw = block[a:b]
+        text = " ".join(raw.split()).removesuffix(";")
+        if not text:
+            continue
+        if i < len(cuts) - 2:
+            text += "."
+        if i:
+            text = text[:1].upper() + text[1:]
+        yield a + len(raw) - len(raw.lstrip()), text
 
 
 def _subject(sentence: str) -> str | None:
@@ -176,6 +212,17 @@ def _subject(sentence: str) -> str | None:
             subject = " ".join(words[:i])
             return subject if "," not in subject and subject[:1].isupper() or subject[:1] == "`" else None
     return None
+
+
+def _proper(subject: str | None) -> bool:
+    """Whether a subject is a proper name: every word capitalised, the first no
+    determiner or pronoun."""
+    words = (subject or "").split(" ")
+    return (
+        bool(subject)
+        and words[0] not in _DETERMINERS | _PRONOUNS
+        and all(w[:1].isupper() and w[1:].islower() for w in words)
+    )
 
 
 def _verb(word: str, *, after_first: bool) -> bool:
@@ -201,8 +248,8 @@ def spans(sentence: str) -> list[tuple[str, str]]:
             key = span.strip("`")
             if kind == "path" and not _path_like(key):
                 continue
-            if kind == "name" and a == 0:
-                continue
+            if kind == "name" and a == 0 and (" " not in span or span.split(" ")[0] in _DETERMINERS):
+                continue  # a sentence's first word is capitalised whatever it is
             if strong_key(key):
                 taken.append((a, b, _code_kind(key) if kind == "code" else kind, span))
     return [(kind, span) for _, _, kind, span in sorted(taken)[:MAX_SPANS]]
