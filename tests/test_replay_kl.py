@@ -154,3 +154,21 @@ def test_accumulating_a_kl_step_equals_one_bigger_micro_batch_up_to_rounding():
     whole = train_tiny(rows, hyper=one, kinds=kinds, sequence_len=16).model.state_dict()
     accumulated = train_tiny(rows, hyper=two, kinds=kinds, sequence_len=16).model.state_dict()
     assert all(torch.allclose(accumulated[k], whole[k], atol=1e-6) for k in whole if "lora_" in k)
+
+
+def test_only_micro_batches_with_replay_positions_run_the_base_and_only_on_their_examples():
+    model = fresh_model()
+    seen: list[int] = []
+    embed = causal_lm_of(model.peft_model).get_input_embeddings()
+    embed.register_forward_hook(lambda _m, args, _out: seen.append(int(args[0].shape[0])))
+    no_replay = collate(
+        [{"input_ids": r, "labels": r.copy()} for r in (ROWS[0], ROWS[2])],
+        0,
+        16,
+        [np.zeros(len(ROWS[0]), np.int64), np.full(len(ROWS[2]), KINDS.index("instruction"))],
+    )
+    model(**replay_inputs(no_replay))
+    assert seen == [2]  # the adapter's forward alone
+    seen.clear()
+    model(**replay_inputs(mixed_batch(packed=False)))
+    assert seen == [4, 2]  # then the base, on the two replay examples of four
