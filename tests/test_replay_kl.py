@@ -118,15 +118,17 @@ def test_the_kl_and_its_gradient_are_the_reference_after_the_adapter_moved(fused
         assert torch.allclose(grad, want[name], rtol=1e-3, atol=1e-7), name
 
 
-def test_the_base_pass_leaves_the_dropout_clock_and_the_modes_alone():
+def test_the_base_pass_leaves_the_dropout_clock_the_modes_and_the_trained_weights_alone():
     model = prepare_model(tiny_llama(64, max_position_embeddings=64), ModelPlan(tiny_hyper(lora_dropout=0.1)))
     moved(model)
     model.clock.tick()
     index, forwards = model.clock.index, model.clock.forwards
     modes = {n: m.training for n, m in model.named_modules()}
+    trained = {n for n, p in model.named_parameters() if p.requires_grad}
     model(**replay_inputs(mixed_batch(packed=False)))
     assert (model.clock.index, model.clock.forwards) == (index, forwards)
     assert {n: m.training for n, m in model.named_modules()} == modes
+    assert {n for n, p in model.named_parameters() if p.requires_grad} == trained and trained
 
 
 KIND_ROWS = [r.tolist() for r in ROWS] * 2

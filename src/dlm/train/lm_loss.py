@@ -222,7 +222,7 @@ def fusable(causal_lm: Any) -> bool:
     return head is not None and getattr(head, "bias", None) is None and head_is_frozen(causal_lm)
 
 
-def causal_lm_token_nll(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+def causal_lm_token_nll(model: Any, inputs: dict[str, Any], adapter_off: Any = None) -> torch.Tensor:
     """Run `model` on `inputs` and return each position's NLL of the next label: the
     decoder alone with the LM head fused into the NLL where the causal LM inside it is
     `fusable`, else from the model's own logits.
@@ -235,6 +235,8 @@ def causal_lm_token_nll(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
             shifted labels), found on the host so the device never waits to count them;
             `replay_rows` and `replay_examples` (`dlm.train.replay_kl.replay_inputs`):
             positions scored by KL to the base model instead, and their examples.
+        adapter_off: the `dlm.train.replay_kl.AdapterOff` of `model` for the replay
+            positions' base pass (None: made here, listing the model's modules).
 
     Returns:
         2-D float32 [B, T]: position t holds `-log p(labels[t + 1])`, as the model's own
@@ -252,7 +254,7 @@ def causal_lm_token_nll(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         nll = F.cross_entropy(
             logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100, reduction="none"
         ).view(target.shape)
-        return _with_replay_kl(model, model, features, logits, nll, inputs, None)
+        return _with_replay_kl(model, adapter_off, model, features, logits, nll, inputs, None)
     decoder = causal_lm.get_decoder()
     hidden = decoder(**features, use_cache=False).last_hidden_state  # [B, T, H]
     batch, length, width = hidden.shape
@@ -260,11 +262,12 @@ def causal_lm_token_nll(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
     rows = inputs.get("loss_rows")
     weight = causal_lm.get_output_embeddings().weight
     nll = token_nll(hidden.reshape(-1, width), weight, flat, rows=rows).view(batch, length)
-    return _with_replay_kl(model, decoder, features, hidden, nll, inputs, weight)
+    return _with_replay_kl(model, adapter_off, decoder, features, hidden, nll, inputs, weight)
 
 
 def _with_replay_kl(
     model: Any,
+    adapter_off: Any,
     decoder: Any,
     features: dict[str, Any],
     out: torch.Tensor,
@@ -278,11 +281,12 @@ def _with_replay_kl(
     rows = inputs.get("replay_rows")
     if rows is None:
         return nll
-    from dlm.train.replay_kl import put_kl, replay_kl
+    from dlm.train.replay_kl import AdapterOff, put_kl, replay_kl
 
-    peft_model = getattr(model, "module", model)
+    if adapter_off is None:
+        adapter_off = AdapterOff(getattr(model, "module", model))
     rows, examples = rows.to(out.device), inputs["replay_examples"].to(out.device)
-    return put_kl(nll, rows, replay_kl(peft_model, decoder, features, out, rows, examples, weight))
+    return put_kl(nll, rows, replay_kl(adapter_off, decoder, features, out, rows, examples, weight))
 
 
 def _next_labels(labels: torch.Tensor) -> torch.Tensor:

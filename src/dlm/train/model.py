@@ -49,6 +49,7 @@ class FusedLossModel(nn.Module):
         super().__init__()
         self.peft_model = peft_model
         self.clock = clock
+        self._adapter_off: Any = None  # `dlm.train.replay_kl.AdapterOff`, made at the first replay KL
 
     def forward(
         self,
@@ -86,7 +87,11 @@ class FusedLossModel(nn.Module):
             "replay_examples": replay_examples,
         }
         inputs = {"input_ids": input_ids, "labels": labels, **{k: v for k, v in given.items() if v is not None}}
-        return causal_lm_token_nll(self.peft_model, inputs)
+        if replay_rows is not None and self._adapter_off is None:
+            from dlm.train.replay_kl import AdapterOff
+
+            self._adapter_off = AdapterOff(self.peft_model)
+        return causal_lm_token_nll(self.peft_model, inputs, self._adapter_off)
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,12 @@ a Neural Network". Its gradient with respect to the adapter's logits is `p - q`:
 the adapter equals the base (LoRA's B is 0 at initialization), so the term only pulls
 back what the document's rows moved.
 
-`q` comes from the same model with the LoRA adapter off (peft's `disable_adapter()`),
-under `torch.no_grad()`, inside the loop's autocast, with every module in eval mode (no
-dropout in the target). With the adapter off no LoRA dropout runs, so the keyed
-dropout's clock (`dlm.train.dropout`) is neither read nor moved: the adapter's own
-forward draws the masks it draws with `ce`.
+`q` comes from the same model with the LoRA adapter off (`AdapterOff`: each peft LoRA
+layer's `enable_adapters(False)`, what peft's `disable_adapter()` does, without its
+walks over the whole model on every call), under `torch.no_grad()`, inside the loop's
+autocast, with every module in eval mode (no dropout in the target). With the adapter
+off no LoRA dropout runs, so the keyed dropout's clock (`dlm.train.dropout`) is neither
+read nor moved: the adapter's own forward draws the masks it draws with `ce`.
 
 Cost: only micro-batches with replay positions pay for the base pass, and it runs on
 their examples that hold replay positions alone (`replay_inputs`, on the host; packed
@@ -73,8 +74,37 @@ def replay_inputs(batch: Batch) -> dict[str, torch.Tensor]:
     }
 
 
+class AdapterOff:
+    """A context that runs a peft model as its base model: every LoRA layer off
+    (`enable_adapters(False)`) and every module in eval mode, each put back after. The
+    layers and modules are listed once, when made: make it after the model's last change
+    (`dlm.train.model.prepare_model`)."""
+
+    def __init__(self, peft_model: torch.nn.Module) -> None:
+        from peft.tuners.tuners_utils import BaseTunerLayer
+
+        self.modules = list(peft_model.modules())
+        self.layers = [m for m in self.modules if isinstance(m, BaseTunerLayer)]
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        modes = [m.training for m in self.modules]
+        assert not any(layer.disable_adapters for layer in self.layers)  # it turns them all back on
+        for layer in self.layers:
+            layer.enable_adapters(False)
+        for module in self.modules:
+            module.training = False
+        try:
+            yield
+        finally:
+            for module, training in zip(self.modules, modes, strict=True):
+                module.training = training
+            for layer in self.layers:
+                layer.enable_adapters(True)  # and its LoRA weights take gradients again
+
+
 def replay_kl(
-    peft_model: Any,
+    adapter_off: AdapterOff,
     decoder: Any,
     features: dict[str, torch.Tensor],
     adapter_out: torch.Tensor,
@@ -85,7 +115,7 @@ def replay_kl(
     """KL(q_base || p_adapter) at the replay positions `rows` (module docstring).
 
     Args:
-        peft_model: the peft model (its `disable_adapter()` turns LoRA off).
+        adapter_off: the peft model's `AdapterOff`.
         decoder: what made `adapter_out` from `features`: the decoder (fused loss, then
             `weight` is the LM head's) or the whole causal LM (logits, `weight` None).
         features: the micro-batch's model inputs, `input_ids` [B, T] and its
@@ -99,7 +129,7 @@ def replay_kl(
         float32 [n], nats, differentiable with respect to `adapter_out`.
     """
     width = features["input_ids"].shape[1]
-    with torch.no_grad(), peft_model.disable_adapter(), _eval_mode(peft_model):
+    with torch.no_grad(), adapter_off():
         out = decoder(**{k: v[examples] for k, v in features.items()}, use_cache=False)
         base = out.last_hidden_state if weight is not None else out.logits  # [m, T, D]
     at = torch.searchsorted(examples, rows // width) * width + rows % width  # rows in [m, T]
@@ -154,18 +184,6 @@ class _FusedHeadKL(torch.autograd.Function):
     def backward(ctx: Any, grad_kl: torch.Tensor) -> tuple[Any, ...]:
         (grad,) = ctx.saved_tensors
         return grad * grad_kl[:, None].to(grad.dtype), None, None, None
-
-
-@contextmanager
-def _eval_mode(model: torch.nn.Module) -> Iterator[None]:
-    """Every module of `model` in eval mode inside, each put back as it was after."""
-    modes = [(m, m.training) for m in model.modules()]
-    model.eval()
-    try:
-        yield
-    finally:
-        for module, training in modes:
-            module.training = training
 
 
 def put_kl(nll: torch.Tensor, rows: torch.Tensor, kl: torch.Tensor) -> torch.Tensor:
