@@ -47,7 +47,7 @@ from dlm.train.data import KINDS, Batch
 
 REPLAY = KINDS.index("replay")
 # rows of logits per piece: each piece holds about five [c, V] float32 buffers (SmolLM2:
-# 197 KB a row), a few tens of MB at 64 rows
+# 197 KB a row), about 63 MB at 64 rows
 KL_CHUNK_ROWS = 64
 
 
