@@ -78,6 +78,7 @@ def dry_run_lines(plan: Any) -> list[str]:
     if plan.replay_share:
         lines.append(
             f"replay: {plan.replay_share:.0%} of the examples drawn are general questions the base model answered"
+            + (", trained on the KL to its next-token distribution" if plan.replay_loss == "kl" else "")
         )
     return [
         *lines,

@@ -187,7 +187,9 @@ class TrainingConfig(_Strict):
     `budget` (tokens, `60k`, or time, `4m`). `sequence_len` is in tokens; `batch_size`
     in rows per micro-batch on each rank; `nproc` ranks on this machine (None: one,
     unless `--nproc` says otherwise). `replay`: the share of examples drawn that are general questions answered by the
-    base model itself (`dlm.rows.replay`), 0 turns it off. `recast`: each prose sentence is also trained as
+    base model itself (`dlm.rows.replay`), 0 turns it off. `replay_loss`: what those rows train on, `ce`
+    (cross-entropy of the base's own answer tokens) or `kl` (the KL divergence from the base model's
+    whole next-token distribution at each answer position, `dlm.train.replay_kl`). `recast`: each prose sentence is also trained as
     a Q/A pair (a cloze question, the sentence as the answer); off by default, as it
     costs paraphrases and teaches a small model no prose fact (docs/benchmarks.md,
     "Recipe sweep"). `checkpoint_every`: optimizer steps (`200`) or training time
@@ -219,6 +221,10 @@ class TrainingConfig(_Strict):
     # share of the examples drawn that replay the base model's own answers to general
     # questions (dlm.rows.replay), so the adapter keeps what the base could do; 0: none
     replay: YamlFloat = Field(default=0.25, ge=0, lt=1)
+    # what a replay row's loss positions train on: `ce`, the cross-entropy of the base's
+    # greedy answer tokens; `kl`, KL(p_base || p_adapter) over the whole vocabulary, the
+    # base model's full next-token distribution as the target (dlm.train.replay_kl)
+    replay_loss: Literal["ce", "kl"] = "ce"
     budget: str | int | None = None
     recast: bool = False
     checkpoint_every: str | int | None = "5m"

@@ -244,8 +244,9 @@ def collate(
     return Batch(inputs, torch.from_numpy(kinds.reshape(-1)), sum(sizes), batch * n)
 
 
-def to_device(batch: Batch, device: torch.device) -> dict[str, Any]:
-    """`batch.inputs` on `device`: from pinned memory without waiting on a GPU, as is."""
+def to_device(inputs: dict[str, torch.Tensor], device: torch.device) -> dict[str, Any]:
+    """A batch's `inputs` (`Batch.inputs`) on `device`: from pinned memory without waiting
+    on a GPU, as is."""
     if device.type == "cpu":
-        return dict(batch.inputs)
-    return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.inputs.items()}
+        return dict(inputs)
+    return {k: v.pin_memory().to(device, non_blocking=True) for k, v in inputs.items()}

@@ -222,7 +222,7 @@ def fusable(causal_lm: Any) -> bool:
     return head is not None and getattr(head, "bias", None) is None and head_is_frozen(causal_lm)
 
 
-def causal_lm_token_nll(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+def causal_lm_token_nll(model: Any, inputs: dict[str, Any], adapter_off: Any = None) -> torch.Tensor:
     """Run `model` on `inputs` and return each position's NLL of the next label: the
     decoder alone with the LM head fused into the NLL where the causal LM inside it is
     `fusable`, else from the model's own logits.
@@ -232,30 +232,61 @@ def causal_lm_token_nll(model: Any, inputs: dict[str, Any]) -> torch.Tensor:
         inputs: the collated batch: `input_ids` [B, T], `labels` [B, T] (-100: no loss),
             `attention_mask` or `position_ids`, and optionally `loss_rows`, 1-D int64: the
             flat [B * T] positions whose next label carries loss (`loss_rows` of the
-            shifted labels), found on the host so the device never waits to count them.
+            shifted labels), found on the host so the device never waits to count them;
+            `replay_rows` and `replay_examples` (`dlm.train.replay_kl.replay_inputs`):
+            positions scored by KL to the base model instead, and their examples.
+        adapter_off: the `dlm.train.replay_kl.AdapterOff` of `model` for the replay
+            positions' base pass (None: made here, listing the model's modules).
 
     Returns:
         2-D float32 [B, T]: position t holds `-log p(labels[t + 1])`, as the model's own
-        loss shifts its labels; 0 at the last position and where that label is -100.
+        loss shifts its labels; 0 at the last position and where that label is -100;
+        at `replay_rows`, KL(p_base || p) in nats (`dlm.train.replay_kl`).
         Differentiable when grad is on.
     """
     causal_lm = causal_lm_of(model)
-    features = {k: v for k, v in inputs.items() if k not in ("labels", "loss_rows")}
+    skip = ("labels", "loss_rows", "replay_rows", "replay_examples")
+    features = {k: v for k, v in inputs.items() if k not in skip}
     target = _next_labels(inputs["labels"])
     if not fusable(causal_lm):
         logits = model(**features, use_cache=False).logits  # [B, T, V]
         target = target.to(logits.device)
         nll = F.cross_entropy(
             logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100, reduction="none"
-        )
-        return nll.view(target.shape)
-    hidden = causal_lm.get_decoder()(**features, use_cache=False).last_hidden_state  # [B, T, H]
+        ).view(target.shape)
+        return _with_replay_kl(model, adapter_off, model, features, logits, nll, inputs, None)
+    decoder = causal_lm.get_decoder()
+    hidden = decoder(**features, use_cache=False).last_hidden_state  # [B, T, H]
     batch, length, width = hidden.shape
     flat = target.reshape(-1).to(hidden.device)
     rows = inputs.get("loss_rows")
     weight = causal_lm.get_output_embeddings().weight
-    nll = token_nll(hidden.reshape(-1, width), weight, flat, rows=rows)
-    return nll.view(batch, length)
+    nll = token_nll(hidden.reshape(-1, width), weight, flat, rows=rows).view(batch, length)
+    return _with_replay_kl(model, adapter_off, decoder, features, hidden, nll, inputs, weight)
+
+
+def _with_replay_kl(
+    model: Any,
+    adapter_off: Any,
+    decoder: Any,
+    features: dict[str, Any],
+    out: torch.Tensor,
+    nll: torch.Tensor,
+    inputs: dict[str, Any],
+    weight: torch.Tensor | None,
+) -> torch.Tensor:
+    """`nll` [B, T] with the KL to the base model at `inputs["replay_rows"]`, when given
+    (`dlm.train.replay_kl`); `out` is the adapter's hidden states (`weight`: the LM head)
+    or logits (`weight` None)."""
+    rows = inputs.get("replay_rows")
+    if rows is None:
+        return nll
+    from dlm.train.replay_kl import AdapterOff, put_kl, replay_kl
+
+    if adapter_off is None:
+        adapter_off = AdapterOff(getattr(model, "module", model))
+    rows, examples = rows.to(out.device), inputs["replay_examples"].to(out.device)
+    return put_kl(nll, rows, replay_kl(adapter_off, decoder, features, out, rows, examples, weight))
 
 
 def _next_labels(labels: torch.Tensor) -> torch.Tensor:

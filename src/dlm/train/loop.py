@@ -4,7 +4,8 @@
     for each optimizer step:
         for each of this rank's micro-batches (`dlm.train.data.Schedule`):
             collate on the host, move to the device
-            forward under autocast: per-token NLL with the LM head fused (`FusedLossModel`)
+            forward under autocast: per-token NLL with the LM head fused (`FusedLossModel`);
+                with `replay_loss: kl`, KL to the base model at replay positions (`dlm.train.replay_kl`)
             loss = NLL summed / loss tokens of the whole step (every rank's) * ranks
             backward (gradients synchronized across ranks on the last micro-batch only)
         clip the gradient norm to 1, step the optimizer and the schedule
@@ -52,6 +53,7 @@ from dlm.train.lora import (
     gradient_checkpointing,
 )
 from dlm.train.model import ModelPlan, prepare_model
+from dlm.train.replay_kl import replay_inputs
 
 MAX_GRAD_NORM = 1.0
 
@@ -295,11 +297,12 @@ def _step(parts: _Parts, run: LoopRun, state: LoopState) -> _Pending:
             run.sequence_len,
             [run.dataset.token_kinds(int(j), run.row_kinds) for j in examples],
         )
+        inputs = replay_inputs(batch) if run.hyper.replay_loss == "kl" else batch.inputs
         parts.clock.tick()
         assert parts.clock.index == index  # the schedule and the dropout keys agree
         last = i == len(plan.micro_batches) - 1
         with parts.accelerator.no_sync(model) if not last else nullcontext(), parts.autocast:
-            nll = model(**to_device(batch, device))  # float32 [B, T]
+            nll = model(**to_device(inputs, device))  # float32 [B, T]; KL at replay positions with `kl`
             loss = nll.sum() / plan.loss_tokens * run.world_size
             parts.accelerator.backward(loss)
         flat = nll.detach().reshape(-1)

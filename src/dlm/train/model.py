@@ -49,6 +49,7 @@ class FusedLossModel(nn.Module):
         super().__init__()
         self.peft_model = peft_model
         self.clock = clock
+        self._adapter_off: Any = None  # `dlm.train.replay_kl.AdapterOff`, made at the first replay KL
 
     def forward(
         self,
@@ -57,6 +58,8 @@ class FusedLossModel(nn.Module):
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
         loss_rows: torch.Tensor | None = None,
+        replay_rows: torch.Tensor | None = None,
+        replay_examples: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Per-token NLL of a collated micro-batch (`dlm.train.data.collate`).
 
@@ -66,16 +69,29 @@ class FusedLossModel(nn.Module):
             attention_mask: int64 [B, T] (windows) or None (packed blocks).
             position_ids: int64 [B, T] restarting at each packed example, or None.
             loss_rows: int64 [n_loss], the flat positions that carry loss (`dlm.train.data`).
+            replay_rows, replay_examples: int64 [n] and [m], replay positions scored by KL
+                to the base model and the rows holding them (`dlm.train.replay_kl`), or None.
 
         Returns:
             float32 [B, T]: position t holds `-log p(labels[t + 1])` in nats, 0 at the last
-            position and where that label is -100 (`dlm.train.lm_loss.causal_lm_token_nll`).
+            position and where that label is -100, KL(p_base || p) at `replay_rows`
+            (`dlm.train.lm_loss.causal_lm_token_nll`).
         """
         from dlm.train.lm_loss import causal_lm_token_nll
 
-        given = {"attention_mask": attention_mask, "position_ids": position_ids, "loss_rows": loss_rows}
+        given = {
+            "attention_mask": attention_mask,
+            "position_ids": position_ids,
+            "loss_rows": loss_rows,
+            "replay_rows": replay_rows,
+            "replay_examples": replay_examples,
+        }
         inputs = {"input_ids": input_ids, "labels": labels, **{k: v for k, v in given.items() if v is not None}}
-        return causal_lm_token_nll(self.peft_model, inputs)
+        if replay_rows is not None and self._adapter_off is None:
+            from dlm.train.replay_kl import AdapterOff
+
+            self._adapter_off = AdapterOff(self.peft_model)
+        return causal_lm_token_nll(self.peft_model, inputs, self._adapter_off)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ class DryRunReport:
         drawn: examples the run draws per row kind (`instruction`, `synth`, `replay`,
             `prose`, `source`), repeats included.
         synth_by_source: `training.synth` pairs and probes per source kind.
-        replay_share: `training.replay`.
+        replay_share: `training.replay`; replay_loss: `training.replay_loss` (`ce`, `kl`).
     """
 
     steps: int
@@ -56,6 +56,7 @@ class DryRunReport:
     drawn: dict[str, int] = field(default_factory=dict)
     synth_by_source: dict[str, dict[str, int]] = field(default_factory=dict)
     replay_share: float = 0.0
+    replay_loss: str = "ce"
 
 
 class _StepTimes(NullSink):
@@ -138,6 +139,7 @@ def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainS
         drawn=drawn_per_kind(run.dataset, steps * per_step),
         synth_by_source=run.synth_by_source,
         replay_share=training.replay,
+        replay_loss=training.replay_loss,
     )
 
 

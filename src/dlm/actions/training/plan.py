@@ -103,6 +103,7 @@ def hyperparameters(training: TrainingConfig, options: TrainOptions) -> Hyperpar
         seed=training.seed,
         precision=resolve_precision(training.precision),
         gradient_checkpointing=None if training.gradient_checkpointing == "auto" else training.gradient_checkpointing,
+        replay_loss=training.replay_loss,
     )
 
 

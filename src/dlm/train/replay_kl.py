@@ -1,0 +1,192 @@
+"""Replay rows trained toward the base model's whole next-token distribution.
+
+Replay rows (`dlm.rows.replay`) hold the base model's own greedy answers to general
+prompts. Trained by cross-entropy (`training.replay_loss: ce`), they pull the adapter
+toward the base's likeliest token at each position, which it predicts already: the
+pull is weak, and it sharpens the distribution. With `kl`, each replay position that
+carries loss is trained instead on the forward KL divergence from the base model's
+distribution `q` to the adapter's `p`, over the whole vocabulary, at temperature 1:
+
+    KL(q || p) = sum_v q(v) (log q(v) - log p(v))
+
+the cross-entropy against the base's full next-token distribution less its entropy,
+the distillation loss of Hinton, Vinyals and Dean (2015), "Distilling the Knowledge in
+a Neural Network". Its gradient with respect to the adapter's logits is `p - q`: 0 while
+the adapter equals the base (LoRA's B is 0 at initialization), so the term only pulls
+back what the document's rows moved.
+
+`q` comes from the same model with the LoRA adapter off (`AdapterOff`: each peft LoRA
+layer's `enable_adapters(False)`, what peft's `disable_adapter()` does, without its
+walks over the whole model on every call), under `torch.no_grad()`, inside the loop's
+autocast, with every module in eval mode (no dropout in the target). With the adapter
+off no LoRA dropout runs, so the keyed dropout's clock (`dlm.train.dropout`) is neither
+read nor moved: the adapter's own forward draws the masks it draws with `ce`.
+
+Cost: only micro-batches with replay positions pay for the base pass, and it runs on
+their examples that hold replay positions alone (`replay_inputs`, on the host; packed
+blocks keep replay rows in blocks of their own, `dlm.train.dataset`). With the fused
+loss (`dlm.train.lm_loss`) the logits of both models exist only at the replay
+positions, `KL_CHUNK_ROWS` rows `[c, V]` at a time, and the gradient with respect to
+the adapter's hidden states, `(p - q) @ W`, is computed in the same pass.
+
+The KL takes the NLL's place at those positions in the `[B, T]` per-token tensor the
+model returns, so the loop's loss sum, its divisor (the step's loss tokens) and the
+per-kind sums (bucket `replay`, which then reads in nats of KL) are unchanged, and
+nothing new is synchronized across ranks: each rank's base pass is its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from dlm.train.data import KINDS, Batch
+
+REPLAY = KINDS.index("replay")
+# rows of logits per piece: each piece holds about five [c, V] float32 buffers (SmolLM2:
+# 197 KB a row), about 63 MB at 64 rows
+KL_CHUNK_ROWS = 64
+
+
+def replay_inputs(batch: Batch) -> dict[str, torch.Tensor]:
+    """The model's inputs for `batch` with its replay positions scored by KL.
+
+    Returns:
+        `batch.inputs` where no position's loss is of kind `replay`; otherwise a copy
+        whose `loss_rows` leaves them out, with int64 `replay_rows` [n] (those flat
+        positions of the [B, T] micro-batch) and int64 `replay_examples` [m] (the
+        sorted rows of the micro-batch that hold them, the ones the base pass reads).
+    """
+    rows = batch.inputs["loss_rows"]
+    is_replay = batch.kinds[rows] == REPLAY
+    if not bool(is_replay.any()):
+        return batch.inputs
+    width = batch.inputs["input_ids"].shape[1]
+    replay_rows = rows[is_replay]
+    return {
+        **batch.inputs,
+        "loss_rows": rows[~is_replay],
+        "replay_rows": replay_rows,
+        "replay_examples": torch.unique(replay_rows // width),
+    }
+
+
+class AdapterOff:
+    """A context that runs a peft model as its base model: every LoRA layer off
+    (`enable_adapters(False)`) and every module in eval mode, each put back after. The
+    layers and modules are listed once, when made: make it after the model's last change
+    (`dlm.train.model.prepare_model`)."""
+
+    def __init__(self, peft_model: torch.nn.Module) -> None:
+        from peft.tuners.tuners_utils import BaseTunerLayer
+
+        self.modules = list(peft_model.modules())
+        self.layers = [m for m in self.modules if isinstance(m, BaseTunerLayer)]
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        modes = [m.training for m in self.modules]
+        assert not any(layer.disable_adapters for layer in self.layers)  # it turns them all back on
+        for layer in self.layers:
+            layer.enable_adapters(False)
+        for module in self.modules:
+            module.training = False
+        try:
+            yield
+        finally:
+            for module, training in zip(self.modules, modes, strict=True):
+                module.training = training
+            for layer in self.layers:
+                layer.enable_adapters(True)  # and its LoRA weights take gradients again
+
+
+def replay_kl(
+    adapter_off: AdapterOff,
+    decoder: Any,
+    features: dict[str, torch.Tensor],
+    adapter_out: torch.Tensor,
+    rows: torch.Tensor,
+    examples: torch.Tensor,
+    weight: torch.Tensor | None,
+) -> torch.Tensor:
+    """KL(q_base || p_adapter) at the replay positions `rows` (module docstring).
+
+    Args:
+        adapter_off: the peft model's `AdapterOff`.
+        decoder: what made `adapter_out` from `features`: the decoder (fused loss, then
+            `weight` is the LM head's) or the whole causal LM (logits, `weight` None).
+        features: the micro-batch's model inputs, `input_ids` [B, T] and its
+            `attention_mask` or `position_ids`.
+        adapter_out: float [B, T, D], the adapter's final hidden states (D = H) or
+            logits (D = V), with its graph.
+        rows: int64 [n], flat positions of [B, T] (`replay_inputs`).
+        examples: int64 [m], sorted, the rows of the micro-batch that hold `rows`.
+
+    Returns:
+        float32 [n], nats, differentiable with respect to `adapter_out`.
+    """
+    width = features["input_ids"].shape[1]
+    with torch.no_grad(), adapter_off():
+        out = decoder(**{k: v[examples] for k, v in features.items()}, use_cache=False)
+        base = out.last_hidden_state if weight is not None else out.logits  # [m, T, D]
+    at = torch.searchsorted(examples, rows // width) * width + rows % width  # rows in [m, T]
+    target = base.reshape(-1, base.shape[-1])[at]
+    mine = adapter_out.reshape(-1, adapter_out.shape[-1])[rows]
+    if weight is None:
+        log_q = target.float().log_softmax(dim=-1)
+        return (log_q.exp() * (log_q - mine.float().log_softmax(dim=-1))).sum(dim=-1)
+    return fused_kl(mine, target, weight)
+
+
+def fused_kl(hidden: torch.Tensor, base: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """KL(softmax(base W^T) || softmax(hidden W^T)) row by row, without keeping logits.
+
+    Args:
+        hidden: float [n, H], the adapter's final hidden states (the gradient flows back
+            through it).
+        base: float [n, H], the base model's at the same positions (no gradient).
+        weight: float [V, H], the frozen LM head.
+
+    Returns:
+        float32 [n], nats. Under autocast the LM-head products run in its dtype and the
+        softmaxes in float32, as in `dlm.train.lm_loss.token_nll`.
+    """
+    device = hidden.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
+    return _FusedHeadKL.apply(hidden, base.detach(), weight, dtype)
+
+
+class _FusedHeadKL(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx: Any, hidden: torch.Tensor, base: torch.Tensor, weight: torch.Tensor, dtype: torch.dtype
+    ) -> torch.Tensor:
+        n = hidden.shape[0]
+        kl = torch.zeros(n, dtype=torch.float32, device=hidden.device)
+        grad = torch.zeros_like(hidden) if ctx.needs_input_grad[0] else None
+        with torch.autocast(hidden.device.type, enabled=False):
+            w = weight.to(dtype)
+            pieces = -(-n // KL_CHUNK_ROWS)
+            for at in torch.tensor_split(torch.arange(n, device=hidden.device), max(pieces, 1)):
+                log_p = torch.mm(hidden[at].to(dtype), w.T).float().log_softmax(dim=1)  # [c, V]
+                log_q = torch.mm(base[at].to(dtype), w.T).float().log_softmax(dim=1)
+                q = log_q.exp()
+                kl[at] = (q * (log_q - log_p)).sum(dim=1)
+                if grad is not None:
+                    grad[at] = ((log_p.exp_() - q).to(dtype) @ w).to(grad.dtype)  # d KL / d hidden
+        ctx.save_for_backward(grad if grad is not None else hidden.new_zeros(0))
+        return kl
+
+    @staticmethod
+    def backward(ctx: Any, grad_kl: torch.Tensor) -> tuple[Any, ...]:
+        (grad,) = ctx.saved_tensors
+        return grad * grad_kl[:, None].to(grad.dtype), None, None, None
+
+
+def put_kl(nll: torch.Tensor, rows: torch.Tensor, kl: torch.Tensor) -> torch.Tensor:
+    """float32 [B, T] `nll` with `kl` [n] in place of its values at the flat positions
+    `rows` [n]; their NLL, if any, takes no gradient."""
+    return nll.reshape(-1).index_put((rows,), kl).view(nll.shape)
