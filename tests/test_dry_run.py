@@ -46,7 +46,7 @@ def test_dry_run_prints_the_plan_with_a_measured_eta_and_writes_nothing(tmp_path
     drawn = plan["drawn"]  # the one pair, repeated; the prose section; general questions replayed
     assert drawn["instruction"] > drawn["prose"] >= 1 and drawn["replay"] > 0
     assert sum(drawn.values()) == plan["steps"]  # batch_size 1: one example per step
-    assert plan["replay_share"] == 0.25 and plan["replay_loss"] == "ce"
+    assert plan["replay_share"] == 0.25 and plan["replay_loss"] == "kl"
     text = CliRunner().invoke(app, ["train", str(path), "--dry-run"])
     assert text.exit_code == 0, text.output
     assert "drawn: " in text.output and "replay: 25% of the examples drawn" in text.output
@@ -56,7 +56,7 @@ def test_dry_run_prints_the_plan_with_a_measured_eta_and_writes_nothing(tmp_path
 def test_a_kl_replay_run_says_so_and_its_measured_steps_run(tmp_path: Path, smollm2_ref):
     # the option reaches the plan line; the measured steps train with it
     path = tmp_path / "doc.dlm"
-    path.write_text(DOC.replace("  batch_size: 1\n", "  batch_size: 1\n  replay_loss: kl\n"))
+    path.write_text(DOC.replace("  batch_size: 1\n", "  batch_size: 1\n  replay_loss: kl\n"))  # the default, said
     result = CliRunner().invoke(app, ["train", str(path), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "general questions the base model answered, trained on the KL to its next-token" in result.output

@@ -30,7 +30,7 @@ def test_a_windows_run_hashes_its_settings_its_batching_rule_and_its_loop():
         **{
             k: v
             for k, v in asdict(no_dropout).items()
-            if k not in ("precision", "gradient_checkpointing", "replay_loss")  # replay_loss: "ce" is not hashed
+            if k not in ("precision", "gradient_checkpointing", "replay_loss")  # replay_loss: only with replay
         },
         "sequence_len": 128,
         "packing": False,
@@ -69,11 +69,12 @@ def test_instruction_share_is_hashed_only_when_set():
     assert lock_hyperparameters(RUN, 128, True, 0.5)["instruction_share"] == 0.5
 
 
-def test_a_kl_replay_loss_is_hashed_apart_and_ce_keeps_the_old_hash():
+def test_the_replay_loss_is_hashed_with_the_replay_share_and_only_then():
+    ce = Hyperparameters(**{**asdict(RUN), "replay_loss": "ce"})
     kl = Hyperparameters(**{**asdict(RUN), "replay_loss": "kl"})
-    with_ce = lock_hyperparameters(RUN, 128, True, None, 0.25)
+    with_ce = lock_hyperparameters(ce, 128, True, None, 0.25)
     with_kl = lock_hyperparameters(kl, 128, True, None, 0.25)
-    assert "replay_loss" not in with_ce and with_kl == {**with_ce, "replay_loss": "kl"}
+    assert with_ce["replay_loss"] == "ce" and with_kl == {**with_ce, "replay_loss": "kl"}
     assert hyperparameters_sha256(with_kl) != hyperparameters_sha256(with_ce)
     # without replay rows the loss of replay rows trains nothing: the same bytes, the same hash
-    assert lock_hyperparameters(kl, 128, True, None) == lock_hyperparameters(RUN, 128, True, None)
+    assert lock_hyperparameters(kl, 128, True, None) == lock_hyperparameters(ce, 128, True, None)

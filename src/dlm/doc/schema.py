@@ -221,10 +221,11 @@ class TrainingConfig(_Strict):
     # share of the examples drawn that replay the base model's own answers to general
     # questions (dlm.rows.replay), so the adapter keeps what the base could do; 0: none
     replay: YamlFloat = Field(default=0.25, ge=0, lt=1)
-    # what a replay row's loss positions train on: `ce`, the cross-entropy of the base's
-    # greedy answer tokens; `kl`, KL(p_base || p_adapter) over the whole vocabulary, the
-    # base model's full next-token distribution as the target (dlm.train.replay_kl)
-    replay_loss: Literal["ce", "kl"] = "ce"
+    # what a replay row's loss positions train on: `kl`, KL(p_base || p_adapter) over the
+    # whole vocabulary, the base model's full next-token distribution as the target
+    # (dlm.train.replay_kl): it kept general NLL closer to the base than `ce`, the
+    # cross-entropy of the base's greedy answer tokens (docs/evaluation.md, "Replay")
+    replay_loss: Literal["ce", "kl"] = "kl"
     budget: str | int | None = None
     recast: bool = False
     checkpoint_every: str | int | None = "5m"

@@ -54,7 +54,7 @@ class Hyperparameters:
     seed: int
     precision: str = "float32"  # the resolved dtype name (`dlm.train.precision`)
     gradient_checkpointing: bool | None = None  # None: `gradient_checkpointing(...)` decides
-    replay_loss: str = "ce"  # `training.replay_loss`: "ce" or "kl" (`dlm.train.replay_kl`)
+    replay_loss: str = "kl"  # `training.replay_loss`: "ce" or "kl" (`dlm.train.replay_kl`)
 
 
 @dataclass(frozen=True)
@@ -117,9 +117,8 @@ def lock_hyperparameters(
     `order`, the rule that orders and pads micro-batches (`dlm.train.data.ORDER_MODE`),
     which sets the shapes and so the last bits; `loop`, the training loop's version
     (`LOOP_MODE`), since the same settings trained other bytes under another loop;
-    `instruction_share` and `replay_share` only when set; `replay_loss` only when replay
-    rows are trained and not by cross-entropy (`ce`, the loss locks recorded before the
-    option, so their hashes stay); with LoRA dropout on, `dropout_masks`
+    `instruction_share` and `replay_share` only when set, and `replay_loss` with the
+    replay share (without replay rows it changes nothing); with LoRA dropout on, `dropout_masks`
     (`dlm.train.dropout.MASKS_MODE`).
     """
     from dlm.train.data import ORDER_MODE
@@ -141,8 +140,7 @@ def lock_hyperparameters(
         values.update(instruction_share=instruction_share)
     if replay_share is not None:
         values.update(replay_share=replay_share)
-        if replay_loss != "ce":
-            values.update(replay_loss=replay_loss)
+        values.update(replay_loss=replay_loss)
     return values
 
 

@@ -56,7 +56,7 @@ class DryRunReport:
     drawn: dict[str, int] = field(default_factory=dict)
     synth_by_source: dict[str, dict[str, int]] = field(default_factory=dict)
     replay_share: float = 0.0
-    replay_loss: str = "ce"
+    replay_loss: str = "kl"
 
 
 class _StepTimes(NullSink):
