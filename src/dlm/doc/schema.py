@@ -155,7 +155,7 @@ class SynthConfig(_Strict):
 
     enabled: bool | Literal["auto"] = "auto"
     kinds: list[SynthKind] = Field(default_factory=lambda: list(SYNTH_KINDS), min_length=1)
-    phrasings: int = Field(default=3, ge=1, le=4)
+    phrasings: int = Field(default=2, ge=1, le=4)
     probe_share: YamlFloat = Field(default=0.25, ge=0, lt=1)
     max_facts: int | None = Field(default=1000, gt=0)
     teacher: TeacherConfig | None = None

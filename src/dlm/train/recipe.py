@@ -35,9 +35,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 INSTRUCTION_REPEATS = 12
-# each synth example (one phrasing of a fact) this many times: a fact stated in 3 phrasings
-# is seen 6 times, each time in other words (dlm.rows.build.AutoSynth)
-SYNTH_REPEATS = 2
+# each synth example (one phrasing of a fact) this many times: a fact stated in 2 phrasings
+# is seen 8 times, each time in one of two wordings; seen twice, a phrasing was not
+# recalled even as trained (docs/evaluation.md, "Learning the whole document")
+SYNTH_REPEATS = 4
 # optimizer steps a run needs at least for pairs to stick at 1e-3 (the sweep's recipe made
 # 42 updates of ~4 examples each); a small document packed into 2048-token blocks makes a
 # handful, so below this the recipe trains one example per batch row instead
