@@ -499,3 +499,23 @@ def test_show_names_a_file_synth_cannot_parse(synth_doc: Path):
     result = CliRunner().invoke(app, ["show", str(synth_doc)])
     assert result.exit_code == 0, result.output
     assert "widgets/deep.py: not parsed (nested too deeply to parse)" in " ".join(result.stderr.split())
+
+
+def test_a_comment_right_above_a_constant_is_what_its_value_is_asked_by():
+    from dlm.rows.synth import parsed_facts
+
+    text = "import os\n\n# How many failed fetches in a row mute a feed.\nMUTE_AFTER = 23\n\nPLAIN = 7\n"
+    got = parsed_facts("tarnwick/harvest.py", text)
+    assert isinstance(got, list)
+    assert [(f.kind, f.name, f.answer) for f in got if f.kind in ("value", "purpose")] == [
+        ("value", "MUTE_AFTER", "23"),
+        ("purpose", "MUTE_AFTER", "How many failed fetches in a row mute a feed."),
+        ("value", "PLAIN", "7"),  # a blank line above: no comment of its own
+    ]
+    pairs = synthesize(got, kinds=("value",), phrasings=2, probe_share=0).train
+    assert [p.question for _, p in pairs] == [
+        "What is the value of `MUTE_AFTER` in `tarnwick/harvest.py`?",
+        "How many failed fetches in a row mute a feed?",
+        "What is the value of `PLAIN` in `tarnwick/harvest.py`?",
+        "What is the plain?",
+    ]

@@ -14,7 +14,8 @@ rules are in their modules; the kinds are `dlm.rows.facts.model`'s):
     where      a top-level public class, function or constant -> its file
                ("Where is `JSONDecoder` defined?" -> "In `json/decoder.py`.")
     purpose    a public class, function or method with a docstring -> the docstring's
-               first sentence
+               first sentence; an UPPER_CASE constant with `#` comment lines right
+               above it (`#:` too) -> the comment's first sentence
     signature  a public function or method -> its parameters and return annotation; a
                class -> its `__init__` parameters (what a call takes)
     value      a top-level UPPER_CASE constant bound to a short literal -> the literal
@@ -157,12 +158,25 @@ def parsed_facts(relpath: str, text: str) -> list[Fact] | str:
     except (RecursionError, MemoryError):
         return "nested too deeply to parse"
     try:
-        return _module_facts(relpath, tree)
+        return _module_facts(relpath, tree, text.splitlines())
     except RecursionError:  # unparse of a deep literal or signature
         return "nested too deeply to parse"
 
 
-def _module_facts(relpath: str, tree: ast.Module) -> list[Fact]:
+def comment_above(lines: Sequence[str], line: int, markers: tuple[str, ...]) -> str | None:
+    """The first sentence of the comment lines (starting with one of `markers`) right
+    above 1-based `line`, none blank between; None without one. A Sphinx attribute
+    comment's `#:` is a comment marker too."""
+    block: list[str] = []
+    for raw in reversed(lines[: max(line - 1, 0)]):
+        stripped = raw.strip()
+        if not stripped.startswith(markers):
+            break
+        block.insert(0, stripped.lstrip("".join(markers)).removeprefix(":").strip())
+    return first_sentence(" ".join(block)) if any(block) else None
+
+
+def _module_facts(relpath: str, tree: ast.Module, lines: Sequence[str] = ()) -> list[Fact]:
     facts: list[Fact] = []
     seen: set[str] = set()
     constants: dict[str, list[Fact]] = {}  # the last binding of each constant wins
@@ -181,6 +195,11 @@ def _module_facts(relpath: str, tree: ast.Module) -> list[Fact]:
                 value = None if isinstance(node, ast.AugAssign) else node.value
                 constants.pop(target.id, None)  # re-inserted: source order of the last binding
                 constants[target.id] = _constant_facts(relpath, node.lineno, target.id, value)
+                comment = comment_above(lines, node.lineno, ("#",))
+                if comment:  # what the constant means (`synthesize` asks its value by it)
+                    constants[target.id].append(
+                        Fact("purpose", relpath, node.lineno, target.id, "constant", comment, target.id)
+                    )
     return facts + [f for bound in constants.values() for f in bound]
 
 

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 import yaml
 
 from dlm.rows.facts.model import Fact
-from dlm.rows.synth import first_sentence
+from dlm.rows.synth import comment_above
 
 MAX_VALUE = 80  # characters of a rendered value
 MAX_SETTINGS = 200  # settings per file
@@ -57,24 +57,12 @@ def config_facts(relpath: str, text: str, kind: str) -> list[Fact] | str:
         subject = _dotted(parts[:-1]) or name
         line = _line_of(lines, parts)
         facts.append(Fact("setting", relpath, line, name, _FORMATS[kind], rendered, subject))
-        comment = _comment_above(lines, line)
+        comment = comment_above(lines, line, ("#", ";"))
         if comment:
             facts.append(Fact("purpose", relpath, line, name, _FORMATS[kind], comment, subject))
         if len(facts) >= MAX_SETTINGS:
             break
     return facts
-
-
-def _comment_above(lines: list[str], line: int) -> str | None:
-    """The first sentence of the comment lines (`#`, or `;` in INI) right above 1-based
-    `line`, none blank between; None without one."""
-    block: list[str] = []
-    for raw in reversed(lines[: line - 1]):
-        stripped = raw.strip()
-        if not stripped.startswith(("#", ";")):
-            break
-        block.insert(0, stripped.lstrip("#;").strip())
-    return first_sentence(" ".join(block)) if any(block) else None
 
 
 def _load(text: str, kind: str) -> object | str:
