@@ -74,3 +74,8 @@ class ExportRefused(ExportError):
 class TeacherError(DlmError):
     """The teacher model of `training.synth.teacher` cannot be asked (unreachable, an
     HTTP error, a reply that is not a chat completion, its key's variable unset)."""
+
+
+class InstallError(DlmError):
+    """A data file that ships with dlm (general probes, guard passages, replay prompts)
+    is missing or damaged: the message names it; the way out is to reinstall dlm."""

@@ -118,3 +118,28 @@ def test_the_real_base_answers_every_shipped_probe(smollm2_ref, smollm2_tokenize
     max_new_tokens = EvalConfig.model_fields["max_new_tokens"].default
     results = base_check(load_model(smollm2_ref), smollm2_tokenizer, probes, max_new_tokens)
     assert [r["id"] for r in results if not r["passed"]] == [], results
+
+
+@pytest.mark.parametrize(
+    ("files", "said"),
+    [
+        ({"probes.json": '{"version": 1, "probes": [}'}, "not a general probe file"),
+        ({"probes.json": '{"version": 1, "probes": [{"id": "a", "question": "q", "keys": []}]}'}, "has no keys"),
+        ({}, "missing"),
+    ],
+)
+def test_a_damaged_install_is_one_dlm_error_naming_the_file_and_the_way_out(tmp_path, monkeypatch, files, said):
+    import dlm.judge.general as general
+    from dlm.errors import DlmError, InstallError
+
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(general.resources, "files", lambda package: tmp_path)
+    with pytest.raises(InstallError) as err:
+        load_general_probes()
+    message = str(err.value)
+    assert isinstance(err.value, DlmError) and err.value.exit_code == 1  # the CLI prints it, no traceback
+    assert str(tmp_path / "probes.json") in message and said in message and "reinstall dlm" in message
+    assert "\n" not in message
+    with pytest.raises(InstallError, match="no passages in .*reinstall dlm"):
+        general.load_general_set()  # the guard's passages, from the same (empty) folder

@@ -88,7 +88,7 @@ def general_probes(doc: Document, tokenizer: Any) -> Any:
     `dlm.judge.forgetting.GeneralProbeItems`.
 
     Raises:
-        FileNotFoundError, ValueError: the probe file is missing or damaged (a broken install).
+        InstallError: the probe file is missing or damaged (a broken install).
     """
     from dlm.judge.forgetting import general_probe_items
     from dlm.judge.general import load_general_probes
@@ -164,7 +164,7 @@ def judge_trained(
 
     Raises:
         OSError: a memo file cannot be read as bytes or written.
-        FileNotFoundError, ValueError: the general probe file is missing or damaged.
+        InstallError: the general probe file or the guard's passages are missing or damaged.
     """
     from dlm.judge.memo import ReportMemo, adapter_files_sha256
     from dlm.judge.report import judge_adapter

@@ -38,6 +38,8 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
+from dlm.errors import InstallError
+
 GENERAL_SET_VERSION = 1
 LANGUAGES = ("en", "fr", "de", "es", "py", "c", "js", "rs", "go", "sql")
 
@@ -49,16 +51,18 @@ def load_general_set() -> list[tuple[str, str]]:
     are scored as they are; nothing is stripped or normalized).
 
     Raises:
-        FileNotFoundError: the package data is missing (a broken install).
+        InstallError: the package data is missing (a broken install).
     """
     folder = resources.files(__name__).joinpath("passages")
+    if not folder.is_dir():
+        raise InstallError(f"no passages in {folder}: reinstall dlm (its package data is missing)")
     passages = [
         (entry.name.removesuffix(".txt"), entry.read_text(encoding="utf-8"))
         for entry in folder.iterdir()
         if entry.name.endswith(".txt")
     ]
     if not passages:
-        raise FileNotFoundError(f"no passages in {folder}: reinstall dlm (its package data is missing)")
+        raise InstallError(f"no passages in {folder}: reinstall dlm (its package data is missing)")
     return sorted(passages)
 
 
@@ -111,10 +115,12 @@ def load_general_probes() -> GeneralProbeSet:
     """The general probes shipped with dlm (`probes.json` beside this module).
 
     Raises:
-        FileNotFoundError: the package data is missing (a broken install).
-        ValueError: the file is damaged (`parse_general_probes`).
+        InstallError: the file is missing, or damaged (`parse_general_probes`'s message).
     """
     entry = resources.files(__name__).joinpath("probes.json")
     if not entry.is_file():
-        raise FileNotFoundError(f"{entry}: missing; reinstall dlm (its package data is missing)")
-    return parse_general_probes(entry.read_bytes(), str(entry))
+        raise InstallError(f"{entry}: missing; reinstall dlm (its package data is missing)")
+    try:
+        return parse_general_probes(entry.read_bytes(), str(entry))
+    except ValueError as exc:  # the message names the file; a damaged install, not bad input
+        raise InstallError(f"{exc}" if "reinstall dlm" in str(exc) else f"{exc}; reinstall dlm") from None
