@@ -78,3 +78,12 @@ def test_the_replay_loss_is_hashed_with_the_replay_share_and_only_then():
     assert hyperparameters_sha256(with_kl) != hyperparameters_sha256(with_ce)
     # without replay rows the loss of replay rows trains nothing: the same bytes, the same hash
     assert lock_hyperparameters(kl, 128, True, None) == lock_hyperparameters(ce, 128, True, None)
+
+
+def test_synth_repeats_are_hashed_when_synth_rows_train_and_only_then():
+    # the sightings of a synth pair are a constant of the code: another dlm that repeats
+    # them otherwise trains other bytes from the same document and must not claim its lock
+    without = lock_hyperparameters(RUN, 128, True, None, 0.25)
+    twice, four = (lock_hyperparameters(RUN, 128, True, None, 0.25, n) for n in (2, 4))
+    assert "synth_repeats" not in without and four == {**without, "synth_repeats": 4}
+    assert len({hyperparameters_sha256(h) for h in (without, twice, four)}) == 3

@@ -106,6 +106,7 @@ def lock_hyperparameters(
     packing: bool,
     instruction_share: float | None,
     replay_share: float | None = None,
+    synth_repeats: int | None = None,
 ) -> dict[str, Any]:
     """The training settings the determinism lock hashes (`dlm.lock.record`).
 
@@ -118,7 +119,9 @@ def lock_hyperparameters(
     which sets the shapes and so the last bits; `loop`, the training loop's version
     (`LOOP_MODE`), since the same settings trained other bytes under another loop;
     `instruction_share` and `replay_share` only when set, and `replay_loss` with the
-    replay share (without replay rows it changes nothing); with LoRA dropout on, `dropout_masks`
+    replay share (without replay rows it changes nothing); `synth_repeats`, the sightings of
+    each synth pair (`dlm.train.recipe.SYNTH_REPEATS`, a constant of the code, not the
+    document), only when synth rows train; with LoRA dropout on, `dropout_masks`
     (`dlm.train.dropout.MASKS_MODE`).
     """
     from dlm.train.data import ORDER_MODE
@@ -141,6 +144,8 @@ def lock_hyperparameters(
     if replay_share is not None:
         values.update(replay_share=replay_share)
         values.update(replay_loss=replay_loss)
+    if synth_repeats is not None:
+        values.update(synth_repeats=synth_repeats)
     return values
 
 

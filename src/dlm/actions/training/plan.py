@@ -236,8 +236,9 @@ def prepare(
     flags = _seed(chosen.hyper.seed)
     lock = None
     if info.is_main:
+        synth = SYNTH_REPEATS if bool((row_kinds(train_rows) == "synth").any()) else None
         hashed = lock_hyperparameters(
-            chosen.hyper, training.sequence_len, chosen.packing, chosen.share, replay_share(training)
+            chosen.hyper, training.sequence_len, chosen.packing, chosen.share, replay_share(training), synth
         )
         inputs = lock_inputs(doc, ref, tokenizer_sha256, corpus, chosen.hyper, hashed, side.plan)
         lock = check_run_lock(store, inputs, flags, options.lock_mode, sink)
