@@ -97,3 +97,13 @@ def test_a_comment_right_above_a_key_is_what_its_setting_is_asked_by():
             "`tarnwick.toml` sets `status.status_port` to `7419`: the port the small status page listens on.",
         ),
     ]
+
+
+def test_the_cap_counts_settings_not_their_comments():
+    from dlm.rows.facts.config import MAX_SETTINGS
+
+    toml = "".join(f"# key number {i}.\nk{i} = {i}\n" for i in range(MAX_SETTINGS + 5))
+    got = parsed_facts("many.toml", toml)
+    assert isinstance(got, list)
+    assert sum(f.kind == "setting" for f in got) == MAX_SETTINGS
+    assert sum(f.kind == "purpose" for f in got) == MAX_SETTINGS

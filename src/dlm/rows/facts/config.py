@@ -42,13 +42,15 @@ _PLAIN_KEY = re.compile(r"[^.\s\[\]\"]+")
 
 
 def config_facts(relpath: str, text: str, kind: str) -> list[Fact] | str:
-    """The `setting` facts of one config file in document order, or why it could not
+    """The `setting` facts of one config file in document order, each followed by the
+    `purpose` fact of its comment where it has one (module rules), or why it could not
     be parsed. `kind`: "yaml", "toml", "json" or "ini" (`dlm.rows.facts.files`)."""
     loaded = _load(text, kind)
     if isinstance(loaded, str):
         return loaded
     lines = text.splitlines()
     facts: list[Fact] = []
+    settings = 0
     for parts, value in _leaves(loaded, ()):
         rendered = _render(value)
         if rendered is None:
@@ -57,10 +59,11 @@ def config_facts(relpath: str, text: str, kind: str) -> list[Fact] | str:
         subject = _dotted(parts[:-1]) or name
         line = _line_of(lines, parts)
         facts.append(Fact("setting", relpath, line, name, _FORMATS[kind], rendered, subject))
+        settings += 1
         comment = comment_above(lines, line, ("#", ";"))
         if comment:
             facts.append(Fact("purpose", relpath, line, name, _FORMATS[kind], comment, subject))
-        if len(facts) >= MAX_SETTINGS:
+        if settings == MAX_SETTINGS:
             break
     return facts
 

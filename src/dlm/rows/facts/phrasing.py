@@ -147,9 +147,9 @@ def _described(meaning: str) -> str:
     """The question a gloss asks: a gloss that opens with a question word is one
     already ("How long a tile is served" -> "How long a tile is served?"), any other
     is what something is ("Largest event body" -> "What is the largest event body?")."""
-    if meaning.split(" ", 1)[0].lower() in _WH:
-        return f"{meaning[:1].upper()}{meaning[1:]}?"
     lead = meaning.split(" ", 1)[0].lower()
+    if lead in _WH:
+        return f"{meaning[:1].upper()}{meaning[1:]}?"
     article = "" if lead in _LEADS else "the "
     return f"What is {article}{meaning[:1].lower()}{meaning[1:]}?"
 
