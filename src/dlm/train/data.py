@@ -64,7 +64,7 @@ def sightings(originals: np.ndarray) -> np.ndarray:
     original (0 for its first sighting, 1 for its second, ...)."""
     by_original = np.argsort(originals, kind="stable")
     ordered = originals[by_original]
-    first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(ordered) else np.zeros(0, np.int64)
+    first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     run_start = np.repeat(first, np.diff(np.r_[first, len(ordered)]))
     seen = np.empty(len(originals), dtype=np.int64)
     seen[by_original] = np.arange(len(originals)) - run_start

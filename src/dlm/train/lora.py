@@ -142,8 +142,7 @@ def lock_hyperparameters(
     if instruction_share is not None:
         values.update(instruction_share=instruction_share)
     if replay_share is not None:
-        values.update(replay_share=replay_share)
-        values.update(replay_loss=replay_loss)
+        values.update(replay_share=replay_share, replay_loss=replay_loss)
     if synth_repeats is not None:
         values.update(synth_repeats=synth_repeats)
     return values

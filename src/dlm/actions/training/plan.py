@@ -236,7 +236,7 @@ def prepare(
     flags = _seed(chosen.hyper.seed)
     lock = None
     if info.is_main:
-        synth = SYNTH_REPEATS if bool((row_kinds(train_rows) == "synth").any()) else None
+        synth = SYNTH_REPEATS if "synth" in train_rows.kinds else None
         hashed = lock_hyperparameters(
             chosen.hyper, training.sequence_len, chosen.packing, chosen.share, replay_share(training), synth
         )

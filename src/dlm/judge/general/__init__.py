@@ -54,11 +54,10 @@ def load_general_set() -> list[tuple[str, str]]:
         InstallError: the package data is missing (a broken install).
     """
     folder = resources.files(__name__).joinpath("passages")
-    if not folder.is_dir():
-        raise InstallError(f"no passages in {folder}: reinstall dlm (its package data is missing)")
+    entries = folder.iterdir() if folder.is_dir() else ()
     passages = [
         (entry.name.removesuffix(".txt"), entry.read_text(encoding="utf-8"))
-        for entry in folder.iterdir()
+        for entry in entries
         if entry.name.endswith(".txt")
     ]
     if not passages:
@@ -98,7 +97,7 @@ def parse_general_probes(data: bytes, source: str = "probes.json") -> GeneralPro
             GeneralProbe(str(e["id"]), str(e["question"]), tuple(str(k) for k in e["keys"])) for e in entries
         )
     except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{source}: not a general probe file ({exc}); reinstall dlm") from exc
+        raise ValueError(f"{source}: not a general probe file ({exc})") from exc
     ids = [p.id for p in probes]
     problems = [f"probe {p.id!r} has no keys" for p in probes if not any(k.strip() for k in p.keys)]
     problems += [f"id {i!r} is not lowercase words joined by '-'" for i in ids if not re.fullmatch(r"[a-z0-9-]+", i)]
@@ -123,4 +122,4 @@ def load_general_probes() -> GeneralProbeSet:
     try:
         return parse_general_probes(entry.read_bytes(), str(entry))
     except ValueError as exc:  # the message names the file; a damaged install, not bad input
-        raise InstallError(f"{exc}" if "reinstall dlm" in str(exc) else f"{exc}; reinstall dlm") from None
+        raise InstallError(f"{exc}; reinstall dlm") from None
