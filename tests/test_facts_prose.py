@@ -153,7 +153,7 @@ def test_a_clause_after_a_semicolon_is_its_own_statement_and_names_what_it_refer
         ("900 seconds", "Tarnwick polls every 900 seconds.", "tarnwick"),
     ]
     who = next(f for f in prose_facts("notes.md", text) if f.name == "Ysolde Brannick")
-    assert phrase(who, 1)[0].question == ("Who started Tarnwick when the old cron scripts kept missing court listings?")
+    assert phrase(who, 1)[0].question == "Who started Tarnwick?"  # the trailing clause is not asked
     assert prose_facts("notes.md", text)[1].line == 1  # the clause's own line
 
 
@@ -170,3 +170,43 @@ def test_a_name_at_the_start_is_a_span_only_as_a_run_without_a_determiner():
 def test_a_line_opening_with_a_tag_is_text_not_a_heading():
     text = "The on-call team reads them in the\n#brindle-howl channel.\n\n#Not a heading either\n\n# Heading\n"
     assert [f.name for f in prose_facts("README.md", text)] == ["#brindle-howl"]
+
+
+def test_a_question_drops_the_clause_after_what_it_asks_but_a_fragment_keeps_it():
+    from dlm.rows.facts.model import Fact
+    from dlm.rows.facts.phrasing import asked
+
+    def statement(span: str, what: str, sentence: str, subject: str) -> Fact:
+        return Fact("statement", "README.md", 1, span, what, sentence, subject)
+
+    built = "Lanternfish is the relay that Teodora Quill built at Marrowgate so billing stops calling us."
+    assert asked(statement("Marrowgate", "name", built, "lanternfish")) == (
+        "Lanternfish is the relay that Teodora Quill built at what?"
+    )
+    # what comes before the question phrase stays, and so does everything without a cut
+    health = "Load balancers check `/healthz`, which answers 200 while the relay is up."
+    assert asked(statement("200", "number", health, "load balancers")) == (
+        "Load balancers check `/healthz`, which answers what number?"
+    )
+    listed = "Saltmarsh exports Prometheus metrics under `/m`: hits, misses and spills."
+    assert asked(statement("Prometheus", "name", listed, "saltmarsh")) == "Saltmarsh exports what metrics under `/m`?"
+    # a boundary inside backticks or brackets is not one
+    quoted = "The harvester calls Quill with `reap, then list` (each round, when due) daily."
+    assert asked(statement("Quill", "name", quoted, "the harvester")) == (
+        "The harvester calls what with `reap, then list` (each round, when due) daily?"
+    )
+    fragment = "Every 75 seconds, unless the paddock sets its own interval."
+    assert asked(statement("75 seconds", "number", fragment, fragment.casefold())) == (
+        "Every how many seconds, unless the paddock sets its own interval?"
+    )
+    assert asked(statement("Marrowgate", "name", built, "lanternfish"), trim=False).endswith("stops calling us?")
+
+
+def test_a_statement_about_nothing_nameable_is_asked_to_be_completed_instead():
+    from dlm.rows.facts.phrasing import phrase, topic
+
+    facts = prose_facts("README.md", "At most 2200 milliseconds pass.\n\nA group of targets is a Paddock.\n")
+    assert [topic(f) for f in facts] == [None, None]  # an adverbial, a fragment ending in "of"
+    second = phrase(facts[1], 2)[1]
+    assert second.question == 'According to `README.md`, what completes this: "A group of targets is a ___."?'
+    assert "What do you know about" not in " ".join(p.question for f in facts for p in phrase(f, 2))

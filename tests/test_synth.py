@@ -519,3 +519,20 @@ def test_a_comment_right_above_a_constant_is_what_its_value_is_asked_by():
         "What is the value of `PLAIN` in `tarnwick/harvest.py`?",
         "What is the plain?",
     ]
+
+
+def test_one_sentence_stated_twice_trains_once_and_no_trimmed_question_has_two_answers():
+    from dlm.rows.facts.prose import prose_facts
+
+    readme = prose_facts("README.md", "The status page listens on port 9462.\n")
+    doc = prose_facts("doc.dlm", "The status page listens on port 9462.\n")
+    drawn = synthesize([*readme, *doc], kinds=["statement"], phrasings=2, probe_share=0.0)
+    questions = [p.question for _, p in drawn.train]
+    assert questions == ["The status page listens on which port?", "What do you know about The status page?"]
+    # trimmed, both would ask "The feed is polled every how many seconds?" toward 30 and toward 60
+    text = "The feed is polled every 30 seconds when it is new. The feed is polled every 60 seconds while it is old.\n"
+    drawn = synthesize(prose_facts("README.md", text), kinds=["statement"], phrasings=1, probe_share=0.0)
+    assert [p.question for _, p in drawn.train] == [
+        "The feed is polled every how many seconds when it is new?",
+        "The feed is polled every how many seconds while it is old?",
+    ]

@@ -46,7 +46,10 @@ Rules:
   dropped (its answer would be ambiguous);
 - questions other than `where` name the file (`JSONDecoder.decode` in
   `json/decoder.py`), never an import path guessed from the folder layout;
-- each fact has `len(PHRASINGS[kind])` phrasings; `phrasings` of them train;
+- each fact has `len(PHRASINGS[kind])` phrasings; `phrasings` of them train; a pair
+  another fact already gave (a README and the document stating one sentence alike)
+  trains once; statements whose trimmed questions (`dlm.rows.facts.phrasing.asked`)
+  would coincide with different answers are asked in full;
 - sampling and the probe split (for the facts of every reader) hash what a fact is
   about, never its phrasing:
   `max_facts` keeps the facts with the smallest `sha256(kind, path, name)`, and a
@@ -74,7 +77,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from dlm.rows.facts.model import FACT_KINDS, WEAK_KEYS, Fact, FactKind, Pair, strong_key, unit_hash
-from dlm.rows.facts.phrasing import MAX_PHRASINGS, PHRASINGS, phrase, probe_keys
+from dlm.rows.facts.phrasing import MAX_PHRASINGS, PHRASINGS, asked, phrase, probe_keys
 
 __all__ = [
     "FACT_KINDS",
@@ -364,13 +367,29 @@ def synthesize(
     if max_facts is not None and len(unique) > max_facts:
         keys = heapq.nsmallest(max_facts, unique, key=lambda k: unit_hash("sample", *k))
     kept = sorted((unique[k] for k in keys), key=_order)
+    ambiguous = _ambiguous_trims(kept)
     train: list[tuple[Fact, Pair]] = []
     probes: list[tuple[Fact, Pair, tuple[str, ...]]] = []
+    trained: set[Pair] = set()
     for fact in kept:
         if unit_hash("probe", fact.path, fact.subject) < probe_share:
             wanted = probe_keys(fact)
             if wanted or fact.kind in ("purpose", "signature"):  # a value or path no reply can be told by
                 probes.append((fact, phrase(fact, 1)[0], wanted))
-        else:
-            train += [(fact, pair) for pair in phrase(fact, phrasings, glosses.get((fact.path, fact.name)))]
+            continue
+        for pair in phrase(fact, phrasings, glosses.get((fact.path, fact.name)), trim=fact not in ambiguous):
+            if pair not in trained:  # a README and the document stating one sentence alike
+                trained.add(pair)
+                train.append((fact, pair))
     return SynthSet(train=train, probes=probes, facts=len(kept))
+
+
+def _ambiguous_trims(facts: Sequence[Fact]) -> set[Fact]:
+    """The statements whose trimmed question (`dlm.rows.facts.phrasing.asked`) another
+    statement with another answer shares: they keep their whole question, so that no
+    question is trained toward two answers."""
+    answers: dict[str, set[str]] = defaultdict(set)
+    for fact in facts:
+        if fact.kind == "statement":
+            answers[asked(fact)].add(fact.name)
+    return {f for f in facts if f.kind == "statement" and len(answers[asked(f)]) > 1}

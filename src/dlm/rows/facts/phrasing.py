@@ -69,14 +69,24 @@ def cloze(fact: Fact) -> str:
     return fact.answer.replace(fact.name, "___", 1)
 
 
-def asked(fact: Fact) -> str:
+def asked(fact: Fact, trim: bool = True) -> str:
     """A statement as the question its span answers: the sentence with the span replaced
     by a question phrase of the span's kind, ending in `?` ("The Larder keeps the newest
     240 entries of each feed." -> "The Larder keeps the newest how many entries of each
     feed?"; a name of two or more words that opens the sentence is asked with "who":
     "Who started Tarnwick?"). A user asks about a fact in the sentence's own words far more often than
     through a fill-in-the-blank; a question that keeps them is the closest an offline
-    rule gets (an echo question, in grammar's terms)."""
+    rule gets (an echo question, in grammar's terms).
+
+    With `trim`, a sentence that has a subject (`Fact.subject` is not the sentence) loses
+    the clause that follows the question phrase: from the first `, ` or subordinating
+    word (`so`, `when`, `which`, `until`, ...) or `: ` (a list follows) after it,
+    outside backticks and brackets
+    ("Who started Tarnwick when the old scripts failed?" -> "Who started Tarnwick?").
+    A user's question names the subject, the verb and what is asked, rarely the
+    circumstances; the answer still states the whole sentence. A fragment without a
+    subject ("Every 75 seconds, unless ...") keeps its clause: it is all the context
+    the question has."""
     span = fact.name
     unit = re.fullmatch(r"(?:port\s+)?[\d.,]+\s*([A-Za-z%]+)?", span.strip("`"))
     if span.strip("`").lower().startswith("port "):
@@ -87,38 +97,84 @@ def asked(fact: Fact) -> str:
         ask = f"how many {unit.group(1)}"
     else:
         ask = _ASK.get(fact.what, "what")
-    question = fact.answer.rstrip(" .!").replace(span, ask, 1) + "?"
+    body = fact.answer.rstrip(" .!")
+    at = body.find(span)
+    body = body.replace(span, ask, 1)
+    if trim and fact.subject != fact.answer.casefold() and at >= 0:
+        body = _without_trailing_clause(body, at + len(ask))
+    question = body + "?"
     return question[:1].upper() + question[1:]  # a span that opened the sentence left a lowercase word
+
+
+_TRAILING_CLAUSE = re.compile(
+    r"[,:]\s|\s(?:so|when|whenever|which|until|while|because|unless|since|whereas|before|after|if)\s"
+)
+
+
+def _without_trailing_clause(text: str, start: int) -> str:
+    """`text` up to the first clause boundary at or after `start` that is outside
+    backticks and brackets (`asked`), else `text`."""
+    for match in _TRAILING_CLAUSE.finditer(text, start):
+        head = text[: match.start()]
+        if head.count("`") % 2 == 0 and head.count("(") == head.count(")"):
+            return head
+    return text
 
 
 # a name's kind is not known (a person, a product, a format), so "what" asks for any of them
 _ASK = {"number": "what number", "path": "which file", "command": "which command", "URL": "which URL"}
 
 
-def topic(fact: Fact) -> str:
+def topic(fact: Fact) -> str | None:
     """What a statement is about, as the sentence writes it (its subject, `Fact.subject`
-    casefolded); without a short subject, the first code span of the sentence that is
-    not the asked span, else its path."""
+    casefolded); without a short subject that reads as a noun phrase (not ending in a
+    function word, not opening with a preposition or subordinator), the first code span
+    of the sentence that is neither the asked span nor a path; else None (a question
+    about the file the sentence sits in asks about nothing a user would name)."""
     at = fact.answer.casefold().find(fact.subject)
-    if at >= 0 and fact.subject and len(fact.subject) <= 60 and fact.subject != fact.answer.casefold():
-        return fact.answer[at : at + len(fact.subject)]
-    other = [c for c in re.findall(r"`[^`]+`", fact.answer) if c != fact.name]
-    return other[0] if other else f"`{fact.path}`"
+    subject = fact.answer[at : at + len(fact.subject)] if at >= 0 else ""
+    words = subject.split()
+    if (
+        words
+        and len(subject) <= 60
+        and fact.subject != fact.answer.casefold()
+        and ":" not in subject
+        and words[-1].lower() not in _FUNCTION_WORDS
+        and words[0].lower() not in _LEADING_ADVERBIALS
+    ):
+        return subject
+    other = [c for c in re.findall(r"`[^`]+`", fact.answer) if c != fact.name and "/" not in c]
+    return other[0] if other else None
 
 
-def phrase(fact: Fact, count: int = MAX_PHRASINGS, gloss: str | None = None) -> list[Pair]:
+# a subject that ends in one of these is a fragment ("A group of", "When the")
+_FUNCTION_WORDS = frozenset(
+    """a an the of in on at to for from with without by about into over under and or but
+    when while if so that which who it its their this these those""".split()
+)
+# a subject that starts with one of these is an adverbial ("At most 2200", "When the retries")
+_LEADING_ADVERBIALS = frozenset("at in on when while if once unless until after before by with for from".split())
+
+
+def phrase(fact: Fact, count: int = MAX_PHRASINGS, gloss: str | None = None, trim: bool = True) -> list[Pair]:
     """The first `count` phrasings of `fact` (the first one is the probe's question);
-    `gloss`: what a value or setting means, one sentence (module docstring)."""
+    `gloss`: what a value or setting means, one sentence (module docstring); `trim`: a
+    statement's question without its trailing clause (`asked`). A statement without a
+    `topic` is asked to be completed in its second phrasing instead of asked about."""
     fields = {"name": fact.name, "what": fact.what, "path": fact.path, "answer": fact.answer, "cloze": cloze(fact)}
+    templates = PHRASINGS[fact.kind]
     if fact.kind == "statement":
-        fields.update(ask=asked(fact), topic=topic(fact))
+        about = topic(fact)
+        fields.update(ask=asked(fact, trim), topic=about or "")
+        if about is None:  # nothing to ask about by name: the sentence to complete instead
+            templates = (templates[0], templates[3], templates[2], templates[1])
     elif fact.kind in ("value", "setting"):
         meaning = _meaning(fact.name, gloss) if gloss else None
         fields.update(
             described=_described(meaning) if meaning else f"What is the {name_words(fact.name)}?",
             glossed=f": {meaning[:1].lower()}{meaning[1:]}" if meaning else f", the {name_words(fact.name)}",
         )
-    return [Pair(q.format(**fields), a.format(**fields)) for q, a in PHRASINGS[fact.kind][:count]]
+    return [Pair(q.format(**fields), a.format(**fields)) for q, a in templates[:count]]
 
 
 _WH = ("how", "what", "where", "which", "when", "who", "why", "whether")
