@@ -96,3 +96,16 @@ def test_boundaries_leave_right_answers_passing(answer, reference, keys, questio
 def test_numbers_compare_by_value() -> None:
     assert number_value("1,000") == number_value("1000.0")
     assert number_value("2:30") is None and number_value("v2") is None and number_value("1.2.3") is None
+
+
+def test_a_hyphenated_name_is_a_key_and_a_content_word_is_found_inside_one():
+    question = "Which HTTP header carries the signature of an event?"
+    # the reference itself, and a sentence holding it, pass; a part of it does not
+    assert passes("X-Lanternfish-Sig", "X-Lanternfish-Sig", question=question)
+    assert passes("Events are signed in the X-Lanternfish-Sig header.", "X-Lanternfish-Sig", question=question)
+    assert not passes("Lanternfish", "X-Lanternfish-Sig", question=question)
+    assert not passes("X-Lanternfish", "X-Lanternfish-Sig", question=question)
+    assert salient_keys("Hashed with SHA-256, sent as X-Request-Id.") == ("SHA-256", "X-Request-Id")
+    assert salient_keys("It is a well-known format.") == ()  # an English compound is no name
+    # content words: one written inside a hyphenated word is still said
+    assert passes("It uses the ferry-journal format.", "The journal of the ferry.", question="Which format?")

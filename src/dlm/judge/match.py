@@ -5,11 +5,14 @@ passes when it contains every key. Without keys, the reference answer's salient
 strings stand in for them:
 
 - code spans (`` `json/decoder.py` ``), and words that look like code or numbers:
-  paths (`a/b.py`), dotted names (`os.path`), snake_case and CamelCase names, numbers;
+  paths (`a/b.py`), dotted names (`os.path`), snake_case and CamelCase names, numbers,
+  names whose hyphen comes before a capital or a digit (`X-Request-Id`, `SHA-256`; not
+  `well-known`);
 - when the reference has none of those, its content words (4 letters or more, not
   common English words, not in the question: restating the question is not an answer)
   and the answer must contain at least 60% of them (at least one); a content word also
-  matches with a plural `s` or `es`.
+  matches with a plural `s` or `es`, and inside a hyphenated or snake_case word
+  (`lanternfish` in `x-lanternfish-sig`).
 
 "Contains" means on token boundaries, never a bare substring:
 
@@ -42,11 +45,11 @@ from decimal import Decimal, InvalidOperation
 
 # 1: bare substrings; 2: token and number boundaries, negation, repeated questions;
 # 3: a number after a host's colon (`localhost:8093`, `0.0.0.0:8093`) counts, a time's minutes still do not
-RULE_VERSION = 3
+RULE_VERSION = 4
 CONTENT_SHARE = 0.6
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./:-]*[A-Za-z0-9_]|[A-Za-z0-9]")
-_CODEY = re.compile(r".*([/._]|\d|[a-z][A-Z]).*")
+_CODEY = re.compile(r".*([/._]|\d|[a-z][A-Z]|-[A-Z]).*")
 # a number not glued to a word or to another number's digits (`1.2.3`, `12:30`, `v2`)
 _NUMBER = re.compile(r"(?<![\w.,])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w]|[.,:]\d)")
 # what ends right before a number that follows a colon: a time's hours (`12:30`) make the
@@ -194,6 +197,6 @@ def passes(answer: str, reference: str, keys: Sequence[str] = (), question: str 
     if not words:
         return key_found(answer, reference, negation_allowed=allowed)
     kept = answer if allowed else " ".join(s for s in _SENTENCE_END.split(answer) if not negated(s))
-    said_tokens = set(_TOKEN.findall(normalize(kept)))
+    said_tokens = {part for token in _TOKEN.findall(normalize(kept)) for part in (token, *token.split("_"))}
     hits = sum(1 for w in words if _word_found(said_tokens, w))
     return hits >= max(1, round(CONTENT_SHARE * len(words)))
