@@ -33,6 +33,7 @@ training:
   max_steps: 24
   eval:
     max_new_tokens: 12
+    guard_stop: false  # one pair at a high rate: trained past the general guard on purpose
 ---
 
 ::instruction::

@@ -84,8 +84,10 @@ class EvalConfig(_Strict):
     general-ability guard; off, the probes are not scored during training either,
     unless `keep_best` needs them); `max_new_tokens`: length of each greedy answer;
     `general_max_increase`: percent rise of the general set's NLL over the base that
-    warns; `keep_best`: publish the weights whose probe score was best and stop after
-    `patience` scores without gain (off: `dlm.judge.track` says why)."""
+    warns; `guard_stop`: measure a sample of the general set during training and stop
+    past `general_max_increase`, keeping the last weights within it
+    (`dlm.judge.guard_stop`); `keep_best`: publish the weights whose probe score was
+    best and stop after `patience` scores without gain (off: `dlm.judge.track` says why)."""
 
     fraction: YamlFloat = Field(default=0.02, ge=0, le=0.5)
     max_rows: int = Field(default=256, gt=0)
@@ -95,6 +97,7 @@ class EvalConfig(_Strict):
     general_max_increase: YamlFloat = Field(default=5.0, ge=0)
     keep_best: bool = False
     patience: int | None = Field(default=4, gt=0)
+    guard_stop: bool = True
 
 
 # the fact kinds of `dlm.rows.facts.model` (a lower floor cannot import it; tests/test_facts_files.py

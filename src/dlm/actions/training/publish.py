@@ -36,6 +36,7 @@ from dlm.train.precision import hold_frozen_embeddings, training_device
 from dlm.train.tracking import HeldOutTracker, planned_tokens
 
 if TYPE_CHECKING:
+    from dlm.judge.guard_stop import GuardStop
     from dlm.judge.track import ProbeTracker
 
 
@@ -66,8 +67,12 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
             heldout = _heldout_tracker(run, metrics, sink, model)
             heldout.measure(model, "before", 0)
             probes = _probe_tracker(run, metrics)
-            measurements: list[Measurement] = [heldout, *([probes] if probes else [])]
+            guard = _guard_stop(run, model)
+            measurements: list[Measurement] = [heldout, *([probes] if probes else []), *([guard] if guard else [])]
             result = train(model, loop_run(run, checkpoints, metrics), recorder, measurements)
+            stopped = guard.note() if guard is not None else None
+            if stopped is not None:
+                sink.on_note(stopped)
             if probes is not None and probes.restore_best(result.model, result.steps):
                 sink.on_note(
                     f"kept the adapter of step {probes.best_step}: its answers scored best "
@@ -95,7 +100,7 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
         metrics.set_checkpoint(run.run_id, None)
     del model  # its frozen weights may be bfloat16: the judge loads a fresh float32 base
     result = replace(result, model=None)
-    return _report(run, result, version, adapter_dir, sha, heldout, recorder, sink)
+    return _report(run, result, version, adapter_dir, sha, heldout, recorder, sink, [stopped] if stopped else [])
 
 
 def _open_run(run: PreparedRun, metrics: MetricsDB, sink: TrainSink) -> Path:
@@ -186,8 +191,10 @@ def _report(
     heldout: HeldOutTracker,
     recorder: _StepRecorder,
     sink: TrainSink,
+    stops: list[str],
 ) -> TrainReport:
-    """Record the version and the lock, judge the adapter, and build the run's report."""
+    """Record the version and the lock, judge the adapter, and build the run's report
+    (`stops`: why training ended early, among its warnings)."""
     run.store.record_adapter(
         version=version,
         run_id=run.run_id,
@@ -198,7 +205,7 @@ def _report(
     )
     assert run.lock is not None  # rank 0 always prepares the lock
     run.lock.finish(run.run_id, sha)
-    warnings = list(run.lock.decision.warnings)
+    warnings = [*run.lock.decision.warnings, *stops]
     evaluation = _judge(run, adapter_dir, version, sink)
     if evaluation is not None:
         warnings += evaluation["warnings"]
@@ -304,6 +311,27 @@ def _heldout_tracker(run: PreparedRun, metrics: MetricsDB, sink: TrainSink, mode
     return HeldOutTracker(
         eval_set, metrics, run.run_id, sink, training.eval.every_steps, pad_id, memo, run.hyper.precision
     )
+
+
+def _guard_stop(run: PreparedRun, base_model: Any) -> GuardStop | None:
+    """The early stop on the general-ability guard (`dlm.judge.guard_stop`), its base
+    score taken now from `base_model`: on one process (a stop must be every rank's, and
+    the weights put back everywhere), with `training.eval.guard_stop` and at least
+    `MIN_STEPS` steps."""
+    from dlm.actions.evaluating import general_texts
+    from dlm.judge.guard import guard_examples
+    from dlm.judge.guard_stop import MEASUREMENTS, MIN_STEPS, GuardStop, sample_examples
+
+    settings = run.training.eval
+    steps = run.hyper.max_steps
+    if run.plan.world_size > 1 or not settings.guard_stop or not steps or steps < MIN_STEPS:
+        return None
+    examples = sample_examples(guard_examples(run.tokenizer, general_texts()))
+    guard = GuardStop(
+        examples, steps // MEASUREMENTS, settings.general_max_increase, _pad_id(run.tokenizer), run.hyper.precision
+    )
+    guard.start(base_model)
+    return guard
 
 
 def _probe_tracker(run: PreparedRun, metrics: MetricsDB) -> ProbeTracker | None:
