@@ -95,9 +95,9 @@ class EvalConfig(_Strict):
     judge: bool = True
     max_new_tokens: int = Field(default=48, gt=0, le=1024)
     general_max_increase: YamlFloat = Field(default=5.0, ge=0)
+    guard_stop: bool = True
     keep_best: bool = False
     patience: int | None = Field(default=4, gt=0)
-    guard_stop: bool = True
 
 
 # the fact kinds of `dlm.rows.facts.model` (a lower floor cannot import it; tests/test_facts_files.py
