@@ -209,4 +209,5 @@ def test_a_statement_about_nothing_nameable_is_asked_to_be_completed_instead():
     assert [topic(f) for f in facts] == [None, None]  # an adverbial, a fragment ending in "of"
     second = phrase(facts[1], 2)[1]
     assert second.question == 'According to `README.md`, what completes this: "A group of targets is a ___."?'
-    assert "What do you know about" not in " ".join(p.question for f in facts for p in phrase(f, 2))
+    assert "What do you know about" not in " ".join(p.question for f in facts for p in phrase(f, 4))
+    assert [len(phrase(f, 4)) for f in facts] == [3, 3]  # no question about an empty topic

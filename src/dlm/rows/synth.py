@@ -388,8 +388,8 @@ def _ambiguous_trims(facts: Sequence[Fact]) -> set[Fact]:
     """The statements whose trimmed question (`dlm.rows.facts.phrasing.asked`) another
     statement with another answer shares: they keep their whole question, so that no
     question is trained toward two answers."""
+    questions = {fact: asked(fact) for fact in facts if fact.kind == "statement"}
     answers: dict[str, set[str]] = defaultdict(set)
-    for fact in facts:
-        if fact.kind == "statement":
-            answers[asked(fact)].add(fact.name)
-    return {f for f in facts if f.kind == "statement" and len(answers[asked(f)]) > 1}
+    for fact, question in questions.items():
+        answers[question].add(fact.name)
+    return {fact for fact, question in questions.items() if len(answers[question]) > 1}

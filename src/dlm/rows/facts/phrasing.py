@@ -100,10 +100,16 @@ def asked(fact: Fact, trim: bool = True) -> str:
     body = fact.answer.rstrip(" .!")
     at = body.find(span)
     body = body.replace(span, ask, 1)
-    if trim and fact.subject != fact.answer.casefold() and at >= 0:
+    if trim and _has_subject(fact) and at >= 0:
         body = _without_trailing_clause(body, at + len(ask))
     question = body + "?"
     return question[:1].upper() + question[1:]  # a span that opened the sentence left a lowercase word
+
+
+def _has_subject(fact: Fact) -> bool:
+    """Whether the prose rules found the sentence's subject (without one, `Fact.subject`
+    is the sentence itself, `dlm.rows.facts.prose`)."""
+    return fact.subject != fact.answer.casefold()
 
 
 _TRAILING_CLAUSE = re.compile(
@@ -137,7 +143,7 @@ def topic(fact: Fact) -> str | None:
     if (
         words
         and len(subject) <= 60
-        and fact.subject != fact.answer.casefold()
+        and _has_subject(fact)
         and ":" not in subject
         and words[-1].lower() not in _FUNCTION_WORDS
         and words[0].lower() not in _LEADING_ADVERBIALS
@@ -160,14 +166,15 @@ def phrase(fact: Fact, count: int = MAX_PHRASINGS, gloss: str | None = None, tri
     """The first `count` phrasings of `fact` (the first one is the probe's question);
     `gloss`: what a value or setting means, one sentence (module docstring); `trim`: a
     statement's question without its trailing clause (`asked`). A statement without a
-    `topic` is asked to be completed in its second phrasing instead of asked about."""
+    `topic` is asked to be completed in its second phrasing instead of asked about, and
+    has one phrasing fewer (`MAX_PHRASINGS - 1`)."""
     fields = {"name": fact.name, "what": fact.what, "path": fact.path, "answer": fact.answer, "cloze": cloze(fact)}
     templates = PHRASINGS[fact.kind]
     if fact.kind == "statement":
         about = topic(fact)
         fields.update(ask=asked(fact, trim), topic=about or "")
         if about is None:  # nothing to ask about by name: the sentence to complete instead
-            templates = (templates[0], templates[3], templates[2], templates[1])
+            templates = (templates[0], templates[3], templates[2])
     elif fact.kind in ("value", "setting"):
         meaning = _meaning(fact.name, gloss) if gloss else None
         fields.update(
