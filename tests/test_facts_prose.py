@@ -79,7 +79,10 @@ def test_the_question_phrase_follows_the_spans_kind():
     )
     assert asked(statement("Quill", "name", "Teodora wrote it with Quill.")) == "Teodora wrote it with what?"
     assert asked(statement("Ysolde Brannick", "name", "Ysolde Brannick wrote Tarnwick.")) == "Who wrote Tarnwick?"
-    assert topic(statement("240 entries", "number", larder)) == "The Larder"  # as the sentence writes it
+    # as the sentence writes it, but for the capital the sentence's start gave its determiner
+    assert topic(statement("240 entries", "number", larder)) == "the Larder"
+    assert asked(statement("`/lf/healthz`", "path", "Health is at `/lf/healthz`.")) == "Health is at which path?"
+    assert asked(statement("`docs/`", "path", "Notes live in `docs/`.")) == "Notes live in which folder?"
     # no short subject: the sentence's first other code span, else the file
     whole = "start with `tarnwick reap` after `tarnwick list`."
     assert topic(statement("`tarnwick list`", "command", whole.capitalize(), subject=whole)) == "`tarnwick reap`"

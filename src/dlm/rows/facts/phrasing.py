@@ -95,6 +95,8 @@ def asked(fact: Fact, trim: bool = True) -> str:
         ask = "who"  # a full name doing what the sentence says: a person or a body
     elif unit and unit.group(1):
         ask = f"how many {unit.group(1)}"
+    elif fact.what == "path":
+        ask = _path_ask(span)
     else:
         ask = _ASK.get(fact.what, "what")
     body = fact.answer.rstrip(" .!")
@@ -128,12 +130,22 @@ def _without_trailing_clause(text: str, start: int) -> str:
 
 
 # a name's kind is not known (a person, a product, a format), so "what" asks for any of them
-_ASK = {"number": "what number", "path": "which file", "command": "which command", "URL": "which URL"}
+_ASK = {"number": "what number", "command": "which command", "URL": "which URL"}
+
+
+def _path_ask(span: str) -> str:
+    """The question phrase of a path: "which folder" for one ending in `/`, "which file"
+    for one whose last part has an extension (`tally.db`), "which path" for the rest
+    (`/lf/healthz`, a URL path or a folder written without its slash)."""
+    path = span.strip("`")
+    if path.endswith("/"):
+        return "which folder"
+    return "which file" if "." in path.rsplit("/", 1)[-1].strip(".") else "which path"
 
 
 def topic(fact: Fact) -> str | None:
     """What a statement is about, as the sentence writes it (its subject, `Fact.subject`
-    casefolded); without a short subject that reads as a noun phrase (not ending in a
+    casefolded), with an opening determiner in lowercase ("the Larder"); without a short subject that reads as a noun phrase (not ending in a
     function word, not opening with a preposition or subordinator), the first code span
     of the sentence that is neither the asked span nor a path; else None (a question
     about the file the sentence sits in asks about nothing a user would name)."""
@@ -148,7 +160,8 @@ def topic(fact: Fact) -> str | None:
         and words[-1].lower() not in _FUNCTION_WORDS
         and words[0].lower() not in _LEADING_ADVERBIALS
     ):
-        return subject
+        # a determiner capitalised only because it opened the sentence ("The Larder")
+        return subject[:1].lower() + subject[1:] if words[0].lower() in _LEADS else subject
     other = [c for c in re.findall(r"`[^`]+`", fact.answer) if c != fact.name and "/" not in c]
     return other[0] if other else None
 
@@ -211,6 +224,9 @@ def _described(meaning: str) -> str:
     already ("How long a tile is served" -> "How long a tile is served?"), any other
     is what something is ("Largest event body" -> "What is the largest event body?")."""
     lead = meaning.split(" ", 1)[0].lower()
+    counted = re.sub(r"\b[Tt]his many\b", "how many", meaning, count=1)
+    if counted != meaning:  # "Deliveries are retried this many times" asks how many
+        return f"{counted[:1].upper()}{counted[1:]}?"
     if lead in _WH:
         return f"{meaning[:1].upper()}{meaning[1:]}?"
     article = "" if lead in _LEADS else "the "
