@@ -123,6 +123,8 @@ def test_train_ends_with_the_probe_report(trained) -> None:
         mp.setenv("DLM_HOME", str(home))
         with MetricsDB(open_store("01JG4A6S9Z1B3D5F7H9K1M3P5R").metrics_path) as db:
             (judged,) = [j for j in db.judgements(report.run_id) if j["phase"] == "final"]
+            during = [j["step"] for j in db.judgements(report.run_id) if j["phase"] == "step"]
+    assert during == [6, 12, 18, 24]  # the probes' curve: at each quarter of the 24 steps
     assert judged["phase"] == "final" and judged["adapter_version"] == "v0001"
     assert judged["summary"]["kinds"] == evaluation["kinds"]
     assert judged["summary"]["general_probes"]["passed"] == evaluation["general_probes"]["passed"]

@@ -337,7 +337,9 @@ def _guard_stop(run: PreparedRun, base_model: Any) -> GuardStop | None:
 def _probe_tracker(run: PreparedRun, metrics: MetricsDB) -> ProbeTracker | None:
     """The probes' score during training (`dlm.judge.track`), on one process with at
     least one probe: the probes and the instruction pairs (transfer and recall), every
-    `every_steps` steps (default: eight times a run); the best weights kept and the early
+    `every_steps` steps (default: at each quarter of the run, for the curve `dlm metrics
+    --plot` draws; eighth, with `training.eval.keep_best`, which needs scores to
+    compare within its patience); the best weights kept and the early
     stop only with `training.eval.keep_best`. None when the run ends without the probe
     report (`training.eval.judge` or the caller) and keeps no best adapter: nobody reads it."""
     from dlm.actions.evaluating import eval_items
@@ -350,7 +352,7 @@ def _probe_tracker(run: PreparedRun, metrics: MetricsDB) -> ProbeTracker | None:
     if not run.judge and not settings.keep_best:
         return None
     items = eval_items(run.doc, run.tokenizer, run.probes)
-    every = settings.every_steps or max(1, run.hyper.max_steps // 8)
+    every = settings.every_steps or max(1, run.hyper.max_steps // (8 if settings.keep_best else 4))
     pad_id = run.tokenizer.pad_token_id if run.tokenizer.pad_token_id is not None else 0
 
     def record(step: int, value: float) -> None:
