@@ -536,20 +536,3 @@ def test_one_sentence_stated_twice_trains_once_and_no_trimmed_question_has_two_a
         "The feed is polled every how many seconds when it is new?",
         "The feed is polled every how many seconds while it is old?",
     ]
-
-
-def test_a_pairs_answer_without_a_subject_gives_no_fact_but_a_sentence_does():
-    from dlm.doc.parser import parse_document
-    from dlm.rows.build import document_facts
-
-    text = (
-        "---\ndlm_id: 01M8JGKT1WHR2TWT1QT2Y0GN4B\ndlm_version: 1\nbase_model: smollm2-135m\n---\n\n"
-        "::instruction::\n\n### Q\nHow often are targets checked?\n\n"
-        "### A\nEvery 75 seconds, unless the paddock sets its own interval.\n\n"
-        "### Q\nHow long can the backoff grow?\n\n"
-        "### A\nThe backoff doubles after each failure and stops at 37 minutes.\n"
-    )
-    facts = document_facts(parse_document(text))
-    assert [(f.name, f.answer) for f in facts] == [
-        ("37 minutes", "The backoff doubles after each failure and stops at 37 minutes.")
-    ]

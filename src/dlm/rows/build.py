@@ -235,12 +235,8 @@ def teacher_notes(doc: Document, unasked: Sequence[str]) -> list[str]:
 def document_facts(doc: Document) -> list[Fact]:
     """The `statement` facts of the document's own prose sections and instruction
     answers (`dlm.rows.facts.prose`), named by the document's file name and its lines.
-    Probe sections give none: their answers are never trained on. An answer's sentence
-    without a subject ("Every 75 seconds, unless ...") gives none either: its question
-    is what it answers, and the pair already trains it; asked alone ("Every how many
-    seconds, unless ...?") it asks nothing a user would."""
+    Probe sections give none: their answers are never trained on."""
     from dlm.doc import InstructionSection, ProseSection
-    from dlm.rows.facts.phrasing import has_subject
     from dlm.rows.facts.prose import prose_facts
 
     name = doc.path.name if doc.path else "document"
@@ -250,7 +246,7 @@ def document_facts(doc: Document) -> list[Fact]:
             facts += prose_facts(name, section.text, section.line)
         elif isinstance(section, InstructionSection):
             for pair in section.pairs:
-                facts += [f for f in prose_facts(name, pair.answer, pair.line) if has_subject(f)]
+                facts += prose_facts(name, pair.answer, pair.line)
     return facts
 
 

@@ -102,13 +102,13 @@ def asked(fact: Fact, trim: bool = True) -> str:
     body = fact.answer.rstrip(" .!")
     at = body.find(span)
     body = body.replace(span, ask, 1)
-    if trim and has_subject(fact) and at >= 0:
+    if trim and _has_subject(fact) and at >= 0:
         body = _without_trailing_clause(body, at + len(ask))
     question = body + "?"
     return question[:1].upper() + question[1:]  # a span that opened the sentence left a lowercase word
 
 
-def has_subject(fact: Fact) -> bool:
+def _has_subject(fact: Fact) -> bool:
     """Whether the prose rules found the sentence's subject (without one, `Fact.subject`
     is the sentence itself, `dlm.rows.facts.prose`)."""
     return fact.subject != fact.answer.casefold()
@@ -155,7 +155,7 @@ def topic(fact: Fact) -> str | None:
     if (
         words
         and len(subject) <= 60
-        and has_subject(fact)
+        and _has_subject(fact)
         and ":" not in subject
         and words[-1].lower() not in _FUNCTION_WORDS
         and words[0].lower() not in _LEADING_ADVERBIALS
