@@ -145,8 +145,9 @@ def _path_ask(span: str) -> str:
 
 def topic(fact: Fact) -> str | None:
     """What a statement is about, as the sentence writes it (its subject, `Fact.subject`
-    casefolded), with an opening determiner in lowercase ("the Larder"); without a short subject that reads as a noun phrase (not ending in a
-    function word, not opening with a preposition or subordinator), the first code span
+    casefolded), with an opening determiner in lowercase ("the Larder"); without a short
+    subject that reads as a noun phrase (not ending in a function word, not opening
+    with a preposition or subordinator), the first code span
     of the sentence that is neither the asked span nor a path; else None (a question
     about the file the sentence sits in asks about nothing a user would name)."""
     at = fact.answer.casefold().find(fact.subject)
