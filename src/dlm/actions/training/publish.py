@@ -230,6 +230,13 @@ def _pad_id(tokenizer: Any) -> int:
     return int(pad) if pad is not None else int(tokenizer.eos_token_id)
 
 
+def _scoring_pad_id(tokenizer: Any) -> int:
+    """The id the scorers pad with (the held-out set, the probes and the guard, as the
+    report's guard does, `dlm.judge.report`); padded positions are masked, so it only
+    has to be a valid id."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+
 def _rate(result: LoraResult) -> float | None:
     """Tokens per second of this process's training steps; a resumed run's tokens count
     from its checkpoint on, as its clock does."""
@@ -298,7 +305,7 @@ def _heldout_tracker(run: PreparedRun, metrics: MetricsDB, sink: TrainSink, mode
     run with the same inputs (`dlm.train.base_score`)."""
     training = run.training
     eval_set = build_eval_set(subset(run.tokenized, run.split.scored), training.sequence_len)
-    pad_id = run.tokenizer.pad_token_id if run.tokenizer.pad_token_id is not None else 0
+    pad_id = _scoring_pad_id(run.tokenizer)
     memo = None
     if eval_set.rows:
         key = score_key(
@@ -328,7 +335,11 @@ def _guard_stop(run: PreparedRun, base_model: Any) -> GuardStop | None:
         return None
     examples = sample_examples(guard_examples(run.tokenizer, general_texts()))
     guard = GuardStop(
-        examples, steps // MEASUREMENTS, settings.general_max_increase, _pad_id(run.tokenizer), run.hyper.precision
+        examples,
+        steps // MEASUREMENTS,
+        settings.general_max_increase,
+        _scoring_pad_id(run.tokenizer),
+        run.hyper.precision,
     )
     guard.start(base_model)
     return guard
@@ -353,7 +364,7 @@ def _probe_tracker(run: PreparedRun, metrics: MetricsDB) -> ProbeTracker | None:
         return None
     items = eval_items(run.doc, run.tokenizer, run.probes)
     every = settings.every_steps or max(1, run.hyper.max_steps // (8 if settings.keep_best else 4))
-    pad_id = run.tokenizer.pad_token_id if run.tokenizer.pad_token_id is not None else 0
+    pad_id = _scoring_pad_id(run.tokenizer)
 
     def record(step: int, value: float) -> None:
         metrics.log_judgement(
