@@ -6,6 +6,7 @@ from dlm.lock.record import hyperparameters_sha256
 from dlm.train.data import ORDER_MODE
 from dlm.train.dropout import MASKS_MODE
 from dlm.train.lora import LOOP_MODE, PACKING_MODE, Hyperparameters, lock_hyperparameters
+from dlm.train.shared_prefix import ROW_MODE
 
 RUN = Hyperparameters(
     lora_r=8,
@@ -21,10 +22,11 @@ RUN = Hyperparameters(
 )
 
 
-def test_a_windows_run_hashes_its_settings_its_batching_rule_and_its_loop():
+def test_a_windows_run_hashes_its_settings_its_batching_rule_its_row_layout_and_its_loop():
     # no precision, no gradient_checkpointing (neither is a hashed setting); the rule that
-    # orders and pads micro-batches sets the shapes, and the loop the arithmetic, so locks
-    # written under another rule or loop (the Trainer's `pad_to_multiple_of`) hash apart
+    # orders and pads micro-batches sets the shapes, the row layout (a shared prefix once)
+    # the rounding, and the loop the arithmetic, so locks written under another rule,
+    # layout or loop (the Trainer's `pad_to_multiple_of`, one example per row) hash apart
     no_dropout = Hyperparameters(**{**asdict(RUN), "lora_dropout": 0.0})
     before = {
         **{
@@ -36,8 +38,10 @@ def test_a_windows_run_hashes_its_settings_its_batching_rule_and_its_loop():
         "packing": False,
     }
     hyper = lock_hyperparameters(no_dropout, 128, False, None)
-    assert hyper == {**before, "order": ORDER_MODE, "loop": LOOP_MODE}
+    assert hyper == {**before, "order": ORDER_MODE, "loop": LOOP_MODE, "rows": ROW_MODE}
     assert hyperparameters_sha256(hyper) != hyperparameters_sha256({**before, "pad_to_multiple_of": 16})
+    one_per_row = {k: v for k, v in hyper.items() if k != "rows"}
+    assert hyperparameters_sha256(hyper) != hyperparameters_sha256(one_per_row)
 
 
 def test_dropout_runs_hash_apart_from_locks_written_with_the_old_masks():

@@ -185,12 +185,16 @@ class Batch:
         kinds: int64 [B * n], the per-kind bucket of each position's loss (`KINDS` index of
             the token it predicts; `len(KINDS)` where no loss is taken).
         tokens: real (unpadded) tokens; `processed`: B * n.
+        segments: int64 [n] for one row of several examples
+            (`dlm.train.shared_prefix.collate_row`): 0 the shared prefix, k the k-th
+            example's tail, -1 padding; None for the layouts here.
     """
 
     inputs: dict[str, torch.Tensor]
     kinds: torch.Tensor
     tokens: int
     processed: int
+    segments: torch.Tensor | None = None
 
 
 def collate(

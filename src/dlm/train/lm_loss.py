@@ -46,6 +46,8 @@ SCORING_CHUNK_TOKENS = {torch.float32: 64, torch.bfloat16: 64}
 # whole head (SmolLM2: 57 MB) for every batch made the general-set pass the report's
 # largest after the answers
 VOCAB_SLICE = 8192
+# inputs of the replay KL's base pass carry this prefix (`dlm.train.replay_kl.replay_inputs`)
+BASE = "base_"
 
 
 class _FusedHeadNLL(torch.autograd.Function):
@@ -233,8 +235,9 @@ def causal_lm_token_nll(model: Any, inputs: dict[str, Any], adapter_off: Any = N
             `attention_mask` or `position_ids`, and optionally `loss_rows`, 1-D int64: the
             flat [B * T] positions whose next label carries loss (`loss_rows` of the
             shifted labels), found on the host so the device never waits to count them;
-            `replay_rows` and `replay_examples` (`dlm.train.replay_kl.replay_inputs`):
-            positions scored by KL to the base model instead, and their examples.
+            `replay_rows`, `replay_at` and the `base_` inputs
+            (`dlm.train.replay_kl.replay_inputs`): positions scored by KL to the base
+            model instead, and the base pass that scores them.
         adapter_off: the `dlm.train.replay_kl.AdapterOff` of `model` for the replay
             positions' base pass (None: made here, listing the model's modules).
 
@@ -245,8 +248,8 @@ def causal_lm_token_nll(model: Any, inputs: dict[str, Any], adapter_off: Any = N
         Differentiable when grad is on.
     """
     causal_lm = causal_lm_of(model)
-    skip = ("labels", "loss_rows", "replay_rows", "replay_examples")
-    features = {k: v for k, v in inputs.items() if k not in skip}
+    skip = ("labels", "loss_rows", "replay_rows", "replay_at")
+    features = {k: v for k, v in inputs.items() if k not in skip and not k.startswith(BASE)}
     target = _next_labels(inputs["labels"])
     if not fusable(causal_lm):
         logits = model(**features, use_cache=False).logits  # [B, T, V]
@@ -254,7 +257,7 @@ def causal_lm_token_nll(model: Any, inputs: dict[str, Any], adapter_off: Any = N
         nll = F.cross_entropy(
             logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100, reduction="none"
         ).view(target.shape)
-        return _with_replay_kl(model, adapter_off, model, features, logits, nll, inputs, None)
+        return _with_replay_kl(model, adapter_off, model, logits, nll, inputs, None)
     decoder = causal_lm.get_decoder()
     hidden = decoder(**features, use_cache=False).last_hidden_state  # [B, T, H]
     batch, length, width = hidden.shape
@@ -262,14 +265,13 @@ def causal_lm_token_nll(model: Any, inputs: dict[str, Any], adapter_off: Any = N
     rows = inputs.get("loss_rows")
     weight = causal_lm.get_output_embeddings().weight
     nll = token_nll(hidden.reshape(-1, width), weight, flat, rows=rows).view(batch, length)
-    return _with_replay_kl(model, adapter_off, decoder, features, hidden, nll, inputs, weight)
+    return _with_replay_kl(model, adapter_off, decoder, hidden, nll, inputs, weight)
 
 
 def _with_replay_kl(
     model: Any,
     adapter_off: Any,
     decoder: Any,
-    features: dict[str, Any],
     out: torch.Tensor,
     nll: torch.Tensor,
     inputs: dict[str, Any],
@@ -285,8 +287,9 @@ def _with_replay_kl(
 
     if adapter_off is None:
         adapter_off = AdapterOff(getattr(model, "module", model))
-    rows, examples = rows.to(out.device), inputs["replay_examples"].to(out.device)
-    return put_kl(nll, rows, replay_kl(adapter_off, decoder, features, out, rows, examples, weight))
+    base = {k.removeprefix(BASE): v.to(out.device) for k, v in inputs.items() if k.startswith(BASE)}
+    rows, at = rows.to(out.device), inputs["replay_at"].to(out.device)
+    return put_kl(nll, rows, replay_kl(adapter_off, decoder, base, out, rows, at, weight))
 
 
 def _next_labels(labels: torch.Tensor) -> torch.Tensor:

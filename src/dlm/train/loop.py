@@ -3,7 +3,8 @@
     prepare the model (`dlm.train.model.prepare_model`), AdamW and a linear decay
     for each optimizer step:
         for each of this rank's micro-batches (`dlm.train.data.Schedule`):
-            collate on the host, move to the device
+            collate on the host (`dlm.train.shared_prefix.micro_batch`: windows that fit
+                in `sequence_len` together as one row, their shared prefix once), move to the device
             forward under autocast: per-token NLL with the LM head fused (`FusedLossModel`);
                 with `replay_loss: kl`, KL to the base model at replay positions (`dlm.train.replay_kl`)
             loss = NLL summed / loss tokens of the whole step (every rank's) * ranks
@@ -43,7 +44,7 @@ import torch
 
 from dlm.doc.budget import Every
 from dlm.train.checkpoint import CheckpointClock, read_state, save_checkpoint
-from dlm.train.data import KINDS, Schedule, collate, to_device
+from dlm.train.data import KINDS, Schedule, to_device
 from dlm.train.lora import (
     Hyperparameters,
     LoraResult,
@@ -54,6 +55,7 @@ from dlm.train.lora import (
 )
 from dlm.train.model import ModelPlan, prepare_model
 from dlm.train.replay_kl import replay_inputs
+from dlm.train.shared_prefix import micro_batch
 
 MAX_GRAD_NORM = 1.0
 
@@ -291,7 +293,7 @@ def _step(parts: _Parts, run: LoopRun, state: LoopState) -> _Pending:
     kind_counts = np.zeros(len(KINDS) + 1, dtype=np.int64)
     tokens = 0
     for i, (index, examples) in enumerate(plan.micro_batches):
-        batch = collate(
+        batch = micro_batch(
             [run.dataset[int(j)] for j in examples],
             run.pad_id,
             run.sequence_len,

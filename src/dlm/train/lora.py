@@ -116,7 +116,8 @@ def lock_hyperparameters(
     (`PACKING_MODE`) or False, so a lock written when packing concatenated rows differs
     from one of padding-free blocks;
     `order`, the rule that orders and pads micro-batches (`dlm.train.data.ORDER_MODE`),
-    which sets the shapes and so the last bits; `loop`, the training loop's version
+    which sets the shapes and so the last bits, and without packing `rows`, the layout of
+    a micro-batch of windows (`dlm.train.shared_prefix.ROW_MODE`); `loop`, the training loop's version
     (`LOOP_MODE`), since the same settings trained other bytes under another loop;
     `instruction_share` and `replay_share` only when set, and `replay_loss` with the
     replay share (without replay rows it changes nothing); `synth_repeats`, the sightings of
@@ -126,6 +127,7 @@ def lock_hyperparameters(
     """
     from dlm.train.data import ORDER_MODE
     from dlm.train.dropout import MASKS_MODE
+    from dlm.train.shared_prefix import ROW_MODE
 
     values = asdict(hyper)
     values.pop("precision")
@@ -137,6 +139,8 @@ def lock_hyperparameters(
         order=ORDER_MODE,
         loop=LOOP_MODE,
     )
+    if not packing:
+        values.update(rows=ROW_MODE)
     if hyper.lora_dropout > 0:
         values.update(dropout_masks=MASKS_MODE)
     if instruction_share is not None:

@@ -59,18 +59,24 @@ class FusedLossModel(nn.Module):
         position_ids: torch.Tensor | None = None,
         loss_rows: torch.Tensor | None = None,
         replay_rows: torch.Tensor | None = None,
-        replay_examples: torch.Tensor | None = None,
+        replay_at: torch.Tensor | None = None,
+        base_input_ids: torch.Tensor | None = None,
+        base_attention_mask: torch.Tensor | None = None,
+        base_position_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Per-token NLL of a collated micro-batch (`dlm.train.data.collate`).
+        """Per-token NLL of a collated micro-batch (`dlm.train.shared_prefix.micro_batch`).
 
         Args:
             input_ids: int64 [B, T].
             labels: int64 [B, T], -100 where no loss is taken.
-            attention_mask: int64 [B, T] (windows) or None (packed blocks).
-            position_ids: int64 [B, T] restarting at each packed example, or None.
+            attention_mask: int64 [B, T] (windows), bool [1, 1, T, T] (one row of
+                several examples), or None (packed blocks).
+            position_ids: int64 [B, T] restarting at each packed example or continuing a
+                row's shared prefix, or None.
             loss_rows: int64 [n_loss], the flat positions that carry loss (`dlm.train.data`).
-            replay_rows, replay_examples: int64 [n] and [m], replay positions scored by KL
-                to the base model and the rows holding them (`dlm.train.replay_kl`), or None.
+            replay_rows, replay_at: int64 [n], replay positions scored by KL to the base
+                model, and where each sits in the base pass's output; `base_*`: the base
+                pass's inputs (`dlm.train.replay_kl.replay_inputs`); or None.
 
         Returns:
             float32 [B, T]: position t holds `-log p(labels[t + 1])` in nats, 0 at the last
@@ -84,7 +90,10 @@ class FusedLossModel(nn.Module):
             "position_ids": position_ids,
             "loss_rows": loss_rows,
             "replay_rows": replay_rows,
-            "replay_examples": replay_examples,
+            "replay_at": replay_at,
+            "base_input_ids": base_input_ids,
+            "base_attention_mask": base_attention_mask,
+            "base_position_ids": base_position_ids,
         }
         inputs = {"input_ids": input_ids, "labels": labels, **{k: v for k, v in given.items() if v is not None}}
         if replay_rows is not None and self._adapter_off is None:

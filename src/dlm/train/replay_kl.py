@@ -23,8 +23,10 @@ off no LoRA dropout runs, so the keyed dropout's clock (`dlm.train.dropout`) is 
 read nor moved: the adapter's own forward draws the masks it draws with `ce`.
 
 Cost: only micro-batches with replay positions pay for the base pass, and it runs on
-their examples that hold replay positions alone (`replay_inputs`, on the host; packed
-blocks keep replay rows in blocks of their own, `dlm.train.dataset`). With the fused
+their examples that hold replay positions alone (`base_pass`, on the host: the rows
+that hold them, or, of one row of several examples, the shared prefix and the replay
+examples' tails; packed blocks keep replay rows in blocks of their own,
+`dlm.train.dataset`). With the fused
 loss (`dlm.train.lm_loss`) the logits of both models exist only at the replay
 positions, `KL_CHUNK_ROWS` rows `[c, V]` at a time, and the gradient with respect to
 the adapter's hidden states, `(p - q) @ W`, is computed in the same pass.
@@ -44,8 +46,10 @@ from typing import Any
 import torch
 
 from dlm.train.data import KINDS, Batch
+from dlm.train.lm_loss import BASE
 
 REPLAY = KINDS.index("replay")
+FEATURES = ("input_ids", "attention_mask", "position_ids")  # what the decoder reads of a batch
 # rows of logits per piece: each piece holds about five [c, V] float32 buffers (SmolLM2:
 # 197 KB a row), about 63 MB at 64 rows
 KL_CHUNK_ROWS = 64
@@ -57,21 +61,51 @@ def replay_inputs(batch: Batch) -> dict[str, torch.Tensor]:
     Returns:
         `batch.inputs` where no position's loss is of kind `replay`; otherwise a copy
         whose `loss_rows` leaves them out, with int64 `replay_rows` [n] (those flat
-        positions of the [B, T] micro-batch) and int64 `replay_examples` [m] (the
-        sorted rows of the micro-batch that hold them, the ones the base pass reads).
+        positions of the [B, T] micro-batch), the base pass's inputs under `BASE`-prefixed
+        names (`base_pass`) and int64 `replay_at` [n], each replay row's flat position in
+        the base pass's output.
     """
     rows = batch.inputs["loss_rows"]
     is_replay = batch.kinds[rows] == REPLAY
     if not bool(is_replay.any()):
         return batch.inputs
-    width = batch.inputs["input_ids"].shape[1]
     replay_rows = rows[is_replay]
+    base, at = base_pass(batch, replay_rows)
     return {
         **batch.inputs,
         "loss_rows": rows[~is_replay],
         "replay_rows": replay_rows,
-        "replay_examples": torch.unique(replay_rows // width),
+        "replay_at": at,
+        **{BASE + k: v for k, v in base.items()},
     }
+
+
+def base_pass(batch: Batch, replay_rows: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """What the base model reads to score `replay_rows` (flat positions of the batch), and
+    where each of them sits in its output: the rows holding replay positions, of a
+    batch of several rows; of one row of several examples
+    (`dlm.train.shared_prefix.collate_row`), the shared prefix and the tails holding
+    replay positions, with the row's positions and its mask restricted to them (each tail
+    still sees exactly the prefix and itself).
+
+    Returns:
+        (the decoder's inputs: `input_ids` [m, T'], and `attention_mask` and/or
+        `position_ids`; int64 [n], flat positions of [m, T']).
+    """
+    inputs = batch.inputs
+    if batch.segments is None:
+        width = inputs["input_ids"].shape[1]
+        examples = torch.unique(replay_rows // width)
+        base = {k: inputs[k][examples] for k in FEATURES if k in inputs}
+        return base, torch.searchsorted(examples, replay_rows // width) * width + replay_rows % width
+    segments = batch.segments
+    kept = torch.nonzero((segments == 0) | torch.isin(segments, segments[replay_rows])).flatten()
+    base = {
+        "input_ids": inputs["input_ids"][:, kept],
+        "position_ids": inputs["position_ids"][:, kept],
+        "attention_mask": inputs["attention_mask"][:, :, kept][:, :, :, kept],
+    }
+    return base, torch.searchsorted(kept, replay_rows)
 
 
 class AdapterOff:
@@ -106,10 +140,10 @@ class AdapterOff:
 def replay_kl(
     adapter_off: AdapterOff,
     decoder: Any,
-    features: dict[str, torch.Tensor],
+    base_inputs: dict[str, torch.Tensor],
     adapter_out: torch.Tensor,
     rows: torch.Tensor,
-    examples: torch.Tensor,
+    at: torch.Tensor,
     weight: torch.Tensor | None,
 ) -> torch.Tensor:
     """KL(q_base || p_adapter) at the replay positions `rows` (module docstring).
@@ -118,21 +152,19 @@ def replay_kl(
         adapter_off: the peft model's `AdapterOff`.
         decoder: what made `adapter_out` from `features`: the decoder (fused loss, then
             `weight` is the LM head's) or the whole causal LM (logits, `weight` None).
-        features: the micro-batch's model inputs, `input_ids` [B, T] and its
-            `attention_mask` or `position_ids`.
+        base_inputs: what the base pass reads (`base_pass`): `input_ids` [m, T'] and
+            its `attention_mask` and/or `position_ids`.
         adapter_out: float [B, T, D], the adapter's final hidden states (D = H) or
             logits (D = V), with its graph.
         rows: int64 [n], flat positions of [B, T] (`replay_inputs`).
-        examples: int64 [m], sorted, the rows of the micro-batch that hold `rows`.
+        at: int64 [n], the same positions' flat places in the base pass's [m, T'].
 
     Returns:
         float32 [n], nats, differentiable with respect to `adapter_out`.
     """
-    width = features["input_ids"].shape[1]
     with torch.no_grad(), adapter_off():
-        out = decoder(**{k: v[examples] for k, v in features.items()}, use_cache=False)
-        base = out.last_hidden_state if weight is not None else out.logits  # [m, T, D]
-    at = torch.searchsorted(examples, rows // width) * width + rows % width  # rows in [m, T]
+        out = decoder(**base_inputs, use_cache=False)
+        base = out.last_hidden_state if weight is not None else out.logits  # [m, T', D]
     target = base.reshape(-1, base.shape[-1])[at]
     mine = adapter_out.reshape(-1, adapter_out.shape[-1])[rows]
     if weight is None:
