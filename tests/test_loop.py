@@ -224,13 +224,13 @@ def test_the_loop_reads_no_loss_off_the_device_before_the_next_step_is_queued(mo
     events: list[str] = []
     import dlm.train.loop as loop
 
-    real = loop.collate
+    real = loop.micro_batch
 
     def spy(*args, **kwargs):  # noqa: ANN002, ANN003
         events.append("batch")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(loop, "collate", spy)
+    monkeypatch.setattr(loop, "micro_batch", spy)
     sink = SimpleNamespace(on_train_start=lambda total: None, on_step=lambda step, *rest: events.append(f"log {step}"))
     train_tiny(ROWS, hyper=tiny_hyper(max_steps=3), sink=sink)
     assert events == ["batch", "batch", "log 1", "batch", "log 2", "log 3"]

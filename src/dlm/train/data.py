@@ -49,6 +49,8 @@ MIN_STEP = 8
 # the batching rule, recorded in the determinism lock: another rule trains other bytes
 ORDER_MODE = "width-sorted-epoch-copies-apart-step8"
 KINDS = ("prose", "instruction", "source", "synth", "replay")  # per-kind loss buckets; index len(KINDS): no loss
+# a batch's inputs for the replay KL's base pass carry this prefix (`dlm.train.replay_kl`)
+BASE = "base_"
 
 
 def padded_length(n: int, limit: int | None = None) -> int:

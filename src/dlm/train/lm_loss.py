@@ -29,6 +29,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from dlm.train.data import BASE
+
 # rows of logits alive at once (SmolLM2: 49,152 float32 logits a row, 197 KB). Fewer rows
 # hold less memory but cost float32 time, so float32 takes 1024; under bfloat16 autocast
 # small chunks cost little time, and bfloat16 takes 64: its three [64, V] buffers are half
@@ -46,8 +48,6 @@ SCORING_CHUNK_TOKENS = {torch.float32: 64, torch.bfloat16: 64}
 # whole head (SmolLM2: 57 MB) for every batch made the general-set pass the report's
 # largest after the answers
 VOCAB_SLICE = 8192
-# inputs of the replay KL's base pass carry this prefix (`dlm.train.replay_kl.replay_inputs`)
-BASE = "base_"
 
 
 class _FusedHeadNLL(torch.autograd.Function):

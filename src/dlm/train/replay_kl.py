@@ -45,8 +45,7 @@ from typing import Any
 
 import torch
 
-from dlm.train.data import KINDS, Batch
-from dlm.train.lm_loss import BASE
+from dlm.train.data import BASE, KINDS, Batch
 
 REPLAY = KINDS.index("replay")
 FEATURES = ("input_ids", "attention_mask", "position_ids")  # what the decoder reads of a batch

@@ -295,8 +295,9 @@ def _examples(
 ) -> _Examples:
     """The training examples and the run's steps: from `--max-steps`, `training.max_steps`
     or `training.num_epochs` when set, else from the recipe (`dlm.train.recipe`), which
-    trains a small document one example per row when packed blocks would give it too
-    few optimizer steps."""
+    trains a small document one sequence per example (`dlm.train.shared_prefix`: a
+    micro-batch's examples in one row) when packed blocks would give it too few optimizer
+    steps."""
     hyper = hyperparameters(training, options)
 
     def examples(packing: bool, share: float | None) -> WindowDataset | PackedDataset:
@@ -323,7 +324,7 @@ def _examples(
         # a small document packs into a handful of blocks: too few optimizer steps to learn it
         if not packing or recipe.max_steps is not None or steps >= MIN_UPDATES:
             break
-    layout = "packed blocks" if packing else "one example per row"
+    layout = "packed blocks" if packing else "one sequence per example, a micro-batch in one row"
     reason = f"recipe: {steps} steps ({recipe.reason}; {len(dataset)} examples, {layout})"
     sink.on_note(reason)
     if recipe.warning:
