@@ -19,6 +19,7 @@ from dlm.train.lora import (
     gradient_checkpointing,
     peak_rss_bytes,
     physical_memory,
+    run_activation_bytes,
 )
 
 SMOLLM2 = SimpleNamespace(
@@ -101,3 +102,18 @@ def test_peak_rss_is_the_kernels_high_water_mark():
     assert abs(peak_rss_bytes() - hwm) < 16 * 2**20
     assert peak_rss_bytes() >= 64 * 2**20
     del ballast
+
+
+def test_a_run_of_short_examples_is_estimated_by_them_not_by_its_sequence_len():
+    gib = 1 << 30
+    lengths = [60, 90, 597, 120, 180, 170]  # Q/A pairs and one source window, `sequence_len` 2048
+    estimate = run_activation_bytes(SMOLLM2, 4, lengths, 2048)
+    # every micro-batch fits in one row: at most the four longest, 597 + 180 + 170 + 120 -> 1152
+    assert estimate == activation_bytes(SMOLLM2, 1, 1152)
+    assert gradient_checkpointing(estimate, 24 * gib) is False
+    assert gradient_checkpointing(activation_bytes(SMOLLM2, 4, 2048), 24 * gib) is True  # the old estimate
+    # examples that do not fit one row together: four rows of the longest, or one full row
+    assert run_activation_bytes(SMOLLM2, 4, [2048, 300], 2048) == activation_bytes(SMOLLM2, 4, 2048)
+    assert run_activation_bytes(SMOLLM2, 4, [700, 700, 700], 2048) == max(
+        activation_bytes(SMOLLM2, 4, 704), activation_bytes(SMOLLM2, 1, 2048)
+    )

@@ -49,9 +49,9 @@ from dlm.train.lora import (
     Hyperparameters,
     LoraResult,
     StepSink,
-    activation_bytes,
     device_memory,
     gradient_checkpointing,
+    run_activation_bytes,
 )
 from dlm.train.model import ModelPlan, prepare_model
 from dlm.train.replay_kl import replay_inputs
@@ -253,7 +253,7 @@ def _set_up(base: Any, run: LoopRun, state: LoopState, measurements: Sequence[Me
     accelerator = Accelerator(cpu=not on_cuda)
     checkpointing = hyper.gradient_checkpointing
     if checkpointing is None:
-        estimate = activation_bytes(base.config, hyper.batch_size, run.sequence_len)
+        estimate = run_activation_bytes(base.config, hyper.batch_size, run.dataset.lengths, run.sequence_len)
         checkpointing = gradient_checkpointing(estimate, device_memory("cuda" if on_cuda else "cpu"))
     plan = ModelPlan(hyper, run.rank, run.world_size, forwards_done=state.forwards, checkpointing=checkpointing)
     model = prepare_model(base, plan)

@@ -7,8 +7,10 @@ Gradient checkpointing recomputes every layer's forward during backward to keep 
 activations: a quarter of a step's compute, to save memory a CPU run rarely lacks. It
 changes no number (the recomputed forward is the same arithmetic, and the dropout masks
 are drawn again from their key, `dlm.train.dropout`), so it is off unless the
-activations would take more than `ACTIVATION_SHARE` of the training device's memory
-(`gradient_checkpointing`): RAM on a CPU or Apple GPU, the card's own memory on CUDA.
+activations of the run's largest micro-batch, as its examples' lengths allow
+(`run_activation_bytes`), would take more than `ACTIVATION_SHARE` of the training
+device's memory (`gradient_checkpointing`): RAM on a CPU or Apple GPU, the card's own
+memory on CUDA.
 `training.gradient_checkpointing: true` or `false` overrides the rule.
 """
 
@@ -176,6 +178,33 @@ def activation_bytes(config: Any, micro_batch: int, sequence_len: int) -> int:
     per_layer = 6 * hidden + 4 * intermediate + int(config.num_attention_heads) * sequence_len
     tokens = micro_batch * sequence_len
     return 4 * tokens * (layers * per_layer + hidden)
+
+
+def run_activation_bytes(config: Any, micro_batch: int, lengths: Any, sequence_len: int) -> int:
+    """`activation_bytes` of the largest micro-batch a run can form from examples of
+    `lengths`. When the `micro_batch` longest examples fit in `sequence_len` together,
+    every micro-batch trains as one row (`dlm.train.shared_prefix`) of at most their
+    tokens; otherwise a micro-batch may keep one example per row, `micro_batch` rows of
+    the longest example's padded width (`dlm.train.data.padded_length`), or be one row
+    of `sequence_len`. So a document of short Q/A pairs with `sequence_len` 2048
+    checkpoints only if its own examples would not fit, not because 2048-token rows might.
+
+    Args:
+        config: the base model's config (`activation_bytes`).
+        micro_batch: examples per micro-batch.
+        lengths: 1-D int [n_examples], tokens per example (`dataset.lengths`).
+        sequence_len: the run's `sequence_len`.
+    """
+    import numpy as np
+
+    from dlm.train.data import padded_length
+
+    ordered = np.sort(np.asarray(lengths, dtype=np.int64))[::-1]
+    top = int(ordered[:micro_batch].sum())
+    if top <= sequence_len:
+        return activation_bytes(config, 1, padded_length(max(top, 1), sequence_len))
+    longest = padded_length(int(ordered[0]), sequence_len)
+    return max(activation_bytes(config, micro_batch, longest), activation_bytes(config, 1, sequence_len))
 
 
 def physical_memory() -> int | None:
