@@ -111,7 +111,7 @@ def collate_row(
     n = padded_length(total, limit)
     ids = np.full(n, pad_id, dtype=np.int64)
     labels = np.full(n, -100, dtype=np.int64)
-    positions = np.arange(n, dtype=np.int64) - total  # padding: positions of its own
+    positions = np.empty(n, dtype=np.int64)
     segments = np.full(n, -1, dtype=np.int64)
     kinds_at = np.full(n, len(KINDS), dtype=np.int64)  # each position's own token's kind
     ids[:p], positions[:p], segments[:p] = np.asarray(examples[0]["input_ids"])[:p], np.arange(p), 0
@@ -125,7 +125,7 @@ def collate_row(
         if token_kinds is not None:
             kinds_at[span] = np.asarray(token_kinds[k])[p:]
         at += size
-    positions[total:] = np.arange(n - total)
+    positions[total:] = np.arange(n - total)  # padding: positions of its own
     next_labels = np.r_[labels[1:], -100]
     kinds = np.where(next_labels != -100, np.r_[kinds_at[1:], len(KINDS)], len(KINDS))
     inputs = {
