@@ -38,7 +38,7 @@ def test_minimal_document_takes_every_default() -> None:
     assert fm.system_prompt is None
     assert fm.training == TrainingConfig()
     assert fm.training.target_modules == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-    assert fm.training.learning_rate == 1e-3 and fm.training.budget is None and not fm.training.recast
+    assert fm.training.learning_rate == 3e-3 and fm.training.budget is None and not fm.training.recast
     assert fm.training.cache == CacheConfig(enabled=True, max_bytes=10 * 2**30, prune_older_than_days=90)
     assert fm.serve.tokenizer_cache.l1_max_memory == 50 * 2**20
     assert d.sections == ()

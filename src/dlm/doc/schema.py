@@ -197,8 +197,10 @@ class TrainingConfig(_Strict):
     costs paraphrases and teaches a small model no prose fact (docs/benchmarks.md,
     "Recipe sweep"). `checkpoint_every`: optimizer steps (`200`) or training time
     (`2m`) between checkpoints a Ctrl-C'd run resumes from (`dlm train --resume`); None
-    writes none. LoRA on every linear layer at learning rate 1e-3 is what
-    makes Q/A pairs stick on a small model (docs/benchmarks.md, "Recipe sweep").
+    writes none. LoRA on every linear layer is what makes Q/A pairs stick on a small
+    model (docs/benchmarks.md, "Recipe sweep"); at learning rate 3e-3 the recipe's dozen
+    sightings also bind the synth's facts, which 1e-3 left mostly unlearned
+    (docs/evaluation.md, "The learning rate").
     """
 
     adapter: Literal["lora"] = "lora"
@@ -208,7 +210,7 @@ class TrainingConfig(_Strict):
     # and its masks and their input copies cost step time (docs/benchmarks.md, "LoRA dropout")
     lora_dropout: YamlFloat = Field(default=0.0, ge=0, lt=1)
     target_modules: list[str] = Field(default_factory=lambda: list(ALL_LINEAR), min_length=1)
-    learning_rate: YamlFloat = Field(default=1e-3, gt=0)
+    learning_rate: YamlFloat = Field(default=3e-3, gt=0)
     max_steps: int | None = Field(default=None, gt=0)
     num_epochs: YamlFloat | None = Field(default=None, gt=0)
     batch_size: int = Field(default=4, gt=0)

@@ -204,7 +204,7 @@ def new_document(
 # saying what it does; values come from the schema, so defaults live in one place.
 INIT_TRAINING_KEYS: tuple[tuple[str, str], ...] = (
     ("budget", "how much to train when max_steps is unset: tokens (60k) or time (4m); null: no cap"),
-    ("learning_rate", "LoRA step size; 1e-3 makes Q/A pairs stick on a small model, lower it for long runs"),
+    ("learning_rate", "LoRA step size; 3e-3 makes pairs and facts stick on a small model, lower it for long runs"),
     ("target_modules", "the layers LoRA adapts; fewer train faster and learn less"),
     ("lora_r", "rank of each LoRA update: its capacity (and the adapter's size)"),
     ("sequence_len", "longest training example in tokens; longer rows are cut into windows"),

@@ -2,7 +2,9 @@
 when the document does not say.
 
 A 135M model answers a Q/A pair it was trained on once it has seen the pair a dozen
-times (`INSTRUCTION_REPEATS`) with LoRA on every linear layer at learning rate 1e-3:
+times (`INSTRUCTION_REPEATS`) with LoRA on every linear layer at learning rate 1e-3 or
+more (the default 3e-3 binds the synth's facts as well; docs/evaluation.md, "The
+learning rate"):
 the pairs' train loss is near zero by then, and every sighting after it costs general
 ability, the model's NLL on general text rising with every extra step
 (docs/evaluation.md, "The default recipe, and why"). A synth pair is one phrasing of a
@@ -39,7 +41,7 @@ INSTRUCTION_REPEATS = 12
 # is seen 8 times, each time in one of two wordings; seen twice, a phrasing was not
 # recalled even as trained (docs/evaluation.md, "Learning the whole document")
 SYNTH_REPEATS = 4
-# optimizer steps a run needs at least for pairs to stick at 1e-3 (the sweep's recipe made
+# optimizer steps a run needs at least for pairs to stick (the sweep's recipe, at 1e-3, made
 # 42 updates of ~4 examples each); a small document packed into 2048-token blocks makes a
 # handful, so below this the recipe trains one example per batch row instead
 MIN_UPDATES = 40
