@@ -65,6 +65,7 @@ REF_WORDS = "Producers place tasks on a dock and workers take them off."
         ("Producers never place tasks on a dock; workers never take them.", REF_WORDS, (), ""),
         ("It starts at 12:30.", "unused", ("30",), ""),  # a time's minutes are no port
         ("It starts at 1.5:30.", "unused", ("30",), ""),
+        ("Where is it?\nIt is not in registry.py.", "unused", ("registry.py",), ""),  # negated on its own line
     ],
 )
 def test_a_key_counts_only_on_token_and_number_boundaries(answer, reference, keys, question) -> None:
@@ -87,6 +88,9 @@ def test_a_key_counts_only_on_token_and_number_boundaries(answer, reference, key
         ("It listens on localhost:8093.", "unused", ("8093",), ""),  # a host's port
         ("Bind it to 0.0.0.0:8093.", "unused", ("8093",), ""),
         ("See http://example.org:8093/health.", "unused", ("8093",), ""),
+        # a negation in a later paragraph does not deny the code above it
+        ("```python\ndef add(a, b):\n    return a + b\n```\n\nHowever, it is not fast.", "unused", ("def", "return"), ""),
+        ("Say thank\nyou.", "unused", ("thank you",), ""),  # a key across a line break
     ],
 )
 def test_boundaries_leave_right_answers_passing(answer, reference, keys, question) -> None:

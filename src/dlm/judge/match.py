@@ -44,8 +44,9 @@ from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 
 # 1: bare substrings; 2: token and number boundaries, negation, repeated questions;
-# 3: a number after a host's colon (`localhost:8093`, `0.0.0.0:8093`) counts, a time's minutes still do not
-RULE_VERSION = 4
+# 3: a number after a host's colon (`localhost:8093`, `0.0.0.0:8093`) counts, a time's minutes still do not;
+# 5: a line break ends the sentence a word key's negation is read in, as it did for numbers
+RULE_VERSION = 5
 CONTENT_SHARE = 0.6
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./:-]*[A-Za-z0-9_]|[A-Za-z0-9]")
@@ -145,10 +146,17 @@ def key_found(answer: str, key: str, *, negation_allowed: bool = False) -> bool:
         starts = [s for s, text in spans if number_value(text) == value]
         text = folded
     else:
-        text, wanted = normalize(answer), normalize(key)
+        wanted = normalize(key)
         if not wanted:
             return True
-        starts = _text_hits(text, wanted)
+        # each line normalized on its own: normalizing the whole answer would join a code
+        # block's line to the next paragraph's sentence, and that sentence's negation
+        lines = [normalize(line) for line in answer.splitlines()]
+        found = [(line, s) for line in lines for s in _text_hits(line, wanted)]
+        if not found:  # a key written across a line break
+            text = normalize(answer)
+            found = [(text, s) for s in _text_hits(text, wanted)]
+        return any(negation_allowed or not negated(_sentence_at(line, s)) for line, s in found)
     return any(negation_allowed or not negated(_sentence_at(text, s)) for s in starts)
 
 
