@@ -214,3 +214,11 @@ def test_a_statement_about_nothing_nameable_is_asked_to_be_completed_instead():
     assert second.question == 'According to `README.md`, what completes this: "A group of targets is a ___."?'
     assert "What do you know about" not in " ".join(p.question for f in facts for p in phrase(f, 4))
     assert [len(phrase(f, 4)) for f in facts] == [3, 3]  # no question about an empty topic
+
+
+def test_a_sentence_announcing_a_list_states_what_comes_before_its_colon():
+    text = "Saltmarsh exports Prometheus metrics under `/saltmetrics`:\n\n- `tile_hits`\n\nThe steps are:\n\n- build\n"
+    assert [(f.name, f.answer) for f in prose_facts("docs/operations.md", text)] == [
+        ("Prometheus", "Saltmarsh exports Prometheus metrics under `/saltmetrics`."),
+        ("`/saltmetrics`", "Saltmarsh exports Prometheus metrics under `/saltmetrics`."),
+    ]  # "The steps are:" has no span: no fact

@@ -11,7 +11,10 @@ Rules:
   `etc.`, `vs.`, `cf.`), and a sentence into its clauses at `; ` (each an independent
   clause by the semicolon's rule of punctuation: the first ends in `.`, the next starts
   with a capital); a statement ends in `.` or `!`, has at least 3 words and at most
-  `MAX_STATEMENT` characters (questions and lines announcing a list give none);
+  `MAX_STATEMENT` characters (questions give none); a sentence that announces a list
+  with `:` states what it says before the colon ("Saltmarsh exports metrics under
+  `/saltmetrics`:" -> "... under `/saltmetrics`."), and one with no span there gives
+  no fact, as any other;
 - a sentence's subject is its words before the first verb (an auxiliary such as
   `is`/`can`/`has`, a verb of making such as `wrote`/`started`/`built`, or a lowercase
   word past the first ending in `s`: "The ferry daemon listens ..."), at most 8 words
@@ -120,6 +123,8 @@ def prose_facts(relpath: str, text: str, first_line: int = 1) -> list[Fact]:
                 sentence = _OBJECT_IT.sub(previous, sentence, count=1)
                 subject = previous  # the thing stays the topic (module rules)
             previous = subject
+            if sentence.endswith(":"):  # it announces a list: what it says so far is stated
+                sentence = sentence[:-1].rstrip() + "."
             if not _statement(sentence):
                 continue
             at = first_line - 1 + line + block.count("\n", 0, offset)
