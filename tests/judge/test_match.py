@@ -89,7 +89,12 @@ def test_a_key_counts_only_on_token_and_number_boundaries(answer, reference, key
         ("Bind it to 0.0.0.0:8093.", "unused", ("8093",), ""),
         ("See http://example.org:8093/health.", "unused", ("8093",), ""),
         # a negation in a later paragraph does not deny the code above it
-        ("```python\ndef add(a, b):\n    return a + b\n```\n\nHowever, it is not fast.", "unused", ("def", "return"), ""),
+        (
+            "```python\ndef add(a, b):\n    return a + b\n```\n\nHowever, it is not fast.",
+            "unused",
+            ("def", "return"),
+            "",
+        ),
         ("Say thank\nyou.", "unused", ("thank you",), ""),  # a key across a line break
     ],
 )
