@@ -6,14 +6,14 @@ system_prompt: You are an expert on the Python standard library. Answer briefly 
 training:
   lora_r: 8
   lora_alpha: 16
-  learning_rate: 0.001
+  learning_rate: 0.003
   # 4 examples per optimizer step in micro-batches of 2: the steps peak near 1.35 GB
   # instead of 1.6 (`batch_size: 4` alone, about 10% faster a step: docs/determinism.md)
   batch_size: 2
   gradient_accumulation_steps: 2
   sequence_len: 128
   seed: 42
-  # no max_steps: the default recipe gives each Q/A pair about 20 sightings within the
+  # no max_steps: the default recipe gives each Q/A pair about 12 sightings within the
   # budget (tokens processed), next to a sample of the ~71K source windows
   budget: 20k
   eval:
