@@ -45,6 +45,7 @@ from decimal import Decimal, InvalidOperation
 
 # 1: bare substrings; 2: token and number boundaries, negation, repeated questions;
 # 3: a number after a host's colon (`localhost:8093`, `0.0.0.0:8093`) counts, a time's minutes still do not;
+# 4: a name whose hyphen comes before a capital or a digit is a key;
 # 5: a line break ends the sentence a word key's negation is read in, as it did for numbers
 RULE_VERSION = 5
 CONTENT_SHARE = 0.6
@@ -143,8 +144,7 @@ def key_found(answer: str, key: str, *, negation_allowed: bool = False) -> bool:
     if value is not None:
         folded = answer.casefold()
         spans = [(m.start(), m.group()) for m in _NUMBER.finditer(folded) if not _in_time(folded, m.start())]
-        starts = [s for s, text in spans if number_value(text) == value]
-        text = folded
+        found = [(folded, s) for s, text in spans if number_value(text) == value]
     else:
         wanted = normalize(key)
         if not wanted:
@@ -156,8 +156,7 @@ def key_found(answer: str, key: str, *, negation_allowed: bool = False) -> bool:
         if not found:  # a key written across a line break
             text = normalize(answer)
             found = [(text, s) for s in _text_hits(text, wanted)]
-        return any(negation_allowed or not negated(_sentence_at(line, s)) for line, s in found)
-    return any(negation_allowed or not negated(_sentence_at(text, s)) for s in starts)
+    return any(negation_allowed or not negated(_sentence_at(text, s)) for text, s in found)
 
 
 def _in_time(text: str, start: int) -> bool:
