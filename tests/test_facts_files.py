@@ -35,7 +35,7 @@ def test_schema_kinds_are_the_fact_kinds():
 
 
 def test_readers_by_path():
-    assert [source_kind(p) for p in ("a.py", "a.go", "b.rs", "c.tsx", "d.mjs", "README", "e.yml", "f.cfg", "g.c")] == [
+    assert [source_kind(p) for p in ("a.py", "a.go", "b.rs", "c.tsx", "d.mjs", "README", "e.yml", "f.cfg", "g.sh")] == [
         "python",
         "go",
         "rust",

@@ -146,7 +146,7 @@ class TeacherConfig(_Strict):
 class SynthConfig(_Strict):
     """Q/A pairs drawn from the sources and the document (`dlm.rows.synth` and
     `dlm.rows.facts` have the rules): from code (Python, Go, Rust, JavaScript,
-    TypeScript, Java) where a name is defined, its doc comment's first sentence, its
+    TypeScript, Java, C, C++) where a name is defined, its doc comment's first sentence, its
     signature, a constant's value; from prose (the document's sections and answers,
     Markdown and text files) statements about a salient span; from config files (YAML,
     TOML, JSON, INI) a key's value. `phrasings`: training pairs per fact; `probe_share`: share of definitions held out

@@ -48,23 +48,34 @@ def _parser(language: str) -> Any:
     return get_parser(language)  # type: ignore[arg-type]
 
 
+NO_GRAMMARS = "no tree-sitter grammars: install tree-sitter-language-pack"
+
+
 def code_facts(relpath: str, text: str, kind: str) -> list[Fact] | str:
     """The facts of one Go, Rust, JavaScript, TypeScript or Java file in source order,
     or "syntax error at line N". `kind`: `dlm.rows.facts.files.source_kind`."""
-    language = "tsx" if relpath.endswith(".tsx") else kind
     try:
-        parser = _parser(language)
+        tree = parse("tsx" if relpath.endswith(".tsx") else kind, text)
     except ImportError:
-        return "no tree-sitter grammars: install tree-sitter-language-pack"
-    tree = parser.parse(text.encode("utf-8", "replace"))
+        return NO_GRAMMARS
     if tree.root_node.has_error:
-        return f"syntax error at line {_error_line(tree.root_node)}"
-    reader = _Reader(relpath)
+        return f"syntax error at line {error_line(tree.root_node)}"
+    reader = Reader(relpath)
     _READERS[kind](reader, tree.root_node)
     return reader.facts
 
 
-def _error_line(root: Node) -> int:
+def parse(language: str, text: str) -> Any:
+    """`text`'s tree-sitter tree in the grammar `language` ("go", "tsx", "c", ...).
+
+    Raises:
+        ImportError: `tree-sitter-language-pack` is not installed.
+    """
+    return _parser(language).parse(text.encode("utf-8", "replace"))
+
+
+def error_line(root: Node) -> int:
+    """The 1-based line of the first error or missing node under `root`."""
     stack = [root]
     while stack:
         node = stack.pop()
@@ -74,12 +85,14 @@ def _error_line(root: Node) -> int:
     return int(root.start_point[0]) + 1
 
 
-def _text(node: Node | None) -> str:
+def node_text(node: Node | None) -> str:
+    """A node's source text, whitespace collapsed; "" for None."""
     return "" if node is None else " ".join(node.text.decode("utf-8", "replace").split())
 
 
-class _Reader:
-    """Collects one file's facts; a name is read once (the first definition wins)."""
+class Reader:
+    """Collects one file's facts; a name is read once (the first definition wins). A
+    language whose doc comments differ overrides `doc`."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -93,10 +106,14 @@ class _Reader:
         line = int(node.start_point[0]) + 1
         if where:
             self.facts.append(Fact("where", self.path, line, name, what, self.path, subject or name))
-        sentence = _doc_sentence(node)
+        sentence = self.doc(node)
         if sentence:
             self.facts.append(Fact("purpose", self.path, line, name, what, sentence, subject or name))
         return True
+
+    def doc(self, node: Node) -> str | None:
+        """The first sentence of `node`'s doc comment (module rules), or None."""
+        return _doc_sentence(node)
 
     def signature(self, node: Node, name: str, what: str, text: str, subject: str, worth: bool) -> None:
         """A signature fact, when `worth` (a named parameter or a result: `close()` tells
@@ -112,7 +129,7 @@ class _Reader:
             literal = value is not None and value.type in _LITERALS
         if value is not None and value.type == "template_string":
             literal = value.named_child_count <= 1 and all(c.type == "string_fragment" for c in value.named_children)
-        text = _text(value)
+        text = node_text(value)
         if literal and len(text) <= MAX_LITERAL and "\n" not in text:
             line = int(node.start_point[0]) + 1
             self.facts.append(Fact("value", self.path, line, name, "constant", text, subject or name))
@@ -142,54 +159,54 @@ def _doc_sentence(node: Node) -> str | None:
     return first_sentence("\n".join(cleaned)) if any(cleaned) else None
 
 
-def _go(reader: _Reader, root: Node) -> None:
+def _go(reader: Reader, root: Node) -> None:
     for node in root.named_children:
         if node.type == "const_declaration":
             specs = [c for c in node.named_children if c.type == "const_spec"]
             for spec in specs:
                 names = spec.children_by_field_name("name")
-                name = _text(names[0]) if len(names) == 1 else ""
+                name = node_text(names[0]) if len(names) == 1 else ""
                 if name[:1].isupper() and reader.define(node if len(specs) == 1 else spec, name, "constant"):
                     values = spec.child_by_field_name("value")
                     reader.value(
                         spec, name, values.named_children[0] if values and values.named_child_count == 1 else None
                     )
         elif node.type == "function_declaration":
-            name = _text(node.child_by_field_name("name"))
+            name = node_text(node.child_by_field_name("name"))
             if name[:1].isupper() and reader.define(node, name, "function"):
                 _go_signature(reader, node, name, name, "function")
         elif node.type == "method_declaration":
-            receiver = re.findall(r"[A-Za-z_]\w*", _text(node.child_by_field_name("receiver")))
-            owner, leaf = (receiver[-1] if receiver else ""), _text(node.child_by_field_name("name"))
+            receiver = re.findall(r"[A-Za-z_]\w*", node_text(node.child_by_field_name("receiver")))
+            owner, leaf = (receiver[-1] if receiver else ""), node_text(node.child_by_field_name("name"))
             name = f"{owner}.{leaf}"
             if owner[:1].isupper() and leaf[:1].isupper() and reader.define(node, name, "method", owner, where=False):
                 _go_signature(reader, node, name, owner, "method")
         elif node.type == "type_declaration":
             specs = [c for c in node.named_children if c.type == "type_spec"]
             for spec in specs:
-                name = _text(spec.child_by_field_name("name"))
+                name = node_text(spec.child_by_field_name("name"))
                 kind = spec.child_by_field_name("type")
                 what = {"struct_type": "struct", "interface_type": "interface"}.get(kind.type if kind else "", "type")
                 if name[:1].isupper():
                     reader.define(node if len(specs) == 1 else spec, name, what)
 
 
-def _go_signature(reader: _Reader, node: Node, name: str, subject: str, what: str) -> None:
+def _go_signature(reader: Reader, node: Node, name: str, subject: str, what: str) -> None:
     params = node.child_by_field_name("parameters")
-    result = _text(node.child_by_field_name("result"))
+    result = node_text(node.child_by_field_name("result"))
     leaf = name.rsplit(".", 1)[-1]
-    text = f"{leaf}{_text(params)}" + (f" {result}" if result else "")
+    text = f"{leaf}{node_text(params)}" + (f" {result}" if result else "")
     reader.signature(node, name, what, text, subject, bool(params and params.named_child_count) or bool(result))
 
 
 def _public(node: Node) -> bool:
-    return any(c.type == "visibility_modifier" and _text(c) == "pub" for c in node.children)
+    return any(c.type == "visibility_modifier" and node_text(c) == "pub" for c in node.children)
 
 
-def _rust(reader: _Reader, root: Node) -> None:
+def _rust(reader: Reader, root: Node) -> None:
     what_of = {"struct_item": "struct", "enum_item": "enum", "trait_item": "trait", "type_item": "type"}
     for node in root.named_children:
-        name = _text(node.child_by_field_name("name"))
+        name = node_text(node.child_by_field_name("name"))
         if node.type in ("const_item", "static_item") and _public(node) and reader.define(node, name, "constant"):
             reader.value(node, name, node.child_by_field_name("value"))
         elif node.type == "function_item" and _public(node) and reader.define(node, name, "function"):
@@ -197,10 +214,10 @@ def _rust(reader: _Reader, root: Node) -> None:
         elif node.type in what_of and _public(node):
             reader.define(node, name, what_of[node.type])
         elif node.type == "impl_item" and node.child_by_field_name("trait") is None:
-            owner = re.split(r"[<\s]", _text(node.child_by_field_name("type")))[0]
+            owner = re.split(r"[<\s]", node_text(node.child_by_field_name("type")))[0]
             body = node.child_by_field_name("body")
             for item in body.named_children if body else ():
-                qual = f"{owner}.{_text(item.child_by_field_name('name'))}"
+                qual = f"{owner}.{node_text(item.child_by_field_name('name'))}"
                 if (
                     item.type == "function_item"
                     and _public(item)
@@ -209,16 +226,16 @@ def _rust(reader: _Reader, root: Node) -> None:
                     _rust_signature(reader, item, qual, owner, "method")
 
 
-def _rust_signature(reader: _Reader, node: Node, name: str, subject: str, what: str) -> None:
+def _rust_signature(reader: Reader, node: Node, name: str, subject: str, what: str) -> None:
     params = node.child_by_field_name("parameters")
-    returns = _text(node.child_by_field_name("return_type"))
+    returns = node_text(node.child_by_field_name("return_type"))
     leaf = name.rsplit(".", 1)[-1]
-    text = f"{leaf}{_text(params)}" + (f" -> {returns}" if returns else "")
+    text = f"{leaf}{node_text(params)}" + (f" -> {returns}" if returns else "")
     named = [c for c in (params.named_children if params else ()) if c.type == "parameter"]
     reader.signature(node, name, what, text, subject, bool(named) or bool(returns))
 
 
-def _script(reader: _Reader, root: Node) -> None:
+def _script(reader: Reader, root: Node) -> None:
     what_of = {
         "class_declaration": "class",
         "abstract_class_declaration": "class",
@@ -231,14 +248,14 @@ def _script(reader: _Reader, root: Node) -> None:
         if node is None:
             continue
         if node.type in ("function_declaration", "generator_function_declaration"):
-            name = _text(node.child_by_field_name("name"))
+            name = node_text(node.child_by_field_name("name"))
             if _exported(reader, export, name, "function"):
                 _script_signature(reader, export, node, name)
         elif node.type in what_of:
-            _exported(reader, export, _text(node.child_by_field_name("name")), what_of[node.type])
-        elif node.type in ("lexical_declaration", "variable_declaration") and _text(node).startswith("const"):
+            _exported(reader, export, node_text(node.child_by_field_name("name")), what_of[node.type])
+        elif node.type in ("lexical_declaration", "variable_declaration") and node_text(node).startswith("const"):
             for declarator in (c for c in node.named_children if c.type == "variable_declarator"):
-                name, value = _text(declarator.child_by_field_name("name")), declarator.child_by_field_name("value")
+                name, value = node_text(declarator.child_by_field_name("name")), declarator.child_by_field_name("value")
                 if value is not None and value.type in ("arrow_function", "function_expression", "function"):
                     if _exported(reader, export, name, "function"):
                         _script_signature(reader, export, value, name)
@@ -246,46 +263,46 @@ def _script(reader: _Reader, root: Node) -> None:
                     reader.value(export, name, value)
 
 
-def _exported(reader: _Reader, export: Node, name: str, what: str) -> bool:
+def _exported(reader: Reader, export: Node, name: str, what: str) -> bool:
     return bool(re.fullmatch(r"[A-Za-z_$][\w$]*", name)) and reader.define(export, name, what)
 
 
-def _script_signature(reader: _Reader, at: Node, node: Node, name: str) -> None:
+def _script_signature(reader: Reader, at: Node, node: Node, name: str) -> None:
     params = node.child_by_field_name("parameters")
-    returns = _text(node.child_by_field_name("return_type"))
-    text = f"{name}{_text(params)}{returns}"
+    returns = node_text(node.child_by_field_name("return_type"))
+    text = f"{name}{node_text(params)}{returns}"
     reader.signature(at, name, "function", text, name, bool(params and params.named_child_count) or bool(returns))
 
 
-def _java(reader: _Reader, root: Node) -> None:
+def _java(reader: Reader, root: Node) -> None:
     for node in root.named_children:
         if node.type not in ("class_declaration", "interface_declaration", "enum_declaration", "record_declaration"):
             continue
-        owner = _text(node.child_by_field_name("name"))
+        owner = node_text(node.child_by_field_name("name"))
         if "public" not in _modifiers(node) or not reader.define(node, owner, node.type.split("_")[0]):
             continue
         body = node.child_by_field_name("body")
         for item in body.named_children if body else ():
             mods = _modifiers(item)
             if item.type == "method_declaration" and "public" in mods:
-                name = f"{owner}.{_text(item.child_by_field_name('name'))}"
+                name = f"{owner}.{node_text(item.child_by_field_name('name'))}"
                 if reader.define(item, name, "method", owner, where=False):
                     params = item.child_by_field_name("parameters")
-                    text = f"{_text(item.child_by_field_name('type'))} {name.rsplit('.', 1)[-1]}{_text(params)}"
+                    text = f"{node_text(item.child_by_field_name('type'))} {name.rsplit('.', 1)[-1]}{node_text(params)}"
                     reader.signature(item, name, "method", text, owner, bool(params and params.named_child_count))
             elif item.type == "field_declaration" and {"public", "static", "final"} <= mods:
                 declarator = item.child_by_field_name("declarator")
-                name = f"{owner}.{_text(declarator.child_by_field_name('name') if declarator else None)}"
+                name = f"{owner}.{node_text(declarator.child_by_field_name('name') if declarator else None)}"
                 if declarator is not None and reader.define(item, name, "constant", owner, where=False):
                     reader.value(item, name, declarator.child_by_field_name("value"), owner)
 
 
 def _modifiers(node: Node) -> set[str]:
     mods = next((c for c in node.children if c.type == "modifiers"), None)
-    return set(_text(mods).split()) if mods is not None else set()
+    return set(node_text(mods).split()) if mods is not None else set()
 
 
-_READERS: dict[str, Callable[[_Reader, Node], None]] = {
+_READERS: dict[str, Callable[[Reader, Node], None]] = {
     "go": _go,
     "rust": _rust,
     "javascript": _script,

@@ -5,6 +5,8 @@
     javascript  .js .mjs .cjs .jsx                   `dlm.rows.facts.code_ts`
     typescript  .ts .tsx                             `dlm.rows.facts.code_ts`
     java        .java                                `dlm.rows.facts.code_ts`
+    c           .c .h                                `dlm.rows.facts.code_c`
+    cpp         .cc .cpp .cxx .hh .hpp .hxx          `dlm.rows.facts.code_c`
     markdown    .md .markdown, README without suffix `dlm.rows.facts.prose`
     text        .txt .rst                            `dlm.rows.facts.prose`
     yaml, toml, json, ini (.yaml .yml .toml .json .ini .cfg)  `dlm.rows.facts.config`
@@ -34,6 +36,14 @@ _KINDS = {
     ".ts": "typescript",
     ".tsx": "typescript",
     ".java": "java",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".cxx": "cpp",
+    ".hh": "cpp",
+    ".hpp": "cpp",
+    ".hxx": "cpp",
     ".md": "markdown",
     ".markdown": "markdown",
     ".txt": "text",
@@ -45,7 +55,7 @@ _KINDS = {
     ".ini": "ini",
     ".cfg": "ini",
 }
-CODE_KINDS = frozenset({"python", "go", "rust", "javascript", "typescript", "java"})
+CODE_KINDS = frozenset({"python", "go", "rust", "javascript", "typescript", "java", "c", "cpp"})
 PROSE_KINDS = frozenset({"markdown", "text"})
 CONFIG_KINDS = frozenset({"yaml", "toml", "json", "ini"})
 
@@ -102,6 +112,10 @@ def parsed_facts(relpath: str, text: str) -> list[Fact] | str:
         from dlm.rows.facts.config import config_facts
 
         return config_facts(relpath, text, kind)
+    if kind in ("c", "cpp"):
+        from dlm.rows.facts.code_c import c_facts
+
+        return c_facts(relpath, text, kind)
     from dlm.rows.facts.code_ts import code_facts
 
     return code_facts(relpath, text, kind or "")

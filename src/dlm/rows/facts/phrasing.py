@@ -61,7 +61,7 @@ PHRASINGS: dict[FactKind, tuple[tuple[str, str], ...]] = {
 MAX_PHRASINGS = min(len(p) for p in PHRASINGS.values())
 
 _NAME_FIRST = (".go",)  # `name type` parameters
-_NAME_LAST = (".java", ".c", ".h", ".cc", ".cpp", ".hpp", ".cxx")  # `type name` parameters
+_NAME_LAST = (".java", ".c", ".h", ".cc", ".cpp", ".cxx", ".hh", ".hpp", ".hxx")  # `type name` parameters
 
 
 def cloze(fact: Fact) -> str:
@@ -215,7 +215,7 @@ def name_words(name: str) -> str:
 def _meaning(name: str, gloss: str) -> str:
     """A gloss without the name it opens with (Go's and Java's doc comment convention,
     "BodyReadLimit is how many bytes ..." -> "how many bytes ...") or its last `.`."""
-    short = name.rsplit(".", 1)[-1]
+    short = re.split(r"\.|::", name)[-1]
     text = re.sub(rf"^`?{re.escape(short)}`?\s+(?:is|are|sets|gives|holds)\s+", "", gloss.strip())
     return text.rstrip(" .")
 
@@ -274,8 +274,7 @@ def _parameter_names(fact: Fact) -> tuple[str, ...]:
     names: list[str] = []
     for param in params.split(","):
         param = param.split("=")[0]
-        if ":" in param:
-            param = param.split(":")[0]
+        param = re.split(r"(?<!:):(?!:)", param)[0]  # `name: type`, not C++'s `std::string`
         words = [w for w in re.split(r"[\s*&?]+|\.\.\.", param) if w and w != "mut"]
         if not words:
             continue
