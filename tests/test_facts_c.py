@@ -193,3 +193,16 @@ def test_kinds_by_suffix():
         "cpp",
         "cpp",
     ]
+
+
+def test_a_plural_gloss_of_a_number_asks_how_many():
+    from dlm.rows.facts.model import Fact
+
+    slots = Fact("value", "bh.h", 3, "BH_RING_SLOTS", "constant", "4096", "BH_RING_SLOTS")
+    gloss = "Readings the ring buffer holds before the oldest is overwritten."
+    assert (
+        phrase(slots, 2, gloss)[1].question
+        == "How many readings the ring buffer holds before the oldest is overwritten?"
+    )
+    named = Fact("value", "bh.h", 4, "BH_DEVICES", "constant", '"/dev/ttyAMA0"', "BH_DEVICES")
+    assert not phrase(named, 2, "Devices tried first.")[1].question.startswith("How many")  # a string counts nothing

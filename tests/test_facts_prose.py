@@ -222,3 +222,28 @@ def test_a_sentence_announcing_a_list_states_what_comes_before_its_colon():
         ("Prometheus", "Saltmarsh exports Prometheus metrics under `/saltmetrics`."),
         ("`/saltmetrics`", "Saltmarsh exports Prometheus metrics under `/saltmetrics`."),
     ]  # "The steps are:" has no span: no fact
+
+
+def test_a_place_or_a_clause_before_the_verb_is_no_subject_and_no_question_is_its_phrase_alone():
+    from dlm.rows.facts.phrasing import asked
+
+    facts = prose_facts("notes.dlm", "In `ring.c`: `bh_ring_push` adds a reading.\n")
+    assert {f.subject for f in facts} == {"in `ring.c`: `bh_ring_push` adds a reading."}  # no subject: the sentence
+    assert [asked(f) for f in facts] == [
+        "In what: `bh_ring_push` adds a reading?",
+        "In `ring.c`: what adds a reading?",
+    ]  # not "In what?": nothing is cut from a sentence without a subject
+    device = prose_facts("notes.dlm", "`/dev/ttyAMA0` names the device, unless `bh.ini` names another.\n")
+    assert device[0].subject == "`/dev/ttyama0`"  # casefolded
+    # the clause after the question phrase would leave "Which path?": it stays
+    assert asked(device[0]) == "Which path names the device?"
+    alone = Fact(
+        "statement",
+        "n.dlm",
+        1,
+        "`/dev/ttyAMA0`",
+        "path",
+        device[0].answer.replace(" names the device", ""),
+        "`/dev/ttyAMA0`",
+    )
+    assert asked(alone) == "Which path, unless `bh.ini` names another?"

@@ -103,7 +103,9 @@ def asked(fact: Fact, trim: bool = True) -> str:
     at = body.find(span)
     body = body.replace(span, ask, 1)
     if trim and _has_subject(fact) and at >= 0:
-        body = _without_trailing_clause(body, at + len(ask))
+        trimmed = _without_trailing_clause(body, at + len(ask))
+        # a question that is its question phrase alone ("Which path?") asks nothing
+        body = trimmed if len(trimmed.split()) - len(ask.split()) >= 2 else body
     question = body + "?"
     return question[:1].upper() + question[1:]  # a span that opened the sentence left a lowercase word
 
@@ -192,7 +194,9 @@ def phrase(fact: Fact, count: int = MAX_PHRASINGS, gloss: str | None = None, tri
     elif fact.kind in ("value", "setting"):
         meaning = _meaning(fact.name, gloss) if gloss else None
         fields.update(
-            described=_described(meaning) if meaning else f"What is the {name_words(fact.name)}?",
+            described=_described(meaning, _NUMBER.fullmatch(fact.answer.strip("`")) is not None)
+            if meaning
+            else f"What is the {name_words(fact.name)}?",
             glossed=f": {meaning[:1].lower()}{meaning[1:]}" if meaning else f", the {name_words(fact.name)}",
         )
     return [Pair(q.format(**fields), a.format(**fields)) for q, a in templates[:count]]
@@ -220,20 +224,25 @@ def _meaning(name: str, gloss: str) -> str:
     return text.rstrip(" .")
 
 
-def _described(meaning: str) -> str:
+def _described(meaning: str, number: bool = False) -> str:
     """The question a gloss asks: a gloss that opens with a question word is one
-    already ("How long a tile is served" -> "How long a tile is served?"), any other
-    is what something is ("Largest event body" -> "What is the largest event body?")."""
+    already ("How long a tile is served" -> "How long a tile is served?"), a plural
+    noun's of a `number` is how many of it ("Readings the ring holds" -> "How many
+    readings the ring holds?"), any other is what something is ("Largest event body"
+    -> "What is the largest event body?")."""
     lead = meaning.split(" ", 1)[0].lower()
     counted = re.sub(r"\b[Tt]his many\b", "how many", meaning, count=1)
     if counted != meaning:  # "Deliveries are retried this many times" asks how many
         return f"{counted[:1].upper()}{counted[1:]}?"
     if lead in _WH:
         return f"{meaning[:1].upper()}{meaning[1:]}?"
+    if number and lead.isalpha() and lead.endswith("s") and not lead.endswith(("ss", "us", "is")):
+        return f"How many {meaning[:1].lower()}{meaning[1:]}?"
     article = "" if lead in _LEADS else "the "
     return f"What is {article}{meaning[:1].lower()}{meaning[1:]}?"
 
 
+_NUMBER = re.compile(r"-?\d[\d_,.]*[uUlLfF]*")  # a literal that counts something
 _LEADS = frozenset({"the", "a", "an", "its", "their", "this", "that", "one", "each", "every", "whether"})
 
 

@@ -17,8 +17,8 @@ Rules:
   no fact, as any other;
 - a sentence's subject is its words before the first verb (an auxiliary such as
   `is`/`can`/`has`, a verb of making such as `wrote`/`started`/`built`, or a lowercase
-  word past the first ending in `s`: "The ferry daemon listens ..."), at most 8 words
-  and no comma; none found: no subject;
+  word past the first ending in `s`: "The ferry daemon listens ..."), at most 8 words,
+  no comma or colon ("In `ring.c`: `push` adds ..." has none); none found: no subject;
 - a sentence starting with `It`, `They`, `He`, `She`, or `This` followed by a verb,
   whose subject is that pronoun, takes the previous sentence's subject in its place
   ("It keeps 64 MB of journal." after "The ferry daemon listens ..." -> "The ferry
@@ -215,7 +215,9 @@ def _subject(sentence: str) -> str | None:
     for i, word in enumerate(words[: MAX_SUBJECT_WORDS + 1]):
         if i and _verb(word, after_first=i > 1 or not words[0][:1].isupper()):
             subject = " ".join(words[:i])
-            return subject if "," not in subject and subject[:1].isupper() or subject[:1] == "`" else None
+            if "," in subject or ":" in subject:
+                return None  # a clause or a label before the subject: which words are it is unknown
+            return subject if subject[:1].isupper() or subject[:1] == "`" else None
     return None
 
 
