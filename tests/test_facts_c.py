@@ -206,3 +206,11 @@ def test_a_plural_gloss_of_a_number_asks_how_many():
     )
     named = Fact("value", "bh.h", 4, "BH_DEVICES", "constant", '"/dev/ttyAMA0"', "BH_DEVICES")
     assert not phrase(named, 2, "Devices tried first.")[1].question.startswith("How many")  # a string counts nothing
+
+
+def test_a_licence_header_right_above_a_definition_is_no_doc_comment():
+    text = "/*\n * Copyright (c) 2024 Brackenhold authors\n */\n#define BH_PORT 6100\n"
+    assert facts("bh.h", text) == [
+        ("where", 4, "BH_PORT", "macro", "bh.h", "BH_PORT"),
+        ("value", 4, "BH_PORT", "constant", "6100", "BH_PORT"),
+    ]

@@ -14,7 +14,8 @@ literal initializer (a number, a string, a character; parenthesized or negated).
 
 C has no doc-comment syntax of its own, so any comment block that ends on the line above
 a definition is its doc comment (`//`, `/* */`, Doxygen's `/** */` and `///`); a
-kernel-doc opening such as "open_link() - " is left out of the sentence. A prototype gives
+kernel-doc opening such as "open_link() - " is left out of the sentence, and a copyright
+or licence header is no doc comment. A prototype gives
 no `where` fact: a function is defined where its body is. Walked: the top level, the
 blocks of `#if`/`#ifdef`/`#ifndef` (include guards), `extern "C"`, and in C++ namespaces
 and `template` declarations. A C++ method is read when it is public (under `public:` in
@@ -49,6 +50,7 @@ _TYPES = {
     "enum_specifier": "enum",
     "class_specifier": "class",
 }
+_LICENCE = re.compile(r"\(c\)|copyright\b|spdx-license-identifier|licen[cs]ed under\b", re.I)
 _KERNEL_DOC = re.compile(r"^\w+(?:\(\))?\s+-\s+")
 # what C cannot parse (C parses `class Ring {` as a function of type `class`, without error)
 _CPP = re.compile(r"^\s*(?:class|namespace|template)\b|\b(?:public|private|protected)\s*:|\w::\w", re.M)
@@ -106,6 +108,8 @@ class _CReader(Reader):
                 break
             cleaned.append(line)
         text = _KERNEL_DOC.sub("", "\n".join(cleaned).strip())
+        if _LICENCE.match(text):
+            return None  # a file's header comment right above its first definition
         if re.match(r"[a-z]+\b", text):  # a trailing comment's "the name in logs"
             text = text[0].upper() + text[1:]
         return first_sentence(text) if text else None
@@ -121,8 +125,7 @@ def _trailing(node: Node) -> list[Node]:
     return inside[:1]
 
 
-def _walk(reader: Reader, root: Node) -> None:
-    assert isinstance(reader, _CReader)
+def _walk(reader: _CReader, root: Node) -> None:
     for node in root.named_children:
         if node.type in _BLOCKS or node.type in ("linkage_specification", "ERROR"):
             body = node.child_by_field_name("body")
