@@ -57,6 +57,12 @@ def test_past_the_limit_training_stops_and_the_last_weights_within_it_come_back(
     note = guard.note()
     assert note is not None and "stopped after step 8" in note and "kept the adapter of step 4" in note
     assert "general_max_increase (5%)" in note
+    assert guard.summary() == {
+        "limit_pct": 5.0,
+        "changes": [[4, round(small, 2)], [8, round(large, 2)]],
+        "stopped_at": 8,
+        "kept_step": 4,
+    }
 
 
 def test_within_the_limit_nothing_stops_and_no_weight_changes() -> None:
@@ -67,6 +73,9 @@ def test_within_the_limit_nothing_stops_and_no_weight_changes() -> None:
         assert not guard.between_steps(model, step)
     assert float(model.lora_B.detach()) == 1.5 and guard.note() is None
     assert [s for s, _ in guard.changes] == [1, 2, 3] and guard.changes[0][1] < guard.changes[2][1]
+    summary = guard.summary()
+    assert [step for step, _ in summary["changes"]] == [1, 2, 3]
+    assert summary["stopped_at"] is None and summary["kept_step"] is None
 
 
 def test_past_the_limit_at_the_first_measurement_the_adapter_adds_nothing() -> None:
@@ -117,3 +126,20 @@ def test_dlm_train_stops_on_the_guard_and_reports_why(tmp_path: Path, smollm2_re
     assert report.steps == 4
     (warning,) = [w for w in report.warnings if "general_max_increase" in w]
     assert warning.startswith("stopped after step 4: general text scored +") and "kept no adapter update" in warning
+    assert report.guard is not None and report.guard["stopped_at"] == 4 and report.guard["kept_step"] == 0
+    assert report.guard["limit_pct"] == 0 and [step for step, _ in report.guard["changes"]] == [4]
+
+
+def test_the_train_report_prints_each_measurement_and_the_limit() -> None:
+    from types import SimpleNamespace
+
+    from dlm.cli.judge_render import print_guard
+    from dlm.cli.reporter import console
+
+    guard = {"limit_pct": 5.0, "changes": [[23, 1.24], [46, 2.5]], "stopped_at": None, "kept_step": None}
+    with console.capture() as captured:
+        print_guard(SimpleNamespace(guard=guard))
+        print_guard(SimpleNamespace(guard=None))  # no guard ran (a short run, several ranks): no line
+    assert captured.get().splitlines() == [
+        "general text during training: +1.2% (step 23), +2.5% (step 46); the limit 5%"
+    ]

@@ -31,6 +31,15 @@ def print_heldout(report: Any) -> None:
         console.print(f"real tokens: {report.real_token_fraction:.1%} of tokens processed carried loss{padded}")
 
 
+def print_guard(report: Any) -> None:
+    """The early stop's measurements of a `TrainReport` (nothing when it did not run)."""
+    guard = getattr(report, "guard", None)
+    if not guard or not guard["changes"]:
+        return
+    changes = ", ".join(f"{change:+.1f}% (step {step})" for step, change in guard["changes"])
+    console.print(f"general text during training: {changes}; the limit {guard['limit_pct']:g}%")
+
+
 def print_cycle(cycle: Any, json_out: bool) -> None:
     """One `dlm train --watch` cycle."""
     from dlm.cli.common import print_json

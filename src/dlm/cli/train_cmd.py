@@ -222,7 +222,7 @@ def _watch(
 def render_report(report: Any) -> None:
     """A finished run's `TrainReport`, as lines on the console."""
     from dlm.cli.common import skips_text
-    from dlm.cli.judge_render import print_heldout
+    from dlm.cli.judge_render import print_guard, print_heldout
     from dlm.cli.progress import format_kind_losses
 
     tok = report.tokenization
@@ -262,6 +262,7 @@ def render_report(report: Any) -> None:
     if report.peak_rss_bytes:
         console.print(f"peak memory: {report.peak_rss_bytes / 1e9:.2f} GB resident (this process)")
     print_heldout(report)
+    print_guard(report)
     if report.evaluation:
         from dlm.cli.eval_cmd import report_lines
 

@@ -105,6 +105,18 @@ class GuardStop:
         self.stopped_at = step
         return True
 
+    def summary(self) -> dict[str, Any]:
+        """What the report keeps (`TrainReport.guard`): `limit_pct`; `changes`, [step,
+        percent] of every measurement (the sample's change over the base, not the
+        report's general change); `stopped_at` and `kept_step` (0: the base), or None
+        and the last step measured when training ran to its end."""
+        return {
+            "limit_pct": self.limit_pct,
+            "changes": [[step, round(change, 2)] for step, change in self.changes],
+            "stopped_at": self.stopped_at,
+            "kept_step": self.safe_step if self.stopped_at is not None else None,
+        }
+
     def note(self) -> str | None:
         """One line for the user when training was stopped, else None."""
         if self.stopped_at is None:

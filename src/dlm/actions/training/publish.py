@@ -100,7 +100,9 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
         metrics.set_checkpoint(run.run_id, None)
     del model  # its frozen weights may be bfloat16: the judge loads a fresh float32 base
     result = replace(result, model=None)
-    return _report(run, result, version, adapter_dir, sha, heldout, recorder, sink, [stopped] if stopped else [])
+    report = _report(run, result, version, adapter_dir, sha, heldout, recorder, sink, [stopped] if stopped else [])
+    report.guard = guard.summary() if guard is not None else None
+    return report
 
 
 def _open_run(run: PreparedRun, metrics: MetricsDB, sink: TrainSink) -> Path:

@@ -143,3 +143,4 @@ class TrainReport:
         None  # peak GPU memory allocated by torch during the steps (bytes); None off CUDA
     )
     peak_rss_bytes: int | None = None  # this process's peak resident memory (bytes); None where the OS does not say
+    guard: dict[str, Any] | None = None  # the early stop's measurements (`dlm.judge.guard_stop.GuardStop.summary`)
