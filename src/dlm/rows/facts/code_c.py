@@ -36,6 +36,7 @@ import re
 
 from dlm.rows.facts.code_ts import NO_GRAMMARS, Node, Reader, error_line, node_text, parse
 from dlm.rows.facts.model import Fact
+from dlm.rows.synth import MAX_LITERAL, first_sentence
 
 # a C literal as a `#define` writes it: a number with its suffix, a string, a character
 _LITERAL = re.compile(
@@ -87,8 +88,6 @@ class _CReader(Reader):
         self.cpp = kind == "cpp"
 
     def doc(self, node: Node) -> str | None:
-        from dlm.rows.synth import first_sentence
-
         lines: list[str] = []
         above, row = node.prev_sibling, int(node.start_point[0])
         if above is not None and above.type != "comment" and above.named_children:
@@ -191,6 +190,8 @@ def _members(reader: _CReader, node: Node, owner: str) -> None:
 
 
 def _function_or_constant(reader: _CReader, node: Node, at: Node, owner: str | None = None) -> None:
+    """A declaration or definition `node`: a function's facts, or a constant's; `owner`:
+    the C++ class it is a member of."""
     words = {node_text(c) for c in node.children if c.type in ("storage_class_specifier", "type_qualifier")}
     declarator = node.child_by_field_name("declarator")
     if declarator is None:
@@ -217,10 +218,11 @@ def _function_or_constant(reader: _CReader, node: Node, at: Node, owner: str | N
         return
     if not words & {"const", "constexpr"} or "extern" in words:
         return
-    value = declarator.child_by_field_name("value") or declarator.child_by_field_name("default_value")
-    target = declarator.child_by_field_name("declarator") if declarator.type == "init_declarator" else declarator
-    value = value if value is not None else node.child_by_field_name("default_value")
-    literal = _literal_node(value)
+    if declarator.type == "init_declarator":
+        target, value = declarator.child_by_field_name("declarator"), declarator.child_by_field_name("value")
+    else:  # a class member's `= 1.5` is its field declaration's
+        target, value = declarator, node.child_by_field_name("default_value")
+    literal = _literal(value)
     if target is None or target.type not in ("identifier", "field_identifier") or literal is None:
         return
     name = f"{owner}::{node_text(target)}" if owner else node_text(target)
@@ -235,13 +237,13 @@ def _function_declarator(node: Node) -> Node | None:
     return node if node is not None and node.type == "function_declarator" else None
 
 
-def _literal_node(value: Node | None) -> str | None:
+def _literal(value: Node | None) -> str | None:
+    """An initializer's text when it is one literal (negated or parenthesized), else None."""
     if value is None:
         return None
-    text = node_text(value)
-    if value.type in _LITERAL_NODES or (value.type in ("unary_expression", "parenthesized_expression")):
-        return _macro_value(value) if value.type not in _LITERAL_NODES else text
-    return None
+    if value.type in _LITERAL_NODES:
+        return node_text(value)
+    return _macro_value(value) if value.type in ("unary_expression", "parenthesized_expression") else None
 
 
 def _macro_value(value: Node | None) -> str | None:
@@ -255,8 +257,6 @@ def _macro_value(value: Node | None) -> str | None:
 
 
 def _value(reader: _CReader, node: Node, name: str, literal: str, owner: str | None = None) -> None:
-    from dlm.rows.synth import MAX_LITERAL
-
     if len(literal) <= MAX_LITERAL:
         line = int(node.start_point[0]) + 1
         reader.facts.append(Fact("value", reader.path, line, name, "constant", literal, owner or name))
