@@ -42,6 +42,7 @@ COLUMNS = (
     "facts",
     "facts passed",
     "general NLL",
+    "guard peak",
     "general probes",
     "forgotten",
     "train s",
@@ -62,6 +63,7 @@ class Line:
     facts: str
     facts_passed: str
     general_change: str
+    guard_peak: str
     general_probes: str
     forgotten: str
     train_seconds: str
@@ -168,6 +170,7 @@ def summarize(record: dict[str, Any], expect: dict[str, Any]) -> Line:
         facts=f"{len(passed_facts)}/{len(facts)}",
         facts_passed=", ".join(passed_facts) or "-",
         general_change=f"{general['change_pct']:+.2f}%" if general else "n/a",
+        guard_peak=_guard_peak(report.get("guard")),
         general_probes=f"{probes['passed']['base']} -> {probes['passed']['adapter']}" if probes else "n/a",
         forgotten=(", ".join(probes["forgotten"]) or "-") if probes else "n/a",
         train_seconds=f"{report['train_seconds']:.0f} ({record['wall_seconds']:.0f} wall)",
@@ -175,6 +178,17 @@ def summarize(record: dict[str, Any], expect: dict[str, Any]) -> Line:
         loss_tokens=_share(report.get("real_token_fraction")),
         precision=lock.get("precision", "n/a"),
     )
+
+
+def _guard_peak(guard: dict[str, Any] | None) -> str:
+    """The early stop's highest measurement during training, "+3.60% (step 21)"; where it
+    stopped the run, "stopped at N"; "n/a" when it did not measure."""
+    if not guard or not guard["changes"]:
+        return "n/a"
+    if guard["stopped_at"] is not None:
+        return f"stopped at {guard['stopped_at']}"
+    step, change = max(guard["changes"], key=lambda sc: sc[1])
+    return f"{change:+.2f}% (step {step})"
 
 
 def table(lines: list[Line]) -> list[str]:

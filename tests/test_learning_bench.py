@@ -144,6 +144,11 @@ def test_summarize_names_the_facts_that_passed() -> None:
     line = learning.summarize(record, expect)
     assert (line.facts, line.facts_passed) == ("1/4", "config")
     assert (line.general_probes, line.forgotten, line.precision) == ("n/a", "n/a", "n/a")
+    assert line.guard_peak == "n/a"  # a run saved before reports kept the guard
+    record["report"]["guard"] = {"limit_pct": 5.0, "changes": [[21, 3.6], [42, 0.96]], "stopped_at": None}
+    assert learning.summarize(record, expect).guard_peak == "+3.60% (step 21)"
+    record["report"]["guard"]["stopped_at"] = 42
+    assert learning.summarize(record, expect).guard_peak == "stopped at 42"
 
 
 def test_report_only_prints_the_table(tmp_path: Path) -> None:
