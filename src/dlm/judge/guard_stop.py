@@ -108,8 +108,8 @@ class GuardStop:
     def summary(self) -> dict[str, Any]:
         """What the report keeps (`TrainReport.guard`): `limit_pct`; `changes`, [step,
         percent] of every measurement (the sample's change over the base, not the
-        report's general change); `stopped_at` and `kept_step` (0: the base), or None
-        and the last step measured when training ran to its end."""
+        report's general change); `stopped_at` and `kept_step` (0: the base) when it
+        stopped the run, both None when training ran to its end."""
         return {
             "limit_pct": self.limit_pct,
             "changes": [[step, round(change, 2)] for step, change in self.changes],
