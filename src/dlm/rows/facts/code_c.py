@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 
-from dlm.rows.facts.code_ts import NO_GRAMMARS, Node, Reader, error_line, node_text, parse
+from dlm.rows.facts.code_ts import NO_GRAMMARS, Node, Reader, comment_text, error_line, node_text, parse
 from dlm.rows.facts.model import Fact
 from dlm.rows.synth import MAX_LITERAL, first_sentence
 
@@ -52,6 +52,7 @@ _TYPES = {
     "class_specifier": "class",
 }
 _LICENCE = re.compile(r"\(c\)|copyright\b|spdx-license-identifier|licen[cs]ed under\b", re.I)
+_MARKER = re.compile(r"^\s*(/\*+!?|\*+/|\*+|//[/!]?)")  # any comment's opener, a line's `*`
 _KERNEL_DOC = re.compile(r"^\w+(?:\(\))?\s+-\s+")
 # what C cannot parse (C parses `class Ring {` as a function of type `class`, without error)
 _CPP = re.compile(r"^\s*(?:class|namespace|template)\b|\b(?:public|private|protected)\s*:|\w::\w", re.M)
@@ -100,13 +101,7 @@ class _CReader(Reader):
             row, above = int(above.start_point[0]), above.prev_sibling
         if not lines:
             lines = [c.text.decode("utf-8", "replace") for c in _trailing(node)]
-        cleaned: list[str] = []
-        for line in lines:
-            line = re.sub(r"^\s*(/\*+!?|\*+/|\*+|//[/!]?)", "", line).removesuffix("*/").strip()
-            if line.startswith(("@", "\\param", "\\return")):
-                break
-            cleaned.append(line)
-        text = _KERNEL_DOC.sub("", "\n".join(cleaned).strip())
+        text = _KERNEL_DOC.sub("", comment_text(lines, _MARKER, ("@", "\\param", "\\return")).strip())
         if _LICENCE.match(text):
             return None  # a file's header comment right above its first definition
         if re.match(r"[a-z]+\b", text):  # a trailing comment's "the name in logs"
@@ -126,13 +121,9 @@ def _trailing(node: Node) -> list[Node]:
 
 def _walk(reader: _CReader, root: Node) -> None:
     for node in root.named_children:
-        if node.type in _BLOCKS or node.type in ("linkage_specification", "ERROR"):
+        if node.type in _BLOCKS or node.type in ("linkage_specification", "namespace_definition", "ERROR"):
             body = node.child_by_field_name("body")
             _walk(reader, body if body is not None else node)
-        elif node.type == "namespace_definition":
-            body = node.child_by_field_name("body")
-            if body is not None:
-                _walk(reader, body)
         elif node.type == "template_declaration" and not node.has_error:
             inner = [c for c in node.named_children if c.type != "template_parameter_list"]
             for item in inner[-1:]:

@@ -38,6 +38,7 @@ _LITERALS = frozenset(
     character_literal null_literal""".split()
 )
 _COMMENTS = frozenset({"comment", "line_comment", "block_comment"})
+_DOC_MARKER = re.compile(r"^\s*(/\*\*+|\*/|\*|///?)")
 _SKIPPED_ABOVE = frozenset({"attribute_item", "decorator", "annotation", "marker_annotation"})
 
 
@@ -150,13 +151,21 @@ def _doc_sentence(node: Node) -> str | None:
             break
         lines[:0] = raw.splitlines()
         row, above = int(above.start_point[0]), above.prev_sibling
+    text = comment_text(lines, _DOC_MARKER, ("@",))
+    return first_sentence(text) if text.strip() else None
+
+
+def comment_text(lines: list[str], marker: re.Pattern[str], stops: tuple[str, ...]) -> str:
+    """A comment block's text: each line without its `marker` (`/**`, ` * `, `///`) and a
+    closing `*/`, stripped, up to the first line opening with one of `stops` (a JSDoc
+    `@param`: what follows is not the sentence); lines joined by newlines."""
     cleaned: list[str] = []
     for line in lines:
-        line = re.sub(r"^\s*(/\*\*+|\*/|\*|///?)", "", line).removesuffix("*/").strip()
-        if line.startswith("@"):
+        line = marker.sub("", line).removesuffix("*/").strip()
+        if line.startswith(stops):
             break
         cleaned.append(line)
-    return first_sentence("\n".join(cleaned)) if any(cleaned) else None
+    return "\n".join(cleaned)
 
 
 def _go(reader: Reader, root: Node) -> None:

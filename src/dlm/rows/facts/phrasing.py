@@ -61,7 +61,6 @@ PHRASINGS: dict[FactKind, tuple[tuple[str, str], ...]] = {
 MAX_PHRASINGS = min(len(p) for p in PHRASINGS.values())
 
 _NAME_FIRST = (".go",)  # `name type` parameters
-_NAME_LAST = (".java", ".c", ".h", ".cc", ".cpp", ".cxx", ".hh", ".hpp", ".hxx")  # `type name` parameters
 
 
 def cloze(fact: Fact) -> str:
