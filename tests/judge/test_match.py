@@ -39,6 +39,16 @@ def test_normalize_collapses_space_case_and_backticks() -> None:
     assert normalize("  `Ferry  Sail`\n") == "ferry sail"
 
 
+def test_compatibility_forms_match_their_plain_characters() -> None:
+    # a subscript, a superscript and full-width digits are the same characters to a reader
+    assert passes("The chemical formula of water is H₂O.", "H2O", keys=("H2O",))
+    assert passes("A meter holds １００ centimeters.", "100", keys=("100",))
+    assert passes("It grows as n² steps.", "n2", keys=("n2",))
+    # the form is folded, not the value: another formula or number still fails
+    assert not passes("The chemical formula of water is H₃O.", "H2O", keys=("H2O",))
+    assert not passes("A meter holds １０ centimeters.", "100", keys=("100",))
+
+
 def test_restating_the_question_is_not_an_answer() -> None:
     question = "What is the secret word of the Zorblax project?"
     reference = "The secret word is quindlewhump."

@@ -30,24 +30,28 @@ strings stand in for them:
   reworded at most by common words) passes nothing.
 
 Matching ignores case, surrounding backticks and runs of whitespace, and treats `-` and
-`_` alike, so "`Json_Decoder`" matches `json-decoder`; it never rewrites digits or
-punctuation inside a key (`3.14` does not match `314`).
+`_` alike, so "`Json_Decoder`" matches `json-decoder`; it reads text in Unicode's
+compatibility form (NFKC, Unicode Standard Annex #15), so a subscript, superscript or
+full-width character matches its plain one ("H₂O" matches `H2O`, "１００" matches `100`);
+it never rewrites digits or punctuation inside a key (`3.14` does not match `314`).
 
-`RULE_VERSION` names this rule; a verdict stored under an older rule is not reused
-(`dlm.judge.report` re-applies the rule to a remembered report's replies).
+`RULE_VERSION` names this rule; `dlm.judge.report` re-judges a remembered report's
+replies by the current rule, never reusing a stored verdict.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 
 # 1: bare substrings; 2: token and number boundaries, negation, repeated questions;
 # 3: a number after a host's colon (`localhost:8093`, `0.0.0.0:8093`) counts, a time's minutes still do not;
 # 4: a name whose hyphen comes before a capital or a digit is a key;
-# 5: a line break ends the sentence a word key's negation is read in, as it did for numbers
-RULE_VERSION = 5
+# 5: a line break ends the sentence a word key's negation is read in, as it did for numbers;
+# 6: text is read in NFKC, so subscripts, superscripts and full-width forms match plain ones
+RULE_VERSION = 6
 CONTENT_SHARE = 0.6
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./:-]*[A-Za-z0-9_]|[A-Za-z0-9]")
@@ -73,8 +77,8 @@ a an of in on at to by it its be do as or if so yes
 
 
 def normalize(text: str) -> str:
-    """Case-folded, whitespace collapsed, `-` as `_`, backticks dropped (module docstring)."""
-    return " ".join(text.replace("`", "").replace("-", "_").casefold().split())
+    """NFKC, case-folded, whitespace collapsed, `-` as `_`, backticks dropped (module docstring)."""
+    return " ".join(unicodedata.normalize("NFKC", text).replace("`", "").replace("-", "_").casefold().split())
 
 
 def salient_keys(reference: str) -> tuple[str, ...]:
@@ -142,7 +146,7 @@ def key_found(answer: str, key: str, *, negation_allowed: bool = False) -> bool:
     value, not in a negated sentence unless `negation_allowed`)."""
     value = number_value(key.strip().strip("`").rstrip("."))
     if value is not None:
-        folded = answer.casefold()
+        folded = unicodedata.normalize("NFKC", answer).casefold()
         spans = [(m.start(), m.group()) for m in _NUMBER.finditer(folded) if not _in_time(folded, m.start())]
         found = [(folded, s) for s, text in spans if number_value(text) == value]
     else:
