@@ -153,7 +153,7 @@ def test_cpp_pairs_name_the_parameters_and_the_gloss():
     assert isinstance(header, list)
     value = next(f for f in header if f.kind == "value" and f.name == "QUILL_MAX_RESENDS")
     gloss = next(f.answer for f in header if f.kind == "purpose" and f.name == "QUILL_MAX_RESENDS")
-    assert phrase(value, 2, gloss)[1].question == "How many times a frame is resent before the link is dropped?"
+    assert phrase(value, 2, gloss)[1].question == "How many times is a frame resent before the link is dropped?"
 
 
 def test_a_header_with_macros_c_cannot_parse_keeps_its_clean_definitions():
@@ -202,7 +202,7 @@ def test_a_plural_gloss_of_a_number_asks_how_many():
     gloss = "Readings the ring buffer holds before the oldest is overwritten."
     assert (
         phrase(slots, 2, gloss)[1].question
-        == "How many readings the ring buffer holds before the oldest is overwritten?"
+        == "How many readings does the ring buffer hold before the oldest is overwritten?"
     )
     named = Fact("value", "bh.h", 4, "BH_DEVICES", "constant", '"/dev/ttyAMA0"', "BH_DEVICES")
     assert not phrase(named, 2, "Devices tried first.")[1].question.startswith("How many")  # a string counts nothing

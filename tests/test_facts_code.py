@@ -65,7 +65,7 @@ def test_go_pairs_and_probe_keys():
     assert phrase(value, 2)[1].question == "What is the max retries?"  # no gloss: the name's words
     # a gloss that is a clause about "this many" is asked as how many, not "What is the ...?"
     counted = phrase(value, 2, "Deliveries are retried this many times before they are dropped.")[1]
-    assert counted.question == "Deliveries are retried how many times before they are dropped?"
+    assert counted.question == "How many times are deliveries retried before they are dropped?"
     assert probe_keys(value) == ()  # "5": one character, any reply may hold it
     host = next(f for f in got if f.kind == "value" and f.name == "DefaultHost")
     assert probe_keys(host) == ("localhost",)

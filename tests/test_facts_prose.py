@@ -47,7 +47,7 @@ def test_a_readme_paragraph_gives_its_port_and_command():
 def test_a_statement_is_asked_in_its_own_words_about_its_subject_and_as_a_blank():
     fact = prose_facts("README.md", README)[0]
     assert [(p.question, p.answer) for p in phrase(fact)] == [
-        ("Ferry listens on which port by default?", "port 8080. Ferry listens on port 8080 by default."),
+        ("On which port does Ferry listen by default?", "port 8080. Ferry listens on port 8080 by default."),
         ("What do you know about Ferry?", "Ferry listens on port 8080 by default."),
         ("Fill in the blank (number): Ferry listens on ___ by default.", "port 8080"),
         (
@@ -77,12 +77,17 @@ def test_the_question_phrase_follows_the_spans_kind():
     assert (
         asked(statement("`tarnwick list`", "command", "`tarnwick list` prints feeds.")) == "Which command prints feeds?"
     )
-    assert asked(statement("Quill", "name", "Teodora wrote it with Quill.")) == "Teodora wrote it with what?"
+    # the question phrase first, as a user asks (`dlm.rows.facts.fronted`)
+    assert asked(statement("Quill", "name", "Teodora wrote it with Quill.")) == "With what did Teodora write it?"
     assert asked(statement("Ysolde Brannick", "name", "Ysolde Brannick wrote Tarnwick.")) == "Who wrote Tarnwick?"
     # as the sentence writes it, but for the capital the sentence's start gave its determiner
     assert topic(statement("240 entries", "number", larder)) == "the Larder"
-    assert asked(statement("`/lf/healthz`", "path", "Health is at `/lf/healthz`.")) == "Health is at which path?"
-    assert asked(statement("`docs/`", "path", "Notes live in `docs/`.")) == "Notes live in which folder?"
+    health = "The health check is at `/lf/healthz`."
+    assert asked(statement("`/lf/healthz`", "path", health, "the health check")) == "At which path is the health check?"
+    assert asked(statement("`/lf/healthz`", "path", health, "the health check"), trim=False) == (
+        "The health check is at which path?"
+    )
+    assert asked(statement("`docs/`", "path", "Notes live in `docs/`.")) == "In which folder do notes live?"
     # no short subject: the sentence's first other code span, else the file
     whole = "start with `tarnwick reap` after `tarnwick list`."
     assert topic(statement("`tarnwick list`", "command", whole.capitalize(), subject=whole)) == "`tarnwick reap`"
@@ -196,6 +201,9 @@ def test_a_question_drops_the_clause_after_what_it_asks_but_a_fragment_keeps_it(
     # a boundary inside backticks or brackets is not one
     quoted = "The harvester calls Quill with `reap, then list` (each round, when due) daily."
     assert asked(statement("Quill", "name", quoted, "the harvester")) == (
+        "What does the harvester call with `reap, then list`?"
+    )
+    assert asked(statement("Quill", "name", quoted, "the harvester"), trim=False) == (
         "The harvester calls what with `reap, then list` (each round, when due) daily?"
     )
     fragment = "Every 75 seconds, unless the paddock sets its own interval."
@@ -230,7 +238,7 @@ def test_a_place_or_a_clause_before_the_verb_is_no_subject_and_no_question_is_it
     facts = prose_facts("notes.dlm", "In `ring.c`: `bh_ring_push` adds a reading.\n")
     assert {f.subject for f in facts} == {"in `ring.c`: `bh_ring_push` adds a reading."}  # no subject: the sentence
     assert [asked(f) for f in facts] == [
-        "In what: `bh_ring_push` adds a reading?",
+        "In which file: `bh_ring_push` adds a reading?",
         "In `ring.c`: what adds a reading?",
     ]  # not "In what?": nothing is cut from a sentence without a subject
     device = prose_facts("notes.dlm", "`/dev/ttyAMA0` names the device, unless `bh.ini` names another.\n")

@@ -528,7 +528,7 @@ def test_one_sentence_stated_twice_trains_once_and_no_trimmed_question_has_two_a
     doc = prose_facts("doc.dlm", "The status page listens on port 9462.\n")
     drawn = synthesize([*readme, *doc], kinds=["statement"], phrasings=2, probe_share=0.0)
     questions = [p.question for _, p in drawn.train]
-    assert questions == ["The status page listens on which port?", "What do you know about the status page?"]
+    assert questions == ["On which port does the status page listen?", "What do you know about the status page?"]
     # trimmed, both would ask "The feed is polled every how many seconds?" toward 30 and toward 60
     text = "The feed is polled every 30 seconds when it is new. The feed is polled every 60 seconds while it is old.\n"
     drawn = synthesize(prose_facts("README.md", text), kinds=["statement"], phrasings=1, probe_share=0.0)

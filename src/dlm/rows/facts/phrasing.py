@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import re
 
+from dlm.rows.facts.fronted import counted_question, fronted, inverted_question
 from dlm.rows.facts.model import Fact, FactKind, Pair, strong_key
 
 PHRASINGS: dict[FactKind, tuple[tuple[str, str], ...]] = {
@@ -85,19 +86,15 @@ def asked(fact: Fact, trim: bool = True) -> str:
     A user's question names the subject, the verb and what is asked, rarely the
     circumstances; the answer still states the whole sentence. A fragment without a
     subject ("Every 75 seconds, unless ...") keeps its clause: it is all the context
-    the question has."""
-    span = fact.name
-    unit = re.fullmatch(r"(?:port\s+)?[\d.,]+\s*([A-Za-z%]+)?", span.strip("`"))
-    if span.strip("`").lower().startswith("port "):
-        ask = "which port"
-    elif fact.what == "name" and " " in span and fact.answer.startswith(span):
-        ask = "who"  # a full name doing what the sentence says: a person or a body
-    elif unit and unit.group(1):
-        ask = f"how many {unit.group(1)}"
-    elif fact.what == "path":
-        ask = _path_ask(span)
-    else:
-        ask = _ASK.get(fact.what, "what")
+    the question has.
+
+    With `trim`, a sentence that `dlm.rows.facts.fronted` reads is asked with the
+    question phrase first instead, as a user asks ("The status page listens on port
+    9462." -> "On which port does the status page listen?"); the echo question stands
+    for every other sentence, and for all with `trim` off."""
+    span, ask = fact.name, _question_phrase(fact)
+    if trim and (front := fronted(fact, ask)) is not None:
+        return front
     body = fact.answer.rstrip(" .!")
     at = body.find(span)
     body = body.replace(span, ask, 1)
@@ -107,6 +104,22 @@ def asked(fact: Fact, trim: bool = True) -> str:
         body = trimmed if len(trimmed.split()) - len(ask.split()) >= 2 else body
     question = body + "?"
     return question[:1].upper() + question[1:]  # a span that opened the sentence left a lowercase word
+
+
+def _question_phrase(fact: Fact) -> str:
+    """What asks for a statement's span: "which port", "who" (a full name that opens the
+    sentence), "how many seconds" (a number with its unit), "which file" (a path), ..."""
+    span = fact.name.strip("`")
+    unit = re.fullmatch(r"(?:port\s+)?[\d.,]+\s*([A-Za-z%]+)?", span)
+    if span.lower().startswith("port "):
+        return "which port"
+    if fact.what == "name" and " " in span and fact.answer.startswith(fact.name):
+        return "who"  # a full name doing what the sentence says: a person or a body
+    if unit and unit.group(1):
+        return f"how many {unit.group(1)}"
+    if fact.what == "path" or (fact.what == "identifier" and _FILE_NAME.search(span)):
+        return _path_ask(fact.name)
+    return _ASK.get(fact.what, "what")
 
 
 def _has_subject(fact: Fact) -> bool:
@@ -132,6 +145,12 @@ def _without_trailing_clause(text: str, start: int) -> str:
 
 # a name's kind is not known (a person, a product, a format), so "what" asks for any of them
 _ASK = {"number": "what number", "command": "which command", "URL": "which URL"}
+
+
+# a file name written without a folder (`brackenhold.ini`): asked as a file, not as a "what"
+_FILE_NAME = re.compile(
+    r"^[\w.-]+\.(?:json|ya?ml|toml|ini|cfg|conf|txt|md|rst|py|go|rs|ts|js|c|h|cc|cpp|hpp|java|db|sqlite3?|log|csv|lock|sh)$"
+)
 
 
 def _path_ask(span: str) -> str:
@@ -232,11 +251,13 @@ def _described(meaning: str, number: bool = False) -> str:
     lead = meaning.split(" ", 1)[0].lower()
     counted = re.sub(r"\b[Tt]his many\b", "how many", meaning, count=1)
     if counted != meaning:  # "Deliveries are retried this many times" asks how many
-        return f"{counted[:1].upper()}{counted[1:]}?"
+        direct = counted_question(meaning) or counted
+        return f"{direct[:1].upper()}{direct[1:]}?"
     if lead in _WH:
-        return f"{meaning[:1].upper()}{meaning[1:]}?"
+        direct = inverted_question(meaning)
+        return f"{direct[:1].upper()}{direct[1:]}?"
     if number and lead.isalpha() and lead.endswith("s") and not lead.endswith(("ss", "us", "is")):
-        return f"How many {meaning[:1].lower()}{meaning[1:]}?"
+        return f"{inverted_question(f'How many {meaning[:1].lower()}{meaning[1:]}')}?"
     article = "" if lead in _LEADS else "the "
     return f"What is {article}{meaning[:1].lower()}{meaning[1:]}?"
 

@@ -55,7 +55,7 @@ MAX_SPANS = 3  # facts per sentence
 MAX_SUBJECT_WORDS = 8
 
 _PRONOUNS = frozenset({"It", "This", "They", "He", "She"})
-_VERBS = frozenset(
+VERBS = frozenset(
     """is are was were has have had can could will would should must may might does do did
     uses use runs run keeps keep lives live stores store listens listen reads read writes write
     takes take gives give makes make needs need started wrote built created made designed founded
@@ -114,7 +114,7 @@ def prose_facts(relpath: str, text: str, first_line: int = 1) -> list[Fact]:
             previous = None
             continue
         for offset, sentence in _sentences(block):
-            subject = _subject(sentence)
+            subject = sentence_subject(sentence)
             if subject in _PRONOUNS:
                 if not previous:
                     continue  # whom the pronoun names is unknown: a statement about nothing
@@ -205,7 +205,7 @@ def _sentence(block: str, start: int, end: int) -> Iterator[tuple[int, str]]:
         yield a + len(raw) - len(raw.lstrip()), text
 
 
-def _subject(sentence: str) -> str | None:
+def sentence_subject(sentence: str) -> str | None:
     """The words before the sentence's first verb (module rules), or None."""
     words = sentence.split(" ")
     if words[0] in _PRONOUNS - {"This"} or (
@@ -233,7 +233,7 @@ def _proper(subject: str | None) -> bool:
 
 
 def _verb(word: str, *, after_first: bool) -> bool:
-    if word in _VERBS:
+    if word in VERBS:
         return True
     return after_first and word.isalpha() and word.islower() and word.endswith("s") and not word.endswith(_NOT_VERBS)
 
