@@ -1,5 +1,5 @@
-"""What an adapter learns from a document: four `.dlm` documents about made-up codebases
-(`benchmarks/learning/<name>/`: Python, Go, Rust, TypeScript), each trained by a real
+"""What an adapter learns from a document: five `.dlm` documents about made-up codebases
+(`benchmarks/learning/<name>/`: Python, Go, Rust, TypeScript, C), each trained by a real
 `dlm train --json` with every training setting at its default, in a fresh temporary
 `DLM_HOME` (the base models from `$DLM_MODELS_DIR`, else this home's), offline.
 
@@ -12,8 +12,11 @@ which of them passed), the general-set NLL change, the general probes, the train
 seconds, the padding and loss-carrying shares of the tokens, and the precision. Each
 run's record (the report, the lock, the wall time, the machine) is saved as
 `<reports>/<name>.json`; `--report-only DIR` prints the table from such records.
+`--seed N` trains copies of the documents with `training.seed: N`: one run is one draw
+of the data order and the LoRA init, and a second seed shows how far a score moves by
+chance.
 
-    PYTHONPATH=src python benchmarks/learning.py [--docs tarnwick brindle] [--fp32] [--out results.json]
+    PYTHONPATH=src python benchmarks/learning.py [--docs tarnwick brindle] [--fp32] [--seed N] [--out results.json]
     PYTHONPATH=src python benchmarks/learning.py --report-only DIR
 """
 
@@ -23,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -121,18 +125,43 @@ def child_env(home: Path, fp32: bool) -> dict[str, str]:
     return env
 
 
-def train(name: str, fp32: bool) -> dict[str, Any]:
-    """One real `dlm train --json` of document `name`: its record (`report`, `lock`,
-    `wall_seconds`, `machine`, `fp32`), or `error` with the last lines of stderr."""
-    doc = DOCS / name / f"{name}.dlm"
+def seeded_copy(name: str, seed: int, folder: Path) -> Path:
+    """Document `name`'s folder copied under `folder`, its frontmatter's `training:`
+    given `seed: <seed>` (the run's random seed: data order, LoRA init, dropout); the
+    path of the copied `.dlm`.
+
+    Raises:
+        ValueError: the document has no `training:` line to add the seed under.
+    """
+    copy = folder / name
+    shutil.copytree(DOCS / name, copy)
+    doc = copy / f"{name}.dlm"
+    text = doc.read_text(encoding="utf-8")
+    if "\ntraining:\n" not in text:
+        raise ValueError(f"{doc}: no `training:` line in the frontmatter to add the seed under")
+    doc.write_text(text.replace("\ntraining:\n", f"\ntraining:\n  seed: {seed}\n", 1), encoding="utf-8")
+    return doc
+
+
+def train(name: str, fp32: bool, seed: int | None = None) -> dict[str, Any]:
+    """One real `dlm train --json` of document `name` (with `seed`: of a copy whose
+    `training.seed` it is): its record (`report`, `lock`, `wall_seconds`, `machine`,
+    `fp32`, `seed`), or `error` with the last lines of stderr."""
     with tempfile.TemporaryDirectory(prefix="dlm-learning-") as tmp:
+        doc = DOCS / name / f"{name}.dlm" if seed is None else seeded_copy(name, seed, Path(tmp, "docs"))
         env = child_env(Path(tmp), fp32)
         start = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-m", "dlm", "train", str(doc), "--json"], env=env, capture_output=True, text=True
         )
         wall = round(time.perf_counter() - start, 1)
-        record: dict[str, Any] = {"doc": name, "wall_seconds": wall, "machine": machine_line(env), "fp32": fp32}
+        record: dict[str, Any] = {
+            "doc": name,
+            "wall_seconds": wall,
+            "machine": machine_line(env),
+            "fp32": fp32,
+            "seed": seed,
+        }
         if done.returncode != 0:
             return {**record, "error": done.stderr.strip().splitlines()[-5:]}
         record["report"] = json.loads(done.stdout)
@@ -223,6 +252,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write the records and table lines as JSON here")
     parser.add_argument("--reports", type=Path, help="save each run's record here (default: a new temporary folder)")
     parser.add_argument("--report-only", type=Path, metavar="DIR", help="print the table from records saved in DIR")
+    parser.add_argument(
+        "--seed", type=int, help="train each document with this training.seed (default: the document's, 42)"
+    )
     args = parser.parse_args()
     names = args.docs or doc_names()
     unknown = sorted(set(names) - set(doc_names()))
@@ -235,7 +267,7 @@ def main() -> None:
         folder.mkdir(parents=True, exist_ok=True)
         records = []
         for name in names:
-            record = train(name, args.fp32)
+            record = train(name, args.fp32, args.seed)
             (folder / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
             print(f"{name}: {record['wall_seconds']:.0f} s wall", file=sys.stderr, flush=True)
             records.append(record)

@@ -166,3 +166,15 @@ def test_report_only_prints_the_table(tmp_path: Path) -> None:
     assert lines[1].startswith("| doc | language | pairs |") and len(lines) == 4
     assert lines[3].startswith("| tarnwick | python |")
     assert json.loads((tmp_path / "out.json").read_text())["table"] == lines
+
+
+def test_a_seeded_copy_trains_with_that_seed(tmp_path: Path) -> None:
+    doc = learning.seeded_copy("lanternfish", 7, tmp_path)
+    copied = load_document(doc)
+    assert copied.frontmatter.training.seed == 7
+    # the sources stay beside it, so its relative `training.sources` finds the same files
+    files = walk_sources(copied.frontmatter.training.sources, doc.parent).files
+    assert sorted(Path(f.path).name for f in files) == sorted(
+        Path(f.path).name for f in walk_sources(copied.frontmatter.training.sources, DOCS / "lanternfish").files
+    )
+    assert load_document(DOCS / "lanternfish" / "lanternfish.dlm").frontmatter.training.seed == 42  # untouched
