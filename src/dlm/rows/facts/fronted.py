@@ -43,7 +43,7 @@ from __future__ import annotations
 import re
 
 from dlm.rows.facts.model import Fact
-from dlm.rows.facts.prose import VERBS, sentence_subject
+from dlm.rows.facts.prose import VERBS, sentence_subject, third_person
 
 _COPULAS = frozenset("is are was were".split())
 _MOVES_ITSELF = frozenset("is are was were can could will would should must may might".split())
@@ -135,7 +135,7 @@ def inverted_question(text: str) -> str:
     bare = [w.strip(",;:()") for w in words]
     # a verb of the lists first ("where evicted tiles are written": not "tiles"), else a word in -s
     verbs = [j for j in range(2, clause) if bare[j] in VERBS or bare[j] in _MOVES_ITSELF]
-    verbs += [j for j in range(2, clause) if bare[j].isalpha() and bare[j].islower() and _present_form(bare[j])]
+    verbs += [j for j in range(2, clause) if third_person(bare[j])]
     for j in verbs:
         start = max((i for i in starts if i < j), default=None)
         if start is None and words[1].lower() in ("long", "often", "far", "much"):
@@ -159,17 +159,12 @@ def counted_question(text: str) -> str | None:
     subject = sentence_subject(text[:1].upper() + text[1:])
     if match is None or subject is None or match.start() <= len(subject):
         return None
-    verb, _, between = text[len(subject) :].strip().partition(" ")
-    between = between[: match.start() - len(subject) - len(verb) - 2].strip()
+    verb, _, between = text[len(subject) : match.start()].strip().partition(" ")
     inverted = _inverted(verb, _lowered(subject))
     if inverted is None or _clause_cut(between) != between:
         return None
     rest = text[match.end() :].strip()
     return " ".join(w for w in (f"How many {match.group(1)}", inverted, between, rest) if w)
-
-
-def _present_form(word: str) -> bool:
-    return word.endswith("s") and not word.endswith(("ss", "us", "is", "ics", "ous"))
 
 
 def _clause_cut(text: str) -> str:

@@ -244,10 +244,12 @@ def _meaning(name: str, gloss: str) -> str:
 
 def _described(meaning: str, number: bool = False) -> str:
     """The question a gloss asks: a gloss that opens with a question word is one
-    already ("How long a tile is served" -> "How long a tile is served?"), one that
-    opens with a plural noun and glosses a `number` asks how many ("Readings the ring
-    holds" -> "How many readings the ring holds?"), any other is what something is
-    ("Largest event body" -> "What is the largest event body?")."""
+    already, asked directly (`dlm.rows.facts.fronted.inverted_question`: "How long a
+    tile is served" -> "How long is a tile served?"), one that opens with a plural noun
+    and glosses a `number` asks how many ("Readings the ring holds" -> "How many
+    readings does the ring hold?"), one that counts with "this many" asks how many
+    first (`counted_question`), any other is what something is ("Largest event body"
+    -> "What is the largest event body?")."""
     lead = meaning.split(" ", 1)[0].lower()
     counted = re.sub(r"\b[Tt]his many\b", "how many", meaning, count=1)
     if counted != meaning:  # "Deliveries are retried this many times" asks how many

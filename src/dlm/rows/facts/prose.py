@@ -233,9 +233,13 @@ def _proper(subject: str | None) -> bool:
 
 
 def _verb(word: str, *, after_first: bool) -> bool:
-    if word in VERBS:
-        return True
-    return after_first and word.isalpha() and word.islower() and word.endswith("s") and not word.endswith(_NOT_VERBS)
+    return word in VERBS or (after_first and third_person(word))
+
+
+def third_person(word: str) -> bool:
+    """Whether a lowercase word reads as a verb's `-s` form ("listens"), not a noun in
+    `-ss`, `-us`, `-is`, `-ics` or `-ous` ("class", "status", "analysis", "physics")."""
+    return word.isalpha() and word.islower() and word.endswith("s") and not word.endswith(_NOT_VERBS)
 
 
 def _statement(sentence: str) -> bool:
