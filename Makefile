@@ -76,7 +76,7 @@ test-durations: $(STAMP) $(CONVERTER) $(TEST_MODELS)
 	$(BIN)/python -m pytest $(TEST_WORKERS) --junitxml=$(VENV)/suite.xml
 	$(BIN)/python scripts/test-durations.py $(VENV)/suite.xml
 
-# What an adapter learns from the four documents of benchmarks/learning/ (one real
+# What an adapter learns from the documents of benchmarks/learning/ (one real
 # `dlm train` each, minutes per document; ARGS="--fp32 --docs tarnwick" for float32, one)
 bench-learning: $(STAMP) $(TEST_MODELS)
 	DLM_MODELS_DIR=$(CURDIR)/.dlm-test-models $(BIN)/python benchmarks/learning.py $(ARGS)

@@ -14,9 +14,10 @@ run's record (the report, the lock, the wall time, the machine) is saved as
 `<reports>/<name>.json`; `--report-only DIR` prints the table from such records.
 `--seed N` trains copies of the documents with `training.seed: N`: one run is one draw
 of the data order and the LoRA init, and a second seed shows how far a score moves by
-chance.
+chance. `--set KEY=VALUE` does the same for any training setting, so two recipes are
+compared on the same documents and seeds without editing a default.
 
-    PYTHONPATH=src python benchmarks/learning.py [--docs tarnwick brindle] [--fp32] [--seed N] [--out results.json]
+    PYTHONPATH=src python benchmarks/learning.py [--docs tarnwick brindle] [--fp32] [--seed N] [--set learning_rate=2e-3] [--out results.json]
     PYTHONPATH=src python benchmarks/learning.py --report-only DIR
 """
 
@@ -125,30 +126,54 @@ def child_env(home: Path, fp32: bool) -> dict[str, str]:
     return env
 
 
-def seeded_copy(name: str, seed: int, folder: Path) -> Path:
-    """Document `name`'s folder copied under `folder`, its frontmatter's `training:`
-    given `seed: <seed>` (the run's random seed: data order, LoRA init, dropout); the
-    path of the copied `.dlm`.
+def settings_copy(name: str, settings: dict[str, str], folder: Path) -> Path:
+    """Document `name`'s folder copied under `folder`, each `settings` key written under
+    its frontmatter's `training:` with its value as YAML text (`{"seed": "7"}` gives
+    `seed: 7`: data order, LoRA init, dropout; `{"learning_rate": "2e-3"}`); the path of
+    the copied `.dlm`. The sources stay beside it, so relative `training.sources` find
+    the same files.
 
     Raises:
-        ValueError: the document has no `training:` line to add the seed under.
+        ValueError: the document has no `training:` line, or sets a key of `settings`
+            itself (the copy would hold it twice).
     """
     copy = folder / name
     shutil.copytree(DOCS / name, copy)
     doc = copy / f"{name}.dlm"
     text = doc.read_text(encoding="utf-8")
     if "\ntraining:\n" not in text:
-        raise ValueError(f"{doc}: no `training:` line in the frontmatter to add the seed under")
-    doc.write_text(text.replace("\ntraining:\n", f"\ntraining:\n  seed: {seed}\n", 1), encoding="utf-8")
+        raise ValueError(f"{doc}: no `training:` line in the frontmatter to add settings under")
+    taken = sorted(key for key in settings if f"\n  {key}:" in text)
+    if taken:
+        raise ValueError(f"{doc}: the document sets training.{taken[0]} itself; edit it there")
+    lines = "".join(f"  {key}: {value}\n" for key, value in settings.items())
+    doc.write_text(text.replace("\ntraining:\n", f"\ntraining:\n{lines}", 1), encoding="utf-8")
     return doc
 
 
-def train(name: str, fp32: bool, seed: int | None = None) -> dict[str, Any]:
-    """One real `dlm train --json` of document `name` (with `seed`: of a copy whose
-    `training.seed` it is): its record (`report`, `lock`, `wall_seconds`, `machine`,
-    `fp32`, `seed`), or `error` with the last lines of stderr."""
+def parse_settings(pairs: list[str]) -> dict[str, str]:
+    """`--set KEY=VALUE` arguments as a dict, in order (`["learning_rate=2e-3"]`).
+
+    Raises:
+        ValueError: an argument has no `=`, or an empty key or value.
+    """
+    settings: dict[str, str] = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise ValueError(f"--set {pair!r}: expected KEY=VALUE, a training setting (learning_rate=2e-3)")
+        settings[key.strip()] = value.strip()
+    return settings
+
+
+def train(name: str, fp32: bool, settings: dict[str, str] | None = None) -> dict[str, Any]:
+    """One real `dlm train --json` of document `name` (with `settings`: of a copy with
+    those training settings, `settings_copy`): its record (`report`, `lock`,
+    `wall_seconds`, `machine`, `fp32`, `settings`), or `error` with the last lines of
+    stderr."""
+    settings = settings or {}
     with tempfile.TemporaryDirectory(prefix="dlm-learning-") as tmp:
-        doc = DOCS / name / f"{name}.dlm" if seed is None else seeded_copy(name, seed, Path(tmp, "docs"))
+        doc = settings_copy(name, settings, Path(tmp, "docs")) if settings else DOCS / name / f"{name}.dlm"
         env = child_env(Path(tmp), fp32)
         start = time.perf_counter()
         done = subprocess.run(
@@ -160,7 +185,7 @@ def train(name: str, fp32: bool, seed: int | None = None) -> dict[str, Any]:
             "wall_seconds": wall,
             "machine": machine_line(env),
             "fp32": fp32,
-            "seed": seed,
+            "settings": settings,
         }
         if done.returncode != 0:
             return {**record, "error": done.stderr.strip().splitlines()[-5:]}
@@ -234,10 +259,21 @@ def read_records(folder: Path, names: list[str]) -> list[dict[str, Any]]:
     ]
 
 
+def run_settings(record: dict[str, Any]) -> dict[str, str]:
+    """The training settings a saved run changed (`--set`, `--seed`); a record written
+    before `--set` existed names its seed alone."""
+    if "settings" in record:
+        return dict(record["settings"])
+    return {"seed": str(record["seed"])} if record.get("seed") is not None else {}
+
+
 def render(records: list[dict[str, Any]]) -> list[str]:
     """What the command prints for `records`: the machine line, then the table; a run
     that failed is one line with its error."""
     out = [f"machine: {records[0]['machine']}" if records else "no records"]
+    settings = {key: value for r in records for key, value in run_settings(r).items()}
+    if settings:
+        out.append("settings: " + ", ".join(f"{key}={value}" for key, value in settings.items()))
     done = [r for r in records if "report" in r]
     out += [f"{r['doc']}: failed: {' / '.join(r['error'])}" for r in records if "report" not in r]
     if done:
@@ -255,7 +291,20 @@ def main() -> None:
     parser.add_argument(
         "--seed", type=int, help="train each document with this training.seed (default: the document's, 42)"
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="train each document with this training setting (repeatable): --set learning_rate=2e-3",
+    )
     args = parser.parse_args()
+    try:
+        settings = parse_settings(args.set)
+    except ValueError as err:
+        parser.error(str(err))
+    if args.seed is not None:
+        settings["seed"] = str(args.seed)
     names = args.docs or doc_names()
     unknown = sorted(set(names) - set(doc_names()))
     if unknown:
@@ -267,7 +316,7 @@ def main() -> None:
         folder.mkdir(parents=True, exist_ok=True)
         records = []
         for name in names:
-            record = train(name, args.fp32, args.seed)
+            record = train(name, args.fp32, settings)
             (folder / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
             print(f"{name}: {record['wall_seconds']:.0f} s wall", file=sys.stderr, flush=True)
             records.append(record)

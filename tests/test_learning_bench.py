@@ -168,13 +168,28 @@ def test_report_only_prints_the_table(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "out.json").read_text())["table"] == lines
 
 
-def test_a_seeded_copy_trains_with_that_seed(tmp_path: Path) -> None:
-    doc = learning.seeded_copy("lanternfish", 7, tmp_path)
+def test_a_copy_trains_with_the_settings_given(tmp_path: Path) -> None:
+    settings = learning.parse_settings(["seed=7", "learning_rate = 2e-3"])
+    doc = learning.settings_copy("lanternfish", settings, tmp_path)
     copied = load_document(doc)
-    assert copied.frontmatter.training.seed == 7
+    assert (copied.frontmatter.training.seed, copied.frontmatter.training.learning_rate) == (7, 2e-3)
     # the sources stay beside it, so its relative `training.sources` finds the same files
     files = walk_sources(copied.frontmatter.training.sources, doc.parent).files
     assert sorted(Path(f.path).name for f in files) == sorted(
         Path(f.path).name for f in walk_sources(copied.frontmatter.training.sources, DOCS / "lanternfish").files
     )
-    assert load_document(DOCS / "lanternfish" / "lanternfish.dlm").frontmatter.training.seed == 42  # untouched
+    original = load_document(DOCS / "lanternfish" / "lanternfish.dlm").frontmatter.training
+    assert (original.seed, original.learning_rate) == (42, 3e-3)  # untouched
+    assert learning.run_settings({"settings": settings}) == {"seed": "7", "learning_rate": "2e-3"}
+    assert learning.run_settings({"seed": 7}) == {"seed": "7"}  # a record from before --set
+
+
+@pytest.mark.parametrize("pair", ["learning_rate", "=2e-3", "seed="])
+def test_a_setting_without_key_or_value_is_refused(pair: str) -> None:
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        learning.parse_settings([pair])
+
+
+def test_a_setting_the_document_has_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="sets training.sources itself"):
+        learning.settings_copy("lanternfish", {"sources": "[]"}, tmp_path)
