@@ -68,11 +68,17 @@ def test_the_question_phrase_comes_first(sentence: str, span: str, question: str
 @pytest.mark.parametrize(
     ("sentence", "span", "echo"),
     [
-        # the span inside a relative clause: which words belong to its question is unclear
+        # the span inside a relative clause on an object, not on the predicate of "is"
         (
-            "Lanternfish is the relay that Teodora Quill built at Marrowgate Freight.",
+            "Teodora Quill wrote the relay that billing calls at Marrowgate Freight.",
             "Marrowgate Freight",
-            "Lanternfish is the relay that Teodora Quill built at what?",
+            "Teodora Quill wrote the relay that billing calls at what?",
+        ),
+        # a span that is part of a longer word moves nothing
+        (
+            "More details are available at CVE-2021-44531.",
+            "CVE",
+            "More details are available at what-2021-44531?",
         ),
         # a span inside the predicate noun of "is"
         (
@@ -98,11 +104,56 @@ def test_a_sentence_the_rules_do_not_read_keeps_its_echo_question(sentence: str,
     assert questions(sentence)[span] == echo
 
 
+@pytest.mark.parametrize(
+    ("sentence", "span", "question"),
+    [
+        # the gap is the clause's object: its subject opens it, the sentence's subject fills the gap
+        (
+            "Lanternfish is the webhook relay that Teodora Quill built at Marrowgate Freight so billing stops.",
+            "Marrowgate Freight",
+            "Where did Teodora Quill build Lanternfish?",
+        ),
+        (
+            "Lanternfish is the webhook relay that Teodora Quill built at Marrowgate Freight so billing stops.",
+            "Teodora Quill",
+            "Who built Lanternfish at Marrowgate Freight?",
+        ),
+        # the gap is the clause's subject: a verb opens it
+        (
+            "Saltmarsh is the tile cache that serves the tiles under `/tiles` for every client.",
+            "`/tiles`",
+            "Under which path does Saltmarsh serve the tiles for every client?",
+        ),
+    ],
+)
+def test_a_span_in_a_relative_clause_is_asked_of_the_clause_restated(sentence: str, span: str, question: str) -> None:
+    assert questions(sentence)[span] == question
+
+
+def test_a_name_then_a_verb_the_lists_lack_is_a_subject_where_an_object_follows() -> None:
+    assert (
+        questions("Saltmarsh exports Prometheus metrics under `/saltmetrics`.")["`/saltmetrics`"]
+        == "Under which path does Saltmarsh export Prometheus metrics?"
+    )
+    assert (
+        questions("Tarnwick polls every feed at `/feeds`.")["`/feeds`"]
+        == "At which path does Tarnwick poll every feed?"
+    )
+    # no name opens it: an adverb, a determiner
+    assert questions("Synchronously copies `src` to `dest`.")["`dest`"] == "Synchronously copies `src` to what?"
+    assert questions("The parameters `env` and `exports` are given.")["`exports`"] == (
+        "The parameters `env` and what are given?"
+    )
+
+
 def test_the_subject_as_asked_keeps_a_proper_name_and_lowers_a_common_one() -> None:
     assert questions("Feeds are parsed by `read_entries`.")["`read_entries`"] == "By what are feeds parsed?"
     assert (
         questions("Ferry reads its settings from `~/.ferryrc`.")["`~/.ferryrc`"]
         == "From which path does Ferry read its settings?"
+    )
+    assert questions("Node.js reads its settings from `~/.noderc`.")["`~/.noderc`"] == (
+        "From which path does Node.js read its settings?"
     )
 
 

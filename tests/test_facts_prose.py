@@ -187,9 +187,9 @@ def test_a_question_drops_the_clause_after_what_it_asks_but_a_fragment_keeps_it(
     def statement(span: str, what: str, sentence: str, subject: str) -> Fact:
         return Fact("statement", "README.md", 1, span, what, sentence, subject)
 
-    built = "Lanternfish is the relay that Teodora Quill built at Marrowgate so billing stops calling us."
-    assert asked(statement("Marrowgate", "name", built, "lanternfish")) == (
-        "Lanternfish is the relay that Teodora Quill built at what?"
+    built = "Teodora Quill wrote the relay that billing calls at Marrowgate so billing stops calling us."
+    assert asked(statement("Marrowgate", "name", built, "teodora quill")) == (
+        "Teodora Quill wrote the relay that billing calls at what?"
     )
     # what comes before the question phrase stays, and so does everything without a cut
     health = "Load balancers check `/healthz`, which answers 200 while the relay is up."
@@ -210,7 +210,7 @@ def test_a_question_drops_the_clause_after_what_it_asks_but_a_fragment_keeps_it(
     assert asked(statement("75 seconds", "number", fragment, fragment.casefold())) == (
         "Every how many seconds, unless the paddock sets its own interval?"
     )
-    assert asked(statement("Marrowgate", "name", built, "lanternfish"), trim=False).endswith("stops calling us?")
+    assert asked(statement("Marrowgate", "name", built, "teodora quill"), trim=False).endswith("stops calling us?")
 
 
 def test_a_statement_about_nothing_nameable_is_asked_to_be_completed_instead():

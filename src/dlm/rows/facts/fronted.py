@@ -33,7 +33,13 @@ after it is the verb, and the span lies after the verb, outside any clause:
 - the words after the span up to the first clause boundary stay in place (the rest of
   the sentence is the answer's, not the question's);
 - a subordinate clause that opens the sentence ("While it runs, Tarnwick writes ...")
-  ends the question instead ("To which file does Tarnwick write ... while it runs?").
+  ends the question instead ("To which file does Tarnwick write ... while it runs?");
+- "at" before a proper name asks "where" ("built it at Marrowgate Freight": a place
+  or a body, which "at what" asks in no English a user writes);
+- a span inside a relative clause on the predicate of "is" ("Lanternfish is the relay
+  that Teodora Quill built at X") is asked of the clause restated with the subject in
+  its gap (`relative_clause`: "Teodora Quill built Lanternfish at X" -> "Where did
+  Teodora Quill build Lanternfish?").
 
 A sentence outside these rules gives None, and the echo question stands.
 """
@@ -73,6 +79,10 @@ _LEADING = frozenset(
 _CLAUSE_BOUNDARY = re.compile(
     r"[,:;(]|\s(?:so|when|whenever|which|who|that|until|while|because|unless|since|whereas|before|after|if|and|or|but)\s"
 )
+# "... is the webhook relay that Teodora Quill built ...": a copula, a named head, a relative clause
+_RELATIVE = re.compile(
+    r" (?:is|are|was|were) (?:the|a|an) (?P<head>(?:[\w-]+ ){1,3}?)(?:that|which|who) (?P<clause>.+)$"
+)
 # a subordinate clause before the main one, which the question ends with instead
 _INTRO = re.compile(r"((?:When|Whenever|While|If|Once|After|Before|Unless|Until) [^,`:;]+), ")
 
@@ -99,6 +109,8 @@ def fronted(fact: Fact, ask: str) -> str | None:
     if at < 0:
         return None
     before, after = predicate[:at].rstrip(), predicate[at + len(fact.name) :]
+    if after[:1] not in ("", " ", ",", ";", ":", ")"):
+        return None  # the span is part of a longer word ("CVE" of "CVE-2016-0702")
     if _clause_cut(before) != before:
         return None  # the span sits in a later clause: which words are its question's is unclear
     moved = _moved_phrase(before.split(" ") if before else [], after, ask, fact.name, fact.what == "name")
@@ -112,6 +124,40 @@ def fronted(fact: Fact, ask: str) -> str | None:
     intro = intro[:1].lower() + intro[1:]
     question = " ".join(w for w in (phrase, inverted, kept, tail, intro) if w)
     return f"{question[:1].upper()}{question[1:]}?"
+
+
+def relative_clause(fact: Fact) -> Fact | None:
+    """`fact` restated as the relative clause that holds its span, with the sentence's
+    subject in the clause's gap, or None: "Lanternfish is the webhook relay that Teodora
+    Quill built at Marrowgate Freight." -> "Teodora Quill built Lanternfish at Marrowgate
+    Freight." (the gap is the object: a subject opens the clause); "Saltmarsh is the
+    cache that serves tiles under `/t`." -> "Saltmarsh serves tiles under `/t`." (the gap
+    is the subject: a verb opens the clause). The copula's predicate must be `the`/`a`/
+    `an`, one to three naming words and `that`/`which`/`who`; the clause's own subject
+    is found by the rules of `dlm.rows.facts.prose`. The restatement is asked by the
+    same rules as any statement (`fronted`, else its echo question), its answer stays
+    the sentence the document wrote."""
+    sentence = fact.answer.rstrip(" .!")
+    subject = sentence_subject(sentence[:1].upper() + sentence[1:])
+    if subject is None or fact.name in subject or subject.split(" ")[0].lower() in _LEADING:
+        return None
+    match = _RELATIVE.match(sentence, len(subject))
+    if match is None or fact.name not in match.group("clause") or not _named(match.group("head").split()):
+        return None
+    clause = match.group("clause")
+    first = clause.split(" ", 1)[0]
+    if first in VERBS or third_person(first) or first in _IRREGULAR_PAST or first.endswith("ed"):
+        restated = f"{subject} {clause}"  # the gap is the clause's subject
+    else:
+        inner = sentence_subject(clause[:1].upper() + clause[1:])
+        if inner is None or fact.name in inner and inner != fact.name:
+            return None
+        rest = clause[len(inner) :].split(" ")[1:]
+        if not rest or rest[0].lower() in _FUNCTION_WORDS:
+            return None
+        restated = " ".join([clause[: len(inner)], rest[0], _lowered(subject), *rest[1:]])
+    restated = restated[:1].upper() + restated[1:] + "."
+    return fact._replace(answer=restated)
 
 
 def inverted_question(text: str) -> str:
@@ -206,6 +252,8 @@ def _moved_phrase(words: list[str], after: str, ask: str, span: str, name: bool)
         ):
             return f"{words[-size - 2]} which {' '.join(named)}", " ".join(words[: -size - 2]), after
     if words and words[-1].lower() in _PREPOSITIONS and _ends_phrase(following):
+        if name and words[-1].lower() == "at":
+            return "where", " ".join(words[:-1]), after  # "built it at Marrowgate Freight": a place or a body
         return f"{words[-1]} {ask}", " ".join(words[:-1]), after
     if not words and span.isdigit() and following and re.fullmatch(r"[a-z]+s", following[0]):
         return f"how many {following[0]}", "", " ".join(following[1:])  # "holds 8192 tiles"
@@ -287,7 +335,7 @@ def _lowered(subject: str) -> str:
     start gave it goes, on a determiner or a common noun's plural or participle ("The
     status page" -> "the status page", "Readings" -> "readings")."""
     first = subject.split(" ", 1)[0]
-    common = first[1:].islower() and first.endswith(("s", "ed", "ing"))
+    common = first.isalpha() and first[1:].islower() and first.endswith(("s", "ed", "ing"))  # not "Node.js"
     if first.lower() in _LEADS or first in ("You", "We", "They", "It") or common:
         return subject[:1].lower() + subject[1:]
     return subject

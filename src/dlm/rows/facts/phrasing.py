@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import re
 
-from dlm.rows.facts.fronted import counted_question, fronted, inverted_question
+from dlm.rows.facts.fronted import counted_question, fronted, inverted_question, relative_clause
 from dlm.rows.facts.model import Fact, FactKind, Pair, strong_key
 
 PHRASINGS: dict[FactKind, tuple[tuple[str, str], ...]] = {
@@ -95,6 +95,8 @@ def asked(fact: Fact, trim: bool = True) -> str:
     span, ask = fact.name, _question_phrase(fact)
     if trim and (front := fronted(fact, ask)) is not None:
         return front
+    if trim and (restated := relative_clause(fact)) is not None:
+        return asked(restated)
     body = fact.answer.rstrip(" .!")
     at = body.find(span)
     body = body.replace(span, ask, 1)

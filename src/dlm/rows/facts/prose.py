@@ -17,8 +17,11 @@ Rules:
   no fact, as any other;
 - a sentence's subject is its words before the first verb (an auxiliary such as
   `is`/`can`/`has`, a verb of making such as `wrote`/`started`/`built`, or a lowercase
-  word past the first ending in `s`: "The ferry daemon listens ..."), at most 8 words,
-  no comma or colon ("In `ring.c`: `push` adds ..." has none); none found: no subject;
+  word past the first ending in `s`: "The ferry daemon listens ..."; right after a
+  capitalised first word, such a word only where an object follows it, a determiner,
+  a capital, a number or a code span: "Saltmarsh exports Prometheus metrics", not
+  "Load balancers check health"), at most 8 words, no comma or colon ("In `ring.c`:
+  `push` adds ..." has none); none found: no subject;
 - a sentence starting with `It`, `They`, `He`, `She`, or `This` followed by a verb,
   whose subject is that pronoun, takes the previous sentence's subject in its place
   ("It keeps 64 MB of journal." after "The ferry daemon listens ..." -> "The ferry
@@ -65,6 +68,9 @@ _DETERMINERS = frozenset(
     """The A An This That These Those Each Every Our Its Their My Your All Some No One If When While
     After Before Once New Old""".split()
 )
+_OBJECT_OPENERS = frozenset("the a an each every all its their one two three".split())
+# capitalised sentence openers that are no name ("Now supports ...", "Same as ...")
+_NOT_SUBJECTS = frozenset("Now Also Then Here There Please Note Same See Only Just Still Thus Hence Instead".split())
 _NOT_VERBS = ("ss", "us", "is", "ics", "ous")  # "class", "status", "analysis", "physics"
 _ABBREV = ("e.g", "i.e", "etc", "vs", "cf")
 _HEADING = re.compile(r"#{1,6}(?:\s|$)")  # CommonMark's ATX heading: `#tag` is text
@@ -213,12 +219,28 @@ def sentence_subject(sentence: str) -> str | None:
     ):
         return words[0]
     for i, word in enumerate(words[: MAX_SUBJECT_WORDS + 1]):
-        if i and _verb(word, after_first=i > 1 or not words[0][:1].isupper()):
+        if i and _verb(word, after_first=i > 1 or not words[0][:1].isupper() or _object_follows(words, i)):
             subject = " ".join(words[:i])
             if "," in subject or ":" in subject:
                 return None  # a clause or a label before the subject: which words are it is unknown
             return subject if subject[:1].isupper() or subject[:1] == "`" else None
     return None
+
+
+def _object_follows(words: list[str], i: int) -> bool:
+    """Whether the word after `words[i]` opens a noun phrase that is the object of a verb
+    there: a determiner, a capitalised word, a number or a code span ("Saltmarsh exports
+    Prometheus metrics", "Tarnwick polls every feed"), not a word that may be a plural
+    subject's verb ("Load balancers check health")."""
+    first, following = words[0], words[i + 1] if i + 1 < len(words) else ""
+    if i != 1 or first in _DETERMINERS | _PRONOUNS | _NOT_SUBJECTS or first.endswith("ly"):
+        return False  # "The parameters `env` ...", "Synchronously copies `src` ...": no name opens it
+    return (
+        following.lower() in _OBJECT_OPENERS
+        or following[:1].isupper()
+        or following[:1].isdigit()
+        or following[:1] == "`"
+    )
 
 
 def _proper(subject: str | None) -> bool:
@@ -238,8 +260,9 @@ def _verb(word: str, *, after_first: bool) -> bool:
 
 def third_person(word: str) -> bool:
     """Whether a lowercase word reads as a verb's `-s` form ("listens"), not a noun in
-    `-ss`, `-us`, `-is`, `-ics` or `-ous` ("class", "status", "analysis", "physics")."""
-    return word.isalpha() and word.islower() and word.endswith("s") and not word.endswith(_NOT_VERBS)
+    `-ss`, `-us`, `-is`, `-ics` or `-ous` ("class", "status", "analysis", "physics") or
+    an abbreviation ("vs")."""
+    return len(word) > 2 and word.isalpha() and word.islower() and word.endswith("s") and not word.endswith(_NOT_VERBS)
 
 
 def _statement(sentence: str) -> bool:
