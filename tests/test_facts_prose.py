@@ -128,6 +128,10 @@ def test_salient_spans_by_kind():
         ("identifier", "`dial_peer`"),
     ]
     assert spans("It is a tool for the team.") == []  # no span: no fact
+    # a name or a number is a whole word, never the part of a longer one
+    assert spans("It runs on Node.js through Node-API, after CVE-2016-0702, in LFM2.5 with SHA384.") == [
+        ("name", "SHA384")
+    ]
 
 
 def test_questions_code_and_tables_give_no_statement():

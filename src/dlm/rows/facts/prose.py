@@ -38,7 +38,9 @@ Rules:
   (`PostgreSQL`, `gRPC`, `TLS`, a channel or tag such as `#ops-alerts`, a capitalised
   word inside the sentence, or a run of
   them: `Ysolde Brannick`; at the sentence's start, a run of two or more that is not
-  led by a determiner: `Casimir Oduya wrote ...`, not `The Larder keeps ...`). A sentence gives
+  led by a determiner: `Casimir Oduya wrote ...`, not `The Larder keeps ...`); a number
+  or a name is a whole word, not the `Node` of `Node.js` or the `2016` of
+  `CVE-2016-0702` (its question would ask for part of a word). A sentence gives
   one fact per span, the first `MAX_SPANS` by position; a span that is not a strong
   probe key (`dlm.rows.facts.model.strong_key`) gives none;
 - a fact's subject (the probe split's unit) is the sentence's subject, casefolded, or
@@ -88,18 +90,20 @@ _SPANS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "number",
         re.compile(
-            r"(?<![\w.])(?:(?:[Pp]ort|[Vv]ersion)\s\d(?:[\d.]*\d)?\b|\d[\d,]*(?:\.\d+)?\s?(?:%|(?:ms|s|sec|seconds?|"
+            r"(?<![\w.])(?<!\w-)(?:(?:[Pp]ort|[Vv]ersion)\s\d(?:[\d.]*\d)?\b|\d[\d,]*(?:\.\d+)?\s?(?:%|(?:ms|s|sec|seconds?|"
             r"min|minutes?|h|hours?|days?|weeks?|months?|years?|[KMGT]i?B|bytes?|bits?|tokens?|steps?|epochs?|"
             r"rows?|files?|lines?|characters?|threads?|cores?|workers?|retries|times|attempts|requests|"
-            r"connections|entries|px|[kMG]?Hz|fps)\b)|\d{2,}(?:\.\d+)?(?![\w.]))"
+            r"connections|entries|px|[kMG]?Hz|fps)\b)|\d{2,}(?:\.\d+)?(?![\w.]|-\w))"  # not "2016" of "CVE-2016-0702"
         ),
     ),
     (
         "name",
         re.compile(
-            r"(?<![\w#])#[A-Za-z][\w-]*[A-Za-z0-9]|\b(?:[A-Za-z][a-z0-9]*[A-Z][A-Za-z0-9]*|[A-Z]{2,}[0-9]*)\b"
+            r"(?<![\w#])#[A-Za-z][\w-]*[A-Za-z0-9]"
+            # a name is a whole word: not the "Node" of "Node.js", the "API" of "Node-API"
+            r"|(?<![\w.-])(?:(?:[A-Za-z][a-z0-9]*[A-Z][A-Za-z0-9]*|[A-Z]{2,}[0-9]*)\b"
             r"|(?<=[a-z0-9,;:)] )[A-Z][a-z]+(?: [A-Z][a-z]+)*"
-            r"|^[A-Z][a-z]+(?: [A-Z][a-z]+)+"
+            r"|^[A-Z][a-z]+(?: [A-Z][a-z]+)+)(?![\w-]|\.\w)"
         ),
     ),
 )
