@@ -38,8 +38,8 @@ def general() -> list[EvalExample]:
     return [EvalExample(ids, ids.copy(), "general")]
 
 
-def started(model: Lora, limit: float) -> GuardStop:
-    guard = GuardStop(general(), every_steps=1, limit_pct=limit, pad_id=0)
+def started(model: Lora, limit: float, every_steps: int = 1, patience: int = 1) -> GuardStop:
+    guard = GuardStop(general(), every_steps=every_steps, limit_pct=limit, pad_id=0, patience=patience)
     guard.start(model)  # lora_B = 0: the base
     return guard
 
@@ -59,6 +59,7 @@ def test_past_the_limit_training_stops_and_the_last_weights_within_it_come_back(
     assert "general_max_increase (5%)" in note
     assert guard.summary() == {
         "limit_pct": 5.0,
+        "patience": 1,
         "changes": [[4, round(small, 2)], [8, round(large, 2)]],
         "stopped_at": 8,
         "kept_step": 4,
@@ -86,6 +87,37 @@ def test_past_the_limit_at_the_first_measurement_the_adapter_adds_nothing() -> N
     assert guard.between_steps(model, 4)
     assert float(model.lora_B.detach()) == 0.0  # B at zero: the base model's outputs
     assert "kept no adapter update (the base model)" in (guard.note() or "")
+
+
+def test_with_patience_one_pass_is_waited_out_and_two_in_a_row_stop() -> None:
+    model = Lora()
+    guard = started(model, limit=5.0, every_steps=4, patience=2)
+    model.lora_B.data.fill_(0.2)
+    assert not guard.between_steps(model, 4)  # within: the safe weights
+    model.lora_B.data.fill_(3.0)
+    assert not guard.between_steps(model, 8) and guard.passes == 1  # a pass: perhaps a transient
+    model.lora_B.data.fill_(0.3)
+    assert not guard.between_steps(model, 12) and guard.passes == 0 and guard.safe_step == 12  # it was one
+    model.lora_B.data.fill_(3.0)
+    assert not guard.between_steps(model, 16)
+    model.lora_B.data.fill_(3.5)
+    assert guard.between_steps(model, 20)  # two in a row: stop, the weights of step 12 back
+    assert float(model.lora_B.detach()) == pytest.approx(0.3) and guard.stopped_at == 20
+    note = guard.note() or ""
+    assert "kept the adapter of step 12" in note and note.count("%") == 3  # both passes and the limit
+
+
+def test_a_pass_still_unconfirmed_at_the_end_is_measured_after_the_last_step() -> None:
+    model = Lora()
+    guard = started(model, limit=5.0, every_steps=4, patience=2)
+    assert not guard.due(10, 10)  # with no pass, the last step is not measured
+    model.lora_B.data.fill_(0.2)
+    assert guard.due(4, 10) and not guard.between_steps(model, 4)
+    model.lora_B.data.fill_(3.0)
+    assert guard.due(8, 10) and not guard.between_steps(model, 8)
+    assert guard.due(10, 10)  # a pass unconfirmed: the adapter after the last step is measured
+    assert guard.between_steps(model, 10)  # still past it: the safe weights back
+    assert float(model.lora_B.detach()) == pytest.approx(0.2) and guard.summary()["kept_step"] == 4
 
 
 def test_a_resumed_guard_keeps_the_base_score_and_the_safe_weights(tmp_path: Path) -> None:
@@ -122,12 +154,13 @@ def test_dlm_train_stops_on_the_guard_and_reports_why(tmp_path: Path, smollm2_re
     path = tmp_path / "stations.dlm"
     path.write_text(text.replace("learning_rate: 0.002", "learning_rate: 0.02"))
     report = train_document(load_document(path), TrainOptions(use_cache=False))
-    # any rise stops it: fitting 24 near-identical sentences at a high rate raises general NLL
-    assert report.steps == 4
+    # any rise stops it, at the second measurement in a row: fitting 24 near-identical
+    # sentences at a high rate raises general NLL
+    assert report.steps == 8
     (warning,) = [w for w in report.warnings if "general_max_increase" in w]
-    assert warning.startswith("stopped after step 4: general text scored +") and "kept no adapter update" in warning
-    assert report.guard is not None and report.guard["stopped_at"] == 4 and report.guard["kept_step"] == 0
-    assert report.guard["limit_pct"] == 0 and [step for step, _ in report.guard["changes"]] == [4]
+    assert warning.startswith("stopped after step 8: general text scored +") and "kept no adapter update" in warning
+    assert report.guard is not None and report.guard["stopped_at"] == 8 and report.guard["kept_step"] == 0
+    assert report.guard["limit_pct"] == 0 and [step for step, _ in report.guard["changes"]] == [4, 8]
 
 
 def test_the_train_report_prints_each_measurement_and_the_limit() -> None:

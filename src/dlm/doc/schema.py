@@ -85,8 +85,9 @@ class EvalConfig(_Strict):
     unless `keep_best` needs them); `max_new_tokens`: length of each greedy answer;
     `general_max_increase`: percent rise of the general set's NLL over the base that
     warns; `guard_stop`: measure a sample of the general set during training and stop
-    past `general_max_increase`, keeping the last weights within it
-    (`dlm.judge.guard_stop`); `keep_best`: publish the weights whose probe score was
+    past `general_max_increase` at `guard_patience` measurements in a row (one past it
+    early in a run is often a transient the next one is back from), keeping the last
+    weights within it (`dlm.judge.guard_stop`); `keep_best`: publish the weights whose probe score was
     best and stop after `patience` scores without gain (off: `dlm.judge.track` says why)."""
 
     fraction: YamlFloat = Field(default=0.02, ge=0, le=0.5)
@@ -96,6 +97,7 @@ class EvalConfig(_Strict):
     max_new_tokens: int = Field(default=48, gt=0, le=1024)
     general_max_increase: YamlFloat = Field(default=5.0, ge=0)
     guard_stop: bool = True
+    guard_patience: int = Field(default=2, gt=0)
     keep_best: bool = False
     patience: int | None = Field(default=4, gt=0)
 

@@ -342,6 +342,7 @@ def _guard_stop(run: PreparedRun, base_model: Any) -> GuardStop | None:
         settings.general_max_increase,
         _scoring_pad_id(run.tokenizer),
         run.hyper.precision,
+        settings.guard_patience,
     )
     guard.start(base_model)
     return guard
