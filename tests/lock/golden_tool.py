@@ -5,7 +5,7 @@ Repository tooling, not part of the installed package: `tests/lock/test_golden.p
 
 A *tuple* is what decides the bytes of a trained adapter besides the inputs: the pinned
 package versions and the platform (OS, CPU architecture, torch's CPU capability, the
-hardware tier, and the thread count the golden runs are pinned to). Its hash:
+CPU's vendor, the hardware tier, and the thread count the golden runs are pinned to). Its hash:
 
     tuple_hash = "sha256:" + sha256(canonical JSON of
                  {"format": GOLDEN_FORMAT, "versions": [[name, version], ...sorted],
@@ -49,6 +49,22 @@ GOLDEN_DIR = Path("tests/golden/determinism")
 GOLDEN_DOC = GOLDEN_DIR / "golden.dlm"
 
 
+def cpu_vendor(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """The CPU's `vendor_id` (`GenuineIntel`, `AuthenticAMD`), None where /proc/cpuinfo
+    has none. Part of the tuple: with the ISA pinned to AVX2 on both, an Intel and an AMD
+    CPU still train different float32 bytes (MKL, which does torch's SGEMM, picks its
+    code paths by vendor; docs/determinism.md), so each vendor has its own golden."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "vendor_id":
+            return value.strip() or None
+    return None
+
+
 def golden_tuple(env: Environment | None = None) -> dict[str, Any]:
     """The tuple of this machine: `{"versions": [[name, version], ...], "platform": {...}}`."""
     env = env or capture_environment()
@@ -58,6 +74,7 @@ def golden_tuple(env: Environment | None = None) -> dict[str, Any]:
             "system": env.system,
             "machine": env.machine,
             "cpu_capability": env.cpu_capability,
+            "cpu_vendor": cpu_vendor(),
             "hardware_tier": env.hardware_tier,
             "torch_threads": GOLDEN_THREADS,
         },
