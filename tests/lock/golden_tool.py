@@ -52,8 +52,8 @@ GOLDEN_DOC = GOLDEN_DIR / "golden.dlm"
 def cpu_vendor(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
     """The CPU's `vendor_id` (`GenuineIntel`, `AuthenticAMD`), None where /proc/cpuinfo
     has none. Part of the tuple: with the ISA pinned to AVX2 on both, an Intel and an AMD
-    CPU still train different float32 bytes (MKL, which does torch's SGEMM, picks its
-    code paths by vendor; docs/determinism.md), so each vendor has its own golden."""
+    CPU were measured to train different float32 bytes (docs/determinism.md), so each
+    vendor has its own golden."""
     try:
         text = cpuinfo.read_text(encoding="utf-8", errors="replace")
     except OSError:
