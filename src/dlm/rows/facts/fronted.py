@@ -95,12 +95,9 @@ def fronted(fact: Fact, ask: str) -> str | None:
     opening = _INTRO.match(sentence)
     if opening and fact.name not in opening.group(1):  # "While it runs, Tarnwick writes ..."
         intro, sentence = opening.group(1), sentence[opening.end() :]
-    subject = sentence_subject(sentence[:1].upper() + sentence[1:])
-    if subject is None or fact.name in subject:
+    subject = _opening_subject(sentence, fact.name)
+    if subject is None:
         return None
-    words = subject.split(" ")
-    if words[0].lower() in _LEADING or words[-1].lower() in _FUNCTION_WORDS:
-        return None  # an adverbial or a fragment, not a subject
     rest = sentence[len(subject) :].split(" ")[1:]
     if len(rest) < 2 or rest[0].lower() in _FUNCTION_WORDS or rest[1] in VERBS:
         return None  # a verb right after the verb: the subject was cut short ("The design | notes live")
@@ -126,6 +123,18 @@ def fronted(fact: Fact, ask: str) -> str | None:
     return f"{question[:1].upper()}{question[1:]}?"
 
 
+def _opening_subject(sentence: str, span: str) -> str | None:
+    """The subject that opens `sentence` (`dlm.rows.facts.prose.sentence_subject`), or
+    None: none found, `span` inside it, or an adverbial or a fragment in its place."""
+    subject = sentence_subject(sentence[:1].upper() + sentence[1:])
+    if subject is None or span in subject:
+        return None
+    words = subject.split(" ")
+    if words[0].lower() in _LEADING or words[-1].lower() in _FUNCTION_WORDS:
+        return None  # an adverbial or a fragment, not a subject
+    return subject
+
+
 def relative_clause(fact: Fact) -> Fact | None:
     """`fact` restated as the relative clause that holds its span, with the sentence's
     subject in the clause's gap, or None: "Lanternfish is the webhook relay that Teodora
@@ -138,8 +147,8 @@ def relative_clause(fact: Fact) -> Fact | None:
     same rules as any statement (`fronted`, else its echo question), its answer stays
     the sentence the document wrote."""
     sentence = fact.answer.rstrip(" .!")
-    subject = sentence_subject(sentence[:1].upper() + sentence[1:])
-    if subject is None or fact.name in subject or subject.split(" ")[0].lower() in _LEADING:
+    subject = _opening_subject(sentence, fact.name)
+    if subject is None:
         return None
     match = _RELATIVE.match(sentence, len(subject))
     if match is None or fact.name not in match.group("clause") or not _named(match.group("head").split()):
