@@ -18,6 +18,7 @@ from dlm.cpu_isa import (
     IsaState,
     check_cpu_isa,
     cpu_flags,
+    cpu_vendor,
     decide,
     pin_cpu_isa,
     pin_warning,
@@ -43,6 +44,11 @@ def test_cpu_flags_reads_the_first_flags_line():
     flags = cpu_flags(AVX512_CPUINFO)
     assert {"avx2", "fma", "avx512f"} <= flags
     assert "spectre_v1" not in flags
+
+
+def test_the_vendor_is_read_from_cpuinfo_and_none_without_one():
+    assert cpu_vendor(AVX512_CPUINFO) == "GenuineIntel"
+    assert cpu_vendor(ARM_CPUINFO) is None
 
 
 def test_cpu_flags_of_arm_cpuinfo_is_empty():

@@ -109,20 +109,36 @@ def cpu_flags(cpuinfo_text: str) -> frozenset[str]:
 
     Returns an empty set when the text has no `flags` line (arm64 says `Features`).
     """
+    return frozenset(_cpuinfo_field(cpuinfo_text, "flags").split())
+
+
+def cpu_vendor(cpuinfo_text: str) -> str | None:
+    """The CPU's `vendor_id` from `/proc/cpuinfo` text (`GenuineIntel`, `AuthenticAMD`),
+    None where it has none (arm64)."""
+    return _cpuinfo_field(cpuinfo_text, "vendor_id").strip() or None
+
+
+def _cpuinfo_field(cpuinfo_text: str, name: str) -> str:
+    """The value of the first `name : value` line, "" when there is none."""
     for line in cpuinfo_text.splitlines():
         key, sep, value = line.partition(":")
-        if sep and key.strip() == "flags":
-            return frozenset(value.split())
-    return frozenset()
+        if sep and key.strip() == name:
+            return value
+    return ""
+
+
+def read_cpuinfo(path: str = CPUINFO) -> str:
+    """This machine's `/proc/cpuinfo` text; "" where it cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
 
 
 def read_cpu_flags(path: str = CPUINFO) -> frozenset[str]:
     """`cpu_flags` of this machine's `/proc/cpuinfo`; empty where it cannot be read."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return cpu_flags(fh.read())
-    except OSError:
-        return frozenset()
+    return cpu_flags(read_cpuinfo(path))
 
 
 def decide(env: Mapping[str, str], *, system: str, machine: str, flags: frozenset[str]) -> IsaDecision:

@@ -39,7 +39,7 @@ from typing import Any
 
 from dlm.atomic import atomic_write_json
 from dlm.canonical import canonical_json, canonical_sha256
-from dlm.cpu_isa import decide, read_cpu_flags
+from dlm.cpu_isa import cpu_vendor, decide, read_cpu_flags, read_cpuinfo
 from dlm.lock.environment import Environment, capture_environment
 
 GOLDEN_FORMAT = "dlm-golden-v1"
@@ -49,32 +49,20 @@ GOLDEN_DIR = Path("tests/golden/determinism")
 GOLDEN_DOC = GOLDEN_DIR / "golden.dlm"
 
 
-def cpu_vendor(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
-    """The CPU's `vendor_id` (`GenuineIntel`, `AuthenticAMD`), None where /proc/cpuinfo
-    has none. Part of the tuple: with the ISA pinned to AVX2 on both, an Intel and an AMD
-    CPU were measured to train different float32 bytes (docs/determinism.md), so each
-    vendor has its own golden."""
-    try:
-        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "vendor_id":
-            return value.strip() or None
-    return None
-
-
-def golden_tuple(env: Environment | None = None) -> dict[str, Any]:
-    """The tuple of this machine: `{"versions": [[name, version], ...], "platform": {...}}`."""
-    env = env or capture_environment()
+def golden_tuple(env: Environment | None = None, vendor: str | None = None) -> dict[str, Any]:
+    """The tuple of `env` and `vendor`, by default this machine's: `{"versions": [[name,
+    version], ...], "platform": {...}}`. The CPU's vendor is part of it: with the ISA
+    pinned to AVX2 on both, an Intel and an AMD CPU were measured to train different
+    float32 bytes (docs/determinism.md), so each vendor has its own golden."""
+    if env is None:
+        env, vendor = capture_environment(), cpu_vendor(read_cpuinfo())
     return {
         "versions": sorted([name, version] for name, version in env.versions.items()),
         "platform": {
             "system": env.system,
             "machine": env.machine,
             "cpu_capability": env.cpu_capability,
-            "cpu_vendor": cpu_vendor(),
+            "cpu_vendor": vendor,
             "hardware_tier": env.hardware_tier,
             "torch_threads": GOLDEN_THREADS,
         },
