@@ -38,8 +38,10 @@ def general() -> list[EvalExample]:
     return [EvalExample(ids, ids.copy(), "general")]
 
 
-def started(model: Lora, limit: float, every_steps: int = 1, patience: int = 1) -> GuardStop:
-    guard = GuardStop(general(), every_steps=every_steps, limit_pct=limit, pad_id=0, patience=patience)
+def started(model: Lora, limit: float, every_steps: int = 1, patience: int = 1, max_steps: int = 100) -> GuardStop:
+    guard = GuardStop(
+        general(), every_steps=every_steps, max_steps=max_steps, limit_pct=limit, pad_id=0, patience=patience
+    )
     guard.start(model)  # lora_B = 0: the base
     return guard
 
@@ -109,7 +111,7 @@ def test_with_patience_one_pass_is_waited_out_and_two_in_a_row_stop() -> None:
 
 def test_a_pass_still_unconfirmed_at_the_end_is_measured_after_the_last_step() -> None:
     model = Lora()
-    guard = started(model, limit=5.0, every_steps=4, patience=2)
+    guard = started(model, limit=5.0, every_steps=4, patience=2, max_steps=10)
     assert not guard.due(10, 10)  # with no pass, the last step is not measured
     model.lora_B.data.fill_(0.2)
     assert guard.due(4, 10) and not guard.between_steps(model, 4)
@@ -126,7 +128,7 @@ def test_a_resumed_guard_keeps_the_base_score_and_the_safe_weights(tmp_path: Pat
     model.lora_B.data.fill_(0.2)
     guard.between_steps(model, 4)
     guard.save(tmp_path)
-    resumed = GuardStop(general(), every_steps=1, limit_pct=5.0, pad_id=0)
+    resumed = GuardStop(general(), every_steps=1, max_steps=100, limit_pct=5.0, pad_id=0)
     resumed.load(tmp_path)
     resumed.start(Lora())  # a resumed run does not score the base again
     assert resumed.base == guard.base and resumed.changes == guard.changes and resumed.safe_step == 4

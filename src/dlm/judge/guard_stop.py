@@ -60,8 +60,8 @@ def sample_examples(examples: list[EvalExample]) -> list[EvalExample]:
 @dataclass
 class GuardStop:
     """Scores `examples` (`sample_examples` of the guard) on the base (`start`) and every
-    `every_steps` steps; stops training past `limit_pct` at `patience` measurements in a
-    row (module docstring).
+    `every_steps` steps of a run of `max_steps`; stops training past `limit_pct` at
+    `patience` measurements in a row (module docstring).
 
     Attributes:
         base: the base model's score, None before `start`.
@@ -72,6 +72,7 @@ class GuardStop:
 
     examples: list[EvalExample]
     every_steps: int
+    max_steps: int  # the run's last step, measured while a pass of the limit is unconfirmed
     limit_pct: float
     pad_id: int
     precision: str = "float32"  # the run's dtype name (`dlm.train.precision`)
@@ -81,7 +82,6 @@ class GuardStop:
     safe_step: int = 0
     stopped_at: int | None = None
     _safe_state: dict[str, Any] | None = None
-    _last_step: bool = False  # `due` was asked about the run's last step
 
     def start(self, base_model: Any) -> None:
         """Score the base model (before the adapter is made; a resumed run reads it back)."""
@@ -100,9 +100,9 @@ class GuardStop:
 
     def due(self, step: int, max_steps: int) -> bool:
         """Every `every_steps` steps but the last; after the last too while a pass of the
-        limit is unconfirmed (`dlm.train.loop.Measurement`)."""
-        self._last_step = step == max_steps
-        if self._last_step:
+        limit is unconfirmed (`dlm.train.loop.Measurement`; `max_steps` is the run's, the
+        one this guard was made with)."""
+        if step >= max_steps:
             return self.passes > 0
         return step % self.every_steps == 0
 
@@ -119,7 +119,7 @@ class GuardStop:
             self.safe_step = step
             self._safe_state = {n: p.detach().clone() for n, p in params.items()}
             return False
-        if self.passes < self.patience and not self._last_step:
+        if self.passes < self.patience and step < self.max_steps:
             return False  # perhaps a transient: the next measurement decides
         import torch
 

@@ -339,6 +339,7 @@ def _guard_stop(run: PreparedRun, base_model: Any) -> GuardStop | None:
     guard = GuardStop(
         examples,
         steps // MEASUREMENTS,
+        steps,
         settings.general_max_increase,
         _scoring_pad_id(run.tokenizer),
         run.hyper.precision,
