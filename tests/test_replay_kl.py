@@ -16,7 +16,7 @@ from tinyllama import tiny_hyper, tiny_llama, train_tiny
 from dlm.train.data import KINDS, collate
 from dlm.train.lm_loss import causal_lm_of
 from dlm.train.model import ModelPlan, prepare_model
-from dlm.train.replay_kl import replay_inputs
+from dlm.train.replay_kl import replay_inputs, weigh_replay
 
 GEN = torch.Generator().manual_seed(5)
 ROWS = [torch.randint(3, 64, (int(n),), generator=GEN).numpy() for n in (10, 7, 9, 12)]
@@ -174,3 +174,31 @@ def test_only_micro_batches_with_replay_positions_run_the_base_and_only_on_their
     seen.clear()
     model(**replay_inputs(mixed_batch(packed=False)))
     assert seen == [4, 2]  # then the base, on the two replay examples of four
+
+
+def test_the_replay_weight_multiplies_the_replay_positions_alone():
+    batch = mixed_batch(packed=False)
+    nll = torch.rand(batch.inputs["input_ids"].shape, generator=GEN)
+    weighed = weigh_replay(nll, batch.kinds, 3.0)
+    is_replay = (batch.kinds == KINDS.index("replay")).view(nll.shape)
+    assert bool(is_replay.any()) and bool((~is_replay).any())
+    assert torch.equal(weighed[is_replay], nll[is_replay] * 3.0) and torch.equal(weighed[~is_replay], nll[~is_replay])
+    assert weigh_replay(nll, batch.kinds, 1.0) is nll
+
+
+@pytest.mark.parametrize("replay_loss", ["ce", "kl"])
+def test_a_replay_weight_trains_other_bytes_only_where_replay_rows_are(replay_loss: str):
+    # ce moves the adapter from the first step; the KL's gradient is 0 until the adapter has moved
+    hyper = tiny_hyper(max_steps=1 if replay_loss == "ce" else 3, batch_size=2, replay_loss=replay_loss)
+
+    def lora(weight: float, kinds: list[str]) -> tuple[dict[str, torch.Tensor], float]:
+        run = train_tiny(KIND_ROWS, hyper=replace(hyper, replay_weight=weight), kinds=kinds, sequence_len=24)
+        return {k: v for k, v in run.model.state_dict().items() if "lora_" in k}, run.train_loss
+
+    (one, loss_one), (two, loss_two) = lora(1.0, ROW_KINDS), lora(2.0, ROW_KINDS)
+    assert any(not torch.equal(one[k], two[k]) for k in one)
+    if replay_loss == "ce":  # one step from the same weights: the loss is reported without the factor
+        assert loss_one == pytest.approx(loss_two)
+    no_replay = ["prose" if k == "replay" else k for k in ROW_KINDS]
+    plain, weighed = lora(1.0, no_replay)[0], lora(2.0, no_replay)[0]
+    assert all(torch.equal(plain[k], weighed[k]) for k in plain)

@@ -32,7 +32,8 @@ def test_a_windows_run_hashes_its_settings_its_batching_rule_its_row_layout_and_
         **{
             k: v
             for k, v in asdict(no_dropout).items()
-            if k not in ("precision", "gradient_checkpointing", "replay_loss")  # replay_loss: only with replay
+            # replay_loss and replay_weight: only with replay
+            if k not in ("precision", "gradient_checkpointing", "replay_loss", "replay_weight")
         },
         "sequence_len": 128,
         "packing": False,
@@ -82,6 +83,14 @@ def test_the_replay_loss_is_hashed_with_the_replay_share_and_only_then():
     assert hyperparameters_sha256(with_kl) != hyperparameters_sha256(with_ce)
     # without replay rows the loss of replay rows trains nothing: the same bytes, the same hash
     assert lock_hyperparameters(kl, 128, True, None) == lock_hyperparameters(ce, 128, True, None)
+
+
+def test_a_replay_weight_other_than_one_is_hashed_with_the_replay_share():
+    weighed = Hyperparameters(**{**asdict(RUN), "replay_weight": 2.0})
+    plain = lock_hyperparameters(RUN, 128, True, None, 0.25)
+    assert "replay_weight" not in plain  # a factor of 1: the bytes of the loss without one, the old hash
+    assert lock_hyperparameters(weighed, 128, True, None, 0.25) == {**plain, "replay_weight": 2.0}
+    assert lock_hyperparameters(weighed, 128, True, None) == lock_hyperparameters(RUN, 128, True, None)
 
 
 def test_synth_repeats_are_hashed_when_synth_rows_train_and_only_then():

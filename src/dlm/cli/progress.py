@@ -79,6 +79,7 @@ def dry_run_lines(plan: Any) -> list[str]:
         lines.append(
             f"replay: {plan.replay_share:.0%} of the examples drawn are general questions the base model answered"
             + (", trained on the KL to its next-token distribution" if plan.replay_loss == "kl" else "")
+            + (f", their loss weighted {plan.replay_weight:g}x" if plan.replay_weight != 1.0 else "")
         )
     return [
         *lines,

@@ -194,7 +194,8 @@ class TrainingConfig(_Strict):
     unless `--nproc` says otherwise). `replay`: the share of examples drawn that are general questions answered by the
     base model itself (`dlm.rows.replay`), 0 turns it off. `replay_loss`: what those rows train on, `ce`
     (cross-entropy of the base's own answer tokens) or `kl` (the KL divergence from the base model's
-    whole next-token distribution at each answer position, `dlm.train.replay_kl`). `recast`: each prose sentence is also trained as
+    whole next-token distribution at each answer position, `dlm.train.replay_kl`).
+    `replay_weight`: the factor on a replay position's loss in the step's loss. `recast`: each prose sentence is also trained as
     a Q/A pair (a cloze question, the sentence as the answer); off by default, as it
     costs paraphrases and teaches a small model no prose fact (docs/benchmarks.md,
     "Recipe sweep"). `checkpoint_every`: optimizer steps (`200`) or training time
@@ -233,6 +234,10 @@ class TrainingConfig(_Strict):
     # (dlm.train.replay_kl): it kept general NLL closer to the base than `ce`, the
     # cross-entropy of the base's greedy answer tokens (docs/evaluation.md, "Replay")
     replay_loss: Literal["ce", "kl"] = "kl"
+    # what a replay position's loss counts for against a document position's in each
+    # step's loss (dlm.train.loop): above 1 the pull back to the base is stronger at
+    # no extra step (docs/evaluation.md, "Replay's share and weight")
+    replay_weight: YamlFloat = Field(default=1.0, gt=0)
     budget: str | int | None = None
     recast: bool = False
     checkpoint_every: str | int | None = "5m"

@@ -7,7 +7,8 @@
                 in `sequence_len` together as one row, their shared prefix once), move to the device
             forward under autocast: per-token NLL with the LM head fused (`FusedLossModel`);
                 with `replay_loss: kl`, KL to the base model at replay positions (`dlm.train.replay_kl`)
-            loss = NLL summed / loss tokens of the whole step (every rank's) * ranks
+            loss = NLL summed (replay positions times `replay_weight`) / loss tokens of the
+                whole step (every rank's) * ranks
             backward (gradients synchronized across ranks on the last micro-batch only)
         clip the gradient norm to 1, step the optimizer and the schedule
         log the step; measure (held-out loss, probes) and checkpoint when due
@@ -54,7 +55,7 @@ from dlm.train.lora import (
     run_activation_bytes,
 )
 from dlm.train.model import ModelPlan, prepare_model
-from dlm.train.replay_kl import replay_inputs
+from dlm.train.replay_kl import replay_inputs, weigh_replay
 from dlm.train.shared_prefix import micro_batch
 
 MAX_GRAD_NORM = 1.0
@@ -305,11 +306,12 @@ def _step(parts: _Parts, run: LoopRun, state: LoopState) -> _Pending:
         last = i == len(plan.micro_batches) - 1
         with parts.accelerator.no_sync(model) if not last else nullcontext(), parts.autocast:
             nll = model(**to_device(inputs, device))  # float32 [B, T]; KL at replay positions with `kl`
-            loss = nll.sum() / plan.loss_tokens * run.world_size
+            kinds = batch.kinds.to(device, non_blocking=True)
+            loss = weigh_replay(nll, kinds, run.hyper.replay_weight).sum() / plan.loss_tokens * run.world_size
             parts.accelerator.backward(loss)
-        flat = nll.detach().reshape(-1)
+        flat = nll.detach().reshape(-1)  # the loss as measured, without the replay factor
         step_loss += flat.sum()
-        kind_sums.scatter_add_(0, batch.kinds.to(device, non_blocking=True), flat)
+        kind_sums.scatter_add_(0, kinds, flat)
         kind_counts += np.bincount(batch.kinds.numpy(), minlength=len(KINDS) + 1)
         tokens += batch.tokens
         state.processed += batch.processed

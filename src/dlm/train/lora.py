@@ -57,6 +57,7 @@ class Hyperparameters:
     precision: str = "float32"  # the resolved dtype name (`dlm.train.precision`)
     gradient_checkpointing: bool | None = None  # None: `gradient_checkpointing(...)` decides
     replay_loss: str = "kl"  # `training.replay_loss`: "ce" or "kl" (`dlm.train.replay_kl`)
+    replay_weight: float = 1.0  # `training.replay_weight`: a replay position's factor in the loss
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,8 @@ def lock_hyperparameters(
     a micro-batch of windows (`dlm.train.shared_prefix.ROW_MODE`); `loop`, the training loop's version
     (`LOOP_MODE`), since the same settings trained other bytes under another loop;
     `instruction_share` and `replay_share` only when set, and `replay_loss` with the
-    replay share (without replay rows it changes nothing); `synth_repeats`, the sightings of
+    replay share (without replay rows it changes nothing), `replay_weight` too when it is
+    not 1 (a factor of 1 trains the bytes of the loss without one); `synth_repeats`, the sightings of
     each synth pair (`dlm.train.recipe.SYNTH_REPEATS`, a constant of the code, not the
     document), only when synth rows train; with LoRA dropout on, `dropout_masks`
     (`dlm.train.dropout.MASKS_MODE`).
@@ -134,7 +136,7 @@ def lock_hyperparameters(
     values = asdict(hyper)
     values.pop("precision")
     values.pop("gradient_checkpointing")  # memory only: the same numbers either way
-    replay_loss = values.pop("replay_loss")
+    replay_loss, replay_weight = values.pop("replay_loss"), values.pop("replay_weight")
     values.update(
         sequence_len=sequence_len,
         packing=PACKING_MODE if packing else False,
@@ -149,6 +151,8 @@ def lock_hyperparameters(
         values.update(instruction_share=instruction_share)
     if replay_share is not None:
         values.update(replay_share=replay_share, replay_loss=replay_loss)
+        if replay_weight != 1.0:  # 1 trains the bytes of a loss without the factor
+            values.update(replay_weight=replay_weight)
     if synth_repeats is not None:
         values.update(synth_repeats=synth_repeats)
     return values

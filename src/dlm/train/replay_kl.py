@@ -217,6 +217,19 @@ class _FusedHeadKL(torch.autograd.Function):
         return grad * grad_kl[:, None].to(grad.dtype), None, None, None
 
 
+def weigh_replay(nll: torch.Tensor, kinds: torch.Tensor, weight: float) -> torch.Tensor:
+    """float32 [B, T] `nll` with each position whose loss is of kind `replay` multiplied by
+    `weight` (`training.replay_weight`), the others as they are; `nll` itself at 1.
+
+    Args:
+        kinds: int64 [B * T], each position's `KINDS` index (`Batch.kinds`), on `nll`'s device.
+    """
+    if weight == 1.0:
+        return nll
+    factor = torch.where(kinds == REPLAY, weight, 1.0).to(nll.dtype)
+    return nll * factor.view(nll.shape)
+
+
 def put_kl(nll: torch.Tensor, rows: torch.Tensor, kl: torch.Tensor) -> torch.Tensor:
     """float32 [B, T] `nll` with `kl` [n] in place of its values at the flat positions
     `rows` [n]; their NLL, if any, takes no gradient."""

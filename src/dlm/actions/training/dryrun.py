@@ -40,7 +40,8 @@ class DryRunReport:
         drawn: examples the run draws per row kind (`instruction`, `synth`, `replay`,
             `prose`, `source`), repeats included.
         synth_by_source: `training.synth` pairs and probes per source kind.
-        replay_share: `training.replay`; replay_loss: `training.replay_loss` (`ce`, `kl`).
+        replay_share: `training.replay`; replay_loss: `training.replay_loss` (`ce`, `kl`);
+            replay_weight: `training.replay_weight`.
     """
 
     steps: int
@@ -57,6 +58,7 @@ class DryRunReport:
     synth_by_source: dict[str, dict[str, int]] = field(default_factory=dict)
     replay_share: float = 0.0
     replay_loss: str = "kl"
+    replay_weight: float = 1.0
 
 
 class _StepTimes(NullSink):
@@ -140,6 +142,7 @@ def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainS
         synth_by_source=run.synth_by_source,
         replay_share=training.replay,
         replay_loss=training.replay_loss,
+        replay_weight=training.replay_weight,
     )
 
 

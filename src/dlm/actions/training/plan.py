@@ -104,6 +104,7 @@ def hyperparameters(training: TrainingConfig, options: TrainOptions) -> Hyperpar
         precision=resolve_precision(training.precision),
         gradient_checkpointing=None if training.gradient_checkpointing == "auto" else training.gradient_checkpointing,
         replay_loss=training.replay_loss,
+        replay_weight=training.replay_weight,
     )
 
 
