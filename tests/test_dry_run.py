@@ -46,7 +46,7 @@ def test_dry_run_prints_the_plan_with_a_measured_eta_and_writes_nothing(tmp_path
     drawn = plan["drawn"]  # the one pair, repeated; the prose section; general questions replayed
     assert drawn["instruction"] > drawn["prose"] >= 1 and drawn["replay"] > 0
     assert sum(drawn.values()) == plan["steps"]  # batch_size 1: one example per step
-    assert plan["replay_share"] == 0.25 and plan["replay_loss"] == "kl"
+    assert plan["replay_share"] == 0.25 and plan["replay_loss"] == "kl" and plan["replay_weight"] == 1.0
     text = CliRunner().invoke(app, ["train", str(path), "--dry-run"])
     assert text.exit_code == 0, text.output
     assert "drawn: " in text.output and "replay: 25% of the examples drawn" in text.output
