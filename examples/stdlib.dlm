@@ -4,8 +4,6 @@ dlm_version: 1
 base_model: smollm2-135m
 system_prompt: You are an expert on the Python standard library. Answer briefly and name the module or file.
 training:
-  lora_r: 8
-  lora_alpha: 16
   learning_rate: 0.003
   # 4 examples per optimizer step in micro-batches of 2: the steps peak near 1.35 GB
   # instead of 1.6 (`batch_size: 4` alone, about 10% faster a step: docs/determinism.md)

@@ -34,11 +34,11 @@ floor = _load()
 
 def test_the_floor_document_is_the_base_models_own_answers(tmp_path: Path) -> None:
     path = tmp_path / "floor.dlm"
-    path.write_text(floor.floor_document(7, {"target_modules": "[gate_proj, up_proj, down_proj]"}), encoding="utf-8")
+    path.write_text(floor.floor_document(7, {"target_modules": "[q_proj, v_proj]"}), encoding="utf-8")
     doc = load_document(path)
     training = doc.frontmatter.training
     assert training.seed == 7 and not training.synth.enabled
-    assert sorted(training.target_modules) == ["down_proj", "gate_proj", "up_proj"]
+    assert sorted(training.target_modules) == ["q_proj", "v_proj"]  # not the default: the setting landed
     pairs = [pair for s in doc.sections if isinstance(s, InstructionSection) for pair in s.pairs]
     prompts = json.loads((ROWS / "replay.json").read_text(encoding="utf-8"))["prompts"]
     answers = json.loads((ROWS / "replay-answers.json").read_text(encoding="utf-8"))["entries"][0]["answers"]

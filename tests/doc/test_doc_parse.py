@@ -37,7 +37,8 @@ def test_minimal_document_takes_every_default() -> None:
     assert fm.dlm_id == ID and fm.dlm_version == 1 and fm.base_model == "smollm2-135m"
     assert fm.system_prompt is None
     assert fm.training == TrainingConfig()
-    assert fm.training.target_modules == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    assert fm.training.target_modules == ["gate_proj", "up_proj", "down_proj"]
+    assert (fm.training.lora_r, fm.training.lora_alpha) == (16, 32)
     assert fm.training.learning_rate == 3e-3 and fm.training.budget is None and not fm.training.recast
     assert fm.training.cache == CacheConfig(enabled=True, max_bytes=10 * 2**30, prune_older_than_days=90)
     assert fm.serve.tokenizer_cache.l1_max_memory == 50 * 2**20

@@ -2,8 +2,8 @@
 when the document does not say.
 
 A 135M model answers a Q/A pair it was trained on once it has seen the pair a dozen
-times (`INSTRUCTION_REPEATS`) with LoRA on every linear layer at learning rate 1e-3 or
-more (the default 3e-3 binds the synth's facts as well; docs/evaluation.md, "The
+times (`INSTRUCTION_REPEATS`) with LoRA on its MLP or on every linear layer at learning
+rate 1e-3 or more (the default 3e-3 binds the synth's facts as well; docs/evaluation.md, "The
 learning rate"):
 the pairs' train loss is near zero by then, and every sighting after it costs general
 ability, the model's NLL on general text rising with every extra step

@@ -5,6 +5,8 @@ base_model: smollm2-135m
 training:
   lora_r: 4
   lora_alpha: 8
+  # every linear layer, pinned: the golden's bytes do not move with the default's layers
+  target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]
   lora_dropout: 0.05  # dropout on: the masks must not depend on the rank that draws them
   learning_rate: 0.001
   max_steps: 4
