@@ -205,7 +205,7 @@ def new_document(
 INIT_TRAINING_KEYS: tuple[tuple[str, str], ...] = (
     ("budget", "how much to train when max_steps is unset: tokens (60k) or time (4m); null: no cap"),
     ("learning_rate", "LoRA step size; 3e-3 makes pairs and facts stick on a small model, lower it for long runs"),
-    ("target_modules", "the layers LoRA adapts; fewer train faster and learn less"),
+    ("target_modules", "the layers LoRA adapts: the MLP; add q_proj, k_proj, v_proj, o_proj for every linear layer"),
     ("lora_r", "rank of each LoRA update: its capacity (and the adapter's size)"),
     ("sequence_len", "longest training example in tokens; longer rows are cut into windows"),
     ("replay", "share of examples that replay the base model's own answers to general questions, so it forgets less"),
