@@ -168,30 +168,34 @@ def parse_settings(pairs: list[str]) -> dict[str, str]:
 
 def train(name: str, fp32: bool, settings: dict[str, str] | None = None) -> dict[str, Any]:
     """One real `dlm train --json` of document `name` (with `settings`: of a copy with
-    those training settings, `settings_copy`): its record (`report`, `lock`,
-    `wall_seconds`, `machine`, `fp32`, `settings`), or `error` with the last lines of
-    stderr."""
+    those training settings, `settings_copy`): `train_document`'s record."""
     settings = settings or {}
     with tempfile.TemporaryDirectory(prefix="dlm-learning-") as tmp:
         doc = settings_copy(name, settings, Path(tmp, "docs")) if settings else DOCS / name / f"{name}.dlm"
-        env = child_env(Path(tmp), fp32)
-        start = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-m", "dlm", "train", str(doc), "--json"], env=env, capture_output=True, text=True
-        )
-        wall = round(time.perf_counter() - start, 1)
-        record: dict[str, Any] = {
-            "doc": name,
-            "wall_seconds": wall,
-            "machine": machine_line(env),
-            "fp32": fp32,
-            "settings": settings,
-        }
-        if done.returncode != 0:
-            return {**record, "error": done.stderr.strip().splitlines()[-5:]}
-        record["report"] = json.loads(done.stdout)
-        locks = list(Path(tmp, "store").glob("*/dlm.lock"))
-        record["lock"] = json.loads(locks[0].read_text(encoding="utf-8")) if locks else None
+        return train_document(name, doc, Path(tmp), fp32, settings)
+
+
+def train_document(name: str, doc: Path, home: Path, fp32: bool, settings: dict[str, str]) -> dict[str, Any]:
+    """One real `dlm train DOC --json` with `home` as its fresh `DLM_HOME` (`child_env`):
+    the record (`doc` = `name`, `report`, `lock`, `wall_seconds`, `machine`, `fp32`,
+    `settings` as given), or `error` with the last lines of stderr."""
+    env = child_env(home, fp32)
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "dlm", "train", str(doc), "--json"], env=env, capture_output=True, text=True
+    )
+    record: dict[str, Any] = {
+        "doc": name,
+        "wall_seconds": round(time.perf_counter() - start, 1),
+        "machine": machine_line(env),
+        "fp32": fp32,
+        "settings": settings,
+    }
+    if done.returncode != 0:
+        return {**record, "error": done.stderr.strip().splitlines()[-5:]}
+    record["report"] = json.loads(done.stdout)
+    locks = list(Path(home, "store").glob("*/dlm.lock"))
+    record["lock"] = json.loads(locks[0].read_text(encoding="utf-8")) if locks else None
     return record
 
 

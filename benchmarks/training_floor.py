@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -73,27 +71,12 @@ def _breaks_section(answer: str) -> bool:
 
 
 def train_floor(seed: int, fp32: bool, settings: dict[str, str]) -> dict[str, Any]:
-    """One `dlm train --json` of the null document at `seed`: the record `learning.train`
-    writes (`report`, `wall_seconds`, `machine`, `fp32`, `settings`), or `error`."""
+    """One `dlm train --json` of the null document at `seed` in a fresh temporary
+    `DLM_HOME`: `learning.train_document`'s record (`settings` with the seed), or `error`."""
     with tempfile.TemporaryDirectory(prefix="dlm-floor-") as tmp:
         doc = Path(tmp, "floor.dlm")
         doc.write_text(floor_document(seed, settings), encoding="utf-8")
-        env = learning.child_env(Path(tmp), fp32)
-        start = time.perf_counter()
-        done = subprocess.run(
-            [sys.executable, "-m", "dlm", "train", str(doc), "--json"], env=env, capture_output=True, text=True
-        )
-        record: dict[str, Any] = {
-            "doc": f"floor-seed-{seed}",
-            "wall_seconds": round(time.perf_counter() - start, 1),
-            "machine": learning.machine_line(env),
-            "fp32": fp32,
-            "settings": {**settings, "seed": str(seed)},
-        }
-        if done.returncode != 0:
-            return {**record, "error": done.stderr.strip().splitlines()[-5:]}
-        record["report"] = json.loads(done.stdout)
-    return record
+        return learning.train_document(f"floor-seed-{seed}", doc, Path(tmp), fp32, {**settings, "seed": str(seed)})
 
 
 def line(record: dict[str, Any]) -> str:
@@ -104,13 +87,11 @@ def line(record: dict[str, Any]) -> str:
     report = record["report"]
     evaluation = report["evaluation"]
     probes = evaluation["general_probes"]
-    base = sum(item["passed"]["base"] for item in probes["items"])
-    adapter = sum(item["passed"]["adapter"] for item in probes["items"])
     change = evaluation["general"]["change_pct"]
     forgotten = ", ".join(f"`{name}`" for name in probes["forgotten"]) or "none"
     return (
         f"| {record['settings']['seed']} | {report['steps']} | {report['train_seconds']:.0f} | "
-        f"{change:+.2f}% | {base} -> {adapter} | {forgotten} |"
+        f"{change:+.2f}% | {probes['passed']['base']} -> {probes['passed']['adapter']} | {forgotten} |"
     )
 
 

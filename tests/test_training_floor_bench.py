@@ -57,7 +57,7 @@ def test_a_run_reads_back_as_its_line() -> None:
     ]
     evaluation = {
         "general": {"change_pct": 1.79},
-        "general_probes": {"items": items, "forgotten": ["unit-cm-in-meter"]},
+        "general_probes": {"items": items, "passed": {"base": 2, "adapter": 2}, "forgotten": ["unit-cm-in-meter"]},
     }
     record = {"settings": {"seed": "42"}, "report": {"steps": 65, "train_seconds": 168.4, "evaluation": evaluation}}
     assert floor.line(record) == "| 42 | 65 | 168 | +1.79% | 2 -> 2 | `unit-cm-in-meter` |"
