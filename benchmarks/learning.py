@@ -1,5 +1,5 @@
-"""What an adapter learns from a document: five `.dlm` documents about made-up codebases
-(`benchmarks/learning/<name>/`: Python, Go, Rust, TypeScript, C), each trained by a real
+"""What an adapter learns from a document: six `.dlm` documents about made-up codebases
+(`benchmarks/learning/<name>/`: Python, Go, Rust, TypeScript, C, Java), each trained by a real
 `dlm train --json` with every training setting at its default, in a fresh temporary
 `DLM_HOME` (the base models from `$DLM_MODELS_DIR`, else this home's), offline.
 

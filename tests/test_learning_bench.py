@@ -28,7 +28,14 @@ SCRIPT = ROOT / "benchmarks" / "learning.py"
 DOCS = ROOT / "benchmarks" / "learning"
 NAMES = sorted(p.parent.name for p in DOCS.glob("*/expect.json"))
 FIXTURE = Path(__file__).parent / "fixtures" / "learning"
-CODE = {"python": (".py",), "go": (".go",), "rust": (".rs",), "typescript": (".ts",), "c": (".c", ".h")}
+CODE = {
+    "python": (".py",),
+    "go": (".go",),
+    "rust": (".rs",),
+    "typescript": (".ts",),
+    "c": (".c", ".h"),
+    "java": (".java",),
+}
 CONFIG = (".yaml", ".yml", ".toml", ".json", ".ini")
 
 
@@ -56,11 +63,11 @@ def _texts(name: str, language: str) -> dict[str, str]:
     return texts
 
 
-def test_five_documents_in_five_languages() -> None:
+def test_six_documents_in_six_languages() -> None:
     languages = [json.loads((DOCS / n / "expect.json").read_text())["language"] for n in NAMES]
     assert sorted(languages) == sorted(CODE)
     ids = {load_document(DOCS / n / f"{n}.dlm").frontmatter.dlm_id for n in NAMES}
-    assert len(ids) == len(NAMES) == 5
+    assert len(ids) == len(NAMES) == 6
 
 
 @pytest.mark.parametrize("name", NAMES)
