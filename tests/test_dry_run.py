@@ -60,3 +60,26 @@ def test_a_kl_replay_run_says_so_and_its_measured_steps_run(tmp_path: Path, smol
     result = CliRunner().invoke(app, ["train", str(path), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "general questions the base model answered, trained on the KL to its next-token" in result.output
+
+
+def test_fixed_steps_say_the_recipe_is_off_and_how_the_examples_train(tmp_path: Path, smollm2_ref):
+    # --max-steps keeps the document's own layout (packed blocks, each pair once): a step
+    # of a small document is then a whole block, which the reason must say
+    path = tmp_path / "doc.dlm"
+    path.write_text(DOC)
+    result = CliRunner().invoke(app, ["train", str(path), "--dry-run", "--json", "--max-steps", "3"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["steps"] == 3
+    assert (
+        plan["steps_reason"]
+        == "--max-steps, not the recipe: packed blocks of up to sequence_len tokens, each example once"
+    )
+    windows = DOC.replace("  batch_size: 1\n", "  batch_size: 1\n  packing: false\n  instruction_share: 0.5\n")
+    path.write_text(windows)
+    result = CliRunner().invoke(app, ["train", str(path), "--dry-run", "--json", "--max-steps", "3"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["steps_reason"] == (
+        "--max-steps, not the recipe: one sequence per example, a micro-batch in one row, "
+        "instruction pairs 50% of what is drawn"
+    )

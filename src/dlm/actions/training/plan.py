@@ -315,7 +315,11 @@ def _examples(
         else None
     )
     if fixed is not None:
-        return _Examples(examples(packing, share), hyper, share, packing, fixed)
+        drawn = f"instruction pairs {share:.0%} of what is drawn" if share is not None else "each example once"
+        reason = f"{fixed}, not the recipe: {_layout(packing)}, {drawn}"
+        if len(train_rows):  # without rows the run stops on that, not on its layout
+            sink.on_note(reason)
+        return _Examples(examples(packing, share), hyper, share, packing, reason)
     per_step = training.batch_size * training.gradient_accumulation_steps * plan.world_size
     for packing in [True, False] if training.packing else [False]:
         recipe = choose_recipe(train_rows, training, plan, _tokens_per_second(store), packing)
@@ -325,12 +329,20 @@ def _examples(
         # a small document packs into a handful of blocks: too few optimizer steps to learn it
         if not packing or recipe.max_steps is not None or steps >= MIN_UPDATES:
             break
-    layout = "packed blocks" if packing else "one sequence per example, a micro-batch in one row"
-    reason = f"recipe: {steps} steps ({recipe.reason}; {len(dataset)} examples, {layout})"
+    reason = f"recipe: {steps} steps ({recipe.reason}; {len(dataset)} examples, {_layout(packing)})"
     sink.on_note(reason)
     if recipe.warning:
         sink.on_message(recipe.warning)
     return _Examples(dataset, replace(hyper, max_steps=steps), share, packing, reason)
+
+
+def _layout(packing: bool) -> str:
+    """How a run's examples form its micro-batches, in the words of its steps' reason."""
+    return (
+        "packed blocks of up to sequence_len tokens"
+        if packing
+        else "one sequence per example, a micro-batch in one row"
+    )
 
 
 def _seed(seed: int) -> DeterminismFlags:
