@@ -259,3 +259,45 @@ def test_a_place_or_a_clause_before_the_verb_is_no_subject_and_no_question_is_it
         "`/dev/ttyAMA0`",
     )
     assert asked(alone) == "Which path, unless `bh.ini` names another?"
+
+
+def test_predicates_joined_by_and_are_stated_one_each_with_the_subject():
+    text = (
+        "The `SlotLedger` class hands out slots of 30 minutes and holds an unconfirmed booking\n"
+        "for 45 minutes. A `Harvester`, defined in `harvest.py`, walks the feeds every 900 seconds\n"
+        "and gives each feed 14 seconds to answer.\n"
+    )
+    got = [(f.name, f.answer, f.subject) for f in prose_facts("notes.md", text)]
+    slots = "The `SlotLedger` class hands out slots of 30 minutes."
+    hold = "The `SlotLedger` class holds an unconfirmed booking for 45 minutes."
+    walks = "A `Harvester`, defined in `harvest.py`, walks the feeds every 900 seconds."
+    gives = "A `Harvester`, defined in `harvest.py`, gives each feed 14 seconds to answer."
+    whole = "A `Harvester`, defined in `harvest.py`, walks the feeds every 900 seconds and gives each feed 14 seconds to answer."
+    assert got == [
+        ("`SlotLedger`", slots, "the `slotledger` class"),
+        ("30 minutes", slots, "the `slotledger` class"),
+        ("`SlotLedger`", hold, "the `slotledger` class"),
+        ("45 minutes", hold, "the `slotledger` class"),
+        # no subject before the verb (a clause between commas): both halves keep the sentence as their unit
+        ("`Harvester`", walks, whole.casefold()),
+        ("`harvest.py`", walks, whole.casefold()),
+        ("900 seconds", walks, whole.casefold()),
+        ("`Harvester`", gives, whole.casefold()),
+        ("`harvest.py`", gives, whole.casefold()),
+        ("14 seconds", gives, whole.casefold()),
+    ]
+    # each number is asked in a statement that holds no other
+    assert [p.answer for p in phrase(got_fact(text, "45 minutes"), 1)] == [f"45 minutes. {hold}"]
+
+
+def test_and_before_a_noun_or_a_part_without_a_span_does_not_split():
+    for sentence in (
+        "Tarnwick copies files and directories to `/var/backup`.",  # "directories": no object follows
+        "Tarnwick reads RSS 2.0 and Atom.",
+        "The Larder keeps the newest 240 entries and drops the rest after every write.",  # no span after `and`
+    ):
+        assert {f.answer for f in prose_facts("notes.md", sentence)} <= {sentence}
+
+
+def got_fact(text: str, name: str) -> Fact:
+    return next(f for f in prose_facts("notes.md", text) if f.name == name)

@@ -15,6 +15,10 @@ Rules:
   with `:` states what it says before the colon ("Saltmarsh exports metrics under
   `/saltmetrics`:" -> "... under `/saltmetrics`."), and one with no span there gives
   no fact, as any other;
+- a statement whose predicates are joined by `and` ("... hands out slots of 30 minutes
+  and holds a booking for 45 minutes.") is one statement per predicate, each with the
+  words before the first verb (`conjuncts`), where every part holds a span: each
+  answer then states one fact, not a neighbour's number beside it;
 - a sentence's subject is its words before the first verb (an auxiliary such as
   `is`/`can`/`has`, a verb of making such as `wrote`/`started`/`built`, or a lowercase
   word past the first ending in `s`: "The ferry daemon listens ..."; right after a
@@ -139,7 +143,8 @@ def prose_facts(relpath: str, text: str, first_line: int = 1) -> list[Fact]:
                 continue
             at = first_line - 1 + line + block.count("\n", 0, offset)
             unit = (subject or sentence).casefold()
-            facts += [Fact("statement", relpath, at, span, what, sentence, unit) for what, span in spans(sentence)]
+            for part in conjuncts(sentence):
+                facts += [Fact("statement", relpath, at, span, what, part, unit) for what, span in spans(part)]
     return facts
 
 
@@ -222,13 +227,59 @@ def sentence_subject(sentence: str) -> str | None:
         words[0] == "This" and len(words) > 1 and _verb(words[1].strip(",;:"), after_first=True)
     ):
         return words[0]
+    verb = _first_verb(words)
+    if verb is None:
+        return None
+    subject = " ".join(words[:verb])
+    if "," in subject or ":" in subject:
+        return None  # a clause or a label before the subject: which words are it is unknown
+    return subject if subject[:1].isupper() or subject[:1] == "`" else None
+
+
+def _first_verb(words: list[str]) -> int | None:
+    """The index of the sentence's first verb among its first `MAX_SUBJECT_WORDS + 1` words."""
     for i, word in enumerate(words[: MAX_SUBJECT_WORDS + 1]):
         if i and _verb(word, after_first=i > 1 or not words[0][:1].isupper() or _object_follows(words, i)):
-            subject = " ".join(words[:i])
-            if "," in subject or ":" in subject:
-                return None  # a clause or a label before the subject: which words are it is unknown
-            return subject if subject[:1].isupper() or subject[:1] == "`" else None
+            return i
     return None
+
+
+def conjuncts(sentence: str) -> list[str]:
+    """A statement whose predicates are joined by `and` as one statement per predicate,
+    each with the words before the first verb ("The Ledger hands out slots of 30
+    minutes and holds a booking for 45 minutes." -> "The Ledger hands out slots of 30
+    minutes.", "The Ledger holds a booking for 45 minutes."); else `[sentence]`.
+
+    A predicate starts at `and` followed by a verb's `-s` form or a verb of `VERBS` and
+    then what opens its object (a determiner, a capitalised word, a number or a code
+    span: "and gives each feed ...", not "copies files and directories to ..."). The
+    sentence is split only where every part holds a salient span: two facts stated in
+    one answer are learnt bound to each other (a neighbour's number answers the other's
+    question), and each part alone is still a sentence about the same subject.
+    """
+    words = sentence.split(" ")
+    verb = _first_verb(words)
+    if verb is None:
+        return [sentence]
+    cuts = [
+        i
+        for i in range(verb + 1, len(words) - 2)
+        if words[i] == "and" and _verb(words[i + 1], after_first=True) and _opens_object(words[i + 2])
+    ]
+    if not cuts:
+        return [sentence]
+    head = words[:verb]
+    bounds = [verb, *cuts, len(words)]
+    parts = [
+        " ".join(head + words[a + (1 if a in cuts else 0) : b]).rstrip(",.") + "."
+        for a, b in itertools.pairwise(bounds)
+    ]
+    return parts if all(spans(part) for part in parts) else [sentence]
+
+
+def _opens_object(word: str) -> bool:
+    """Whether `word` opens a verb's object: a determiner, a capital, a number or a code span."""
+    return word.lower() in _OBJECT_OPENERS or word[:1].isupper() or word[:1].isdigit() or word[:1] == "`"
 
 
 def _object_follows(words: list[str], i: int) -> bool:
