@@ -290,6 +290,11 @@ def test_predicates_joined_by_and_are_stated_one_each_with_the_subject():
     assert [p.answer for p in phrase(got_fact(text, "45 minutes"), 1)] == [f"45 minutes. {hold}"]
 
 
+def test_the_last_predicate_keeps_the_sentences_end():
+    said = "Tarnwick polls every 900 seconds and keeps the newest 240 entries!"
+    assert [f.answer for f in prose_facts("notes.md", said)][-1] == "Tarnwick keeps the newest 240 entries!"
+
+
 def test_and_before_a_noun_or_a_part_without_a_span_does_not_split():
     for sentence in (
         "Tarnwick copies files and directories to `/var/backup`.",  # "directories": no object follows

@@ -270,10 +270,8 @@ def conjuncts(sentence: str) -> list[str]:
         return [sentence]
     head = words[:verb]
     bounds = [verb, *cuts, len(words)]
-    parts = [
-        " ".join(head + words[a + (1 if a in cuts else 0) : b]).rstrip(",.") + "."
-        for a, b in itertools.pairwise(bounds)
-    ]
+    parts = [" ".join(head + words[a + (1 if a in cuts else 0) : b]) for a, b in itertools.pairwise(bounds)]
+    parts = [part.rstrip(",") + "." for part in parts[:-1]] + parts[-1:]  # the last keeps the sentence's end
     return parts if all(spans(part) for part in parts) else [sentence]
 
 
@@ -290,12 +288,7 @@ def _object_follows(words: list[str], i: int) -> bool:
     first, following = words[0], words[i + 1] if i + 1 < len(words) else ""
     if i != 1 or first in _DETERMINERS | _PRONOUNS | _NOT_SUBJECTS or first.endswith("ly"):
         return False  # "The parameters `env` ...", "Synchronously copies `src` ...": no name opens it
-    return (
-        following.lower() in _OBJECT_OPENERS
-        or following[:1].isupper()
-        or following[:1].isdigit()
-        or following[:1] == "`"
-    )
+    return _opens_object(following)
 
 
 def _proper(subject: str | None) -> bool:
