@@ -269,8 +269,8 @@ def conjuncts(sentence: str) -> list[str]:
     if not cuts:
         return [sentence]
     head = words[:verb]
-    bounds = [verb, *cuts, len(words)]
-    parts = [" ".join(head + words[a + (1 if a in cuts else 0) : b]) for a, b in itertools.pairwise(bounds)]
+    starts, ends = [verb, *(cut + 1 for cut in cuts)], [*cuts, len(words)]  # each predicate without its `and`
+    parts = [" ".join(head + words[a:b]) for a, b in zip(starts, ends, strict=True)]
     parts = [part.rstrip(",") + "." for part in parts[:-1]] + parts[-1:]  # the last keeps the sentence's end
     return parts if all(spans(part) for part in parts) else [sentence]
 
