@@ -57,6 +57,7 @@ def train_tiny(
     sink: Any = None,
     measurements: Any = (),
     kinds: list[str] | None = None,
+    n_prompt: list[int] | None = None,
     packing: bool = False,
     sequence_len: int = 12,
     vocab: int = 64,
@@ -73,7 +74,7 @@ def train_tiny(
     from dlm.train.dataset import build_dataset
     from dlm.train.loop import LoopRun, train
 
-    tokenized = token_rows(rows, kinds)
+    tokenized = token_rows(rows, kinds, n_prompt)
     dataset = build_dataset(tokenized, sequence_len, packing)
     loop_run = LoopRun(
         hyper=run.pop("hyper", tiny_hyper()),

@@ -242,6 +242,26 @@ class _Parts:
     autocast: Any
 
 
+def run_schedule(run: LoopRun) -> Schedule:
+    """The order `run` trains its examples in (`dlm.train.data.Schedule`), every rank's."""
+    hyper, dataset = run.hyper, run.dataset
+    return Schedule(
+        dataset.lengths,
+        dataset.loss_tokens,
+        hyper.batch_size,
+        hyper.gradient_accumulation_steps,
+        run.world_size,
+        hyper.seed,
+        run.sequence_len,
+        dataset.originals,
+    )
+
+
+def run_steps(run: LoopRun, schedule: Schedule) -> int:
+    """The optimizer steps `run` takes: `max_steps`, else its epochs' steps."""
+    return run.hyper.max_steps or schedule.steps_for(run.hyper.num_epochs)
+
+
 def _set_up(base: Any, run: LoopRun, state: LoopState, measurements: Sequence[Measurement]) -> _Parts:
     """The model (`prepare_model`), the schedule, AdamW and the linear decay, restored
     from `run.resume_from` when set, and handed to accelerate."""
@@ -258,18 +278,8 @@ def _set_up(base: Any, run: LoopRun, state: LoopState, measurements: Sequence[Me
         checkpointing = gradient_checkpointing(estimate, device_memory("cuda" if on_cuda else "cpu"))
     plan = ModelPlan(hyper, run.rank, run.world_size, forwards_done=state.forwards, checkpointing=checkpointing)
     model = prepare_model(base, plan)
-    dataset = run.dataset
-    schedule = Schedule(
-        dataset.lengths,
-        dataset.loss_tokens,
-        hyper.batch_size,
-        hyper.gradient_accumulation_steps,
-        run.world_size,
-        hyper.seed,
-        run.sequence_len,
-        dataset.originals,
-    )
-    max_steps = hyper.max_steps or schedule.steps_for(hyper.num_epochs)
+    schedule = run_schedule(run)
+    max_steps = run_steps(run, schedule)
     params = [p for p in model.peft_model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=hyper.learning_rate, weight_decay=0.0, fused=on_cuda or None)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, (max_steps - s) / max_steps))

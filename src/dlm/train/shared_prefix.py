@@ -104,10 +104,10 @@ def collate_row(
         raise ValueError("cannot collate an empty batch")
     if any("position_ids" in e for e in examples):
         raise ValueError("packed blocks keep their own layout")
-    p = shared_prefix(examples)
-    total = p + sum(len(e["input_ids"]) - p for e in examples)
-    if limit is not None and total > limit:
+    fit = _row_fit(examples, limit)
+    if fit is None:
         return None
+    p, total = fit
     n = padded_length(total, limit)
     ids = np.full(n, pad_id, dtype=np.int64)
     labels = np.full(n, -100, dtype=np.int64)
@@ -136,6 +136,26 @@ def collate_row(
         "loss_rows": torch.from_numpy(np.flatnonzero(next_labels != -100).astype(np.int64)),
     }
     return Batch(inputs, torch.from_numpy(kinds), total, n, torch.from_numpy(segments))
+
+
+def _row_fit(examples: Sequence[dict[str, np.ndarray]], limit: int | None) -> tuple[int, int] | None:
+    """(shared prefix, real tokens) of `examples` laid out as one row, or None when that
+    row would be longer than `limit` tokens."""
+    p = shared_prefix(examples)
+    total = p + sum(len(e["input_ids"]) - p for e in examples)
+    return None if limit is not None and total > limit else (p, total)
+
+
+def layout_tokens(examples: Sequence[dict[str, np.ndarray]], limit: int | None = None) -> tuple[int, int]:
+    """(real tokens, processed tokens) of the layout `micro_batch` gives `examples`, the
+    `Batch.tokens` and `Batch.processed` it would return, without building the batch: a
+    run's plan counts every micro-batch before step 1 (`dlm.train.workload`)."""
+    if not any("position_ids" in e for e in examples):
+        fit = _row_fit(examples, limit)
+        if fit is not None:
+            return fit[1], padded_length(fit[1], limit)
+    sizes = [len(e["input_ids"]) for e in examples]
+    return sum(sizes), len(sizes) * padded_length(max(sizes), limit)
 
 
 def micro_batch(

@@ -1,5 +1,5 @@
 """What a run measures about itself besides the train loss: the held-out loss at each
-measurement, and the tokens it plans to process (for a token-based ETA).
+measurement (the tokens it plans to process, for the ETA: `dlm.train.workload`).
 
 Library code only: measurements go to the metrics database and to the run's sink
 (`on_eval`, `on_plan`), which the CLI renders.
@@ -14,22 +14,6 @@ from typing import Any
 from dlm.metrics import EvalRecord, MetricsDB
 from dlm.train.base_score import BaseScoreMemo
 from dlm.train.evaluate import EvalResult, EvalSet, heldout_loss
-
-
-def planned_tokens(dataset: Any, max_steps: int | None, examples_per_step: int, epochs: float) -> int:
-    """Non-padding tokens a run will process: every example's length is known up front.
-
-    With `max_steps` the run processes `max_steps * examples_per_step` examples, cycling
-    over the dataset; their mean length is the dataset's (exact for whole epochs, an
-    estimate when `max_steps` ends inside one, since the shuffled order is not replayed).
-    """
-    n = len(dataset)
-    if n == 0:
-        return 0
-    total = int(dataset.total_tokens)
-    if max_steps is None:
-        return int(round(total * epochs))
-    return int(round(total / n * max_steps * examples_per_step))
 
 
 def _record(phase: str, step: int, result: EvalResult) -> EvalRecord:

@@ -4,10 +4,13 @@ nothing written to the store.
 The plan is `prepare`'s (the same rows, examples, steps and lock check as `dlm train`),
 with the tokenized-section cache bypassed so the store is not touched. The time is
 measured, not estimated from a table: the base model is loaded and trained for
-`MEASURED_STEPS` real optimizer steps in a temporary folder; the first step carries
-one-off costs (allocation, kernel selection), so the rate is the last step's tokens per
-second, and the ETA is the run's planned tokens at that rate. Held-out scoring and the
-probe report after training are not included.
+`MEASURED_STEPS` real optimizer steps in a temporary folder. The first step carries
+one-off costs (allocation, kernel selection), so the rate is the tokens per second of
+the steps after it, and the ETA is the run's planned tokens at that rate. Both count
+tokens as the loop does (`dlm.train.workload`). One step is not enough: a step whose
+examples are replay rows also runs the base model over them (`dlm.train.replay_kl`) and
+takes about twice the time per token of a step of short Q/A pairs, so one step's rate
+can be either. Held-out scoring and the probe report after training are not included.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dlm.actions.training.types import DEFAULT_OPTIONS, NullSink, TrainOptions, 
 from dlm.errors import TrainingError
 from dlm.train.distributed import RankGroup, RankInfo, make_plan
 
-MEASURED_STEPS = 2
+MEASURED_STEPS = 4  # the first one's time is not used
 
 
 @dataclass(frozen=True)
@@ -33,8 +36,8 @@ class DryRunReport:
         steps: optimizer steps the run would take; `steps_reason` says who chose them.
         examples: training examples (windows or packed blocks).
         planned_tokens: tokens the run would process, padding excluded.
-        seconds_per_step: wall-clock seconds of the last measured step.
-        tokens_per_second: that step's rate (padding excluded).
+        seconds_per_step: wall-clock seconds per measured step, the first left out.
+        tokens_per_second: those steps' rate (padding excluded).
         eta_seconds: `planned_tokens / tokens_per_second`, training steps only.
         measured_steps: real steps timed on this machine to get the rate.
         drawn: examples the run draws per row kind (`instruction`, `synth`, `replay`,
@@ -89,10 +92,9 @@ def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainS
 
     from dlm.actions.training.publish import loop_run
     from dlm.models import load_model
-    from dlm.train.data import epoch_steps
     from dlm.train.loop import train
     from dlm.train.precision import training_device
-    from dlm.train.tracking import planned_tokens
+    from dlm.train.workload import step_tokens
 
     sink = sink or NullSink()
     doc, store = open_document(path)
@@ -114,20 +116,17 @@ def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainS
     )
     hyper = run.hyper
     per_step = hyper.batch_size * hyper.gradient_accumulation_steps
-    # the loop's own rule (`dlm.train.data.epoch_steps`), so the plan is the run's
-    steps = hyper.max_steps or epoch_steps(
-        len(run.dataset), hyper.batch_size, hyper.gradient_accumulation_steps, hyper.num_epochs
-    )
-    planned = planned_tokens(run.dataset, run.hyper.max_steps, per_step, run.hyper.num_epochs)
+    tokens = step_tokens(loop_run(run, None, None))  # the loop's schedule and layout
+    steps, planned = len(tokens), int(tokens.sum())
     times = _StepTimes()
     sink.on_note(f"measuring {MEASURED_STEPS} real steps on this machine")
     measured = replace(run, hyper=replace(run.hyper, max_steps=MEASURED_STEPS))
     train(load_model(run.ref, device=training_device()), loop_run(measured, None, None), times)
     if len(times.seen) < MEASURED_STEPS:
         raise TrainingError("dry run: the measured steps did not complete; run `dlm train` to see why")
-    (t1, n1), (t2, n2) = times.seen[-2], times.seen[-1]
-    seconds = max(t2 - t1, 1e-9)
-    rate = (n2 - n1) / seconds if n2 > n1 else None
+    (t1, n1), (t2, n2) = times.seen[0], times.seen[MEASURED_STEPS - 1]
+    seconds = max(t2 - t1, 1e-9) / (MEASURED_STEPS - 1)
+    rate = (n2 - n1) / (seconds * (MEASURED_STEPS - 1)) if n2 > n1 else None
     eta = planned / rate if rate else seconds * steps
     return DryRunReport(
         steps=steps,

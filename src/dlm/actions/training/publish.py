@@ -33,7 +33,8 @@ from dlm.train.heldout import subset
 from dlm.train.loop import LoopRun, Measurement, train
 from dlm.train.lora import LoraResult
 from dlm.train.precision import hold_frozen_embeddings, training_device
-from dlm.train.tracking import HeldOutTracker, planned_tokens
+from dlm.train.tracking import HeldOutTracker
+from dlm.train.workload import step_tokens
 
 if TYPE_CHECKING:
     from dlm.judge.guard_stop import GuardStop
@@ -52,14 +53,8 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
         staging = _open_run(run, metrics, sink)
         checkpoints = staging / "checkpoints"
         recorder = _StepRecorder(metrics, run.run_id, sink)
-        sink.on_plan(
-            planned_tokens(
-                run.dataset,
-                run.hyper.max_steps,
-                run.hyper.batch_size * run.hyper.gradient_accumulation_steps * run.plan.world_size,
-                run.hyper.num_epochs,
-            )
-        )
+        view = loop_run(run, checkpoints, metrics)
+        sink.on_plan(int(step_tokens(view).sum()))
         try:
             model = load_model(run.ref, device=training_device())  # scored where it trains
             # the base model is scored with the embedding lookups the steps will use
@@ -69,7 +64,7 @@ def train_and_publish(run: PreparedRun, sink: TrainSink) -> TrainReport:
             probes = _probe_tracker(run, metrics)
             guard = _guard_stop(run, model)
             measurements: list[Measurement] = [heldout, *([probes] if probes else []), *([guard] if guard else [])]
-            result = train(model, loop_run(run, checkpoints, metrics), recorder, measurements)
+            result = train(model, view, recorder, measurements)
             stopped = guard.note() if guard is not None else None
             if stopped is not None:
                 sink.on_note(stopped)
