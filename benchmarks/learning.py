@@ -230,12 +230,22 @@ def summarize(record: dict[str, Any], expect: dict[str, Any]) -> Line:
         general_change=f"{general['change_pct']:+.2f}%" if general else "n/a",
         guard_peak=_guard_peak(report.get("guard")),
         general_probes=f"{probes['passed']['base']} -> {probes['passed']['adapter']}" if probes else "n/a",
-        forgotten=(", ".join(probes["forgotten"]) or "-") if probes else "n/a",
+        forgotten=_forgotten(probes),
         train_seconds=f"{report['train_seconds']:.0f} ({record['wall_seconds']:.0f} wall)",
         padding=_share(report.get("padding_fraction")),
         loss_tokens=_share(report.get("real_token_fraction")),
         precision=lock.get("precision", "n/a"),
     )
+
+
+def _forgotten(probes: dict[str, Any] | None) -> str:
+    """The general probes forgotten, then those whose greedy reply tipped at the base's
+    margin (`dlm.judge.forgetting`): "code-add (tipped: unit-cm-in-meter)"; "n/a" without
+    general probes."""
+    if not probes:
+        return "n/a"
+    tipped = [pid for pid in probes.get("flipped", []) if pid not in probes["forgotten"]]
+    return (", ".join(probes["forgotten"]) or "-") + (f" (tipped: {', '.join(tipped)})" if tipped else "")
 
 
 def _guard_peak(guard: dict[str, Any] | None) -> str:

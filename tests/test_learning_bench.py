@@ -156,6 +156,12 @@ def test_summarize_names_the_facts_that_passed() -> None:
     assert learning.summarize(record, expect).guard_peak == "+3.60% (step 21)"
     record["report"]["guard"]["stopped_at"] = 42
     assert learning.summarize(record, expect).guard_peak == "stopped at 42"
+    # a flip the drawn replies do not confirm is named apart from what was forgotten
+    flips = {"passed": {"base": 13, "adapter": 11}, "flipped": ["code-add", "unit-cm-in-meter"]}
+    record["report"]["evaluation"]["general_probes"] = {**flips, "forgotten": ["code-add"]}
+    assert learning.summarize(record, expect).forgotten == "code-add (tipped: unit-cm-in-meter)"
+    record["report"]["evaluation"]["general_probes"] = {**flips, "forgotten": []}
+    assert learning.summarize(record, expect).forgotten == "- (tipped: code-add, unit-cm-in-meter)"
 
 
 def test_report_only_prints_the_table(tmp_path: Path) -> None:

@@ -114,9 +114,10 @@ def test_train_ends_with_the_probe_report(trained) -> None:
     probes = evaluation["general_probes"]
     assert probes["total"] == 16 and probes["passed"]["base"] + len(probes["skipped"]) == 16
     assert probes["passed"]["base"] >= 6 and probes["passed"]["adapter"] <= probes["passed"]["base"]
-    assert len(probes["forgotten"]) == probes["passed"]["base"] - probes["passed"]["adapter"]
+    assert len(probes["flipped"]) == probes["passed"]["base"] - probes["passed"]["adapter"]
     # 24 steps at a high learning rate on one answer: the adapter answers general questions
-    # with it, and the report names what it forgot and warns
+    # with it, its drawn replies too, and the report names what it forgot and warns
+    assert set(probes["forgotten"]) <= set(probes["flipped"]) and probes["samples"] == 16
     assert len(probes["forgotten"]) >= 3 and "capital-france" in probes["forgotten"]
     assert any(w.startswith("general probes: the adapter fails") for w in evaluation["warnings"])
     with pytest.MonkeyPatch.context() as mp:

@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from dlm.cli.eval_cmd import print_report, report_lines
-from dlm.judge.forgetting import base_check, forgotten_warning, general_probe_items, probe_results
+from dlm.judge.forgetting import (
+    FORGOTTEN_P,
+    base_check,
+    fewer_passes_p,
+    forgotten_warning,
+    general_probe_items,
+    probe_results,
+    sample_flips,
+)
 from dlm.judge.general import GeneralProbe, GeneralProbeSet, load_general_probes, parse_general_probes
 from dlm.judge.report import EvalReport, rejudged
 
@@ -83,8 +91,8 @@ def test_the_report_json_holds_the_probes_and_a_remembered_one_is_judged_again(s
     report = EvalReport("v0001", {}, [], None, general_probes=probe_results(probes, replies, replies))
     data = json.loads(json.dumps(report.as_dict()))
     shape = data["general_probes"]
-    assert set(shape) == {"set", "total", "passed", "forgotten", "skipped", "items"}
-    assert shape["set"] == SMALL.sha256 and shape["forgotten"] == [] and shape["skipped"] == []
+    assert set(shape) == {"set", "total", "passed", "flipped", "forgotten", "samples", "skipped", "items"}
+    assert shape["set"] == SMALL.sha256 and shape["forgotten"] == shape["flipped"] == [] and shape["skipped"] == []
     assert shape["items"][1] == {
         "id": "code-reverse-string",
         "question": "Write a Python function that reverses a string.",
@@ -105,6 +113,97 @@ def test_the_report_json_holds_the_probes_and_a_remembered_one_is_judged_again(s
     out = capsys.readouterr()
     assert "general probes: passed base 3/3 -> adapter 2/3" in out.out and "Not Paris." in out.out
     assert "general probes: the adapter fails 1 of the 3" in out.err
+
+
+@pytest.mark.parametrize(
+    ("base", "adapter", "samples", "p"),
+    [
+        (1, 0, 1, 1 / 2),  # one pass between two draws: either side holds it as likely
+        (2, 0, 2, 1 / 6),  # both passes on the base's side: 1 of C(4, 2) ways
+        (4, 0, 4, 1 / 70),
+        (3, 0, 4, 4 / 56),  # C(4, 3) of C(8, 3): not yet below 0.05
+        (12, 6, 16, 0.0366),
+        (8, 8, 16, 0.6378),
+        (0, 0, 16, 1.0),  # nobody passes: nothing to tell
+        (5, 9, 16, 0.9634),
+    ],
+)
+def test_fewer_passes_is_fishers_one_sided_exact_test(base: int, adapter: int, samples: int, p: float) -> None:
+    # the larger tables' values are scipy.stats.fisher_exact's, alternative="greater", on
+    # [[base passes, base fails], [adapter passes, adapter fails]]
+    assert fewer_passes_p(base, adapter, samples) == pytest.approx(p, abs=1e-4)
+
+
+def test_fewer_passes_refuses_counts_past_the_samples() -> None:
+    with pytest.raises(ValueError, match="of 4 samples"):
+        fewer_passes_p(5, 0, 4)
+
+
+def test_a_flip_is_forgotten_only_when_the_drawn_replies_say_so(smollm2_tokenizer, capsys) -> None:
+    probes = general_probe_items(smollm2_tokenizer, None, SMALL)
+    base = ["Paris.", "def r(s): return s[::-1]", "7 days."]
+    adapter = ["Lyon.", "See reverse.py.", "7 days."]  # two flips
+    drawn = {
+        "capital-france": {"base": ["Paris."] * 12 + ["Lyon."] * 4, "adapter": ["Paris."] + ["Lyon."] * 15},
+        "code-reverse-string": {
+            "base": ["def r(s): s[::-1]"] * 4 + ["no"] * 12,
+            "adapter": ["def r(s): s[::-1]"] * 4 + ["no"] * 12,
+        },
+    }
+    results = probe_results(probes, base, adapter, drawn)
+    assert results["flipped"] == ["capital-france", "code-reverse-string"] and results["samples"] == 16
+    # 12 of 16 against 1 of 16 is forgotten; 4 against 4 is a greedy reply tipped at the margin
+    assert results["forgotten"] == ["capital-france"]
+    france, code = results["items"][0]["sampled"], results["items"][1]["sampled"]
+    assert france["passed"] == {"base": 12, "adapter": 1} and france["p"] < FORGOTTEN_P
+    assert code["passed"] == {"base": 4, "adapter": 4} and code["p"] > 0.5
+    assert "sampled" not in results["items"][2]  # not a flip: nothing drawn
+    warning = forgotten_warning(results)
+    assert warning is not None and "fails 1 of the 3" in warning and "fewer of 16 drawn replies" in warning
+    report = EvalReport("v0001", {}, [], None, general_probes=results, warnings=[warning])
+    assert (
+        "  general probes: passed base 3/3 -> adapter 1/3; [red]forgotten[/]: capital-france (drawn 12/16 -> 1/16); "
+        "tipped at the base's margin: code-reverse-string (drawn 4/16 -> 4/16)"
+    ) in report_lines(report.as_dict())
+    # remembered and judged again: the drawn replies are judged again too
+    data = json.loads(json.dumps(report.as_dict()))
+    again = rejudged(EvalReport.from_dict(data), [], probes)
+    assert again.general_probes == results
+    # without drawn replies (general_samples 0) every flip is forgotten
+    assert probe_results(probes, base, adapter)["forgotten"] == ["capital-france", "code-reverse-string"]
+    # every flip tipped at the margin: nothing forgotten, no warning
+    tipped = {**drawn, "capital-france": {"base": ["Paris."] * 3 + ["x"] * 13, "adapter": ["Paris."] * 2 + ["x"] * 14}}
+    assert forgotten_warning(probe_results(probes, base, adapter, tipped)) is None
+
+
+@pytest.mark.integration
+def test_drawn_replies_are_seeded_and_tell_a_wrecked_adapter_from_the_base(smollm2_ref, smollm2_tokenizer) -> None:
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from dlm.models import load_model
+
+    model = load_model(smollm2_ref, device=torch.device("cpu"))
+    config = LoraConfig(r=4, lora_alpha=8, target_modules=["gate_proj", "up_proj", "down_proj"])
+    peft = get_peft_model(model, config, adapter_name="trained")
+    one = GeneralProbeSet((GeneralProbe("capital-japan", "What is the capital of Japan?", ("Tokyo",)),), SMALL.sha256)
+    probes = general_probe_items(smollm2_tokenizer, None, one)
+    torch.manual_seed(5)
+    state = torch.random.get_rng_state()
+    first = sample_flips(peft, smollm2_tokenizer, probes, ["capital-japan"], "trained", 8, 16, seed=1)
+    assert torch.equal(torch.random.get_rng_state(), state)  # the caller's generator is left as it was
+    assert sample_flips(peft, smollm2_tokenizer, probes, ["capital-japan"], "trained", 8, 16, seed=1) == first
+    assert sample_flips(peft, smollm2_tokenizer, probes, ["capital-japan"], "trained", 8, 16, seed=2) != first
+    assert len(set(first["capital-japan"]["base"])) > 1  # drawn, not greedy: the replies differ
+    with torch.no_grad():  # an adapter that wrecks every MLP
+        for name, param in peft.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 1.0)
+    wrecked = sample_flips(peft, smollm2_tokenizer, probes, ["capital-japan"], "trained", 8, 16, seed=1)
+    results = probe_results(probes, ["Tokyo."], ["Kyoto."], wrecked)
+    sampled = results["items"][0]["sampled"]
+    assert sampled["passed"]["adapter"] == 0 and sampled["passed"]["base"] >= 5
+    assert results["forgotten"] == ["capital-japan"]
 
 
 @pytest.mark.integration

@@ -191,6 +191,7 @@ def judge_trained(
         precision=resolve_precision(doc.frontmatter.training.precision),
         reuse=reuse,
         general_probes=general_probes(doc, tokenizer),
+        general_samples=settings.general_samples,
     )
 
 

@@ -83,7 +83,10 @@ class EvalConfig(_Strict):
     probe report (instruction pairs and probes on base, adapter and null adapter, the
     general-ability guard; off, the probes are not scored during training either,
     unless `keep_best` needs them); `max_new_tokens`: length of each greedy answer;
-    `general_max_increase`: percent rise of the general set's NLL over the base that
+    `general_samples`: replies drawn of the base and the adapter for each general probe
+    the adapter fails greedily where the base passes, to tell a forgotten probe from a
+    greedy reply tipped at the base's margin (`dlm.judge.forgetting`; 0: every such probe
+    is forgotten); `general_max_increase`: percent rise of the general set's NLL over the base that
     warns; `guard_stop`: measure a sample of the general set during training and stop
     past `general_max_increase` at `guard_patience` measurements in a row (one past it
     early in a run is often a transient the next one is back from), keeping the last
@@ -95,6 +98,7 @@ class EvalConfig(_Strict):
     every_steps: int | None = Field(default=None, gt=0)
     judge: bool = True
     max_new_tokens: int = Field(default=48, gt=0, le=1024)
+    general_samples: int = Field(default=16, ge=0, le=256)
     general_max_increase: YamlFloat = Field(default=5.0, ge=0)
     guard_stop: bool = True
     guard_patience: int = Field(default=2, gt=0)

@@ -9,23 +9,40 @@ document's system prompt), answered greedily, judged by the pass rule
 
 - a probe the base model answers wrong is skipped: it says nothing about the adapter
   (the base may fail it under this document's system prompt or `max_new_tokens`);
-- a probe the base answers right and the adapter wrong is *forgotten*, and any
-  forgotten probe adds a warning to the report.
+- a probe the base answers right and the adapter wrong is a *flip*;
+- a flip is *forgotten* when, asked `samples` more times of each model with replies
+  drawn at `SAMPLE_TEMPERATURE` (`training.eval.general_samples`), the adapter passes
+  significantly fewer of them than the base: Fisher's exact test, one-sided
+  (`fewer_passes_p`), below `FORGOTTEN_P`. Any forgotten probe adds a warning.
+
+Why a flip is not enough: a 135M base answers some of its general probes right greedily
+on a narrow margin (docs/evaluation.md, "How firmly the base knows its general
+probes": "How many centimeters are in a meter?" right in 3 to 6 of 20 draws), and any
+change of the weights, a document of the base's own answers included, can tip that
+greedy reply while the model answers as often right as before. Drawn replies count how
+often each model is right; only the flips are drawn, so a report without flips costs
+nothing more. With `samples` 0 every flip is forgotten.
 
 The report's `general_probes` (JSON):
 
     {"set": "sha256:<hex>",                 # the probe file (GeneralProbeSet.sha256)
      "total": 16,                           # probes in the set
-     "passed": {"base": 15, "adapter": 14}, # adapter: of the probes the base passed
-     "forgotten": ["code-add"],             # the base passed, the adapter failed
-     "skipped": ["unit-cm-in-meter"],       # the base failed: not counted
+     "passed": {"base": 15, "adapter": 13}, # greedy; adapter: of the probes the base passed
+     "flipped": ["code-add", "unit-cm-in-meter"],  # the base passed, the adapter failed
+     "forgotten": ["code-add"],             # flips the drawn replies confirm
+     "samples": 16,                         # draws per model of each flip (0: none)
+     "skipped": ["define-cpu"],             # the base failed: not counted
      "items": [{"id", "question", "keys", "replies": {"base", "adapter"},
-                "passed": {"base", "adapter"}}, ...]}
+                "passed": {"base", "adapter"},
+                "sampled": {"passed": {"base": 12, "adapter": 1}, "p": 0.0001,
+                            "replies": {"base": [...], "adapter": [...]}}  # flips only
+               }, ...]}
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +52,8 @@ from dlm.judge.match import passes
 from dlm.judge.score import EvalItem, make_item
 
 PROBE_MODELS = ("base", "adapter")
+SAMPLE_TEMPERATURE = 0.7  # the drawn replies' temperature (module docstring)
+FORGOTTEN_P = 0.05  # a flip is forgotten below this one-sided p-value
 
 
 @dataclass(frozen=True)
@@ -67,32 +86,97 @@ def general_probe_items(tokenizer: Any, system_prompt: str | None, probe_set: Ge
     return GeneralProbeItems(probe_set.sha256, tuple(p.id for p in probe_set.probes), items)
 
 
-def probe_results(probes: GeneralProbeItems, base: Sequence[str], adapter: Sequence[str]) -> dict[str, Any]:
+def fewer_passes_p(base_passed: int, adapter_passed: int, samples: int) -> float:
+    """The one-sided p-value of Fisher's exact test (Fisher 1922) that the adapter passes
+    a probe less often than the base, from `samples` drawn replies of each: the chance,
+    were both as often right, that the adapter's share of the `base_passed +
+    adapter_passed` passes is `adapter_passed` or fewer (hypergeometric).
+
+    Raises:
+        ValueError: a count outside 0..samples.
+    """
+    if not (0 <= base_passed <= samples and 0 <= adapter_passed <= samples):
+        raise ValueError(f"passes {base_passed} and {adapter_passed} of {samples} samples")
+    both = base_passed + adapter_passed
+    ways = [math.comb(samples, k) * math.comb(samples, both - k) for k in range(adapter_passed + 1)]
+    return min(1.0, sum(ways) / math.comb(2 * samples, both))
+
+
+def probe_results(
+    probes: GeneralProbeItems,
+    base: Sequence[str],
+    adapter: Sequence[str],
+    sampled: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
+) -> dict[str, Any]:
     """The report's `general_probes` (module docstring) from each probe's greedy reply on
-    the base model and on the adapter, judged by the pass rule."""
+    the base model and on the adapter and, for flips, `sampled[id]["base"|"adapter"]`,
+    the drawn replies (`sample_flips`), judged by the pass rule. A flip without drawn
+    replies is forgotten."""
     rows: list[dict[str, Any]] = []
     for pid, item, replies in zip(probes.ids, probes.items, zip(base, adapter, strict=True), strict=True):
         passed = {
             m: passes(r, item.answer, item.keys, item.question) for m, r in zip(PROBE_MODELS, replies, strict=True)
         }
-        rows.append(
-            {
-                "id": pid,
-                "question": item.question,
-                "keys": list(item.keys),
-                "replies": dict(zip(PROBE_MODELS, replies, strict=True)),
-                "passed": passed,
-            }
-        )
+        row = {
+            "id": pid,
+            "question": item.question,
+            "keys": list(item.keys),
+            "replies": dict(zip(PROBE_MODELS, replies, strict=True)),
+            "passed": passed,
+        }
+        if passed["base"] and not passed["adapter"] and sampled and pid in sampled:
+            row["sampled"] = _sampled(item, sampled[pid])
+        rows.append(row)
     counted = [r for r in rows if r["passed"]["base"]]
+    flipped = [r for r in counted if not r["passed"]["adapter"]]
     return {
         "set": probes.sha256,
         "total": len(rows),
         "passed": {"base": len(counted), "adapter": sum(r["passed"]["adapter"] for r in counted)},
-        "forgotten": [r["id"] for r in counted if not r["passed"]["adapter"]],
+        "flipped": [r["id"] for r in flipped],
+        "forgotten": [r["id"] for r in flipped if "sampled" not in r or r["sampled"]["p"] < FORGOTTEN_P],
+        "samples": max((len(r["sampled"]["replies"]["base"]) for r in flipped if "sampled" in r), default=0),
         "skipped": [r["id"] for r in rows if not r["passed"]["base"]],
         "items": rows,
     }
+
+
+def _sampled(item: EvalItem, drawn: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """A flip's drawn replies, how many of each model's pass and the test's p-value."""
+    n = len(drawn["base"])
+    if len(drawn["adapter"]) != n:
+        raise ValueError(f"{len(drawn['base'])} drawn replies of the base, {len(drawn['adapter'])} of the adapter")
+    ok = {m: sum(passes(r, item.answer, item.keys, item.question) for r in drawn[m]) for m in PROBE_MODELS}
+    return {
+        "passed": ok,
+        "p": round(fewer_passes_p(ok["base"], ok["adapter"], n), 4),
+        "replies": {m: list(drawn[m]) for m in PROBE_MODELS},
+    }
+
+
+def sample_flips(
+    model: Any,
+    tokenizer: Any,
+    probes: GeneralProbeItems,
+    flipped: Sequence[str],
+    adapter: str,
+    samples: int,
+    max_new_tokens: int,
+    seed: int,
+) -> dict[str, dict[str, list[str]]]:
+    """`samples` replies of the base and of `adapter` (a peft adapter name of `model`) to
+    each probe of `flipped`, drawn at `SAMPLE_TEMPERATURE` from `seed`
+    (`dlm.judge.score.Sampling`): `{id: {"base": [...], "adapter": [...]}}`."""
+    from dlm.judge.score import BASE, Sampling, greedy_rows
+
+    of_id = dict(zip(probes.ids, probes.items, strict=True))
+    rows = [(of_id[pid].prompt_text, name) for pid in flipped for name in (BASE, adapter) for _ in range(samples)]
+    replies = greedy_rows(model, tokenizer, rows, max_new_tokens, Sampling(SAMPLE_TEMPERATURE, seed))
+    drawn: dict[str, dict[str, list[str]]] = {}
+    for i, pid in enumerate(flipped):
+        at = 2 * samples * i
+        drawn[pid] = {"base": replies[at : at + samples], "adapter": replies[at + samples : at + 2 * samples]}
+    return drawn
 
 
 def rejudged_probes(stored: dict[str, Any], probes: GeneralProbeItems) -> dict[str, Any]:
@@ -105,19 +189,25 @@ def rejudged_probes(stored: dict[str, Any], probes: GeneralProbeItems) -> dict[s
     items = stored["items"]
     if [row["id"] for row in items] != list(probes.ids):
         raise ValueError("the remembered general probes are another set")
-    return probe_results(probes, [r["replies"]["base"] for r in items], [r["replies"]["adapter"] for r in items])
+    sampled = {r["id"]: r["sampled"]["replies"] for r in items if "sampled" in r}
+    return probe_results(
+        probes, [r["replies"]["base"] for r in items], [r["replies"]["adapter"] for r in items], sampled
+    )
 
 
 def forgotten_warning(results: dict[str, Any]) -> str | None:
-    """The report's warning when the adapter fails a general probe the base passes, else None."""
+    """The report's warning when the adapter has forgotten a general probe the base
+    passes (module docstring), else None."""
     forgotten = results["forgotten"]
     if not forgotten:
         return None
     questions = {row["id"]: row["question"] for row in results["items"]}
     named = "; ".join(f"{pid} ({questions[pid]!r})" for pid in forgotten[:3]) + (" ..." if len(forgotten) > 3 else "")
+    samples = results.get("samples", 0)
+    drawn = f", and right in fewer of {samples} drawn replies than the base" if samples else ""
     return (
         f"general probes: the adapter fails {len(forgotten)} of the {results['passed']['base']} general questions "
-        f"the base model answers right: {named}; lower learning_rate or max_steps, or see `dlm eval --items`"
+        f"the base model answers right{drawn}: {named}; lower learning_rate or max_steps, or see `dlm eval --items`"
     )
 
 

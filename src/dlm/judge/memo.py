@@ -318,10 +318,13 @@ def adapter_files_sha256(folder: Path) -> str:
     return f"sha256:{digest.hexdigest()}"
 
 
-def report_key(base_key: str, adapter_sha256: str, *, seed: int, general_max_increase: float | None) -> str:
+def report_key(
+    base_key: str, adapter_sha256: str, *, seed: int, general_max_increase: float | None, general_samples: int = 0
+) -> str:
     """`sha256:<hex>` naming every input of a whole report (module docstring):
     `base_key` (`BaseSideMemo.key`), the adapter's files (`adapter_files_sha256`), the
-    null adapter's `seed` and the warning threshold (percent)."""
+    null adapter's `seed` (which also seeds the general probes' drawn replies), the
+    warning threshold (percent) and the drawn replies per flip of a general probe."""
     return canonical_sha256(
         {
             "format": FORMAT,
@@ -329,6 +332,7 @@ def report_key(base_key: str, adapter_sha256: str, *, seed: int, general_max_inc
             "adapter": adapter_sha256,
             "null_seed": seed,
             "general_max_increase": general_max_increase,
+            "general_samples": general_samples,
         }
     )
 

@@ -14,7 +14,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dlm.judge.forgetting import GeneralProbeItems, forgotten_warning, probe_results, rejudged_probes
+from dlm.judge.forgetting import (
+    GeneralProbeItems,
+    forgotten_warning,
+    probe_results,
+    rejudged_probes,
+    sample_flips,
+)
 from dlm.judge.guard import GuardScore, change_pct, guard_examples, guard_score
 from dlm.judge.memo import BaseSide, BaseSideMemo, ReportMemo, report_key
 from dlm.judge.null import add_null_adapter
@@ -122,9 +128,11 @@ def judge_adapter(
     precision: str = "float32",
     reuse: bool = True,
     general_probes: GeneralProbeItems | None = None,
+    general_samples: int = 0,
 ) -> EvalReport:
     """Score `items` and the guard on the base, the trained adapter and its null adapter,
-    and `general_probes` on the base and the trained adapter.
+    and `general_probes` on the base and the trained adapter, each flip of them drawn
+    `general_samples` more times of both (`dlm.judge.forgetting`).
 
     Args:
         peft_model: a peft `PeftModel` whose active adapter is the trained one. The null
@@ -165,7 +173,13 @@ def judge_adapter(
             probes=general_probes.key(tokenizer) if general_probes is not None else None,
         )
         if reports is not None and adapter_sha256 is not None:
-            key = report_key(base_key, adapter_sha256, seed=seed, general_max_increase=general_max_increase)
+            key = report_key(
+                base_key,
+                adapter_sha256,
+                seed=seed,
+                general_max_increase=general_max_increase,
+                general_samples=general_samples,
+            )
             stored = reports.read(key) if reuse else None
             if stored is not None:
                 try:
@@ -210,7 +224,14 @@ def judge_adapter(
     results = _results(items, replies, logprobs)
     report = EvalReport(adapter_version, summarize(results), results, _general(general) if guard else None)
     if general_probes is not None:
-        report.general_probes = probe_results(general_probes, base.probes or [], flat[len(rows) :])
+        greedy = flat[len(rows) :]
+        report.general_probes = probe_results(general_probes, base.probes or [], greedy)
+        flipped = report.general_probes["flipped"]
+        if general_samples and flipped:
+            drawn = sample_flips(
+                peft_model, tokenizer, general_probes, flipped, trained, general_samples, max_new_tokens, seed
+            )
+            report.general_probes = probe_results(general_probes, base.probes or [], greedy, drawn)
     report.warnings = _warnings(report, general_max_increase)
     if reports is not None and key is not None:
         reports.write(key, report.as_dict())

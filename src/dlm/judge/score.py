@@ -96,8 +96,21 @@ def greedy_replies(
     return [flat[k :: len(adapters)] for k in range(len(adapters))] if adapters else []
 
 
-def greedy_rows(model: Any, tokenizer: Any, rows: Sequence[tuple[str, str]], max_new_tokens: int) -> list[str]:
-    """The greedy reply of each `(rendered prompt, adapter)` row (adapter: a name of the
+@dataclass(frozen=True)
+class Sampling:
+    """Replies drawn instead of greedy: each token from the model's next-token
+    distribution at `temperature`, untruncated (no top-k or top-p), from torch's
+    generator seeded with `seed` plus the batch's first row for each batch, in a forked
+    state (the caller's generator is left as it was)."""
+
+    temperature: float
+    seed: int
+
+
+def greedy_rows(
+    model: Any, tokenizer: Any, rows: Sequence[tuple[str, str]], max_new_tokens: int, sampling: Sampling | None = None
+) -> list[str]:
+    """The greedy reply (with `sampling`, a drawn one) of each `(rendered prompt, adapter)` row (adapter: a name of the
     peft model's adapters, `BASE` for none; a model without peft takes `BASE` only),
     decoded without special tokens.
 
@@ -108,7 +121,7 @@ def greedy_rows(model: Any, tokenizer: Any, rows: Sequence[tuple[str, str]], max
     once per token for all its rows, while the key/value cache, written in place into
     buffers sized for the batch (`dlm.judge.kvcache`), stays bounded by the batch. A row's
     numbers depend on its own tokens and the batch's shape only, so the same rows give the
-    same replies byte for byte.
+    same replies byte for byte (drawn replies too, with the same `sampling.seed`).
 
     Returns:
         `replies[j]`: the reply of `rows[j]`.
@@ -145,17 +158,17 @@ def greedy_rows(model: Any, tokenizer: Any, rows: Sequence[tuple[str, str]], max
                 ids[row, width - len(tokens) :] = torch.tensor(tokens, dtype=torch.long)
                 mask[row, width - len(tokens) :] = 1
             named = {"adapter_names": [rows[j][1] for j in batch]} if mixed else {}
-            with torch.inference_mode():
+            decoding = _decoding(sampling)
+            with torch.inference_mode(), torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+                if sampling is not None:
+                    torch.manual_seed(sampling.seed + start)
                 out = model.generate(
                     input_ids=ids.to(device),
                     attention_mask=mask.to(device),
                     past_key_values=PreallocatedCache(width + max_new_tokens),
                     max_new_tokens=max_new_tokens,
-                    do_sample=False,
-                    temperature=None,
-                    top_p=None,
-                    top_k=None,
                     pad_token_id=pad_id,
+                    **decoding,
                     **named,
                 )
             for row, j in enumerate(batch):
@@ -163,6 +176,14 @@ def greedy_rows(model: Any, tokenizer: Any, rows: Sequence[tuple[str, str]], max
     finally:
         model.train(was_training)
     return replies
+
+
+def _decoding(sampling: Sampling | None) -> dict[str, Any]:
+    """`generate`'s decoding arguments: greedy, or drawn at `sampling.temperature` with
+    neither top-k nor top-p (a model's generation config may set both)."""
+    if sampling is None:
+        return {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+    return {"do_sample": True, "temperature": sampling.temperature, "top_p": 1.0, "top_k": 0}
 
 
 def reference_logprobs(model: Any, examples: list[EvalExample], pad_id: int) -> list[float]:
