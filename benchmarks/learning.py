@@ -239,13 +239,13 @@ def summarize(record: dict[str, Any], expect: dict[str, Any]) -> Line:
 
 
 def _forgotten(probes: dict[str, Any] | None) -> str:
-    """The general probes forgotten, then those whose greedy reply tipped at the base's
-    margin (`dlm.judge.forgetting`): "code-add (tipped: unit-cm-in-meter)"; "n/a" without
+    """The general probes forgotten, then the flips the drawn replies did not
+    confirm (`dlm.judge.forgetting`): "code-add (not confirmed: unit-cm-in-meter)"; "n/a" without
     general probes."""
     if not probes:
         return "n/a"
     tipped = [pid for pid in probes.get("flipped", []) if pid not in probes["forgotten"]]
-    return (", ".join(probes["forgotten"]) or "-") + (f" (tipped: {', '.join(tipped)})" if tipped else "")
+    return (", ".join(probes["forgotten"]) or "-") + (f" (not confirmed: {', '.join(tipped)})" if tipped else "")
 
 
 def _guard_peak(guard: dict[str, Any] | None) -> str:

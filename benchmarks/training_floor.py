@@ -81,7 +81,7 @@ def train_floor(seed: int, fp32: bool, settings: dict[str, str]) -> dict[str, An
 
 def line(record: dict[str, Any]) -> str:
     """One seed's table line: steps, training seconds, general NLL change, general probes
-    base -> adapter, the forgotten probes by id."""
+    base -> adapter, the forgotten probes by id, then the flips drawn replies did not confirm."""
     if "error" in record:
         return f"| {record['settings']['seed']} | error: {' '.join(record['error'])[-200:]} | | | | |"
     report = record["report"]
@@ -89,6 +89,9 @@ def line(record: dict[str, Any]) -> str:
     probes = evaluation["general_probes"]
     change = evaluation["general"]["change_pct"]
     forgotten = ", ".join(f"`{name}`" for name in probes["forgotten"]) or "none"
+    tipped = [f"`{name}`" for name in probes.get("flipped", []) if name not in probes["forgotten"]]
+    if tipped:  # flips the drawn replies do not confirm (`dlm.judge.forgetting`)
+        forgotten += f" (not confirmed: {', '.join(tipped)})"
     return (
         f"| {record['settings']['seed']} | {report['steps']} | {report['train_seconds']:.0f} | "
         f"{change:+.2f}% | {probes['passed']['base']} -> {probes['passed']['adapter']} | {forgotten} |"

@@ -159,9 +159,9 @@ def test_summarize_names_the_facts_that_passed() -> None:
     # a flip the drawn replies do not confirm is named apart from what was forgotten
     flips = {"passed": {"base": 13, "adapter": 11}, "flipped": ["code-add", "unit-cm-in-meter"]}
     record["report"]["evaluation"]["general_probes"] = {**flips, "forgotten": ["code-add"]}
-    assert learning.summarize(record, expect).forgotten == "code-add (tipped: unit-cm-in-meter)"
+    assert learning.summarize(record, expect).forgotten == "code-add (not confirmed: unit-cm-in-meter)"
     record["report"]["evaluation"]["general_probes"] = {**flips, "forgotten": []}
-    assert learning.summarize(record, expect).forgotten == "- (tipped: code-add, unit-cm-in-meter)"
+    assert learning.summarize(record, expect).forgotten == "- (not confirmed: code-add, unit-cm-in-meter)"
 
 
 def test_report_only_prints_the_table(tmp_path: Path) -> None:

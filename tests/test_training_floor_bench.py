@@ -61,5 +61,7 @@ def test_a_run_reads_back_as_its_line() -> None:
     }
     record = {"settings": {"seed": "42"}, "report": {"steps": 65, "train_seconds": 168.4, "evaluation": evaluation}}
     assert floor.line(record) == "| 42 | 65 | 168 | +1.79% | 2 -> 2 | `unit-cm-in-meter` |"
+    evaluation["general_probes"] |= {"flipped": ["unit-cm-in-meter"], "forgotten": []}
+    assert floor.line(record) == "| 42 | 65 | 168 | +1.79% | 2 -> 2 | none (not confirmed: `unit-cm-in-meter`) |"
     failed = floor.line({"settings": {"seed": "7"}, "error": ["Traceback", "boom"]})
     assert failed.startswith("| 7 | error:") and "boom" in failed

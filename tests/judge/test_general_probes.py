@@ -152,7 +152,7 @@ def test_a_flip_is_forgotten_only_when_the_drawn_replies_say_so(smollm2_tokenize
     }
     results = probe_results(probes, base, adapter, drawn)
     assert results["flipped"] == ["capital-france", "code-reverse-string"] and results["samples"] == 16
-    # 12 of 16 against 1 of 16 is forgotten; 4 against 4 is a greedy reply tipped at the margin
+    # 12 of 16 against 1 of 16 is forgotten; 4 against 4 is a greedy reply that only tipped
     assert results["forgotten"] == ["capital-france"]
     france, code = results["items"][0]["sampled"], results["items"][1]["sampled"]
     assert france["passed"] == {"base": 12, "adapter": 1} and france["p"] < FORGOTTEN_P
@@ -163,7 +163,7 @@ def test_a_flip_is_forgotten_only_when_the_drawn_replies_say_so(smollm2_tokenize
     report = EvalReport("v0001", {}, [], None, general_probes=results, warnings=[warning])
     assert (
         "  general probes: passed base 3/3 -> adapter 1/3; [red]forgotten[/]: capital-france (drawn 12/16 -> 1/16); "
-        "tipped at the base's margin: code-reverse-string (drawn 4/16 -> 4/16)"
+        "not confirmed by drawn replies: code-reverse-string (drawn 4/16 -> 4/16)"
     ) in report_lines(report.as_dict())
     # remembered and judged again: the drawn replies are judged again too
     data = json.loads(json.dumps(report.as_dict()))
@@ -171,7 +171,7 @@ def test_a_flip_is_forgotten_only_when_the_drawn_replies_say_so(smollm2_tokenize
     assert again.general_probes == results
     # without drawn replies (general_samples 0) every flip is forgotten
     assert probe_results(probes, base, adapter)["forgotten"] == ["capital-france", "code-reverse-string"]
-    # every flip tipped at the margin: nothing forgotten, no warning
+    # no flip confirmed: nothing forgotten, no warning
     tipped = {**drawn, "capital-france": {"base": ["Paris."] * 3 + ["x"] * 13, "adapter": ["Paris."] * 2 + ["x"] * 14}}
     assert forgotten_warning(probe_results(probes, base, adapter, tipped)) is None
 

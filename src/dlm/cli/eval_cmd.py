@@ -120,7 +120,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
 
 def general_probes_line(p: dict[str, Any]) -> str:
     """`general probes: passed base 15/16 -> adapter 13/16; forgotten: code-add (drawn
-    12/16 -> 1/16); tipped at the base's margin: unit-cm-in-meter (drawn 4/16 -> 4/16);
+    12/16 -> 1/16); not confirmed by drawn replies: unit-cm-in-meter (drawn 4/16 -> 4/16);
     skipped (the base fails them): define-cpu` (`dlm.judge.forgetting` has the rule)."""
     line = f"  general probes: passed base {p['passed']['base']}/{p['total']} -> adapter {p['passed']['adapter']}/{p['total']}"
     drawn = {
@@ -132,7 +132,7 @@ def general_probes_line(p: dict[str, Any]) -> str:
         line += f"; [red]forgotten[/]: {escape(', '.join(pid + drawn.get(pid, '') for pid in p['forgotten']))}"
     tipped = [pid for pid in p.get("flipped", []) if pid not in p["forgotten"]]
     if tipped:
-        line += f"; tipped at the base's margin: {escape(', '.join(pid + drawn[pid] for pid in tipped))}"
+        line += f"; not confirmed by drawn replies: {escape(', '.join(pid + drawn[pid] for pid in tipped))}"
     if p["skipped"]:
         line += f"; skipped (the base fails them): {escape(', '.join(p['skipped']))}"
     return line

@@ -85,7 +85,7 @@ class EvalConfig(_Strict):
     unless `keep_best` needs them); `max_new_tokens`: length of each greedy answer;
     `general_samples`: replies drawn of the base and the adapter for each general probe
     the adapter fails greedily where the base passes, to tell a forgotten probe from a
-    greedy reply tipped at the base's margin (`dlm.judge.forgetting`; 0: every such probe
+    greedy reply that only tipped (`dlm.judge.forgetting`; 0: every such probe
     is forgotten); `general_max_increase`: percent rise of the general set's NLL over the base that
     warns; `guard_stop`: measure a sample of the general set during training and stop
     past `general_max_increase` at `guard_patience` measurements in a row (one past it
