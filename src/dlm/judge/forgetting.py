@@ -19,9 +19,11 @@ Why a flip is not enough: a 135M base answers some of its general probes right g
 on a narrow margin (docs/evaluation.md, "How firmly the base knows its general
 probes": "How many centimeters are in a meter?" right in 3 to 6 of 20 draws), and any
 change of the weights, a document of the base's own answers included, can tip that
-greedy reply while the model answers as often right as before. Drawn replies count how
+greedy reply, whether or not the model is right less often. Drawn replies count how
 often each model is right; only the flips are drawn, so a report without flips costs
-nothing more. With `samples` 0 every flip is forgotten.
+nothing more. Sixteen draws confirm a large fall (12 of 16 to 1 of 16), not a moderate
+one (12 to 7, p 0.07): the report keeps both counts of every flip, confirmed or not.
+With `samples` 0 every flip is forgotten.
 
 The report's `general_probes` (JSON):
 
@@ -134,11 +136,21 @@ def probe_results(
         "total": len(rows),
         "passed": {"base": len(counted), "adapter": sum(r["passed"]["adapter"] for r in counted)},
         "flipped": [r["id"] for r in flipped],
-        "forgotten": [r["id"] for r in flipped if "sampled" not in r or r["sampled"]["p"] < FORGOTTEN_P],
+        "forgotten": [r["id"] for r in flipped if _confirmed(r)],
         "samples": max((len(r["sampled"]["replies"]["base"]) for r in flipped if "sampled" in r), default=0),
         "skipped": [r["id"] for r in rows if not r["passed"]["base"]],
         "items": rows,
     }
+
+
+def _confirmed(row: dict[str, Any]) -> bool:
+    """Whether a flip's row (`probe_results`) counts as forgotten: no drawn replies, or
+    significantly fewer passes of the adapter's (the exact p-value, not the rounded one
+    the row shows)."""
+    if "sampled" not in row:
+        return True
+    ok, n = row["sampled"]["passed"], len(row["sampled"]["replies"]["base"])
+    return fewer_passes_p(ok["base"], ok["adapter"], n) < FORGOTTEN_P
 
 
 def _sampled(item: EvalItem, drawn: Mapping[str, Sequence[str]]) -> dict[str, Any]:
