@@ -41,7 +41,7 @@ def train(
         bool,
         typer.Option(
             "--dry-run",
-            help="Print the steps, tokens and a measured ETA (2 real steps timed here), then stop; writes nothing to the store.",
+            help="Print the steps, tokens and a measured ETA (4 real steps timed here), then stop; writes nothing to the store.",
         ),
     ] = False,
     resume: Annotated[
