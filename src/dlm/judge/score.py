@@ -110,9 +110,9 @@ class Sampling:
 def greedy_rows(
     model: Any, tokenizer: Any, rows: Sequence[tuple[str, str]], max_new_tokens: int, sampling: Sampling | None = None
 ) -> list[str]:
-    """The greedy reply (with `sampling`, a drawn one) of each `(rendered prompt, adapter)` row (adapter: a name of the
-    peft model's adapters, `BASE` for none; a model without peft takes `BASE` only),
-    decoded without special tokens.
+    """The greedy reply (with `sampling`, a drawn one) of each `(rendered prompt, adapter)`
+    row (adapter: a name of the peft model's adapters, `BASE` for none; a model without
+    peft takes `BASE` only), decoded without special tokens.
 
     Rows go in batches of at most `GENERATE_BATCH`, prompts by length (each prompt's rows
     together, in the order given; a prompt's place is its first row's), every adapter of
