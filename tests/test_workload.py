@@ -3,6 +3,8 @@ trains (`dlm.train.loop`), step by step, in every layout, on a tiny Llama."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -11,7 +13,7 @@ from tinyllama import tiny_hyper, token_rows, train_tiny
 from dlm.train.data import KINDS
 from dlm.train.dataset import build_dataset
 from dlm.train.loop import LoopRun
-from dlm.train.workload import step_tokens
+from dlm.train.workload import step_tokens, step_work
 
 GEN = torch.Generator().manual_seed(5)
 PREFIX = [7, 8, 9, 10, 11]  # a system turn every chat example starts with
@@ -41,12 +43,15 @@ class Tokens:
         self.seen.append(tokens_seen)
 
 
-def loop_view(rows: list[list[int]], prompts: list[int] | None, packing: bool, sequence_len: int, **hyper) -> LoopRun:
-    tokenized = token_rows(rows, ["instruction"] * len(rows), prompts)
+def loop_view(
+    rows: list[list[int]], prompts: list[int] | None, packing: bool, sequence_len: int, kinds=None, **hyper
+) -> LoopRun:
+    kinds = kinds or ["instruction"] * len(rows)
+    tokenized = token_rows(rows, kinds, prompts)
     return LoopRun(
         hyper=tiny_hyper(**hyper),
         dataset=build_dataset(tokenized, sequence_len, packing),
-        row_kinds=np.full(len(rows), KINDS.index("instruction"), np.int64),
+        row_kinds=np.array([KINDS.index(k) for k in kinds], np.int64),
         sequence_len=sequence_len,
         pad_id=0,
     )
@@ -92,3 +97,34 @@ def test_ranks_plan_their_own_share_of_a_step():
         ranks.append(step_tokens(LoopRun(**{**view.__dict__, "rank": rank, "world_size": 2})))
     assert (ranks[0] + ranks[1]).tolist() == one.tolist()
     assert ranks[0].tolist() != ranks[1].tolist()
+
+
+CONFIG = SimpleNamespace(
+    hidden_size=16,
+    intermediate_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=2,
+    vocab_size=64,
+)
+
+
+def test_the_work_of_a_step_is_its_decoder_passes_head_and_attention():
+    rows, prompts = chat_rows(1)
+    view = loop_view(rows, prompts, False, 64, max_steps=1, batch_size=1)
+    tokens, work = step_work(view, CONFIG)
+    weights = 16 * (2 * 16 + 2 * 16) + 3 * 16 * 32  # one layer: q, k, v, o and the MLP
+    n, width = len(rows[0]), 16  # one row, rounded up to a multiple of 8 from 16 (`padded_length`)
+    loss = n - prompts[0]
+    assert tokens.tolist() == [n]
+    expected = 2 * width + 2 * (64 * 16 / weights) * loss + 3 * (2 * 16 / weights) * width**2
+    assert work[0] == pytest.approx(expected)
+
+
+def test_a_step_of_replay_rows_costs_the_base_pass_with_kl_only():
+    rows, prompts = chat_rows(8)
+    kinds = ["replay"] * 8
+    kl = step_work(loop_view(rows, prompts, False, 64, kinds, max_steps=2, batch_size=4), CONFIG)
+    ce = step_work(loop_view(rows, prompts, False, 64, kinds, max_steps=2, batch_size=4, replay_loss="ce"), CONFIG)
+    assert kl[0].tolist() == ce[0].tolist()  # the same tokens
+    assert (kl[1] > ce[1]).all()  # and a forward of the base model over them besides

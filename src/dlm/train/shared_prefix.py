@@ -38,6 +38,7 @@ that hold replay positions from it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -146,16 +147,26 @@ def _row_fit(examples: Sequence[dict[str, np.ndarray]], limit: int | None) -> tu
     return None if limit is not None and total > limit else (p, total)
 
 
-def layout_tokens(examples: Sequence[dict[str, np.ndarray]], limit: int | None = None) -> tuple[int, int]:
-    """(real tokens, processed tokens) of the layout `micro_batch` gives `examples`, the
-    `Batch.tokens` and `Batch.processed` it would return, without building the batch: a
-    run's plan counts every micro-batch before step 1 (`dlm.train.workload`)."""
+class Layout(NamedTuple):
+    """The shape `micro_batch` gives a micro-batch: `tokens` real tokens (`Batch.tokens`)
+    in `rows` rows of `width` positions (`Batch.processed` = rows * width), `prefix` of
+    them computed once for every example (0 outside one row of several examples)."""
+
+    tokens: int
+    rows: int
+    width: int
+    prefix: int
+
+
+def layout_of(examples: Sequence[dict[str, np.ndarray]], limit: int | None = None) -> Layout:
+    """The layout `micro_batch` gives `examples`, without building the batch: a run's plan
+    sizes every micro-batch before step 1 (`dlm.train.workload`)."""
     if not any("position_ids" in e for e in examples):
         fit = _row_fit(examples, limit)
         if fit is not None:
-            return fit[1], padded_length(fit[1], limit)
+            return Layout(fit[1], 1, padded_length(fit[1], limit), fit[0])
     sizes = [len(e["input_ids"]) for e in examples]
-    return sum(sizes), len(sizes) * padded_length(max(sizes), limit)
+    return Layout(sum(sizes), len(sizes), padded_length(max(sizes), limit), 0)
 
 
 def micro_batch(

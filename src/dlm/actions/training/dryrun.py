@@ -5,12 +5,14 @@ The plan is `prepare`'s (the same rows, examples, steps and lock check as `dlm t
 with the tokenized-section cache bypassed so the store is not touched. The time is
 measured, not estimated from a table: the base model is loaded and trained for
 `MEASURED_STEPS` real optimizer steps in a temporary folder. The first step carries
-one-off costs (allocation, kernel selection), so the rate is the tokens per second of
-the steps after it, and the ETA is the run's planned tokens at that rate. Both count
-tokens as the loop does (`dlm.train.workload`). One step is not enough: a step whose
-examples are replay rows also runs the base model over them (`dlm.train.replay_kl`) and
-takes about twice the time per token of a step of short Q/A pairs, so one step's rate
-can be either. Held-out scoring and the probe report after training are not included.
+one-off costs (allocation, kernel selection), so the rate is that of the steps after
+it: their work per second, the work of each step estimated from its layout
+(`dlm.train.workload.step_work`: the decoder's token passes, the LM head at loss
+positions, attention, the replay KL's base pass), and the ETA is the whole run's work
+at that rate. A rate of tokens per second would not do: a step of replay rows takes
+about twice the time per token of a step of short Q/A pairs, and which kind the few
+measured steps are moved such an ETA by a third. The planned tokens are counted as the
+loop counts them. Held-out scoring and the probe report after training are not included.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ class DryRunReport:
         planned_tokens: tokens the run would process, padding excluded.
         seconds_per_step: wall-clock seconds per measured step, the first left out.
         tokens_per_second: those steps' rate (padding excluded).
-        eta_seconds: `planned_tokens / tokens_per_second`, training steps only.
+        eta_seconds: the run's estimated work at the measured steps' work per second,
+            training steps only (module docstring).
         measured_steps: real steps timed on this machine to get the rate.
         drawn: examples the run draws per row kind (`instruction`, `synth`, `replay`,
             `prose`, `source`), repeats included.
@@ -94,7 +97,7 @@ def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainS
     from dlm.models import load_model
     from dlm.train.loop import train
     from dlm.train.precision import training_device
-    from dlm.train.workload import step_tokens
+    from dlm.train.workload import step_work
 
     sink = sink or NullSink()
     doc, store = open_document(path)
@@ -116,18 +119,21 @@ def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainS
     )
     hyper = run.hyper
     per_step = hyper.batch_size * hyper.gradient_accumulation_steps
-    tokens = step_tokens(loop_run(run, None, None))  # the loop's schedule and layout
-    steps, planned = len(tokens), int(tokens.sum())
     times = _StepTimes()
     sink.on_note(f"measuring {MEASURED_STEPS} real steps on this machine")
     measured = replace(run, hyper=replace(run.hyper, max_steps=MEASURED_STEPS))
-    train(load_model(run.ref, device=training_device()), loop_run(measured, None, None), times)
+    model = load_model(run.ref, device=training_device())
+    tokens, work = step_work(loop_run(run, None, None), model.config)  # the loop's schedule and layout
+    steps, planned = len(tokens), int(tokens.sum())
+    timed = step_work(loop_run(measured, None, None), model.config)[1][1:MEASURED_STEPS]
+    train(model, loop_run(measured, None, None), times)
     if len(times.seen) < MEASURED_STEPS:
         raise TrainingError("dry run: the measured steps did not complete; run `dlm train` to see why")
     (t1, n1), (t2, n2) = times.seen[0], times.seen[MEASURED_STEPS - 1]
-    seconds = max(t2 - t1, 1e-9) / (MEASURED_STEPS - 1)
-    rate = (n2 - n1) / (seconds * (MEASURED_STEPS - 1)) if n2 > n1 else None
-    eta = planned / rate if rate else seconds * steps
+    elapsed = max(t2 - t1, 1e-9)
+    seconds = elapsed / (MEASURED_STEPS - 1)
+    rate = (n2 - n1) / elapsed if n2 > n1 else None
+    eta = float(work.sum()) * elapsed / float(timed.sum()) if timed.sum() > 0 else seconds * steps
     return DryRunReport(
         steps=steps,
         steps_reason=run.steps_reason,
