@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from tinyllama import tiny_hyper, token_rows, train_tiny
+from tinyllama import SMALLEST, tiny_hyper, token_rows, train_tiny
 
 from dlm.train.data import KINDS
 from dlm.train.dataset import build_dataset
@@ -99,14 +99,7 @@ def test_ranks_plan_their_own_share_of_a_step():
     assert ranks[0].tolist() != ranks[1].tolist()
 
 
-CONFIG = SimpleNamespace(
-    hidden_size=16,
-    intermediate_size=32,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    num_key_value_heads=2,
-    vocab_size=64,
-)
+CONFIG = SimpleNamespace(**SMALLEST, vocab_size=64)  # the tiny Llama's: hidden 16, MLP 32, one layer
 
 
 def test_the_work_of_a_step_is_its_decoder_passes_head_and_attention():
