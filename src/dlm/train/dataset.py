@@ -296,6 +296,17 @@ def row_kinds(rows: TokenizedRows) -> np.ndarray:
     return np.array(rows.kinds, dtype=object)
 
 
+def example_kinds(dataset: WindowDataset | PackedDataset) -> np.ndarray:
+    """1-D object [n_examples]: each training example's row kind (`row_kinds`); a packed
+    block is of its first member's kind (replay, synth and instruction rows pack in blocks
+    of their own)."""
+    kinds = row_kinds(dataset.rows)
+    if isinstance(dataset, PackedDataset):
+        first = dataset.windows.row[dataset.members[dataset.block_start[:-1]]]
+        return kinds[first][dataset.order]
+    return kinds[dataset.row]
+
+
 def build_dataset(
     rows: TokenizedRows,
     sequence_len: int,

@@ -36,11 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from dlm.train.data import KINDS, padded_length
+from dlm.train.data import padded_length
+from dlm.train.dataset import example_kinds
 from dlm.train.loop import LoopRun, run_schedule, run_steps
 from dlm.train.shared_prefix import Layout, layout_of
-
-REPLAY = KINDS.index("replay")
 
 
 def _layouts(run: LoopRun) -> list[list[tuple[Layout, np.ndarray]]]:
@@ -88,6 +87,7 @@ def step_work(run: LoopRun, config: Any) -> tuple[np.ndarray, np.ndarray]:
     attention = 2 * hidden * layers / weights  # per (query, key) pair, forward
     kl = run.hyper.replay_loss == "kl"
     dataset, loss_tokens = run.dataset, run.dataset.loss_tokens
+    is_replay = example_kinds(dataset) == "replay"
     tokens, work = [], []
     for step in _layouts(run):
         t = w = 0.0
@@ -96,8 +96,8 @@ def step_work(run: LoopRun, config: Any) -> tuple[np.ndarray, np.ndarray]:
             losses = loss_tokens[examples]
             w += 2 * layout.rows * layout.width + 2 * head * float(losses.sum())
             w += 3 * attention * layout.rows * layout.width**2
-            replay = [bool((dataset.token_kinds(int(j), run.row_kinds) == REPLAY).any()) for j in examples]
-            if kl and any(replay):
+            replay = is_replay[examples]
+            if kl and replay.any():
                 lengths = dataset.lengths[examples][replay]
                 if layout.rows == 1:  # the prefix and the replay tails, one row
                     base = layout.prefix + float((lengths - layout.prefix).sum())

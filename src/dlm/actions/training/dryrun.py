@@ -121,12 +121,13 @@ def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainS
     per_step = hyper.batch_size * hyper.gradient_accumulation_steps
     times = _StepTimes()
     sink.on_note(f"measuring {MEASURED_STEPS} real steps on this machine")
-    measured = replace(run, hyper=replace(run.hyper, max_steps=MEASURED_STEPS))
+    measured = loop_run(replace(run, hyper=replace(run.hyper, max_steps=MEASURED_STEPS)), None, None)
     model = load_model(run.ref, device=training_device())
     tokens, work = step_work(loop_run(run, None, None), model.config)  # the loop's schedule and layout
     steps, planned = len(tokens), int(tokens.sum())
-    timed = step_work(loop_run(measured, None, None), model.config)[1][1:MEASURED_STEPS]
-    train(model, loop_run(measured, None, None), times)
+    # the measured steps are the run's first (one schedule), sized apart for a run of fewer
+    timed = step_work(measured, model.config)[1][1:MEASURED_STEPS]
+    train(model, measured, times)
     if len(times.seen) < MEASURED_STEPS:
         raise TrainingError("dry run: the measured steps did not complete; run `dlm train` to see why")
     (t1, n1), (t2, n2) = times.seen[0], times.seen[MEASURED_STEPS - 1]
@@ -157,14 +158,9 @@ def drawn_per_kind(dataset: Any, draws: int) -> dict[str, int]:
     example once per epoch."""
     import numpy as np
 
-    from dlm.train.dataset import row_kinds
+    from dlm.train.dataset import example_kinds
 
-    kinds = row_kinds(dataset.rows)
-    if hasattr(dataset, "order"):  # packed: a block is of its first member's kind
-        first = dataset.windows.row[dataset.members[dataset.block_start[:-1]]]
-        of_example = kinds[first][dataset.order]
-    else:
-        of_example = kinds[dataset.row]
+    of_example = example_kinds(dataset)
     scale = draws / max(len(of_example), 1)
     names, counts = np.unique(of_example, return_counts=True)
     return {str(k): round(int(c) * scale) for k, c in zip(names, counts, strict=True)}
