@@ -166,6 +166,10 @@ def test_both_max_steps_and_num_epochs() -> None:
         ),
         ("training:\n  replay: 1\n", "4:11: training.replay: should be less than 1 (got 1)"),
         ("training:\n  replay: -0.1\n", "4:11: training.replay: should be greater than or equal to 0 (got -0.1)"),
+        (
+            "training:\n  eval:\n    general_samples: 300\n",
+            "5:22: training.eval.general_samples: should be less than or equal to 256 (got 300)",
+        ),
         ("training:\n  replay_loss: mse\n", "4:16: training.replay_loss: should be 'ce' or 'kl' (got 'mse')"),
         ("training:\n  replay_weight: 0\n", "4:18: training.replay_weight: should be greater than 0 (got 0)"),
         (
