@@ -15,9 +15,12 @@ run's record (the report, the lock, the wall time, the machine) is saved as
 `--seed N` trains copies of the documents with `training.seed: N`: one run is one draw
 of the data order and the LoRA init, and a second seed shows how far a score moves by
 chance. `--set KEY=VALUE` does the same for any training setting, so two recipes are
-compared on the same documents and seeds without editing a default.
+compared on the same documents and seeds without editing a default. `--root DIR` judges
+another folder of documents laid out the same way, such as documents written after the
+recipe was settled.
 
-    PYTHONPATH=src python benchmarks/learning.py [--docs tarnwick brindle] [--fp32] [--seed N] [--set learning_rate=2e-3] [--out results.json]
+    PYTHONPATH=src python benchmarks/learning.py [--docs tarnwick brindle] [--fp32] [--seed N]
+        [--set learning_rate=2e-3] [--root DIR] [--out results.json]
     PYTHONPATH=src python benchmarks/learning.py --report-only DIR
 """
 
@@ -77,15 +80,16 @@ class Line:
     precision: str
 
 
-def doc_names() -> list[str]:
-    """The documents of the benchmark: every folder of `benchmarks/learning/` with an `expect.json`."""
-    return sorted(p.parent.name for p in DOCS.glob("*/expect.json"))
+def doc_names(root: Path = DOCS) -> list[str]:
+    """The documents of the benchmark: every folder of `root` (`benchmarks/learning/`)
+    with an `expect.json`."""
+    return sorted(p.parent.name for p in root.glob("*/expect.json"))
 
 
-def load_expect(name: str) -> dict[str, Any]:
-    """`benchmarks/learning/<name>/expect.json`: `{"language", "probes": [{"question",
+def load_expect(name: str, root: Path = DOCS) -> dict[str, Any]:
+    """`<root>/<name>/expect.json`: `{"language", "probes": [{"question",
     "class": "reworded", "pair"} | {"question", "class": "fact", "source"}]}`."""
-    data: dict[str, Any] = json.loads((DOCS / name / "expect.json").read_text(encoding="utf-8"))
+    data: dict[str, Any] = json.loads((root / name / "expect.json").read_text(encoding="utf-8"))
     return data
 
 
@@ -126,7 +130,7 @@ def child_env(home: Path, fp32: bool) -> dict[str, str]:
     return env
 
 
-def settings_copy(name: str, settings: dict[str, str], folder: Path) -> Path:
+def settings_copy(name: str, settings: dict[str, str], folder: Path, root: Path = DOCS) -> Path:
     """Document `name`'s folder copied under `folder`, each `settings` key written under
     its frontmatter's `training:` with its value as YAML text (`{"seed": "7"}` gives
     `seed: 7`: data order, LoRA init, dropout; `{"learning_rate": "2e-3"}`); the path of
@@ -138,7 +142,7 @@ def settings_copy(name: str, settings: dict[str, str], folder: Path) -> Path:
             itself (the copy would hold it twice).
     """
     copy = folder / name
-    shutil.copytree(DOCS / name, copy)
+    shutil.copytree(root / name, copy)
     doc = copy / f"{name}.dlm"
     text = doc.read_text(encoding="utf-8")
     if "\ntraining:\n" not in text:
@@ -166,12 +170,12 @@ def parse_settings(pairs: list[str]) -> dict[str, str]:
     return settings
 
 
-def train(name: str, fp32: bool, settings: dict[str, str] | None = None) -> dict[str, Any]:
-    """One real `dlm train --json` of document `name` (with `settings`: of a copy with
-    those training settings, `settings_copy`): `train_document`'s record."""
+def train(name: str, fp32: bool, settings: dict[str, str] | None = None, root: Path = DOCS) -> dict[str, Any]:
+    """One real `dlm train --json` of document `name` of `root` (with `settings`: of a
+    copy with those training settings, `settings_copy`): `train_document`'s record."""
     settings = settings or {}
     with tempfile.TemporaryDirectory(prefix="dlm-learning-") as tmp:
-        doc = settings_copy(name, settings, Path(tmp, "docs")) if settings else DOCS / name / f"{name}.dlm"
+        doc = settings_copy(name, settings, Path(tmp, "docs"), root) if settings else root / name / f"{name}.dlm"
         return train_document(name, doc, Path(tmp), fp32, settings)
 
 
@@ -281,9 +285,9 @@ def run_settings(record: dict[str, Any]) -> dict[str, str]:
     return {"seed": str(record["seed"])} if record.get("seed") is not None else {}
 
 
-def render(records: list[dict[str, Any]]) -> list[str]:
-    """What the command prints for `records`: the machine line, then the table; a run
-    that failed is one line with its error."""
+def render(records: list[dict[str, Any]], root: Path = DOCS) -> list[str]:
+    """What the command prints for `records` of documents of `root`: the machine line,
+    then the table; a run that failed is one line with its error."""
     out = [f"machine: {records[0]['machine']}" if records else "no records"]
     settings = {key: value for r in records for key, value in run_settings(r).items()}
     if settings:
@@ -291,13 +295,20 @@ def render(records: list[dict[str, Any]]) -> list[str]:
     done = [r for r in records if "report" in r]
     out += [f"{r['doc']}: failed: {' / '.join(r['error'])}" for r in records if "report" not in r]
     if done:
-        out += table([summarize(r, load_expect(r["doc"])) for r in done])
+        out += table([summarize(r, load_expect(r["doc"], root)) for r in done])
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", nargs="*", help=f"documents (default: all of {', '.join(doc_names())})")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=DOCS,
+        help="a folder of documents laid out as benchmarks/learning/ (<name>/<name>.dlm, <name>/expect.json), "
+        "to judge documents the recipe was not tuned on",
+    )
     parser.add_argument("--fp32", action="store_true", help="DLM_CPU_BF16=0: `precision: auto` trains in float32")
     parser.add_argument("--out", type=Path, help="write the records and table lines as JSON here")
     parser.add_argument("--reports", type=Path, help="save each run's record here (default: a new temporary folder)")
@@ -319,10 +330,11 @@ def main() -> None:
         parser.error(str(err))
     if args.seed is not None:
         settings["seed"] = str(args.seed)
-    names = args.docs or doc_names()
-    unknown = sorted(set(names) - set(doc_names()))
-    if unknown:
-        parser.error(f"unknown documents {unknown}; choose among {doc_names()}")
+    known = doc_names(args.root)
+    names = args.docs or known
+    unknown = sorted(set(names) - set(known))
+    if unknown or not names:
+        parser.error(f"{args.root}: unknown documents {unknown}; choose among {known}")
     if args.report_only:
         records = read_records(args.report_only, names)
     else:
@@ -330,12 +342,12 @@ def main() -> None:
         folder.mkdir(parents=True, exist_ok=True)
         records = []
         for name in names:
-            record = train(name, args.fp32, settings)
+            record = train(name, args.fp32, settings, args.root)
             (folder / f"{name}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
             print(f"{name}: {record['wall_seconds']:.0f} s wall", file=sys.stderr, flush=True)
             records.append(record)
         print(f"records: {folder}", file=sys.stderr)
-    lines = render(records)
+    lines = render(records, args.root)
     print("\n".join(lines))
     if args.out:
         args.out.write_text(json.dumps({"records": records, "table": lines}, indent=2) + "\n", encoding="utf-8")

@@ -181,6 +181,22 @@ def test_report_only_prints_the_table(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "out.json").read_text())["table"] == lines
 
 
+def test_another_root_judges_its_own_documents(tmp_path: Path) -> None:
+    root, reports = tmp_path / "unseen", tmp_path / "reports"
+    (root / "heron").mkdir(parents=True)
+    reports.mkdir()
+    expect = json.loads((DOCS / "tarnwick" / "expect.json").read_text())
+    (root / "heron" / "expect.json").write_text(json.dumps({**expect, "language": "go"}))
+    record = {**json.loads((FIXTURE / "tarnwick.json").read_text()), "doc": "heron"}
+    (reports / "heron.json").write_text(json.dumps(record))
+    command = [sys.executable, str(SCRIPT), "--report-only", str(reports), "--root", str(root)]
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+    assert done.stdout.splitlines()[3].startswith("| heron | go |")  # judged by the root's expect.json
+    refused = subprocess.run([*command, "--docs", "tarnwick"], capture_output=True, text=True, env=env)
+    assert refused.returncode == 2 and f"{root}: unknown documents ['tarnwick']" in refused.stderr
+
+
 def test_a_copy_trains_with_the_settings_given(tmp_path: Path) -> None:
     settings = learning.parse_settings(["seed=7", "learning_rate = 2e-3"])
     doc = learning.settings_copy("lanternfish", settings, tmp_path)
