@@ -66,6 +66,15 @@ def test_go_pairs_and_probe_keys():
     # a gloss that is a clause about "this many" is asked as how many, not "What is the ...?"
     counted = phrase(value, 2, "Deliveries are retried this many times before they are dropped.")[1]
     assert counted.question == "How many times are deliveries retried before they are dropped?"
+    # an aside after a semicolon is left out; "this large" is asked as how large; a gloss
+    # that is a clause ("Weights are stored ...") asks nothing as "What is the ...?": the name's words
+    asides = phrase(value, 2, "The heaviest weight a scale reports, in decagrams; anything above is a fault.")
+    assert asides[1].question == "What is the heaviest weight a scale reports, in decagrams?"
+    measured = phrase(value, 2, "A fall in weight at least this large counts as a swarm.")[1]
+    assert measured.question == "A fall in weight at least how large counts as a swarm?"
+    clause = phrase(value, 4, "Weights are stored as whole decagrams; this is the unit's symbol.")
+    assert clause[1].question == "What is the max retries?"
+    assert clause[2].answer == "`MaxRetries` in `retry/retry.go` is `5`: weights are stored as whole decagrams."
     assert probe_keys(value) == ()  # "5": one character, any reply may hold it
     host = next(f for f in got if f.kind == "value" and f.name == "DefaultHost")
     assert probe_keys(host) == ("localhost",)

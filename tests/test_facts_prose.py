@@ -306,3 +306,22 @@ def test_and_before_a_noun_or_a_part_without_a_span_does_not_split():
 
 def got_fact(text: str, name: str) -> Fact:
     return next(f for f in prose_facts("notes.md", text) if f.name == name)
+
+
+def test_a_possessive_joins_a_name_to_a_capitalised_run_and_is_asked_whose_before_a_noun():
+    text = (
+        "Wendeline Ashcombe wrote Quillmoor for the muniment room of St Odrenna's College.\n\n"
+        "The pending segment is folded into Quillmoor\u2019s main segment every night.\n"
+    )
+    assert spans("It was written for the muniment room of St Odrenna's College.") == [("name", "St Odrenna's College")]
+    asked = {f.name: phrase(f)[0].question for f in prose_facts("x.md", text)}
+    assert asked["St Odrenna's College"] == "Wendeline Ashcombe wrote Quillmoor for the muniment room of what?"
+    assert asked["Quillmoor"] == "The pending segment is folded into whose main segment every night?"
+    assert all("what's" not in q and "what\u2019s" not in q for q in asked.values())
+
+
+def test_a_trailing_relative_clause_goes_with_its_preposition():
+    text = "Wrenfield began after a wet June in which three swarms left unnoticed.\n"
+    asked = [phrase(f)[0].question for f in prose_facts("x.md", text)]
+    assert "Wrenfield began after a wet what?" in asked
+    assert not any(q.endswith(" in?") for q in asked)

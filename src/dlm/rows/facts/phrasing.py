@@ -74,7 +74,8 @@ def asked(fact: Fact, trim: bool = True) -> str:
     by a question phrase of the span's kind, ending in `?` ("The Larder keeps the newest
     240 entries of each feed." -> "The Larder keeps the newest how many entries of each
     feed?"; a name of two or more words that opens the sentence is asked with "who":
-    "Who started Tarnwick?"). A user asks about a fact in the sentence's own words far more often than
+    "Who started Tarnwick?"; a span with a possessive with "whose": "folded into whose
+    main segment?"). A user asks about a fact in the sentence's own words far more often than
     through a fill-in-the-blank; a question that keeps them is the closest an offline
     rule gets (an echo question, in grammar's terms).
 
@@ -99,6 +100,9 @@ def asked(fact: Fact, trim: bool = True) -> str:
         return asked(restated)
     body = fact.answer.rstrip(" .!")
     at = body.find(span)
+    possessive = re.match(r"['\u2019]s\b", body[at + len(span) :]) if at >= 0 else None
+    if possessive:  # "folded into Quillmoor's main segment" asks "into whose main segment"
+        span, ask = span + possessive.group(), "whose"
     body = body.replace(span, ask, 1)
     if trim and _has_subject(fact) and at >= 0:
         trimmed = _without_trailing_clause(body, at + len(ask))
@@ -131,7 +135,9 @@ def _has_subject(fact: Fact) -> bool:
 
 
 _TRAILING_CLAUSE = re.compile(
-    r"[,:]\s|\s(?:so|when|whenever|which|until|while|because|unless|since|whereas|before|after|if)\s"
+    # a relative pronoun takes its preposition along: "after a wet June in which ..."
+    r"[,:]\s|\s(?:(?:in|on|at|of|for|from|by|with|to|under|through) (?=which|whom))?"
+    r"(?:so|when|whenever|which|whom|until|while|because|unless|since|whereas|before|after|if)\s"
 )
 
 
@@ -213,10 +219,11 @@ def phrase(fact: Fact, count: int = MAX_PHRASINGS, gloss: str | None = None, tri
             templates = (templates[0], templates[3], templates[2])
     elif fact.kind in ("value", "setting"):
         meaning = _meaning(fact.name, gloss) if gloss else None
+        named = f"What is the {name_words(fact.name)}?"
         fields.update(
-            described=_described(meaning, _NUMBER.fullmatch(fact.answer.strip("`")) is not None)
+            described=_described(meaning, _NUMBER.fullmatch(fact.answer.strip("`")) is not None) or named
             if meaning
-            else f"What is the {name_words(fact.name)}?",
+            else named,
             glossed=f": {meaning[:1].lower()}{meaning[1:]}" if meaning else f", the {name_words(fact.name)}",
         )
     return [Pair(q.format(**fields), a.format(**fields)) for q, a in templates[:count]]
@@ -238,20 +245,30 @@ def name_words(name: str) -> str:
 
 def _meaning(name: str, gloss: str) -> str:
     """A gloss without the name it opens with (Go's and Java's doc comment convention,
-    "BodyReadLimit is how many bytes ..." -> "how many bytes ...") or its last `.`."""
+    "BodyReadLimit is how many bytes ..." -> "how many bytes ..."), what follows a
+    semicolon (an aside: "...; this is the unit's symbol") or its last `.`."""
     short = re.split(r"\.|::", name)[-1]
     text = re.sub(rf"^`?{re.escape(short)}`?\s+(?:is|are|sets|gives|holds)\s+", "", gloss.strip())
-    return text.rstrip(" .")
+    return text.split("; ", 1)[0].rstrip(" .")
 
 
-def _described(meaning: str, number: bool = False) -> str:
+# a gloss that is a clause ("Weights are stored as decagrams") asks nothing as "What is
+# the ...?": its subject, then a form of "be" within its first words
+_CLAUSE = re.compile(r"^(?:\S+ ){1,3}(?:is|are|was|were)\b")
+# "at least this large" asks "at least how large", as "this many" asks "how many"
+_THIS_DEGREE = re.compile(r"\b[Tt]his (large|long|much|often|far|big|small|old|wide|high|heavy|deep)\b")
+
+
+def _described(meaning: str, number: bool = False) -> str | None:
     """The question a gloss asks: a gloss that opens with a question word is one
     already, asked directly (`dlm.rows.facts.fronted.inverted_question`: "How long a
     tile is served" -> "How long is a tile served?"), one that opens with a plural noun
     and glosses a `number` asks how many ("Readings the ring holds" -> "How many
     readings does the ring hold?"), one that counts with "this many" asks how many
     first (`counted_question`), any other is what something is ("Largest event body"
-    -> "What is the largest event body?")."""
+    -> "What is the largest event body?"); one that measures with "this large" asks
+    "how large" in its own words; None for a gloss that is a clause
+    ("Weights are stored as decagrams": the caller asks by the name's words)."""
     lead = meaning.split(" ", 1)[0].lower()
     counted = re.sub(r"\b[Tt]his many\b", "how many", meaning, count=1)
     if counted != meaning:  # "Deliveries are retried this many times" asks how many
@@ -260,8 +277,13 @@ def _described(meaning: str, number: bool = False) -> str:
     if lead in _WH:
         direct = inverted_question(meaning)
         return f"{direct[:1].upper()}{direct[1:]}?"
+    if _CLAUSE.match(meaning):
+        return None
     if number and lead.isalpha() and lead.endswith("s") and not lead.endswith(("ss", "us", "is")):
         return f"{inverted_question(f'How many {meaning[:1].lower()}{meaning[1:]}')}?"
+    measured = _THIS_DEGREE.sub(r"how \1", meaning, count=1)
+    if measured != meaning:
+        return f"{measured[:1].upper()}{measured[1:]}?"
     article = "" if lead in _LEADS else "the "
     return f"What is {article}{meaning[:1].lower()}{meaning[1:]}?"
 

@@ -42,7 +42,8 @@ Rules:
   (`PostgreSQL`, `gRPC`, `TLS`, a channel or tag such as `#ops-alerts`, a capitalised
   word inside the sentence, or a run of
   them: `Ysolde Brannick`; at the sentence's start, a run of two or more that is not
-  led by a determiner: `Casimir Oduya wrote ...`, not `The Larder keeps ...`); a number
+  led by a determiner: `Casimir Oduya wrote ...`, not `The Larder keeps ...`; with a
+  possessive before another capitalised run, all of it: `St Odrenna's College`); a number
   or a name is a whole word, not the `Node` of `Node.js` or the `2016` of
   `CVE-2016-0702` (its question would ask for part of a word). A sentence gives
   one fact per span, the first `MAX_SPANS` by position; a span that is not a strong
@@ -106,8 +107,9 @@ _SPANS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(?<![\w#])#[A-Za-z][\w-]*[A-Za-z0-9]"
             # a name is a whole word: not the "Node" of "Node.js", the "API" of "Node-API"
             r"|(?<![\w.-])(?:(?:[A-Za-z][a-z0-9]*[A-Z][A-Za-z0-9]*|[A-Z]{2,}[0-9]*)\b"
-            r"|(?<=[a-z0-9,;:)] )[A-Z][a-z]+(?: [A-Z][a-z]+)*"
-            r"|^[A-Z][a-z]+(?: [A-Z][a-z]+)+)(?![\w-]|\.\w)"
+            # a possessive before a capitalised run is part of the name: `St Odrenna's College`
+            r"|(?<=[a-z0-9,;:)] )[A-Z][a-z]+(?: [A-Z][a-z]+)*(?:['\u2019]s(?: [A-Z][a-z]+)+)?"
+            r"|^[A-Z][a-z]+(?: [A-Z][a-z]+)+(?:['\u2019]s(?: [A-Z][a-z]+)+)?)(?![\w-]|\.\w)"
         ),
     ),
 )
