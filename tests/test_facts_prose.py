@@ -220,10 +220,10 @@ def test_a_question_drops_the_clause_after_what_it_asks_but_a_fragment_keeps_it(
 def test_a_statement_about_nothing_nameable_is_asked_to_be_completed_instead():
     from dlm.rows.facts.phrasing import phrase, topic
 
-    facts = prose_facts("README.md", "At most 2200 milliseconds pass.\n\nA group of targets is a Paddock.\n")
+    facts = prose_facts("README.md", "At most 2200 milliseconds pass.\n\nA group of targets forms a Paddock.\n")
     assert [topic(f) for f in facts] == [None, None]  # an adverbial, a fragment ending in "of"
     second = phrase(facts[1], 2)[1]
-    assert second.question == 'According to `README.md`, what completes this: "A group of targets is a ___."?'
+    assert second.question == 'According to `README.md`, what completes this: "A group of targets forms a ___."?'
     assert "What do you know about" not in " ".join(p.question for f in facts for p in phrase(f, 4))
     assert [len(phrase(f, 4)) for f in facts] == [3, 3]  # no question about an empty topic
 
@@ -325,3 +325,9 @@ def test_a_trailing_relative_clause_goes_with_its_preposition():
     asked = [phrase(f)[0].question for f in prose_facts("x.md", text)]
     assert "Wrenfield began after a wet what?" in asked
     assert not any(q.endswith(" in?") for q in asked)
+
+
+def test_a_plural_noun_before_an_auxiliary_is_part_of_the_subject():
+    facts = prose_facts("x.md", "The first scales were set up at the apiary in Quenby Bottom.\n")
+    assert {f.subject for f in facts} == {"the first scales"}
+    assert phrase(facts[0])[1].question == "What do you know about the first scales?"

@@ -78,6 +78,7 @@ _DETERMINERS = frozenset(
 _OBJECT_OPENERS = frozenset("the a an each every all its their one two three".split())
 # capitalised sentence openers that are no name ("Now supports ...", "Same as ...")
 _NOT_SUBJECTS = frozenset("Now Also Then Here There Please Note Same See Only Just Still Thus Hence Instead".split())
+_AUXILIARIES = frozenset("is are was were has have had can could will would should must may might".split())
 _NOT_VERBS = ("ss", "us", "is", "ics", "ous")  # "class", "status", "analysis", "physics"
 _ABBREV = ("e.g", "i.e", "etc", "vs", "cf")
 _HEADING = re.compile(r"#{1,6}(?:\s|$)")  # CommonMark's ATX heading: `#tag` is text
@@ -239,10 +240,13 @@ def sentence_subject(sentence: str) -> str | None:
 
 
 def _first_verb(words: list[str]) -> int | None:
-    """The index of the sentence's first verb among its first `MAX_SUBJECT_WORDS + 1` words."""
+    """The index of the sentence's first verb among its first `MAX_SUBJECT_WORDS + 1`
+    words; an `-s` word before an auxiliary is a plural noun, not a verb ("The first
+    scales were set up")."""
     for i, word in enumerate(words[: MAX_SUBJECT_WORDS + 1]):
         if i and _verb(word, after_first=i > 1 or not words[0][:1].isupper() or _object_follows(words, i)):
-            return i
+            if word in VERBS or i + 1 >= len(words) or words[i + 1] not in _AUXILIARIES:
+                return i
     return None
 
 
