@@ -331,3 +331,15 @@ def test_a_plural_noun_before_an_auxiliary_is_part_of_the_subject():
     facts = prose_facts("x.md", "The first scales were set up at the apiary in Quenby Bottom.\n")
     assert {f.subject for f in facts} == {"the first scales"}
     assert phrase(facts[0])[1].question == "What do you know about the first scales?"
+
+
+def test_it_names_the_previous_subject_only_as_the_verbs_object():
+    text = (
+        "Each hive stands on a scale.\n"
+        "Wrenfield texts the keeper at Quenby Bottom when a hive looks as if it has swarmed.\n\n"
+        "The relay daemon forwards events.\nYsolde Brannick wrote it in 2019.\n"
+    )
+    answers = {f.answer for f in prose_facts("x.md", text)}
+    assert "Ysolde Brannick wrote the relay daemon in 2019." in answers  # lowercase mid-sentence
+    assert any("looks as if it has swarmed" in a for a in answers)  # another noun's `it` is kept
+    assert not any("Each hive has swarmed" in a for a in answers)

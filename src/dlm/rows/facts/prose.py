@@ -31,9 +31,10 @@ Rules:
   ("It keeps 64 MB of journal." after "The ferry daemon listens ..." -> "The ferry
   daemon keeps 64 MB of journal."), when that sentence had one; otherwise the
   sentence gives no fact (it would state something about nobody knows what);
-- a sentence whose subject is a proper name and whose object is `it` ("Ysolde
-  Brannick started it.") names the previous sentence's subject there ("Ysolde
-  Brannick started Tarnwick."), which stays what a later pronoun refers to: a person
+- a sentence whose subject is a proper name and whose verb's object is `it`, the
+  word after the verb ("Ysolde Brannick started it."), names the previous sentence's
+  subject there ("Ysolde Brannick started Tarnwick."; an `it` further on may be
+  another noun's: "... when a hive looks as if it has swarmed"), which stays what a later pronoun refers to: a person
   who made the thing is said about it, the thing stays the topic;
 - salient spans, by priority, never overlapping: an identifier, path or command in
   backticks; a URL; a path (`/var/lib/x`, `./x`, `~/x`, `a/b.txt`, `a/b/c`); a number
@@ -83,7 +84,7 @@ _NOT_VERBS = ("ss", "us", "is", "ics", "ous")  # "class", "status", "analysis", 
 _ABBREV = ("e.g", "i.e", "etc", "vs", "cf")
 _HEADING = re.compile(r"#{1,6}(?:\s|$)")  # CommonMark's ATX heading: `#tag` is text
 _CLAUSE = re.compile(r";(?=\s)")
-_OBJECT_IT = re.compile(r"(?<= )it\b")
+_OBJECT_IT = re.compile(r" \S+ (it)\b")  # the first verb's object, right after it
 _SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z`\"'(\[]|\s*$)")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
@@ -136,8 +137,13 @@ def prose_facts(relpath: str, text: str, first_line: int = 1) -> list[Fact]:
                 if not previous:
                     continue  # whom the pronoun names is unknown: a statement about nothing
                 sentence, subject = previous + sentence[len(subject) :], previous
-            elif previous and _proper(subject) and _OBJECT_IT.search(sentence, len(subject or "")):
-                sentence = _OBJECT_IT.sub(previous, sentence, count=1)
+            elif previous and _proper(subject) and (it := _OBJECT_IT.match(sentence, len(subject or ""))):
+                named = (
+                    previous[:1].lower() + previous[1:]
+                    if previous.split(" ")[0].lower() in _OBJECT_OPENERS
+                    else previous
+                )
+                sentence = sentence[: it.start(1)] + named + sentence[it.end(1) :]
                 subject = previous  # the thing stays the topic (module rules)
             previous = subject
             if sentence.endswith(":"):  # it announces a list: what it says so far is stated
