@@ -132,6 +132,12 @@ def test_salient_spans_by_kind():
     assert spans("It runs on Node.js through Node-API, after CVE-2016-0702, in LFM2.5 with SHA384.") == [
         ("name", "SHA384")
     ]
+    assert spans("The library is plain C++20 with no dependencies.") == []
+
+
+def test_a_code_span_that_only_starts_with_a_dot_is_no_count():
+    (fact,) = prose_facts("design.md", "Volume files end in `.qmvol` on every disk.\n")
+    assert phrase(fact)[0].question == "Volume files end in what on every disk?"
 
 
 def test_questions_code_and_tables_give_no_statement():

@@ -116,7 +116,7 @@ def _question_phrase(fact: Fact) -> str:
     """What asks for a statement's span: "which port", "who" (a full name that opens the
     sentence), "how many seconds" (a number with its unit), "which file" (a path), ..."""
     span = fact.name.strip("`")
-    unit = re.fullmatch(r"(?:port\s+)?[\d.,]+\s*([A-Za-z%]+)?", span)
+    unit = re.fullmatch(r"(?:port\s+)?\.?\d[\d.,]*\s*([A-Za-z%]+)?", span)  # a number, not `.qmvol`
     if span.lower().startswith("port "):
         return "which port"
     if fact.what == "name" and " " in span and fact.answer.startswith(fact.name):

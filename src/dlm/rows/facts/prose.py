@@ -46,7 +46,7 @@ Rules:
   led by a determiner: `Casimir Oduya wrote ...`, not `The Larder keeps ...`; with a
   possessive before another capitalised run, all of it: `St Odrenna's College`); a number
   or a name is a whole word, not the `Node` of `Node.js` or the `2016` of
-  `CVE-2016-0702` (its question would ask for part of a word). A sentence gives
+  `CVE-2016-0702` or the `20` of `C++20` (its question would ask for part of a word). A sentence gives
   one fact per span, the first `MAX_SPANS` by position; a span that is not a strong
   probe key (`dlm.rows.facts.model.strong_key`) gives none;
 - a fact's subject (the probe split's unit) is the sentence's subject, casefolded, or
@@ -97,7 +97,7 @@ _SPANS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "number",
         re.compile(
-            r"(?<![\w.])(?<!\w-)(?:(?:[Pp]ort|[Vv]ersion)\s\d(?:[\d.]*\d)?\b|\d[\d,]*(?:\.\d+)?\s?(?:%|(?:ms|s|sec|seconds?|"
+            r"(?<![\w.+])(?<!\w-)(?:(?:[Pp]ort|[Vv]ersion)\s\d(?:[\d.]*\d)?\b|\d[\d,]*(?:\.\d+)?\s?(?:%|(?:ms|s|sec|seconds?|"
             r"min|minutes?|h|hours?|days?|weeks?|months?|years?|[KMGT]i?B|bytes?|bits?|tokens?|steps?|epochs?|"
             r"rows?|files?|lines?|characters?|threads?|cores?|workers?|retries|times|attempts|requests|"
             r"connections|entries|px|[kMG]?Hz|fps)\b)|\d{2,}(?:\.\d+)?(?![\w.]|-\w))"  # not "2016" of "CVE-2016-0702"
