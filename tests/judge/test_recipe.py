@@ -36,6 +36,13 @@ def test_pairs_are_each_seen_the_repeat_count_and_the_rest_once() -> None:
     f = recipe.instruction_share
     assert f is not None and round(f * 6 / ((1 - f) * 8)) == INSTRUCTION_REPEATS
     assert recipe.warning is None
+    assert recipe.reason == f"each instruction example {INSTRUCTION_REPEATS} times, the rest once"
+    # synth pairs are drawn their own number of times, and the line says so
+    synth = choose(n_instruction=8, n_other=6, units_per_step=4, budget_units=None, synth=True)
+    assert (
+        synth.reason == f"each instruction example {INSTRUCTION_REPEATS} times, each synth pair 4 times, the rest once"
+    )
+    assert synth.instruction_share == recipe.instruction_share
 
 
 def test_a_budget_too_small_for_the_pairs_caps_the_share_and_warns() -> None:

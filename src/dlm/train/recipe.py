@@ -61,7 +61,9 @@ class Recipe:
     warning: str | None = None
 
 
-def choose(n_instruction: float, n_other: float, units_per_step: float, budget_units: float | None) -> Recipe:
+def choose(
+    n_instruction: float, n_other: float, units_per_step: float, budget_units: float | None, synth: bool = False
+) -> Recipe:
     """The recipe for a dataset (module docstring), in units: examples for windows, tokens
     for packed blocks (what `instruction_share` balances in each layout).
 
@@ -69,6 +71,8 @@ def choose(n_instruction: float, n_other: float, units_per_step: float, budget_u
         n_instruction, n_other: units of instruction rows and of the rest, each counted once.
         units_per_step: units one optimizer step takes (micro-batch x accumulation x ranks).
         budget_units: the most units the run may take; None: no cap.
+        synth: the dataset has synth examples (drawn `SYNTH_REPEATS` times each; only
+            the reason's words depend on it).
     """
     if n_instruction == 0:
         if budget_units is not None and budget_units < n_other:
@@ -78,7 +82,8 @@ def choose(n_instruction: float, n_other: float, units_per_step: float, budget_u
     wanted = INSTRUCTION_REPEATS * n_instruction
     if budget_units is None or wanted + n_other <= budget_units:
         share = round(wanted / (wanted + n_other), 4) if n_other else None
-        return Recipe(share, None, f"each instruction example {INSTRUCTION_REPEATS} times, the rest once")
+        synth_times = f"each synth pair {SYNTH_REPEATS} times, " if synth else ""
+        return Recipe(share, None, f"each instruction example {INSTRUCTION_REPEATS} times, {synth_times}the rest once")
     steps = max(1, int(budget_units // units_per_step))
     share = min(MAX_SHARE, wanted / (steps * units_per_step))
     seen = share * steps * units_per_step / n_instruction

@@ -395,7 +395,8 @@ def choose_recipe(
         tokens = budget.as_tokens(tokens_per_second)
         per_unit = 1.0 if packing else counting.total_tokens / max(len(counting), 1)
         budget_units = tokens / per_unit
-    return choose(float(sizes[is_instruction].sum()), float(sizes[~is_instruction].sum()), units_per_step, budget_units)
+    instruction, other = float(sizes[is_instruction].sum()), float(sizes[~is_instruction].sum())
+    return choose(instruction, other, units_per_step, budget_units, synth=bool((kinds == "synth").any()))
 
 
 def _tokens_per_second(store: Store) -> float:
