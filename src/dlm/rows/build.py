@@ -166,7 +166,8 @@ def build_rows(
     base_dir = doc.path.parent if doc.path else Path.cwd()
     walk = walk_sources(fm.training.sources, base_dir, strict=strict, doc_name=name)
     walk.notes.extend(pair_notes(doc))  # printed with the walk's own notes
-    drawn = drawn_synth(fm.training.synth, walk.files, document_facts(doc))
+    said = walk.notes if fm.training.synth.enabled is not False else None
+    drawn = drawn_synth(fm.training.synth, walk.files, document_facts(doc, said))
     if drawn is not None:
         walk.notes.extend(drawn.notes)  # printed with the walk's own notes
         seen: set[str] = set()
@@ -232,14 +233,26 @@ def teacher_notes(doc: Document, unasked: Sequence[str]) -> list[str]:
     ]
 
 
-def document_facts(doc: Document) -> list[Fact]:
+def document_facts(doc: Document, notes: list[str] | None = None) -> list[Fact]:
     """The `statement` facts of the document's own prose sections and instruction
     answers (`dlm.rows.facts.prose`), named by the document's file name and its lines.
-    Probe sections give none: their answers are never trained on."""
+    Probe sections give none: their answers are never trained on. None either when the
+    prose and answers together do not read as English (`dlm.rows.facts.language`);
+    then one line saying so goes to `notes`."""
     from dlm.doc import InstructionSection, ProseSection
+    from dlm.rows.facts.language import reads_english
     from dlm.rows.facts.prose import prose_facts
 
     name = doc.path.name if doc.path else "document"
+    said = [s.text for s in doc.sections if isinstance(s, ProseSection)]
+    said += [p.answer for s in doc.sections if isinstance(s, InstructionSection) for p in s.pairs]
+    if reads_english("\n".join(said)) is False:
+        if notes is not None:
+            notes.append(
+                f"{name}: its prose is not English, and training.synth's statement rules read English, so it asks "
+                "nothing of the prose; ::instruction:: pairs, or training.synth.teacher, teach it"
+            )
+        return []
     facts: list[Fact] = []
     for section in doc.sections:
         if isinstance(section, ProseSection):

@@ -55,6 +55,8 @@ _KINDS = {
     ".ini": "ini",
     ".cfg": "ini",
 }
+# why a prose file gives no statements (`dlm.rows.facts.language`)
+NOT_ENGLISH = "its prose is not English, and the statement rules read English"
 CODE_KINDS = frozenset({"python", "go", "rust", "javascript", "typescript", "java", "c", "cpp"})
 PROSE_KINDS = frozenset({"markdown", "text"})
 CONFIG_KINDS = frozenset({"yaml", "toml", "json", "ini"})
@@ -95,8 +97,9 @@ def wanted_file(relpath: str) -> bool:
 
 def parsed_facts(relpath: str, text: str) -> list[Fact] | str:
     """The facts of one source file in source order, or why its reader could not
-    parse it (one short phrase: "syntax error at line 3"); [] for a file no reader
-    takes (`wanted_file`). A pure function of `(relpath, text)`."""
+    parse it (one short phrase: "syntax error at line 3"; prose that is not English,
+    `NOT_ENGLISH`); [] for a file no reader takes (`wanted_file`). A pure function of
+    `(relpath, text)`."""
     if not wanted_file(relpath):
         return []
     kind = source_kind(relpath)
@@ -105,9 +108,10 @@ def parsed_facts(relpath: str, text: str) -> list[Fact] | str:
 
         return python_facts(relpath, text)
     if kind in PROSE_KINDS:
+        from dlm.rows.facts.language import reads_english
         from dlm.rows.facts.prose import prose_facts
 
-        return prose_facts(relpath, text)
+        return NOT_ENGLISH if reads_english(text) is False else prose_facts(relpath, text)
     if kind in CONFIG_KINDS:
         from dlm.rows.facts.config import config_facts
 

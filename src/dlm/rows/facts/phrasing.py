@@ -19,6 +19,7 @@ import ast
 import re
 
 from dlm.rows.facts.fronted import counted_question, fronted, inverted_question, relative_clause
+from dlm.rows.facts.language import phrase_english
 from dlm.rows.facts.model import Fact, FactKind, Pair, strong_key
 
 PHRASINGS: dict[FactKind, tuple[tuple[str, str], ...]] = {
@@ -267,8 +268,11 @@ def _described(meaning: str, number: bool = False) -> str | None:
     readings does the ring hold?"), one that counts with "this many" asks how many
     first (`counted_question`), any other is what something is ("Largest event body"
     -> "What is the largest event body?"); one that measures with "this large" asks
-    "how large" in its own words; None for a gloss that is a clause
+    "how large" in its own words; a gloss that is not English is asked in its own words
+    (`dlm.rows.facts.language.phrase_english`); None for a gloss that is a clause
     ("Weights are stored as decagrams": the caller asks by the name's words)."""
+    if not phrase_english(meaning):  # "Wie lange ein Ventil offen bleiben darf": asked in its own words
+        return f"{meaning[:1].upper()}{meaning[1:]}?"
     lead = meaning.split(" ", 1)[0].lower()
     counted = re.sub(r"\b[Tt]his many\b", "how many", meaning, count=1)
     if counted != meaning:  # "Deliveries are retried this many times" asks how many
