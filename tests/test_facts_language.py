@@ -71,3 +71,10 @@ def test_a_gloss_that_is_not_english_is_asked_in_its_own_words():
     value = Fact("value", "kesselbrunn/ventil.py", 12, "MAX_OFFEN_SEKUNDEN", "constant", "617", "max_offen_sekunden")
     asked = phrase(value, 2, "Wie lange ein Ventil höchstens offen bleiben darf, in Sekunden.")[1]
     assert asked.question == "Wie lange ein Ventil höchstens offen bleiben darf, in Sekunden?"
+
+
+def test_a_readme_of_mostly_code_is_judged_by_its_sentences():
+    code = "\n".join(f"    retry_delay_{i} = compute_backoff(base_ms, attempt_{i}, jitter_ms)" for i in range(40))
+    readme = f"# Relay\n\n{ENGLISH}\n\n```python\n{code}\n```\n\n| key | value |\n|---|---|\n| `retry_ms` | 1500 |\n"
+    facts = parsed_facts("README.md", readme)
+    assert isinstance(facts, list) and facts  # its sentences are English, whatever the code around them

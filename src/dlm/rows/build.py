@@ -241,12 +241,12 @@ def document_facts(doc: Document, notes: list[str] | None = None) -> list[Fact]:
     then one line saying so goes to `notes`."""
     from dlm.doc import InstructionSection, ProseSection
     from dlm.rows.facts.language import reads_english
-    from dlm.rows.facts.prose import prose_facts
+    from dlm.rows.facts.prose import prose_facts, prose_text
 
     name = doc.path.name if doc.path else "document"
     said = [s.text for s in doc.sections if isinstance(s, ProseSection)]
     said += [p.answer for s in doc.sections if isinstance(s, InstructionSection) for p in s.pairs]
-    if reads_english("\n".join(said)) is False:
+    if reads_english(prose_text("\n\n".join(said))) is False:
         if notes is not None:
             notes.append(
                 f"{name}: its prose is not English, and training.synth's statement rules read English, so it asks "

@@ -14,7 +14,10 @@ The test is the share of a text's words that are English function words
 (`ENGLISH_WORDS`: articles, auxiliaries, pronouns, prepositions and conjunctions no other
 common Latin-script language writes the same way). English prose has about one such
 word in four or five, German, French or Spanish prose almost none; `ENGLISH_SHARE`
-lies between. Fewer than `MIN_WORDS` words (a pair's short answer) cannot tell.
+lies between. Fewer than `MIN_WORDS` words (a pair's short answer) cannot tell. Only
+the prose counts: code blocks, tables and code spans are left out first
+(`dlm.rows.facts.prose.prose_text`), so a README of mostly code is judged by its
+sentences.
 """
 
 from __future__ import annotations

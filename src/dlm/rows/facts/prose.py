@@ -157,6 +157,13 @@ def prose_facts(relpath: str, text: str, first_line: int = 1) -> list[Fact]:
     return facts
 
 
+def prose_text(text: str) -> str:
+    """The prose of a Markdown or text `text`, for telling its language
+    (`dlm.rows.facts.language`): its prose blocks (`_blocks`: no code, tables or
+    headings) without their code spans, joined by blank lines."""
+    return "\n\n".join(re.sub(r"`[^`\n]*`", " ", block) for _, block in _blocks(text) if block)
+
+
 def _blocks(text: str) -> Iterator[tuple[int, str | None]]:
     """(1-based first line, text) of each prose block; (line, None) at a heading or
     code, where a pronoun's reference ends. Lines of a block join with newlines."""
