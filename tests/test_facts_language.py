@@ -71,6 +71,8 @@ def test_a_gloss_that_is_not_english_is_asked_in_its_own_words():
     value = Fact("value", "kesselbrunn/ventil.py", 12, "MAX_OFFEN_SEKUNDEN", "constant", "617", "max_offen_sekunden")
     asked = phrase(value, 2, "Wie lange ein Ventil höchstens offen bleiben darf, in Sekunden.")[1]
     assert asked.question == "Wie lange ein Ventil höchstens offen bleiben darf, in Sekunden?"
+    stated = phrase(value, 3, "Rohwert des Sensors bei leerem Schacht.")[2]
+    assert stated.answer.endswith("is `617`: Rohwert des Sensors bei leerem Schacht.")  # the noun keeps its capital
 
 
 def test_a_readme_of_mostly_code_is_judged_by_its_sentences():

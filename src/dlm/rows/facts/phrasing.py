@@ -221,11 +221,14 @@ def phrase(fact: Fact, count: int = MAX_PHRASINGS, gloss: str | None = None, tri
     elif fact.kind in ("value", "setting"):
         meaning = _meaning(fact.name, gloss) if gloss else None
         named = f"What is the {name_words(fact.name)}?"
+        glossed = f", the {name_words(fact.name)}"
+        if meaning:  # an English gloss goes on lowercased; one in German keeps its nouns' capitals
+            glossed = f": {meaning[:1].lower()}{meaning[1:]}" if phrase_english(meaning) else f": {meaning}"
         fields.update(
             described=_described(meaning, _NUMBER.fullmatch(fact.answer.strip("`")) is not None) or named
             if meaning
             else named,
-            glossed=f": {meaning[:1].lower()}{meaning[1:]}" if meaning else f", the {name_words(fact.name)}",
+            glossed=glossed,
         )
     return [Pair(q.format(**fields), a.format(**fields)) for q, a in templates[:count]]
 
