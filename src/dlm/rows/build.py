@@ -166,8 +166,8 @@ def build_rows(
     base_dir = doc.path.parent if doc.path else Path.cwd()
     walk = walk_sources(fm.training.sources, base_dir, strict=strict, doc_name=name)
     walk.notes.extend(pair_notes(doc))  # printed with the walk's own notes
-    said = walk.notes if fm.training.synth.enabled is not False else None
-    drawn = drawn_synth(fm.training.synth, walk.files, document_facts(doc, said))
+    language_notes = walk.notes if fm.training.synth.enabled is not False else None  # synth off: nothing to say
+    drawn = drawn_synth(fm.training.synth, walk.files, document_facts(doc, language_notes))
     if drawn is not None:
         walk.notes.extend(drawn.notes)  # printed with the walk's own notes
         seen: set[str] = set()

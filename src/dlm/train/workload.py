@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from dlm.train.data import padded_length
-from dlm.train.dataset import example_kinds
+from dlm.train.dataset import PackedDataset, example_kinds
 from dlm.train.loop import LoopRun, run_schedule, run_steps
 from dlm.train.shared_prefix import Layout, layout_of
 
@@ -46,7 +46,7 @@ def _layouts(run: LoopRun) -> list[list[tuple[Layout, np.ndarray]]]:
     """Per step of `run` on this rank, each micro-batch's layout and its examples."""
     schedule = run_schedule(run)
     dataset = run.dataset
-    packed = hasattr(dataset, "order")
+    packed = isinstance(dataset, PackedDataset)
     steps = []
     for s in range(run_steps(run, schedule)):
         batches = []
