@@ -80,3 +80,19 @@ def test_a_readme_of_mostly_code_is_judged_by_its_sentences():
     readme = f"# Relay\n\n{ENGLISH}\n\n```python\n{code}\n```\n\n| key | value |\n|---|---|\n| `retry_ms` | 1500 |\n"
     facts = parsed_facts("README.md", readme)
     assert isinstance(facts, list) and facts  # its sentences are English, whatever the code around them
+
+
+def test_show_and_synth_say_a_german_documents_prose_asks_nothing(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from dlm.cli.main import app
+
+    path = tmp_path / "kesselbrunn.dlm"
+    path.write_text(DOC.format(prose=GERMAN))
+    for command in ("show", "synth"):
+        result = CliRunner().invoke(app, [command, str(path)])
+        assert result.exit_code == 0, result.output
+        assert "kesselbrunn.dlm: its prose is not English" in " ".join(result.stderr.split()), command
+    path.write_text(DOC.format(prose=ENGLISH))
+    result = CliRunner().invoke(app, ["synth", str(path)])
+    assert result.exit_code == 0 and "not English" not in result.stderr

@@ -86,7 +86,7 @@ def synth_listing(
     doc = load_document(Path(path))
     fm = doc.frontmatter
     walk = walk_sources(fm.training.sources, doc_dir(doc) or Path.cwd(), doc_name=str(doc.path))
-    drawn = drawn_synth(fm.training.synth, walk.files, document_facts(doc))
+    drawn = drawn_synth(fm.training.synth, walk.files, document_facts(doc, walk.notes))
     synth: dict[str, SynthUnitView] = {}
     if drawn is not None:
         for fact, qa in drawn.train:

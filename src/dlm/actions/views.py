@@ -29,7 +29,7 @@ def _rows_by_kind(doc: Document) -> tuple[dict[str, Any], list[str]]:
     pairs = sum(len(s.pairs) for s in doc.sections if isinstance(s, InstructionSection))
     base_dir = doc_dir(doc) or Path.cwd()
     walk = walk_sources(doc.frontmatter.training.sources, base_dir, doc_name=str(doc.path))
-    drawn = drawn_synth(doc.frontmatter.training.synth, walk.files, document_facts(doc))
+    drawn = drawn_synth(doc.frontmatter.training.synth, walk.files, document_facts(doc, walk.notes))
     synth_pairs, synth_probes = (len(drawn.train), len(drawn.probes)) if drawn is not None else (0, 0)
     teacher = doc.frontmatter.training.synth.teacher
     entries = teacher_entries(teacher, document_units(doc, walk.files)) if teacher is not None else []

@@ -166,8 +166,7 @@ def build_rows(
     base_dir = doc.path.parent if doc.path else Path.cwd()
     walk = walk_sources(fm.training.sources, base_dir, strict=strict, doc_name=name)
     walk.notes.extend(pair_notes(doc))  # printed with the walk's own notes
-    language_notes = walk.notes if fm.training.synth.enabled is not False else None  # synth off: nothing to say
-    drawn = drawn_synth(fm.training.synth, walk.files, document_facts(doc, language_notes))
+    drawn = drawn_synth(fm.training.synth, walk.files, document_facts(doc, walk.notes))
     if drawn is not None:
         walk.notes.extend(drawn.notes)  # printed with the walk's own notes
         seen: set[str] = set()
@@ -238,7 +237,8 @@ def document_facts(doc: Document, notes: list[str] | None = None) -> list[Fact]:
     answers (`dlm.rows.facts.prose`), named by the document's file name and its lines.
     Probe sections give none: their answers are never trained on. None either when the
     prose and answers together do not read as English (`dlm.rows.facts.language`);
-    then one line saying so goes to `notes`."""
+    then one line saying so goes to `notes`, unless `training.synth` is off (nothing
+    would be asked of the prose either way)."""
     from dlm.doc import InstructionSection, ProseSection
     from dlm.rows.facts.language import reads_english
     from dlm.rows.facts.prose import prose_facts, prose_text
@@ -247,7 +247,7 @@ def document_facts(doc: Document, notes: list[str] | None = None) -> list[Fact]:
     said = [s.text for s in doc.sections if isinstance(s, ProseSection)]
     said += [p.answer for s in doc.sections if isinstance(s, InstructionSection) for p in s.pairs]
     if reads_english(prose_text("\n\n".join(said))) is False:
-        if notes is not None:
+        if notes is not None and doc.frontmatter.training.synth.enabled is not False:
             notes.append(
                 f"{name}: its prose is not English, and training.synth's statement rules read English, so it asks "
                 "nothing of the prose; ::instruction:: pairs, or training.synth.teacher, teach it"
