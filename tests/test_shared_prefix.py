@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from tinyllama import tiny_hyper, tiny_llama
+from tinyllama import assert_same_grads, tiny_hyper, tiny_llama
 
 from dlm.train.data import KINDS, collate
 from dlm.train.model import ModelPlan, prepare_model
@@ -108,14 +108,7 @@ def test_each_example_scores_and_trains_as_in_its_own_row(precision: str):
     per_window = a.sum(dim=1)
     per_tail = torch.stack([b[0][row.segments == k + 1].sum() for k in range(len(EXAMPLES))])
     assert torch.allclose(per_tail, per_window, rtol=tol, atol=tol)
-    grads = []
-    for out in (a, b):
-        m.zero_grad(set_to_none=True)
-        out.sum().backward()
-        grads.append({n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None})
-    assert grads[0].keys() == grads[1].keys() and grads[0]
-    for name, grad in grads[0].items():
-        assert torch.allclose(grads[1][name], grad, rtol=tol * 10, atol=tol), name
+    assert_same_grads(m, a, b, rtol=tol * 10, atol=tol)
 
 
 def test_the_replay_kl_of_a_row_is_the_one_of_its_own_rows_and_its_base_pass_reads_only_the_replay_tails():

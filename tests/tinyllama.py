@@ -86,3 +86,16 @@ def train_tiny(
     )
     sink = sink or SimpleNamespace(on_train_start=lambda total: None, on_step=lambda *args: None)
     return train(tiny_llama(vocab, seed=model_seed, max_position_embeddings=64), loop_run, sink, measurements)
+
+
+def assert_same_grads(model: torch.nn.Module, a: torch.Tensor, b: torch.Tensor, rtol: float, atol: float) -> None:
+    """`a.sum()` and `b.sum()`, two outputs of `model`, give the same gradient to each of
+    its trainable parameters (at least one), within `rtol` and `atol`."""
+    grads = []
+    for out in (a, b):
+        model.zero_grad(set_to_none=True)
+        out.sum().backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys() and grads[0]
+    for name, grad in grads[0].items():
+        assert torch.allclose(grads[1][name], grad, rtol=rtol, atol=atol), name

@@ -30,6 +30,10 @@ layer's masked forward and backward take less time without the copies
 (docs/benchmarks.md, "CPU attention in bfloat16 and float32").
 Calls with a KV cache, a position bias or one query token (generation's decode steps)
 keep transformers' path.
+
+A training row of several examples (`dlm.train.shared_prefix`) that comes with its blocks
+(`dlm.train.row_blocks`, keyword arguments the decoder hands every layer) attends by
+those blocks on a CPU instead of under its mask: each tail against the prefix and itself.
 """
 
 from __future__ import annotations
@@ -76,7 +80,10 @@ def _sdpa(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, **
         and torch.is_autocast_enabled("cpu")
         and torch.get_autocast_dtype("cpu") == torch.bfloat16
     )
-    attend = _cpu_grouped if _groups_kept(module, query, key, kwargs) else original
+    if _by_blocks(query, key, kwargs):
+        attend = _blocks
+    else:
+        attend = _cpu_grouped if _groups_kept(module, query, key, kwargs) else original
     if not in_float32:
         return attend(module, query, key, value, attention_mask, **kwargs)
     with torch.autocast("cpu", enabled=False):
@@ -96,8 +103,47 @@ def _groups_kept(module: Any, query: Any, key: Any, kwargs: dict[str, Any]) -> b
         query.device.type == "cpu"
         and getattr(module, "num_key_value_groups", 1) > 1
         and 1 < query.shape[-2] == key.shape[-2]
-        and all(kwargs.get(name) is None or kwargs.get(name) is False for name in _NOT_GROUPED)
+        and _plain(kwargs)
     )
+
+
+def _by_blocks(query: Any, key: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether this call attends one row of several examples by blocks
+    (`dlm.train.row_blocks`): the row's blocks are given, for this length, on a CPU, as
+    one sequence of queries over its own keys, with none of `_NOT_GROUPED` set."""
+    from dlm.train.row_blocks import KEYS
+
+    if any(kwargs.get(name) is None for name in KEYS):
+        return False
+    return (
+        query.device.type == "cpu"
+        and query.shape[0] == 1
+        and query.shape[-2] == key.shape[-2] == kwargs["row_source"].shape[0]
+        and _plain(kwargs)
+    )
+
+
+def _plain(kwargs: dict[str, Any]) -> bool:
+    """Whether a call sets none of `_NOT_GROUPED`."""
+    return all(kwargs.get(name) is None or kwargs.get(name) is False for name in _NOT_GROUPED)
+
+
+def _blocks(
+    module: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    attention_mask: Any,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[Any, None]:
+    """`dlm.train.row_blocks.blocked_attention` for a `_by_blocks` call; the row's mask is
+    not read (the blocks are that mask's pieces)."""
+    from dlm.train.row_blocks import KEYS, blocked_attention
+
+    out = blocked_attention(query, key, value, {k: kwargs[k] for k in KEYS}, scaling, dropout)
+    return out, None
 
 
 def _cpu_grouped(

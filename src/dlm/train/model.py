@@ -63,6 +63,7 @@ class FusedLossModel(nn.Module):
         base_input_ids: torch.Tensor | None = None,
         base_attention_mask: torch.Tensor | None = None,
         base_position_ids: torch.Tensor | None = None,
+        **row_blocks: torch.Tensor,
     ) -> torch.Tensor:
         """Per-token NLL of a collated micro-batch (`dlm.train.shared_prefix.micro_batch`).
 
@@ -77,6 +78,8 @@ class FusedLossModel(nn.Module):
             replay_rows, replay_at: int64 [n], replay positions scored by KL to the base
                 model, and where each sits in the base pass's output; `base_*`: the base
                 pass's inputs (`dlm.train.replay_kl.replay_inputs`); or None.
+            row_blocks: one row's attention blocks (`dlm.train.row_blocks.KEYS`), and the
+                base pass's under `base_`-prefixed names, where the batch has them.
 
         Returns:
             float32 [B, T]: position t holds `-log p(labels[t + 1])` in nats, 0 at the last
@@ -95,6 +98,7 @@ class FusedLossModel(nn.Module):
             "base_attention_mask": base_attention_mask,
             "base_position_ids": base_position_ids,
         }
+        given.update(row_blocks)
         inputs = {"input_ids": input_ids, "labels": labels, **{k: v for k, v in given.items() if v is not None}}
         if replay_rows is not None and self._adapter_off is None:
             from dlm.train.replay_kl import AdapterOff

@@ -46,6 +46,7 @@ from typing import Any
 import torch
 
 from dlm.train.data import BASE, KINDS, Batch
+from dlm.train.row_blocks import row_blocks
 
 REPLAY = KINDS.index("replay")
 FEATURES = ("input_ids", "attention_mask", "position_ids")  # what the decoder reads of a batch
@@ -85,7 +86,8 @@ def base_pass(batch: Batch, replay_rows: torch.Tensor) -> tuple[dict[str, torch.
     batch of several rows; of one row of several examples
     (`dlm.train.shared_prefix.collate_row`), the shared prefix and the tails holding
     replay positions, with the row's positions and its mask restricted to them (each tail
-    still sees exactly the prefix and itself).
+    still sees exactly the prefix and itself), and that row's attention blocks where they
+    pay (`dlm.train.row_blocks`).
 
     Returns:
         (the decoder's inputs: `input_ids` [m, T'], and `attention_mask` and/or
@@ -103,6 +105,7 @@ def base_pass(batch: Batch, replay_rows: torch.Tensor) -> tuple[dict[str, torch.
         "input_ids": inputs["input_ids"][:, kept],
         "position_ids": inputs["position_ids"][:, kept],
         "attention_mask": inputs["attention_mask"][:, :, kept][:, :, :, kept],
+        **(row_blocks(segments[kept].numpy()) or {}),
     }
     return base, torch.searchsorted(kept, replay_rows)
 

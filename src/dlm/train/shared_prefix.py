@@ -44,9 +44,11 @@ import numpy as np
 import torch
 
 from dlm.train.data import KINDS, Batch, collate, padded_length
+from dlm.train.row_blocks import attention_pairs, row_blocks
 
-# the micro-batch layout of windows, recorded in the determinism lock (`dlm.train.lora`)
-ROW_MODE = "shared-prefix-row"
+# the micro-batch layout of windows and how its row attends (`dlm.train.row_blocks`: other
+# last bits than under the row's mask), recorded in the determinism lock (`dlm.train.lora`)
+ROW_MODE = "shared-prefix-row-attention-blocks"
 
 
 def first_loss(labels: np.ndarray) -> int:
@@ -96,7 +98,9 @@ def collate_row(
         A `Batch` with int64 [1, n] `input_ids`, `labels` (-100 in the prefix, at each
         tail's first position and in the padding), `position_ids` (each tail continues
         from the prefix), bool [1, 1, n, n] `attention_mask` (`row_mask`), int64
-        `loss_rows`, and int64 [n] `segments`; `tokens` counts the prefix once.
+        `loss_rows`, the row's attention blocks where they pay
+        (`dlm.train.row_blocks.row_blocks`), and int64 [n] `segments`; `tokens` counts
+        the prefix once.
 
     Raises:
         ValueError: an empty batch, or a packed block among the examples.
@@ -135,6 +139,7 @@ def collate_row(
         "position_ids": torch.from_numpy(positions[None]),
         "attention_mask": row_mask(segments),
         "loss_rows": torch.from_numpy(np.flatnonzero(next_labels != -100).astype(np.int64)),
+        **(row_blocks(segments) or {}),
     }
     return Batch(inputs, torch.from_numpy(kinds), total, n, torch.from_numpy(segments))
 
@@ -150,12 +155,15 @@ def _row_fit(examples: Sequence[dict[str, np.ndarray]], limit: int | None) -> tu
 class Layout(NamedTuple):
     """The shape `micro_batch` gives a micro-batch: `tokens` real tokens (`Batch.tokens`)
     in `rows` rows of `width` positions (`Batch.processed` = rows * width), `prefix` of
-    them computed once for every example (0 outside one row of several examples)."""
+    them computed once for every example (0 outside one row of several examples), and
+    `pairs`, the (query, key) pairs one layer's attention computes over them
+    (`dlm.train.row_blocks.attention_pairs` for one row, `rows * width ** 2` else)."""
 
     tokens: int
     rows: int
     width: int
     prefix: int
+    pairs: int
 
 
 def layout_of(examples: Sequence[dict[str, np.ndarray]], limit: int | None = None) -> Layout:
@@ -164,9 +172,18 @@ def layout_of(examples: Sequence[dict[str, np.ndarray]], limit: int | None = Non
     if not any("position_ids" in e for e in examples):
         fit = _row_fit(examples, limit)
         if fit is not None:
-            return Layout(fit[1], 1, padded_length(fit[1], limit), fit[0])
-    sizes = [len(e["input_ids"]) for e in examples]
-    return Layout(sum(sizes), len(sizes), padded_length(max(sizes), limit), 0)
+            p, total = fit
+            width = padded_length(total, limit)
+            tails = [len(e["input_ids"]) - p for e in examples]
+            return Layout(total, 1, width, p, attention_pairs(p, tails, width))
+    return rows_layout([len(e["input_ids"]) for e in examples], limit)
+
+
+def rows_layout(sizes: Sequence[int], limit: int | None = None) -> Layout:
+    """The layout of one example (or packed block) per row, `sizes` tokens each, padded to
+    the longest (`dlm.train.data.collate`)."""
+    width = padded_length(max(sizes), limit)
+    return Layout(sum(sizes), len(sizes), width, 0, len(sizes) * width * width)
 
 
 def micro_batch(

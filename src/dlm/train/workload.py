@@ -20,8 +20,10 @@ N the decoder's weights without the embedding; the transformer's count of Kaplan
   gradients are small): 2;
 - every position that carries loss, the LM head's two products: 2 V H / N
   (V the vocabulary, H the hidden size);
-- every row of n positions, attention's scores and weighted sum, forward and about twice
-  that backward: 3 * 2 n^2 H L / N (L layers; the kernel computes all n^2 under a mask);
+- attention's scores and weighted sum, forward and about twice that backward:
+  3 * 2 P H L / N, P the (query, key) pairs a layer computes (L layers): n^2 for a row of
+  n positions under a mask, which the kernel computes whole, or the pairs of the row's
+  blocks where it attends by blocks (`dlm.train.row_blocks.attention_pairs`);
 - with KL replay, the base model's pass over the rows or tails holding replay positions
   (forward only): 1 a token, and its head at those positions: V H / N.
 
@@ -36,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from dlm.train.data import padded_length
 from dlm.train.dataset import PackedDataset, example_kinds
 from dlm.train.loop import LoopRun, run_schedule, run_steps
-from dlm.train.shared_prefix import Layout, layout_of
+from dlm.train.row_blocks import attention_pairs
+from dlm.train.shared_prefix import Layout, layout_of, rows_layout
 
 
 def _layouts(run: LoopRun) -> list[list[tuple[Layout, np.ndarray]]]:
@@ -52,8 +54,7 @@ def _layouts(run: LoopRun) -> list[list[tuple[Layout, np.ndarray]]]:
         batches = []
         for _, examples in schedule.step(s, run.rank).micro_batches:
             if packed:  # blocks keep their own layout: one row each, no shared prefix
-                sizes = dataset.lengths[examples]
-                layout = Layout(int(sizes.sum()), len(sizes), padded_length(int(sizes.max()), run.sequence_len), 0)
+                layout = rows_layout([int(n) for n in dataset.lengths[examples]], run.sequence_len)
             else:
                 layout = layout_of([dataset[int(j)] for j in examples], run.sequence_len)
             batches.append((layout, examples))
@@ -95,13 +96,14 @@ def step_work(run: LoopRun, config: Any) -> tuple[np.ndarray, np.ndarray]:
             t += layout.tokens
             losses = loss_tokens[examples]
             w += 2 * layout.rows * layout.width + 2 * head * float(losses.sum())
-            w += 3 * attention * layout.rows * layout.width**2
+            w += 3 * attention * layout.pairs
             replay = is_replay[examples]
             if kl and replay.any():
                 lengths = dataset.lengths[examples][replay]
                 if layout.rows == 1:  # the prefix and the replay tails, one row
-                    base = layout.prefix + float((lengths - layout.prefix).sum())
-                    pairs = base**2
+                    tails = [int(n) - layout.prefix for n in lengths]
+                    base = layout.prefix + sum(tails)
+                    pairs = attention_pairs(layout.prefix, tails, base)
                 else:  # the rows holding replay positions
                     base, pairs = len(lengths) * layout.width, len(lengths) * layout.width**2
                 w += base + head * float(losses[replay].sum()) + attention * pairs
