@@ -299,7 +299,7 @@ def _decoder_inputs(causal_lm: Any, features: dict[str, Any]) -> dict[str, Any]:
     from dlm.train.attention import NAME
     from dlm.train.row_blocks import KEYS
 
-    if getattr(causal_lm.config, "_attn_implementation", None) == NAME:
+    if getattr(getattr(causal_lm, "config", None), "_attn_implementation", None) == NAME:
         return features
     return {k: v for k, v in features.items() if k not in KEYS}
 
