@@ -241,12 +241,12 @@ def document_facts(doc: Document, notes: list[str] | None = None) -> list[Fact]:
     would be asked of the prose either way)."""
     from dlm.doc import InstructionSection, ProseSection
     from dlm.rows.facts.language import reads_english
-    from dlm.rows.facts.prose import prose_facts, prose_text
+    from dlm.rows.facts.prose import prose_facts
 
     name = doc.path.name if doc.path else "document"
     said = [s.text for s in doc.sections if isinstance(s, ProseSection)]
     said += [p.answer for s in doc.sections if isinstance(s, InstructionSection) for p in s.pairs]
-    if reads_english(prose_text("\n\n".join(said))) is False:
+    if reads_english("\n\n".join(said)) is False:
         if notes is not None and doc.frontmatter.training.synth.enabled is not False:
             notes.append(
                 f"{name}: its prose is not English, and training.synth's statement rules read English, so it asks "

@@ -109,9 +109,9 @@ def parsed_facts(relpath: str, text: str) -> list[Fact] | str:
         return python_facts(relpath, text)
     if kind in PROSE_KINDS:
         from dlm.rows.facts.language import reads_english
-        from dlm.rows.facts.prose import prose_facts, prose_text
+        from dlm.rows.facts.prose import prose_facts
 
-        return NOT_ENGLISH if reads_english(prose_text(text)) is False else prose_facts(relpath, text)
+        return NOT_ENGLISH if reads_english(text) is False else prose_facts(relpath, text)
     if kind in CONFIG_KINDS:
         from dlm.rows.facts.config import config_facts
 

@@ -17,7 +17,7 @@ word in four or five, German, French or Spanish prose almost none; `ENGLISH_SHAR
 lies between. Fewer than `MIN_WORDS` words (a pair's short answer) cannot tell. Only
 the prose counts: code blocks, tables and code spans are left out first
 (`dlm.rows.facts.prose.prose_text`), so a README of mostly code is judged by its
-sentences.
+sentences; `reads_english` does that itself.
 """
 
 from __future__ import annotations
@@ -34,9 +34,12 @@ _WORD = re.compile(r"[^\W\d_]+")  # letters of any script: `Größe` is one word
 
 
 def reads_english(text: str) -> bool | None:
-    """Whether `text` (prose, Markdown) reads as English by the module's test; None when
-    it has fewer than `MIN_WORDS` words."""
-    words = _WORD.findall(text)
+    """Whether `text` (prose, Markdown) reads as English by the module's test, judged on
+    its prose alone (`dlm.rows.facts.prose.prose_text`); None when that has fewer than
+    `MIN_WORDS` words."""
+    from dlm.rows.facts.prose import prose_text
+
+    words = _WORD.findall(prose_text(text))
     if len(words) < MIN_WORDS:
         return None
     return sum(w.lower() in ENGLISH_WORDS for w in words) / len(words) >= ENGLISH_SHARE
