@@ -97,14 +97,6 @@ def row_blocks_forced(segments: Any) -> Any:
         return module.row_blocks(segments)
 
 
-def without_blocks(inputs: dict[str, Any]) -> dict[str, Any]:
-    """`inputs` with no row's blocks, its own or its base pass's: the row attends under its mask."""
-    from dlm.train.data import BASE
-    from dlm.train.row_blocks import KEYS
-
-    return {k: v for k, v in inputs.items() if k.removeprefix(BASE) not in KEYS}
-
-
 def timed(run: Any, base: Any, batches: list[Any], precision: str) -> tuple[dict[str, float], int]:
     """Seconds a micro-batch with blocks and without (module docstring), and how many of
     the timed micro-batches had blocks."""
@@ -113,6 +105,7 @@ def timed(run: Any, base: Any, batches: list[Any], precision: str) -> tuple[dict
     from dlm.models import load_model
     from dlm.train.model import ModelPlan, prepare_model
     from dlm.train.replay_kl import replay_inputs
+    from dlm.train.row_blocks import without_blocks
 
     hyper = replace(run.hyper, precision=precision)
     model = prepare_model(load_model(base), ModelPlan(hyper))

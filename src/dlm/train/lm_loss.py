@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from dlm.train.data import BASE
+from dlm.train.row_blocks import without_blocks
 
 # rows of logits alive at once (SmolLM2: 49,152 float32 logits a row, 197 KB). Fewer rows
 # hold less memory but cost float32 time, so float32 takes 1024; under bfloat16 autocast
@@ -248,8 +249,10 @@ def causal_lm_token_nll(model: Any, inputs: dict[str, Any], adapter_off: Any = N
         Differentiable when grad is on.
     """
     causal_lm = causal_lm_of(model)
+    if not _reads_blocks(causal_lm):
+        inputs = without_blocks(inputs)
     skip = ("labels", "loss_rows", "replay_rows", "replay_at")
-    features = _decoder_inputs(causal_lm, {k: v for k, v in inputs.items() if k not in skip and not k.startswith(BASE)})
+    features = {k: v for k, v in inputs.items() if k not in skip and not k.startswith(BASE)}
     target = _next_labels(inputs["labels"])
     if not fusable(causal_lm):
         logits = model(**features, use_cache=False).logits  # [B, T, V]
@@ -288,20 +291,16 @@ def _with_replay_kl(
     if adapter_off is None:
         adapter_off = AdapterOff(getattr(model, "module", model))
     base = {k.removeprefix(BASE): v.to(out.device) for k, v in inputs.items() if k.startswith(BASE)}
-    base = _decoder_inputs(causal_lm_of(model), base)
     rows, at = rows.to(out.device), inputs["replay_at"].to(out.device)
     return put_kl(nll, rows, replay_kl(adapter_off, decoder, base, out, rows, at, weight))
 
 
-def _decoder_inputs(causal_lm: Any, features: dict[str, Any]) -> dict[str, Any]:
-    """`features` without a row's attention blocks (`dlm.train.row_blocks.KEYS`) unless
-    `causal_lm` attends through `dlm.train.attention`, the one attention that reads them."""
+def _reads_blocks(causal_lm: Any) -> bool:
+    """Whether `causal_lm` attends through `dlm.train.attention`, the one attention that
+    reads a row's blocks (`dlm.train.row_blocks`); any other model gets none."""
     from dlm.train.attention import NAME
-    from dlm.train.row_blocks import KEYS
 
-    if getattr(getattr(causal_lm, "config", None), "_attn_implementation", None) == NAME:
-        return features
-    return {k: v for k, v in features.items() if k not in KEYS}
+    return getattr(getattr(causal_lm, "config", None), "_attn_implementation", None) == NAME
 
 
 def _next_labels(labels: torch.Tensor) -> torch.Tensor:

@@ -34,15 +34,25 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
+
+from dlm.train.data import BASE
 
 # the keyword arguments the blocks travel under, from the collated batch to each layer
 KEYS = ("row_prefix", "row_tails", "row_source")
 # the narrowest row (tokens) blocks are tried on: below it the gather and scatter cost more
 # than the pairs they skip (docs/benchmarks.md, "Attention by blocks in one row")
 BLOCKS_FROM = 160
+
+
+def without_blocks(inputs: dict[str, Any]) -> dict[str, Any]:
+    """`inputs` (a micro-batch's model inputs) without any row's blocks, the row's own
+    (`KEYS`) or its replay base pass's (`base_`-prefixed): each row then attends under
+    its mask."""
+    return {k: v for k, v in inputs.items() if k.removeprefix(BASE) not in KEYS}
 
 
 def block_pairs(prefix: int, tails: Sequence[int]) -> int:
