@@ -154,3 +154,10 @@ def test_the_replay_base_pass_attends_by_its_own_blocks(monkeypatch: pytest.Monk
     kl_row = m(**row).reshape(-1)[row["replay_rows"]]
     assert calls == [batch.processed, width]  # the adapter's row, then the base pass's
     assert bool((kl_row > 0).all()) and torch.allclose(kl_row, kl_windows, rtol=1e-4, atol=1e-6)
+
+
+def test_a_misspelt_block_is_refused_not_ignored():
+    row = collate_row(EXAMPLES, 0, 512)
+    assert row is not None
+    with pytest.raises(TypeError, match="row_tail"):
+        model()(**row.inputs, row_tail=row.inputs["row_tails"])

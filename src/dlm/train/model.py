@@ -85,6 +85,9 @@ class FusedLossModel(nn.Module):
             float32 [B, T]: position t holds `-log p(labels[t + 1])` in nats, 0 at the last
             position and where that label is -100, KL(p_base || p) at `replay_rows`
             (`dlm.train.lm_loss.causal_lm_token_nll`).
+
+        Raises:
+            TypeError: a keyword argument that is none of the above.
         """
         from dlm.train.lm_loss import causal_lm_token_nll
 
@@ -98,6 +101,12 @@ class FusedLossModel(nn.Module):
             "base_attention_mask": base_attention_mask,
             "base_position_ids": base_position_ids,
         }
+        from dlm.train.data import BASE
+        from dlm.train.row_blocks import KEYS
+
+        unknown = sorted(k for k in row_blocks if k.removeprefix(BASE) not in KEYS)
+        if unknown:
+            raise TypeError(f"FusedLossModel.forward() got unexpected keyword arguments {unknown}")
         given.update(row_blocks)
         inputs = {"input_ids": input_ids, "labels": labels, **{k: v for k, v in given.items() if v is not None}}
         if replay_rows is not None and self._adapter_off is None:
