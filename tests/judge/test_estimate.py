@@ -27,8 +27,8 @@ The gates of the harbour each have a code.
 
 
 def test_the_estimate_is_the_documented_rule() -> None:
-    # 48 rows in 3 batches of 16, 48 steps each at 0.1 s; 1,000 tokens on 3 models at 4 ms
-    assert judging_seconds(16, 1000, 48) == 3 * 48 * 0.1 + 3 * 1000 * 0.004
+    # 120 rows in 2 batches of at most 96, 48 steps each at 0.5 s; 1,000 tokens on 3 models at 4 ms
+    assert judging_seconds(40, 1000, 48) == 2 * 48 * 0.5 + 3 * 1000 * 0.004
 
 
 def test_few_questions_are_not_even_tokenized() -> None:

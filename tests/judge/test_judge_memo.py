@@ -132,7 +132,13 @@ def test_the_key_names_every_input(smollm2_tokenizer, tmp_path) -> None:
     examples = reference_examples(smollm2_tokenizer, items(smollm2_tokenizer))
     general = guard_examples(smollm2_tokenizer, GENERAL)
     memo = memo_at(tmp_path / "m.json")
-    settings = {"pad_id": 2, "generation_pad_id": 2, "max_new_tokens": 4, "generate_batch": 16}
+    settings = {
+        "pad_id": 2,
+        "generation_pad_id": 2,
+        "max_new_tokens": 4,
+        "generate_batch": 16,
+        "generate_cache_bytes": 99,
+    }
     base = memo.key(examples, general, **settings)
     assert base == memo.key(examples, general, **settings)
     variants = [
@@ -143,6 +149,7 @@ def test_the_key_names_every_input(smollm2_tokenizer, tmp_path) -> None:
         memo.key(examples, general, **{**settings, "generation_pad_id": 0}),
         memo.key(examples, general, **{**settings, "max_new_tokens": 5}),
         memo.key(examples, general, **{**settings, "generate_batch": 8}),
+        memo.key(examples, general, **{**settings, "generate_cache_bytes": 98}),
         memo.key(examples, general, **settings, general_precision="bfloat16"),
         memo_at(memo.path, "elsewhere").key(examples, general, **settings),
         BaseSideMemo(memo.path, {"revision": "other"}, memo.tokenizer, memo.environment).key(
@@ -289,17 +296,52 @@ def test_one_batch_answers_on_each_adapter_named(tiny, smollm2_tokenizer) -> Non
     assert tiny.training  # the mode it was in is restored
 
 
-def test_answer_batches_hold_at_most_generate_batch_rows(tiny, smollm2_tokenizer, monkeypatch) -> None:
+def test_answer_batches_are_bounded_in_rows_and_keep_a_prompts_rows_together(
+    tiny, smollm2_tokenizer, monkeypatch
+) -> None:
     # the key/value cache grows with a batch's rows, so a batch is bounded in rows, not prompts
-    from dlm.judge.score import BASE, GENERATE_BATCH, greedy_replies
+    from dlm.judge.score import BASE, greedy_rows
 
-    prompts = [item.prompt_text for item in items(smollm2_tokenizer)] * 4
-    sizes: list[int] = []
+    questions = ["What is the secret word?", "Which colour is the logo?", "Who wrote it?", "Where is it kept?"]
+    prompts = [make_item(smollm2_tokenizer, "You answer briefly.", "probe", q, "x").prompt_text for q in questions]
+    rows = [(p, adapter) for p in prompts for adapter in (BASE, "default", BASE)]
+    whole = greedy_rows(tiny, smollm2_tokenizer, rows, 3)  # one batch
+    batches: list[list[str]] = []
     generate = tiny.generate
-    monkeypatch.setattr(tiny, "generate", lambda **kw: sizes.append(kw["input_ids"].shape[0]) or generate(**kw))
-    replies = greedy_replies(tiny, smollm2_tokenizer, prompts, 3, (BASE, "default", BASE))
-    assert sum(sizes) == 3 * len(prompts) and max(sizes) <= GENERATE_BATCH and len(sizes) == 2
-    assert all(len(r) == len(prompts) for r in replies)
+    monkeypatch.setattr(
+        tiny,
+        "generate",
+        lambda **kw: (
+            batches.append(smollm2_tokenizer.batch_decode(kw["input_ids"], skip_special_tokens=True)) or generate(**kw)
+        ),
+    )
+    replies = greedy_rows(tiny, smollm2_tokenizer, rows, 3, batch=4)
+    assert [len(b) for b in batches] == [3, 3, 3, 3]  # a fourth row would split the next prompt's three
+    assert all(len(set(b)) == 1 for b in batches)
+    assert replies[0] == replies[2] and replies[0] != replies[1]  # each row through its own adapter
+    assert len(replies) == len(whole) == len(rows)
+
+
+def test_generation_batches_take_whole_prompts_within_rows_and_cache_positions() -> None:
+    from dlm.judge.score import generation_batches
+
+    groups = [(10, [0, 1]), (10, [2, 3]), (20, [4, 5]), (40, [6, 7]), (90, [8, 9, 10])]
+    # 4 rows x (20 + 5) positions fit in 100, a fifth row would not; 2 x (40 + 5) fit; 3 x 95
+    # do not, and a prompt over the bound alone still gets a batch of its own
+    assert generation_batches(groups, 5, 4, 100) == [[0, 1, 2, 3], [4, 5], [6, 7], [8, 9, 10]]
+    assert generation_batches(groups, 5, 2, None) == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9], [10]]
+    assert generation_batches(groups, 5, 8, None) == [[0, 1, 2, 3, 4, 5, 6, 7], [8, 9, 10]]
+    assert generation_batches([], 5, 4, 100) == []
+
+
+def test_the_cache_bound_follows_the_model(tiny) -> None:
+    from dlm.judge.score import cache_bytes_per_position
+
+    config = tiny.config
+    head_dim = config.hidden_size // config.num_attention_heads
+    expected = config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim * 4  # float32
+    assert cache_bytes_per_position(tiny) == expected
+    assert cache_bytes_per_position(object()) is None
 
 
 def test_a_wrong_shared_general_score_is_never_reported_nor_copied(tiny, smollm2_tokenizer, tmp_path) -> None:
@@ -375,7 +417,13 @@ def test_general_probe_replies_of_the_base_are_remembered_under_the_probe_set(
 def test_the_key_names_the_general_probe_set(smollm2_tokenizer, tmp_path) -> None:
     examples = reference_examples(smollm2_tokenizer, items(smollm2_tokenizer))
     memo = memo_at(tmp_path / "m.json")
-    settings = {"pad_id": 2, "generation_pad_id": 2, "max_new_tokens": 4, "generate_batch": 16}
+    settings = {
+        "pad_id": 2,
+        "generation_pad_id": 2,
+        "max_new_tokens": 4,
+        "generate_batch": 16,
+        "generate_cache_bytes": 99,
+    }
     ours = general_probe_items(smollm2_tokenizer, None, probe_set())
     keys = {
         memo.key(examples, None, **settings),

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dlm.judge.score import GENERATE_BATCH
 
 MANY_QUESTIONS = 500  # questions (instruction pairs and probes) past which a run says what judging costs
-DECODE_STEP_S = 0.1  # one greedy step of a GENERATE_BATCH-row batch (module docstring)
+DECODE_STEP_S = 0.5  # one greedy step of a GENERATE_BATCH-row batch (module docstring)
 SCORE_TOKEN_S = 0.004  # one prompt or answer token scored on one model (module docstring)
 
 

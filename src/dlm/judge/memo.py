@@ -46,7 +46,7 @@ Key (`BaseSideMemo.key`): `canonical_sha256` of
     items         `eval_set_sha256` of the items' reference examples (prompt and answer
                   ids, labels on the answer; the prompt ids are what greedy decoding
                   starts from) with the pad id and the scoring batch rule
-    generation    max_new_tokens, the generation batch size, the generation pad id
+    generation    max_new_tokens, the generation batch bounds (rows, cache bytes), the generation pad id
     general       `eval_set_sha256` of the general set's examples (None: no general set)
                   and the precision it is scored in (`dlm.judge.guard`)
     probes        `GeneralProbeItems.key`: the sha256 of the general probe file and the
@@ -100,8 +100,9 @@ from dlm.train.evaluate import EvalExample, EvalSet
 # 2: the LM head fused into the NLL (dlm.train.lm_loss); 3: replies are not kept (one batch per
 # model set); 4: scored in `SCORING_CHUNK_TOKENS` rows (other last bits on some CPUs),
 # answered in batches of at most `GENERATE_BATCH` rows; 5: the general-set score kept only
-# in the shared file, its entries checked; 6: the base model's replies to the general probes
-FORMAT = 6
+# in the shared file, its entries checked; 6: the base model's replies to the general probes;
+# 7: batches bounded in rows and key/value cache bytes (`GENERATE_CACHE_BYTES`)
+FORMAT = 7
 REPORTS_KEPT = 16  # report files kept per document; older ones are removed on write
 GENERAL_KEPT = 32  # base models x machines x precisions whose general-set score is kept
 
@@ -213,6 +214,7 @@ class BaseSideMemo:
         generation_pad_id: int,
         max_new_tokens: int,
         generate_batch: int,
+        generate_cache_bytes: int,
         general_precision: str = "float32",
         probes: str | None = None,
     ) -> str:
@@ -235,6 +237,7 @@ class BaseSideMemo:
                 "generation": {
                     "max_new_tokens": max_new_tokens,
                     "batch": generate_batch,
+                    "cache_bytes": generate_cache_bytes,
                     "pad_id": generation_pad_id,
                 },
                 "general": eval_set_sha256(EvalSet(general), pad_id) if general else None,

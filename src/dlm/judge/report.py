@@ -27,6 +27,7 @@ from dlm.judge.null import add_null_adapter
 from dlm.judge.score import (
     BASE,
     GENERATE_BATCH,
+    GENERATE_CACHE_BYTES,
     EvalItem,
     greedy_rows,
     item_score,
@@ -169,6 +170,7 @@ def judge_adapter(
             generation_pad_id=generation_pad,
             max_new_tokens=max_new_tokens,
             generate_batch=GENERATE_BATCH,
+            generate_cache_bytes=GENERATE_CACHE_BYTES,
             general_precision=precision,
             probes=general_probes.key(tokenizer) if general_probes is not None else None,
         )

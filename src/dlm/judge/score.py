@@ -27,11 +27,14 @@ import numpy as np
 from dlm.judge.match import passes
 from dlm.train.evaluate import EvalExample, example_nll
 
-# rows (prompt x adapter) per generation batch. The key/value cache grows with the rows
-# (SmolLM2, float32: 46 KB a row and position), while a batch's time barely changes with
-# its rows on a CPU: batches of at most 16 rows keep the peak about half that of one
-# batch of every row and take no longer (docs/benchmarks.md, "Probe report: generation batch")
-GENERATE_BATCH = 16
+# A generation batch holds at most GENERATE_BATCH rows (prompt x adapter) and a key/value
+# cache of at most GENERATE_CACHE_BYTES (rows x (widest prompt + max_new_tokens) positions;
+# SmolLM2-135M in float32 keeps 46 KB a position, a 1.7B model with a key/value head per
+# query head several hundred). On a CPU a decoding step costs a fixed part (the weights
+# read, the step's Python) and a part per row, so larger batches answer more rows a second
+# (docs/benchmarks.md, "Probe report: generation batch"; benchmarks/generate_batch.py)
+GENERATE_BATCH = 96
+GENERATE_CACHE_BYTES = 512 * 2**20
 BASE = "__base__"  # peft's name for the base model in a mixed-adapter batch
 
 
@@ -108,20 +111,30 @@ class Sampling:
 
 
 def greedy_rows(
-    model: Any, tokenizer: Any, rows: Sequence[tuple[str, str]], max_new_tokens: int, sampling: Sampling | None = None
+    model: Any,
+    tokenizer: Any,
+    rows: Sequence[tuple[str, str]],
+    max_new_tokens: int,
+    sampling: Sampling | None = None,
+    batch: int = GENERATE_BATCH,
 ) -> list[str]:
     """The greedy reply (with `sampling`, a drawn one) of each `(rendered prompt, adapter)`
     row (adapter: a name of the peft model's adapters, `BASE` for none; a model without
     peft takes `BASE` only), decoded without special tokens.
 
-    Rows go in batches of at most `GENERATE_BATCH`, prompts by length (each prompt's rows
-    together, in the order given; a prompt's place is its first row's), every adapter of
-    a prompt in the same batch (peft's mixed-adapter batch), left-padded so every row ends
-    at its prompt: decoding is bound by reading the base weights, and a batch reads them
-    once per token for all its rows, while the key/value cache, written in place into
-    buffers sized for the batch (`dlm.judge.kvcache`), stays bounded by the batch. A row's
-    numbers depend on its own tokens and the batch's shape only, so the same rows give the
-    same replies byte for byte (drawn replies too, with the same `sampling.seed`).
+    Rows go in batches (`generation_batches`), prompts by length, each prompt's rows
+    together in the order given, every adapter of a prompt in the same batch (peft's
+    mixed-adapter batch), left-padded so every row ends at its prompt: a decoding step
+    reads the base weights once for all the batch's rows, while the key/value cache,
+    written in place into buffers sized for the batch (`dlm.judge.kvcache`), stays bounded
+    by the batch. A row's numbers depend on its own tokens and the batch's shape only, so
+    the same rows give the same replies byte for byte (drawn replies too, with the same
+    `sampling.seed`).
+
+    Args:
+        batch: the most rows a batch holds (`GENERATE_BATCH`; the cache's bound,
+            `GENERATE_CACHE_BYTES`, may hold fewer); a caller whose replies must match ones
+            generated before (shipped bytes) passes the size they were made with.
 
     Returns:
         `replies[j]`: the reply of `rows[j]`.
@@ -144,20 +157,23 @@ def greedy_rows(
     of_prompt: dict[str, list[int]] = {p: [] for p in prompts}
     for j, (prompt, _) in enumerate(rows):
         of_prompt[prompt].append(j)
-    every = [j for p in sorted(prompts, key=lambda p: len(encoded[p])) for j in of_prompt[p]]
+    ordered = sorted(prompts, key=lambda p: len(encoded[p]))
+    groups = [(len(encoded[p]), of_prompt[p]) for p in ordered]
+    per_position = cache_bytes_per_position(model)
+    positions = GENERATE_CACHE_BYTES // per_position if per_position else None
     was_training = model.training
     model.eval()
     try:
-        for start in range(0, len(every), GENERATE_BATCH):
-            batch = every[start : start + GENERATE_BATCH]
-            width = max(len(encoded[rows[j][0]]) for j in batch)
-            ids = torch.full((len(batch), width), pad_id, dtype=torch.long)  # (B, T), left padded
-            mask = torch.zeros((len(batch), width), dtype=torch.long)
-            for row, j in enumerate(batch):
+        start = 0
+        for taken in generation_batches(groups, max_new_tokens, batch, positions):
+            width = max(len(encoded[rows[j][0]]) for j in taken)
+            ids = torch.full((len(taken), width), pad_id, dtype=torch.long)  # (B, T), left padded
+            mask = torch.zeros((len(taken), width), dtype=torch.long)
+            for row, j in enumerate(taken):
                 tokens = encoded[rows[j][0]]
                 ids[row, width - len(tokens) :] = torch.tensor(tokens, dtype=torch.long)
                 mask[row, width - len(tokens) :] = 1
-            named = {"adapter_names": [rows[j][1] for j in batch]} if mixed else {}
+            named = {"adapter_names": [rows[j][1] for j in taken]} if mixed else {}
             decoding = _decoding(sampling)
             with torch.inference_mode(), torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
                 if sampling is not None:
@@ -171,11 +187,58 @@ def greedy_rows(
                     **decoding,
                     **named,
                 )
-            for row, j in enumerate(batch):
+            for row, j in enumerate(taken):
                 replies[j] = tokenizer.decode(out[row, width:], skip_special_tokens=True).strip()
+            start += len(taken)
     finally:
         model.train(was_training)
     return replies
+
+
+def cache_bytes_per_position(model: Any) -> int | None:
+    """Bytes of key/value cache one row's position takes in `model` (a transformers causal
+    LM or a peft model around one): layers x 2 x key/value heads x head size x the weights'
+    element size; None when its config does not say."""
+    config: Any = getattr(model, "config", None)
+    try:
+        heads = int(config.num_attention_heads)
+        kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
+        head_dim = int(getattr(config, "head_dim", None) or int(config.hidden_size) // heads)
+        layers = int(config.num_hidden_layers)
+        element = next(model.parameters()).element_size()
+    except (AttributeError, TypeError, ValueError, StopIteration):
+        return None
+    return layers * 2 * kv_heads * head_dim * element
+
+
+def generation_batches(
+    groups: Sequence[tuple[int, list[int]]], max_new_tokens: int, rows: int, positions: int | None
+) -> list[list[int]]:
+    """`groups` (each a prompt's width in tokens and its row indices, in order) cut into
+    generation batches: each takes whole groups in order while it holds at most `rows`
+    rows and, with `positions`, at most that many cache positions (its rows x (its widest
+    prompt + `max_new_tokens`)); a group of more than `rows` rows goes alone, in chunks of
+    `rows`, and a group over `positions` alone goes alone.
+
+    Returns:
+        The row indices of each batch, in order; every index of `groups` exactly once.
+    """
+    batches: list[list[int]] = []
+    taken: list[int] = []
+    widest = 0
+    for width, members in groups:
+        n, wide = len(taken) + len(members), max(widest, width)
+        if taken and (n > rows or (positions is not None and n * (wide + max_new_tokens) > positions)):
+            batches.append(taken)
+            taken, wide = [], width
+        if len(members) > rows:
+            batches.extend(members[k : k + rows] for k in range(0, len(members), rows))
+            widest = 0
+            continue
+        taken, widest = taken + members, wide
+    if taken:
+        batches.append(taken)
+    return batches
 
 
 def _decoding(sampling: Sampling | None) -> dict[str, Any]:

@@ -37,6 +37,9 @@ from dlm.rows.replay import ReplaySet, trim_unfinished
 
 FORMAT = 1
 MAX_NEW_TOKENS = 96
+# rows a generation batch holds: the size the shipped answers were generated with, so a
+# fresh generation of them gives the same bytes (`dlm.judge.score.greedy_rows`)
+ANSWER_BATCH = 16
 SHIPPED = "replay-answers.json"
 
 
@@ -61,7 +64,6 @@ def replay_answers(
         TrainingError: the tokenizer has no chat template.
         OSError: the answers cannot be written.
     """
-    from dlm.judge.score import GENERATE_BATCH
     from dlm.keyed import read_keyed, write_keyed
     from dlm.train.base_score import model_identity, scoring_environment
 
@@ -76,7 +78,7 @@ def replay_answers(
             "model": model_identity(ref.revision, ref.path, "float32"),
             "set": replay.sha256,
             "prompts": [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts],
-            "generation": {"max_new_tokens": MAX_NEW_TOKENS, "batch": GENERATE_BATCH, "pad_id": pad_id},
+            "generation": {"max_new_tokens": MAX_NEW_TOKENS, "batch": ANSWER_BATCH, "pad_id": pad_id},
             "environment": scoring_environment(),
         }
     )
@@ -141,7 +143,7 @@ def _generate(ref: BaseModelRef, tokenizer: Any, prompts: list[str]) -> list[str
     from dlm.models import load_model
 
     model = load_model(ref)
-    replies = greedy_rows(model, tokenizer, [(p, BASE) for p in prompts], MAX_NEW_TOKENS)
+    replies = greedy_rows(model, tokenizer, [(p, BASE) for p in prompts], MAX_NEW_TOKENS, batch=ANSWER_BATCH)
     del model
     lengths = [len(tokenizer(r, add_special_tokens=False)["input_ids"]) for r in replies]
     return [trim_unfinished(r, n < MAX_NEW_TOKENS - 1) for r, n in zip(replies, lengths, strict=True)]
