@@ -19,6 +19,14 @@ from dlm.judge.memo import GENERAL_KEPT, REPORTS_KEPT, BaseSideMemo, ReportMemo,
 from dlm.judge.report import judge_adapter
 from dlm.judge.score import make_item, reference_examples
 
+# the key's scoring and generation settings (any values: the key names them)
+KEY_SETTINGS = {
+    "pad_id": 2,
+    "generation_pad_id": 2,
+    "max_new_tokens": 4,
+    "generate_batch": 16,
+    "generate_cache_bytes": 99,
+}
 GENERAL = ["The river runs past the mill and under the old stone bridge.", "def add(a, b):\n    return a + b\n"]
 
 
@@ -132,13 +140,7 @@ def test_the_key_names_every_input(smollm2_tokenizer, tmp_path) -> None:
     examples = reference_examples(smollm2_tokenizer, items(smollm2_tokenizer))
     general = guard_examples(smollm2_tokenizer, GENERAL)
     memo = memo_at(tmp_path / "m.json")
-    settings = {
-        "pad_id": 2,
-        "generation_pad_id": 2,
-        "max_new_tokens": 4,
-        "generate_batch": 16,
-        "generate_cache_bytes": 99,
-    }
+    settings = dict(KEY_SETTINGS)
     base = memo.key(examples, general, **settings)
     assert base == memo.key(examples, general, **settings)
     variants = [
@@ -417,13 +419,7 @@ def test_general_probe_replies_of_the_base_are_remembered_under_the_probe_set(
 def test_the_key_names_the_general_probe_set(smollm2_tokenizer, tmp_path) -> None:
     examples = reference_examples(smollm2_tokenizer, items(smollm2_tokenizer))
     memo = memo_at(tmp_path / "m.json")
-    settings = {
-        "pad_id": 2,
-        "generation_pad_id": 2,
-        "max_new_tokens": 4,
-        "generate_batch": 16,
-        "generate_cache_bytes": 99,
-    }
+    settings = dict(KEY_SETTINGS)
     ours = general_probe_items(smollm2_tokenizer, None, probe_set())
     keys = {
         memo.key(examples, None, **settings),
