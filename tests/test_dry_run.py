@@ -86,3 +86,19 @@ def test_fixed_steps_say_the_recipe_is_off_and_how_the_examples_train(tmp_path: 
         "--max-steps, not the recipe: one sequence per example, a micro-batch in one row, "
         "instruction pairs 50% of what is drawn"
     )
+
+
+def test_the_probe_report_is_estimated_when_the_run_ends_with_one(tmp_path: Path, smollm2_ref):
+    # measured on the run's model: a few answers and a scored passage timed, then added up
+    path = tmp_path / "doc.dlm"
+    path.write_text(DOC.replace("    judge: false\n", ""))
+    result = CliRunner().invoke(app, ["train", str(path), "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["report_seconds"] > 0 and plan["flip_seconds"] > 0
+    text = CliRunner().invoke(app, ["train", str(path), "--dry-run"]).output
+    assert "then the probe report: about 0:0" in text and "more for each general probe the adapter gets wrong" in text
+    assert "in all about" in text
+    path.write_text(DOC)
+    plan = json.loads(CliRunner().invoke(app, ["train", str(path), "--dry-run", "--json"]).stdout)
+    assert plan["report_seconds"] is None and plan["flip_seconds"] is None

@@ -81,11 +81,21 @@ def dry_run_lines(plan: Any) -> list[str]:
             + (", trained on the KL to its next-token distribution" if plan.replay_loss == "kl" else "")
             + (f", their loss weighted {plan.replay_weight:g}x" if plan.replay_weight != 1.0 else "")
         )
+    lines.append(
+        f"ETA: {format_eta(plan.eta_seconds)} for training, measured: {plan.measured_steps} real steps on this "
+        f"machine ({plan.device}), {plan.seconds_per_step:.2f} s/step{rate}"
+    )
+    if plan.report_seconds is None:
+        return [*lines, "held-out scoring not included; no probe report after training (training.eval.judge: false)"]
+    flip = (
+        f", and {format_eta(plan.flip_seconds)} more for each general probe the adapter gets wrong (drawn replies confirm it)"
+        if plan.flip_seconds
+        else ""
+    )
     return [
         *lines,
-        f"ETA: {format_eta(plan.eta_seconds)} for training, measured: {plan.measured_steps} real steps on this "
-        f"machine ({plan.device}), {plan.seconds_per_step:.2f} s/step{rate}; held-out scoring and the probe "
-        "report not included",
+        f"then the probe report: about {format_eta(plan.report_seconds)}, measured here{flip}; "
+        f"in all about {format_eta(plan.eta_seconds + plan.report_seconds)}, held-out scoring not included",
     ]
 
 

@@ -41,7 +41,10 @@ def train(
         bool,
         typer.Option(
             "--dry-run",
-            help="Print the steps, tokens and a measured ETA (4 real steps timed here), then stop; writes nothing to the store.",
+            help=(
+                "Print the steps, tokens and a measured ETA (4 real steps timed here, and the probe report after "
+                "them), then stop; writes nothing to the store."
+            ),
         ),
     ] = False,
     resume: Annotated[

@@ -12,7 +12,12 @@ positions, attention, the replay KL's base pass), and the ETA is the whole run's
 at that rate. A rate of tokens per second would not do: a step of replay rows takes
 about twice the time per token of a step of short Q/A pairs, and which kind the few
 measured steps are moved such an ETA by a third. The planned tokens are counted as the
-loop counts them. Held-out scoring and the probe report after training are not included.
+loop counts them.
+
+The probe report after training (`training.eval.judge`) is estimated apart, measured on
+the same model (`dlm.judge.estimate`: a few answers and a scored passage timed, added up
+over the batches the report will make), with what each general probe the adapter flips
+would add; held-out scoring is not included.
 """
 
 from __future__ import annotations
@@ -48,6 +53,10 @@ class DryRunReport:
         synth_by_source: `training.synth` pairs and probes per source kind.
         replay_share: `training.replay`; replay_loss: `training.replay_loss` (`ce`, `kl`);
             replay_weight: `training.replay_weight`.
+        report_seconds: the probe report's estimated seconds after training, no general
+            probe flipped (module docstring); None without a report.
+        flip_seconds: what each general probe the adapter flips adds to it; None without
+            a report or drawn replies.
     """
 
     steps: int
@@ -65,6 +74,8 @@ class DryRunReport:
     replay_share: float = 0.0
     replay_loss: str = "kl"
     replay_weight: float = 1.0
+    report_seconds: float | None = None
+    flip_seconds: float | None = None
 
 
 class _StepTimes(NullSink):
@@ -127,7 +138,9 @@ def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainS
     steps, planned = len(tokens), int(tokens.sum())
     # the measured steps are the run's first (one schedule), sized apart for a run of fewer
     timed = step_work(measured, model.config)[1][1:MEASURED_STEPS]
-    train(model, measured, times)
+    trained = train(model, measured, times).model
+    lora = trained.peft_config[trained.active_adapter]
+    del trained, model  # the report answers on a fresh float32 base (`report_estimate`)
     if len(times.seen) < MEASURED_STEPS:
         raise TrainingError("dry run: the measured steps did not complete; run `dlm train` to see why")
     (t1, n1), (t2, n2) = times.seen[0], times.seen[MEASURED_STEPS - 1]
@@ -135,6 +148,7 @@ def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainS
     seconds = elapsed / (MEASURED_STEPS - 1)
     rate = (n2 - n1) / elapsed if n2 > n1 else None
     eta = float(work.sum()) * elapsed / float(timed.sum()) if timed.sum() > 0 else seconds * steps
+    report, flip = report_estimate(run, lora) if run.judge else (None, None)
     return DryRunReport(
         steps=steps,
         steps_reason=run.steps_reason,
@@ -149,7 +163,53 @@ def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainS
         replay_share=training.replay,
         replay_loss=training.replay_loss,
         replay_weight=training.replay_weight,
+        report_seconds=report,
+        flip_seconds=flip,
     )
+
+
+def report_estimate(run: Any, lora: Any) -> tuple[float, float | None]:
+    """The probe report's seconds after training and what each flipped general probe
+    adds (`DryRunReport`), measured as the report runs (`dlm.judge.estimate`): on a
+    fresh float32 base with an adapter of `lora` (a peft `LoraConfig`), on the device
+    training uses (its weights do not change what a step costs)."""
+    from peft import get_peft_model
+
+    from dlm.actions.evaluating import eval_items, general_probes, general_texts
+    from dlm.judge.estimate import answer_batches, measure_rates
+    from dlm.judge.guard import guard_examples
+    from dlm.judge.guard_stop import sample_examples
+    from dlm.judge.score import GENERATE_CACHE_BYTES, cache_bytes_per_position, reference_examples
+    from dlm.models import load_model
+    from dlm.train.precision import training_device
+
+    tokenizer, settings = run.tokenizer, run.training.eval
+    items = eval_items(run.doc, tokenizer, run.probes)
+    probes = list(general_probes(run.doc, tokenizer).items)
+
+    def width(prompt: str) -> int:
+        return len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+
+    general = guard_examples(tokenizer, general_texts())
+    prompts = [item.prompt_text for item in items + probes]
+    model = get_peft_model(load_model(run.ref, device=training_device()), lora)
+    rates = measure_rates(
+        model, tokenizer, prompts, model.active_adapter, sample_examples(general), run.hyper.precision
+    )
+    per_position = cache_bytes_per_position(model)
+    positions = GENERATE_CACHE_BYTES // per_position if per_position else None
+    new = settings.max_new_tokens
+    answers = [(width(i.prompt_text), 3) for i in items] + [(width(p.prompt_text), 1) for p in probes]
+    base_probes = [(width(p.prompt_text), 1) for p in probes]  # a document's first report
+    scored = 3 * sum(int(ex.input_ids.shape[0]) for ex in reference_examples(tokenizer, items))
+    scored += sum(int(ex.input_ids.shape[0]) for ex in general)  # the adapter's; the base's is kept
+    seconds = sum(rates.answer_seconds(answer_batches(g, new, positions), new) for g in (answers, base_probes))
+    seconds += scored * rates.score_token_s
+    if not probes or not settings.general_samples:
+        return seconds, None
+    widest = max(width(p.prompt_text) for p in probes)
+    flip = rates.answer_seconds(answer_batches([(widest, 2 * settings.general_samples)], new, positions), new)
+    return seconds, flip
 
 
 def drawn_per_kind(dataset: Any, draws: int) -> dict[str, int]:
