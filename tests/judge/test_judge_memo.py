@@ -329,8 +329,9 @@ def test_generation_batches_take_whole_prompts_within_rows_and_cache_positions()
 
     groups = [(10, [0, 1]), (10, [2, 3]), (20, [4, 5]), (40, [6, 7]), (90, [8, 9, 10])]
     # 4 rows x (20 + 5) positions fit in 100, a fifth row would not; 2 x (40 + 5) fit; 3 x 95
-    # do not, and a prompt over the bound alone still gets a batch of its own
-    assert generation_batches(groups, 5, 4, 100) == [[0, 1, 2, 3], [4, 5], [6, 7], [8, 9, 10]]
+    # do not: a prompt over the bound by itself goes in chunks within it, one row at least
+    assert generation_batches(groups, 5, 4, 100) == [[0, 1, 2, 3], [4, 5], [6, 7], [8], [9], [10]]
+    assert generation_batches([(20, [0, 1, 2, 3, 4, 5])], 5, 8, 100) == [[0, 1, 2, 3], [4, 5]]
     assert generation_batches(groups, 5, 2, None) == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9], [10]]
     assert generation_batches(groups, 5, 8, None) == [[0, 1, 2, 3, 4, 5, 6, 7], [8, 9, 10]]
     assert generation_batches([], 5, 4, 100) == []

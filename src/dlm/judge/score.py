@@ -217,8 +217,8 @@ def generation_batches(
     """`groups` (each a prompt's width in tokens and its row indices, in order) cut into
     generation batches: each takes whole groups in order while it holds at most `rows`
     rows and, with `positions`, at most that many cache positions (its rows x (its widest
-    prompt + `max_new_tokens`)); a group of more than `rows` rows goes alone, in chunks of
-    `rows`, and a group over `positions` alone goes alone.
+    prompt + `max_new_tokens`)); a group that is over either bound by itself goes alone,
+    in chunks that are within them (one row at least).
 
     Returns:
         The row indices of each batch, in order; every index of `groups` exactly once.
@@ -227,12 +227,13 @@ def generation_batches(
     taken: list[int] = []
     widest = 0
     for width, members in groups:
+        fit = rows if positions is None else max(1, min(rows, positions // (width + max_new_tokens)))
         n, wide = len(taken) + len(members), max(widest, width)
         if taken and (n > rows or (positions is not None and n * (wide + max_new_tokens) > positions)):
             batches.append(taken)
             taken, wide = [], width
-        if len(members) > rows:
-            batches.extend(members[k : k + rows] for k in range(0, len(members), rows))
+        if len(members) > fit:  # over a bound by itself: `taken` was just emptied
+            batches.extend(members[k : k + fit] for k in range(0, len(members), fit))
             widest = 0
             continue
         taken, widest = taken + members, wide
