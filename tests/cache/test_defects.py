@@ -251,3 +251,34 @@ def test_train_lock_in_a_home_that_cannot_be_written(tmp_path: Path):
     with pytest.raises(StoreError, match="cannot write the document's store"):
         with Store("01JD", blocker / "store" / "01JD").train_lock():
             pass
+
+
+class _PrunedAtCommit:
+    """A connection to a document's state after each of whose commits another process
+    prunes the roots no stat snapshot names (`keep_only` in its own write transaction),
+    as a second `dlm train` of the same document does when its run ends."""
+
+    def __init__(self, conn: sqlite3.Connection, other: sqlite3.Connection) -> None:
+        self.conn, self.other = conn, other
+
+    def execute(self, sql: str, *args):
+        out = self.conn.execute(sql, *args)
+        if sql == "COMMIT":
+            from dlm.cache.schema import tokenizer_id
+            from dlm.cache.statindex import keep_only
+            from dlm.sqlitedb import write_tx
+
+            tok = tokenizer_id(self.other, FAKE_SHA)
+            with write_tx(self.other):
+                keep_only(self.other, tok, [])
+        return out
+
+
+def test_a_new_root_is_read_back_before_another_process_can_prune_it(tmp_path: Path):
+    # two processes on one document's state: one inserts a root, the other prunes roots
+    # without a snapshot in between; the id was read after the insert's commit and was gone
+    from dlm.cache.schema import root_id
+
+    conn, other = connect_state(tmp_path), connect_state(tmp_path)
+    rid = root_id(_PrunedAtCommit(conn, other), "/src/a")  # type: ignore[arg-type]
+    assert isinstance(rid, int)  # was: TypeError, the row read back gone

@@ -378,13 +378,15 @@ def tokenizer_id(conn: sqlite3.Connection, sha: str, *, create: Literal[True] = 
 @overload
 def tokenizer_id(conn: sqlite3.Connection, sha: str, *, create: bool) -> int | None: ...
 def tokenizer_id(conn: sqlite3.Connection, sha: str, *, create: bool = True) -> int | None:
-    """Row id of a tokenizer fingerprint, inserting it when `create`."""
+    """Row id of a tokenizer fingerprint, inserting it when `create` (and reading it
+    back in the same write transaction, as `root_id` does)."""
     row = conn.execute("SELECT id FROM tokenizers WHERE sha = ?", (sha,)).fetchone()
     if row or not create:
         return row[0] if row else None
     with write_tx(conn):
         conn.execute("INSERT OR IGNORE INTO tokenizers(sha) VALUES (?)", (sha,))
-    return conn.execute("SELECT id FROM tokenizers WHERE sha = ?", (sha,)).fetchone()[0]
+        row = conn.execute("SELECT id FROM tokenizers WHERE sha = ?", (sha,)).fetchone()
+    return int(row[0])
 
 
 def root_value(path: str) -> str | bytes:
@@ -398,11 +400,17 @@ def root_value(path: str) -> str | bytes:
 
 
 def root_id(conn: sqlite3.Connection, path: str) -> int:
-    """Row id of a source root, inserting it on first use."""
+    """Row id of a source root, inserting it on first use.
+
+    The id is read back inside the transaction that inserts it: another process on the
+    same document state prunes the roots no stat snapshot names yet
+    (`dlm.cache.statindex.keep_only`), and between a committed insert and a later read
+    it could remove this one."""
     value = root_value(path)
     row = conn.execute("SELECT id FROM roots WHERE path = ?", (value,)).fetchone()
     if row:
         return row[0]
     with write_tx(conn):
         conn.execute("INSERT OR IGNORE INTO roots(path) VALUES (?)", (value,))
-    return conn.execute("SELECT id FROM roots WHERE path = ?", (value,)).fetchone()[0]
+        row = conn.execute("SELECT id FROM roots WHERE path = ?", (value,)).fetchone()
+    return int(row[0])
