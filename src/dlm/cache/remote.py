@@ -139,7 +139,7 @@ class RemoteTier:
             self.remote = None
         with write_tx(conn):
             conn.execute("INSERT OR IGNORE INTO remotes(url) VALUES (?)", (url,))
-        self.rid = conn.execute("SELECT id FROM remotes WHERE url = ?", (url,)).fetchone()[0]
+            self.rid = conn.execute("SELECT id FROM remotes WHERE url = ?", (url,)).fetchone()[0]
         self.synced = False
 
     def _down(self, exc: Exception) -> None:

@@ -291,9 +291,9 @@ def _move_entries(old: sqlite3.Connection, store: sqlite3.Connection, state_dir:
                 os.link(src, dst)
             except OSError:
                 shutil.copy2(src, dst)
-        with write_tx(store):
+        with write_tx(store):  # read back in the transaction: compaction drops segments without entries
             store.execute("INSERT OR IGNORE INTO segments(name, created_ns) VALUES (?, ?)", (name, time.time_ns()))
-        seg_map[seg_id] = store.execute("SELECT id FROM segments WHERE name = ?", (name,)).fetchone()[0]
+            seg_map[seg_id] = store.execute("SELECT id FROM segments WHERE name = ?", (name,)).fetchone()[0]
     tok_map = {tid: tokenizer_id(store, sha) for tid, sha in shas.items()}
     keep = [r for r in rows if r[2] in seg_map and r[1] in tok_map]
     if not keep:
