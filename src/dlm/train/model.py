@@ -101,10 +101,9 @@ class FusedLossModel(nn.Module):
             "base_attention_mask": base_attention_mask,
             "base_position_ids": base_position_ids,
         }
-        from dlm.train.data import BASE
-        from dlm.train.row_blocks import KEYS
+        from dlm.train.row_blocks import is_block_key
 
-        unknown = sorted(k for k in row_blocks if k.removeprefix(BASE) not in KEYS)
+        unknown = sorted(k for k in row_blocks if not is_block_key(k))
         if unknown:
             raise TypeError(f"FusedLossModel.forward() got unexpected keyword arguments {unknown}")
         given.update(row_blocks)

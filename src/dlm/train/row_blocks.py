@@ -48,11 +48,16 @@ KEYS = ("row_prefix", "row_tails", "row_source")
 BLOCKS_FROM = 160
 
 
+def is_block_key(name: str) -> bool:
+    """Whether model input `name` is a row's blocks, the row's own (`KEYS`) or its replay
+    base pass's (`base_`-prefixed)."""
+    return name.removeprefix(BASE) in KEYS
+
+
 def without_blocks(inputs: dict[str, Any]) -> dict[str, Any]:
-    """`inputs` (a micro-batch's model inputs) without any row's blocks, the row's own
-    (`KEYS`) or its replay base pass's (`base_`-prefixed): each row then attends under
-    its mask."""
-    return {k: v for k, v in inputs.items() if k.removeprefix(BASE) not in KEYS}
+    """`inputs` (a micro-batch's model inputs) without any row's blocks
+    (`is_block_key`): each row then attends under its mask."""
+    return {k: v for k, v in inputs.items() if not is_block_key(k)}
 
 
 def block_pairs(prefix: int, tails: Sequence[int]) -> int:
