@@ -338,13 +338,14 @@ def test_generation_batches_take_whole_prompts_within_rows_and_cache_positions()
 
 
 def test_the_cache_bound_follows_the_model(tiny) -> None:
-    from dlm.judge.score import cache_bytes_per_position
+    from dlm.judge.score import GENERATE_CACHE_BYTES, cache_bytes_per_position, cache_positions
 
     config = tiny.config
     head_dim = config.hidden_size // config.num_attention_heads
     expected = config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim * 4  # float32
     assert cache_bytes_per_position(tiny) == expected
     assert cache_bytes_per_position(object()) is None
+    assert cache_positions(tiny) == GENERATE_CACHE_BYTES // expected and cache_positions(object()) is None
 
 
 def test_a_wrong_shared_general_score_is_never_reported_nor_copied(tiny, smollm2_tokenizer, tmp_path) -> None:

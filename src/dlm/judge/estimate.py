@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dlm.judge.score import GENERATE_BATCH
+from dlm.judge.score import GENERATE_BATCH, generation_batches
 
 MANY_QUESTIONS = 500  # questions (instruction pairs and probes) past which a run says what judging costs
 DECODE_STEP_S = 0.5  # one greedy step of a GENERATE_BATCH-row batch (module docstring)
@@ -154,8 +154,6 @@ def answer_batches(
 ) -> list[tuple[int, int]]:
     """`(rows, widest prompt)` of each generation batch `dlm.judge.score.greedy_rows`
     would make of prompts given as `(width in tokens, rows)`, in any order."""
-    from dlm.judge.score import generation_batches
-
     ordered = sorted(groups)
     indexed, at = [], 0
     for width, rows in ordered:

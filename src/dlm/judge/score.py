@@ -159,8 +159,7 @@ def greedy_rows(
         of_prompt[prompt].append(j)
     ordered = sorted(prompts, key=lambda p: len(encoded[p]))
     groups = [(len(encoded[p]), of_prompt[p]) for p in ordered]
-    per_position = cache_bytes_per_position(model)
-    positions = GENERATE_CACHE_BYTES // per_position if per_position else None
+    positions = cache_positions(model)
     was_training = model.training
     model.eval()
     try:
@@ -209,6 +208,14 @@ def cache_bytes_per_position(model: Any) -> int | None:
     except (AttributeError, TypeError, ValueError, StopIteration):
         return None
     return layers * 2 * kv_heads * head_dim * element
+
+
+def cache_positions(model: Any) -> int | None:
+    """The most key/value cache positions (rows x positions) a generation batch of
+    `model` holds within `GENERATE_CACHE_BYTES`; None (rows bound it alone) when the
+    model's config does not say what a position takes."""
+    per_position = cache_bytes_per_position(model)
+    return GENERATE_CACHE_BYTES // per_position if per_position else None
 
 
 def generation_batches(

@@ -179,7 +179,7 @@ def report_estimate(run: Any, lora: Any) -> tuple[float, float | None]:
     from dlm.judge.estimate import answer_batches, measure_rates
     from dlm.judge.guard import guard_examples
     from dlm.judge.guard_stop import sample_examples
-    from dlm.judge.score import GENERATE_CACHE_BYTES, cache_bytes_per_position, reference_examples
+    from dlm.judge.score import cache_positions, reference_examples
     from dlm.models import load_model
     from dlm.train.precision import training_device
 
@@ -196,18 +196,17 @@ def report_estimate(run: Any, lora: Any) -> tuple[float, float | None]:
     rates = measure_rates(
         model, tokenizer, prompts, model.active_adapter, sample_examples(general), run.hyper.precision
     )
-    per_position = cache_bytes_per_position(model)
-    positions = GENERATE_CACHE_BYTES // per_position if per_position else None
-    new = settings.max_new_tokens
-    answers = [(width(i.prompt_text), 3) for i in items] + [(width(p.prompt_text), 1) for p in probes]
-    base_probes = [(width(p.prompt_text), 1) for p in probes]  # a document's first report
+    positions, new = cache_positions(model), settings.max_new_tokens
+    # the general probes on one model: the adapter's with the items, the base's apart (first report)
+    probe_rows = [(width(p.prompt_text), 1) for p in probes]
+    answers = [(width(i.prompt_text), 3) for i in items] + probe_rows
     scored = 3 * sum(int(ex.input_ids.shape[0]) for ex in reference_examples(tokenizer, items))
     scored += sum(int(ex.input_ids.shape[0]) for ex in general)  # the adapter's; the base's is kept
-    seconds = sum(rates.answer_seconds(answer_batches(g, new, positions), new) for g in (answers, base_probes))
+    seconds = sum(rates.answer_seconds(answer_batches(g, new, positions), new) for g in (answers, probe_rows))
     seconds += scored * rates.score_token_s
     if not probes or not settings.general_samples:
         return seconds, None
-    widest = max(width(p.prompt_text) for p in probes)
+    widest = max(w for w, _ in probe_rows)
     flip = rates.answer_seconds(answer_batches([(widest, 2 * settings.general_samples)], new, positions), new)
     return seconds, flip
 
