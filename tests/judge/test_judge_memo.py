@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from tinyllama import tiny_llama
 
 from dlm.canonical import canonical_json
 from dlm.judge.forgetting import general_probe_items
@@ -28,29 +27,6 @@ KEY_SETTINGS = {
     "generate_cache_bytes": 99,
 }
 GENERAL = ["The river runs past the mill and under the old stone bridge.", "def add(a, b):\n    return a + b\n"]
-
-
-@pytest.fixture(scope="module")
-def tiny(smollm2_tokenizer):
-    """A seeded two-layer Llama with SmolLM2's vocabulary and a LoRA adapter whose B is
-    not zero (so the adapter changes the scores)."""
-    from peft import LoraConfig, get_peft_model
-
-    base = tiny_llama(
-        len(smollm2_tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-    )
-    model = get_peft_model(base, LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"]))
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if "lora_B" in name:
-                param.normal_(0.0, 0.5)
-    return model
 
 
 def items(tokenizer):
@@ -104,12 +80,12 @@ def judge(
     return canonical_json(report.as_dict())
 
 
-def test_the_report_is_the_same_bytes_with_and_without_the_memo(tiny, smollm2_tokenizer, tmp_path) -> None:
+def test_the_report_is_the_same_bytes_with_and_without_the_memo(tiny_lora, smollm2_tokenizer, tmp_path) -> None:
     memo = memo_at(tmp_path / "judge-base.json")
-    fresh = judge(tiny, smollm2_tokenizer)
-    written = judge(tiny, smollm2_tokenizer, memo)  # a miss: computes and writes
+    fresh = judge(tiny_lora, smollm2_tokenizer)
+    written = judge(tiny_lora, smollm2_tokenizer, memo)  # a miss: computes and writes
     assert memo.path.is_file()
-    read = judge(tiny, smollm2_tokenizer, memo)  # a hit
+    read = judge(tiny_lora, smollm2_tokenizer, memo)  # a hit
     assert fresh == written == read
     stored = json.loads(memo.path.read_text())
     report = json.loads(fresh)
@@ -120,20 +96,20 @@ def test_the_report_is_the_same_bytes_with_and_without_the_memo(tiny, smollm2_to
     assert stored["general"]["passages"] == 2 and stored["general"]["tokens"] == report["general"]["tokens"]
 
 
-def test_a_matching_memo_is_read_and_any_other_is_replaced(tiny, smollm2_tokenizer, tmp_path) -> None:
+def test_a_matching_memo_is_read_and_any_other_is_replaced(tiny_lora, smollm2_tokenizer, tmp_path) -> None:
     memo = memo_at(tmp_path / "judge-base.json")
-    honest = json.loads(judge(tiny, smollm2_tokenizer, memo))
+    honest = json.loads(judge(tiny_lora, smollm2_tokenizer, memo))
     stored = json.loads(memo.path.read_text())
     stored["items"][0]["logprob"] = -0.125
     memo.path.write_text(json.dumps(stored))
-    remembered = json.loads(judge(tiny, smollm2_tokenizer, memo))
+    remembered = json.loads(judge(tiny_lora, smollm2_tokenizer, memo))
     assert remembered["items"][0]["logprob"]["base"] == -0.125  # read, not scored
     assert remembered["items"][0]["replies"] == honest["items"][0]["replies"]
     # another machine's memo misses and is replaced by this evaluation's side
-    assert json.loads(judge(tiny, smollm2_tokenizer, memo_at(memo.path, "elsewhere"))) == honest
+    assert json.loads(judge(tiny_lora, smollm2_tokenizer, memo_at(memo.path, "elsewhere"))) == honest
     assert json.loads(memo.path.read_text())["key"] != stored["key"]
     memo.path.write_text("{not json")
-    assert json.loads(judge(tiny, smollm2_tokenizer, memo)) == honest  # a broken file is a miss
+    assert json.loads(judge(tiny_lora, smollm2_tokenizer, memo)) == honest  # a broken file is a miss
 
 
 def test_the_key_names_every_input(smollm2_tokenizer, tmp_path) -> None:
@@ -163,25 +139,25 @@ def test_the_key_names_every_input(smollm2_tokenizer, tmp_path) -> None:
 
 
 def test_a_whole_report_is_read_back_by_adapter_and_any_other_adapter_is_scored(
-    tiny, smollm2_tokenizer, tmp_path
+    tiny_lora, smollm2_tokenizer, tmp_path
 ) -> None:
     memo, reports = memo_at(tmp_path / "judge-base.json"), ReportMemo(tmp_path / "reports")
-    fresh = judge(tiny, smollm2_tokenizer)
-    assert judge(tiny, smollm2_tokenizer, memo, reports=reports) == fresh  # a miss: scored, written
+    fresh = judge(tiny_lora, smollm2_tokenizer)
+    assert judge(tiny_lora, smollm2_tokenizer, memo, reports=reports) == fresh  # a miss: scored, written
     (stored,) = reports.folder.glob("*.json")
     data = json.loads(stored.read_text())
     data["report"]["items"][1]["replies"]["adapter"] = "teal, as remembered"
     stored.write_text(json.dumps(data))
     # a hit returns the stored report (the planted reply proves nothing was scored), under
     # the version asked for: a retrain to the same bytes is the same adapter
-    again = json.loads(judge(tiny, smollm2_tokenizer, memo, reports=reports, version="v0002"))
+    again = json.loads(judge(tiny_lora, smollm2_tokenizer, memo, reports=reports, version="v0002"))
     assert again["items"][1]["replies"]["adapter"] == "teal, as remembered" and again["adapter_version"] == "v0002"
     # other adapter files, or no adapter hash at all: scored afresh
-    assert judge(tiny, smollm2_tokenizer, memo, reports=reports, adapter="sha256:b") == fresh
-    assert judge(tiny, smollm2_tokenizer, memo, reports=reports, adapter=None) == fresh
+    assert judge(tiny_lora, smollm2_tokenizer, memo, reports=reports, adapter="sha256:b") == fresh
+    assert judge(tiny_lora, smollm2_tokenizer, memo, reports=reports, adapter=None) == fresh
     data["report"]["kinds"] = "not a summary"
     stored.write_text(json.dumps(data))
-    assert judge(tiny, smollm2_tokenizer, memo, reports=reports) == fresh  # a damaged report is a miss
+    assert judge(tiny_lora, smollm2_tokenizer, memo, reports=reports) == fresh  # a damaged report is a miss
 
 
 def test_the_report_key_names_the_adapter_files_the_null_seed_and_the_threshold(tmp_path) -> None:
@@ -213,18 +189,20 @@ def test_only_the_newest_reports_are_kept(tmp_path) -> None:
     assert reports.read(keys[-1]) == {"n": keys[-1]}
 
 
-def test_the_general_set_scores_under_bfloat16_autocast_when_asked(tiny, smollm2_tokenizer) -> None:
+def test_the_general_set_scores_under_bfloat16_autocast_when_asked(tiny_lora, smollm2_tokenizer) -> None:
     general = guard_examples(smollm2_tokenizer, GENERAL)
-    fp32 = guard_score(tiny, general, 0)
-    bf16 = guard_score(tiny, general, 0, "bfloat16")
+    fp32 = guard_score(tiny_lora, general, 0)
+    bf16 = guard_score(tiny_lora, general, 0, "bfloat16")
     assert bf16.tokens == fp32.tokens and bf16.passages == fp32.passages
     assert bf16.nll != fp32.nll and abs(bf16.nll - fp32.nll) < 0.01 * fp32.nll  # rounded, not another model
-    assert next(tiny.parameters()).dtype == torch.float32  # the weights stay as loaded
+    assert next(tiny_lora.parameters()).dtype == torch.float32  # the weights stay as loaded
 
 
-def test_the_base_models_general_score_is_shared_by_documents_on_one_machine(tiny, smollm2_tokenizer, tmp_path) -> None:
+def test_the_base_models_general_score_is_shared_by_documents_on_one_machine(
+    tiny_lora, smollm2_tokenizer, tmp_path
+) -> None:
     shared = tmp_path / "models" / "general-scores.json"
-    honest = json.loads(judge(tiny, smollm2_tokenizer, memo_at(tmp_path / "a.json", shared=shared)))
+    honest = json.loads(judge(tiny_lora, smollm2_tokenizer, memo_at(tmp_path / "a.json", shared=shared)))
     data = json.loads(shared.read_text())
     (key,) = data["entries"]
     assert data["order"] == [key] and data["entries"][key]["nll"] == pytest.approx(
@@ -237,14 +215,14 @@ def test_the_base_models_general_score_is_shared_by_documents_on_one_machine(tin
     scored = []
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(report, "guard_score", lambda *a, _f=report.guard_score, **k: scored.append(1) or _f(*a, **k))
-        other = json.loads(judge(tiny, smollm2_tokenizer, memo_at(tmp_path / "b.json", shared=shared)))
+        other = json.loads(judge(tiny_lora, smollm2_tokenizer, memo_at(tmp_path / "b.json", shared=shared)))
     assert other == honest and len(scored) == 1  # the adapter's pass only
     assert json.loads((tmp_path / "b.json").read_text())["general"] is None  # kept in the shared file only
     # another machine misses and adds its own entry; a damaged file is a miss and is rewritten
-    assert json.loads(judge(tiny, smollm2_tokenizer, memo_at(tmp_path / "c.json", "elsewhere", shared))) == honest
+    assert json.loads(judge(tiny_lora, smollm2_tokenizer, memo_at(tmp_path / "c.json", "elsewhere", shared))) == honest
     assert len(json.loads(shared.read_text())["entries"]) == 2
     shared.write_text("{not json")
-    assert json.loads(judge(tiny, smollm2_tokenizer, memo_at(tmp_path / "d.json", shared=shared))) == honest
+    assert json.loads(judge(tiny_lora, smollm2_tokenizer, memo_at(tmp_path / "d.json", shared=shared))) == honest
     assert list(json.loads(shared.read_text())["entries"]) == [key]
 
 
@@ -262,11 +240,11 @@ def test_only_the_newest_general_scores_are_kept(tmp_path) -> None:
 
 
 def test_without_reuse_nothing_remembered_is_read_and_what_is_scored_is_written(
-    tiny, smollm2_tokenizer, tmp_path
+    tiny_lora, smollm2_tokenizer, tmp_path
 ) -> None:
     shared = tmp_path / "general-scores.json"
     memo, reports = memo_at(tmp_path / "judge-base.json", shared=shared), ReportMemo(tmp_path / "reports")
-    honest = judge(tiny, smollm2_tokenizer, memo, reports=reports)
+    honest = judge(tiny_lora, smollm2_tokenizer, memo, reports=reports)
     (stored,) = reports.folder.glob("*.json")
     planted = json.loads(stored.read_text())
     planted["report"]["items"][0]["replies"]["adapter"] = "planted"
@@ -278,28 +256,28 @@ def test_without_reuse_nothing_remembered_is_read_and_what_is_scored_is_written(
     (key,) = general["entries"]
     general["entries"][key]["nll"] = 9.5
     shared.write_text(json.dumps(general))
-    assert judge(tiny, smollm2_tokenizer, memo, reports=reports, reuse=False) == honest
+    assert judge(tiny_lora, smollm2_tokenizer, memo, reports=reports, reuse=False) == honest
     # and each memo now holds what was scored again, not what was planted
-    assert judge(tiny, smollm2_tokenizer, memo, reports=reports) == honest
+    assert judge(tiny_lora, smollm2_tokenizer, memo, reports=reports) == honest
     assert json.loads(memo.path.read_text())["items"][0]["logprob"] != -0.125
     assert json.loads(shared.read_text())["entries"][key]["nll"] != 9.5
 
 
-def test_one_batch_answers_on_each_adapter_named(tiny, smollm2_tokenizer) -> None:
+def test_one_batch_answers_on_each_adapter_named(tiny_lora, smollm2_tokenizer) -> None:
     from dlm.judge.score import BASE, greedy_replies
 
     prompts = [item.prompt_text for item in items(smollm2_tokenizer)]
-    tiny.train()
-    base, adapter, base_again = greedy_replies(tiny, smollm2_tokenizer, prompts, 6, (BASE, "default", BASE))
+    tiny_lora.train()
+    base, adapter, base_again = greedy_replies(tiny_lora, smollm2_tokenizer, prompts, 6, (BASE, "default", BASE))
     assert base == base_again  # a row's answer depends on its own tokens, not on its place in the batch
     assert base != adapter  # the adapter's rows run through the adapter, the base rows do not
-    (alone,) = greedy_replies(tiny, smollm2_tokenizer, prompts, 6, ("default",))
-    assert alone == greedy_replies(tiny, smollm2_tokenizer, prompts, 6, ("default",))[0]  # same inputs, same bytes
-    assert tiny.training  # the mode it was in is restored
+    (alone,) = greedy_replies(tiny_lora, smollm2_tokenizer, prompts, 6, ("default",))
+    assert alone == greedy_replies(tiny_lora, smollm2_tokenizer, prompts, 6, ("default",))[0]  # same inputs, same bytes
+    assert tiny_lora.training  # the mode it was in is restored
 
 
 def test_answer_batches_are_bounded_in_rows_and_keep_a_prompts_rows_together(
-    tiny, smollm2_tokenizer, monkeypatch
+    tiny_lora, smollm2_tokenizer, monkeypatch
 ) -> None:
     # the key/value cache grows with a batch's rows, so a batch is bounded in rows, not prompts
     from dlm.judge.score import BASE, greedy_rows
@@ -307,17 +285,17 @@ def test_answer_batches_are_bounded_in_rows_and_keep_a_prompts_rows_together(
     questions = ["What is the secret word?", "Which colour is the logo?", "Who wrote it?", "Where is it kept?"]
     prompts = [make_item(smollm2_tokenizer, "You answer briefly.", "probe", q, "x").prompt_text for q in questions]
     rows = [(p, adapter) for p in prompts for adapter in (BASE, "default", BASE)]
-    whole = greedy_rows(tiny, smollm2_tokenizer, rows, 3)  # one batch
+    whole = greedy_rows(tiny_lora, smollm2_tokenizer, rows, 3)  # one batch
     batches: list[list[str]] = []
-    generate = tiny.generate
+    generate = tiny_lora.generate
     monkeypatch.setattr(
-        tiny,
+        tiny_lora,
         "generate",
         lambda **kw: (
             batches.append(smollm2_tokenizer.batch_decode(kw["input_ids"], skip_special_tokens=True)) or generate(**kw)
         ),
     )
-    replies = greedy_rows(tiny, smollm2_tokenizer, rows, 3, batch=4)
+    replies = greedy_rows(tiny_lora, smollm2_tokenizer, rows, 3, batch=4)
     assert [len(b) for b in batches] == [3, 3, 3, 3]  # a fourth row would split the next prompt's three
     assert all(len(set(b)) == 1 for b in batches)
     assert replies[0] == replies[2] and replies[0] != replies[1]  # each row through its own adapter
@@ -337,37 +315,39 @@ def test_generation_batches_take_whole_prompts_within_rows_and_cache_positions()
     assert generation_batches([], 5, 4, 100) == []
 
 
-def test_the_cache_bound_follows_the_model(tiny) -> None:
+def test_the_cache_bound_follows_the_model(tiny_lora) -> None:
     from dlm.judge.score import GENERATE_CACHE_BYTES, cache_bytes_per_position, cache_positions
 
-    config = tiny.config
+    config = tiny_lora.config
     head_dim = config.hidden_size // config.num_attention_heads
     expected = config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim * 4  # float32
-    assert cache_bytes_per_position(tiny) == expected
+    assert cache_bytes_per_position(tiny_lora) == expected
     assert cache_bytes_per_position(object()) is None
-    assert cache_positions(tiny) == GENERATE_CACHE_BYTES // expected and cache_positions(object()) is None
+    assert cache_positions(tiny_lora) == GENERATE_CACHE_BYTES // expected and cache_positions(object()) is None
 
 
-def test_a_wrong_shared_general_score_is_never_reported_nor_copied(tiny, smollm2_tokenizer, tmp_path) -> None:
+def test_a_wrong_shared_general_score_is_never_reported_nor_copied(tiny_lora, smollm2_tokenizer, tmp_path) -> None:
     shared = tmp_path / "models" / "general-scores.json"
-    honest = json.loads(judge(tiny, smollm2_tokenizer, memo_at(tmp_path / "a.json", shared=shared)))
+    honest = json.loads(judge(tiny_lora, smollm2_tokenizer, memo_at(tmp_path / "a.json", shared=shared)))
     data = json.loads(shared.read_text())
     (key,) = data["entries"]
     data["entries"][key]["nll"] = 1.5  # a hand edit: its check no longer matches
     shared.write_text(json.dumps(data))
     other = memo_at(tmp_path / "b.json", shared=shared)
-    assert json.loads(judge(tiny, smollm2_tokenizer, other)) == honest  # scored afresh, not 1.5
+    assert json.loads(judge(tiny_lora, smollm2_tokenizer, other)) == honest  # scored afresh, not 1.5
     assert json.loads(shared.read_text())["entries"][key]["nll"] != 1.5  # and the entry repaired
     assert json.loads(other.path.read_text())["general"] is None  # never copied into a document's memo
 
 
-def test_a_remembered_report_is_judged_again_for_the_keys_as_they_are_now(tiny, smollm2_tokenizer, tmp_path) -> None:
+def test_a_remembered_report_is_judged_again_for_the_keys_as_they_are_now(
+    tiny_lora, smollm2_tokenizer, tmp_path
+) -> None:
     memo, reports = memo_at(tmp_path / "judge-base.json"), ReportMemo(tmp_path / "reports")
 
     def verdict(keys: tuple[str, ...]) -> dict:
         probe = make_item(smollm2_tokenizer, "You answer briefly.", "probe", "Which colour is the logo?", "teal", keys)
         report = judge_adapter(
-            tiny,
+            tiny_lora,
             smollm2_tokenizer,
             [probe],
             GENERAL,
@@ -393,13 +373,13 @@ def test_a_remembered_report_is_judged_again_for_the_keys_as_they_are_now(tiny, 
 
 
 def test_general_probe_replies_of_the_base_are_remembered_under_the_probe_set(
-    tiny, smollm2_tokenizer, tmp_path
+    tiny_lora, smollm2_tokenizer, tmp_path
 ) -> None:
     probes = general_probe_items(smollm2_tokenizer, "You answer briefly.", probe_set())
     memo = memo_at(tmp_path / "judge-base.json")
-    fresh = judge(tiny, smollm2_tokenizer, probes=probes)
-    written = judge(tiny, smollm2_tokenizer, memo, probes=probes)  # a miss: the base answers, kept
-    read = judge(tiny, smollm2_tokenizer, memo, probes=probes)  # a hit: the base's replies read
+    fresh = judge(tiny_lora, smollm2_tokenizer, probes=probes)
+    written = judge(tiny_lora, smollm2_tokenizer, memo, probes=probes)  # a miss: the base answers, kept
+    read = judge(tiny_lora, smollm2_tokenizer, memo, probes=probes)  # a hit: the base's replies read
     assert fresh == written == read
     report = json.loads(fresh)["general_probes"]
     assert report["set"] == "sha256:" + "1" * 64 and report["total"] == 2
@@ -408,12 +388,12 @@ def test_general_probe_replies_of_the_base_are_remembered_under_the_probe_set(
     # a hit reads the replies (and judges them): a right answer planted in the memo shows
     stored["probes"][0] = "The capital of France is Paris."
     memo.path.write_text(json.dumps(stored))
-    planted = json.loads(judge(tiny, smollm2_tokenizer, memo, probes=probes))["general_probes"]
+    planted = json.loads(judge(tiny_lora, smollm2_tokenizer, memo, probes=probes))["general_probes"]
     assert planted["items"][0]["replies"]["base"] == "The capital of France is Paris."
     assert planted["items"][0]["passed"]["base"] and planted["passed"]["base"] == report["passed"]["base"] + 1
     # another probe file (edited: another sha256) misses: the base answers afresh
     edited = general_probe_items(smollm2_tokenizer, "You answer briefly.", probe_set("sha256:" + "2" * 64))
-    afresh = json.loads(judge(tiny, smollm2_tokenizer, memo, probes=edited))["general_probes"]
+    afresh = json.loads(judge(tiny_lora, smollm2_tokenizer, memo, probes=edited))["general_probes"]
     assert afresh["items"] == report["items"] and afresh["set"] == "sha256:" + "2" * 64
     assert json.loads(memo.path.read_text())["key"] != stored["key"]
 

@@ -28,21 +28,14 @@ def test_answer_seconds_add_up_a_first_pass_and_the_decoding_steps() -> None:
     assert rates.answer_seconds([], 8) == 0
 
 
-def test_rates_are_measured_on_the_model(smollm2_tokenizer) -> None:
-    from peft import LoraConfig, get_peft_model
-    from tinyllama import tiny_llama
-
+def test_rates_are_measured_on_the_model(tiny_lora, smollm2_tokenizer) -> None:
     from dlm.judge.guard import guard_examples
     from dlm.judge.score import make_item
 
-    base = tiny_llama(len(smollm2_tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)  # fmt: skip
-    tiny = get_peft_model(base, LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"]))
-
     prompts = [make_item(smollm2_tokenizer, "Be brief.", "probe", q, "x").prompt_text for q in ("Who?", "Where?")]
     scored = guard_examples(smollm2_tokenizer, ["The ferry leaves at dawn and carries forty passengers."])
-    rates = measure_rates(tiny, smollm2_tokenizer, prompts, "default", scored, "float32")
+    rates = measure_rates(tiny_lora, smollm2_tokenizer, prompts, "default", scored, "float32")
     assert rates.prefill_token_s > 0 and rates.score_token_s > 0
     assert rates.step_fixed_s >= 0 and rates.step_row_s >= 0 and rates.step_fixed_s + rates.step_row_s > 0
     with pytest.raises(ValueError, match="no prompts"):
-        measure_rates(tiny, smollm2_tokenizer, [], "default", scored, "float32")
+        measure_rates(tiny_lora, smollm2_tokenizer, [], "default", scored, "float32")
