@@ -349,3 +349,28 @@ def test_it_names_the_previous_subject_only_as_the_verbs_object():
     assert "Ysolde Brannick wrote the relay daemon in 2019." in answers  # lowercase mid-sentence
     assert any("looks as if it has swarmed" in a for a in answers)  # another noun's `it` is kept
     assert not any("Each hive has swarmed" in a for a in answers)
+
+
+def test_a_possessive_or_an_adverb_ending_in_s_is_no_verb():
+    from dlm.rows.facts.prose import sentence_subject
+
+    # "its" read as a verb made "Add a gauge by listing" a subject to ask about
+    imperative = prose_facts("README.md", "Add a gauge by listing its name and address under `gauges` in the file.\n")
+    assert {f.subject for f in imperative} == {imperative[0].answer.casefold()}  # no subject: the sentence
+    assert "What do you know about" not in " ".join(p.question for f in imperative for p in phrase(f, 4))
+    checked = "A paddock without its own interval is checked every 75 seconds."
+    assert sentence_subject(checked) == "A paddock without its own interval"
+    assert sentence_subject("The relay always retries a failed call.") == "The relay"  # not "The relay always"
+    assert sentence_subject("The relay forwards events.") == "The relay"  # "forwards" is a verb
+
+
+def test_a_plural_noun_after_a_number_is_no_verb():
+    from dlm.rows.facts.phrasing import topic
+    from dlm.rows.facts.prose import sentence_subject
+
+    assert sentence_subject("Every 75 seconds (`PollIntervalSeconds`).") is None  # not "Every 75"
+    assert sentence_subject("The daemon keeps 64 files open.") == "The daemon"
+    assert sentence_subject("Up to 3217 folios (`SLOTS`) are kept in memory.") == "Up to 3217 folios (`SLOTS`)"
+    # a bound is no topic: a question about the sentence asks about its other code span
+    bound = prose_facts("design.md", "Up to 3217 folios (`SLOTS`) are kept in memory.\n")
+    assert [(f.name, topic(f)) for f in bound] == [("3217", "`SLOTS`"), ("`SLOTS`", None)]

@@ -201,8 +201,12 @@ _FUNCTION_WORDS = frozenset(
     """a an the of in on at to for from with without by about into over under and or but
     when while if so that which who it its their this these those""".split()
 )
-# a subject that starts with one of these is an adverbial ("At most 2200", "When the retries")
-_LEADING_ADVERBIALS = frozenset("at in on when while if once unless until after before by with for from".split())
+# a subject that starts with one of these is an adverbial or a bound ("At most 2200", "When the
+# retries", "Up to 3217 folios")
+_LEADING_ADVERBIALS = frozenset(
+    """at in on when while if once unless until after before by with for from up above below over under
+    about around nearly almost roughly""".split()
+)
 
 
 def phrase(fact: Fact, count: int = MAX_PHRASINGS, gloss: str | None = None, trim: bool = True) -> list[Pair]:

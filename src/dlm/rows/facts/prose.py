@@ -24,8 +24,11 @@ Rules:
   word past the first ending in `s`: "The ferry daemon listens ..."; right after a
   capitalised first word, such a word only where an object follows it, a determiner,
   a capital, a number or a code span: "Saltmarsh exports Prometheus metrics", not
-  "Load balancers check health"), at most 8 words, no comma or colon ("In `ring.c`:
-  `push` adds ..." has none); none found: no subject;
+  "Load balancers check health"; never a function word such as `its` or `always`, nor
+  a word right after a number: "Every 75 seconds" has no verb), at most 8 words, no
+  comma or colon ("In `ring.c`: `push` adds ..." has none), without an adverb right
+  before the verb ("The relay always retries ..." -> "The relay"); none found: no
+  subject;
 - a sentence starting with `It`, `They`, `He`, `She`, or `This` followed by a verb,
   whose subject is that pronoun, takes the previous sentence's subject in its place
   ("It keeps 64 MB of journal." after "The ferry daemon listens ..." -> "The ferry
@@ -74,13 +77,21 @@ VERBS = frozenset(
 )
 _DETERMINERS = frozenset(
     """The A An This That These Those Each Every Our Its Their My Your All Some No One If When While
-    After Before Once New Old""".split()
+    After Before Once Although Though Because Since Unless Until Whereas New Old""".split()
 )
 _OBJECT_OPENERS = frozenset("the a an each every all its their one two three".split())
 # capitalised sentence openers that are no name ("Now supports ...", "Same as ...")
 _NOT_SUBJECTS = frozenset("Now Also Then Here There Please Note Same See Only Just Still Thus Hence Instead".split())
 _AUXILIARIES = frozenset("is are was were has have had can could will would should must may might".split())
 _NOT_VERBS = ("ss", "us", "is", "ics", "ous")  # "class", "status", "analysis", "physics"
+# function words that end in `s` and are never a verb ("listing its name", "always")
+_FUNCTION_S = frozenset(
+    """its hers ours yours theirs perhaps always sometimes towards afterwards besides whereas
+    upwards downwards backwards sideways nowadays indoors outdoors overseas""".split()
+)
+# adverbs between a subject and its verb ("The relay always retries ...")
+_ADVERBS = frozenset("always also often usually never now only still sometimes just already rarely seldom".split())
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 _ABBREV = ("e.g", "i.e", "etc", "vs", "cf")
 _HEADING = re.compile(r"#{1,6}(?:\s|$)")  # CommonMark's ATX heading: `#tag` is text
 _CLAUSE = re.compile(r";(?=\s)")
@@ -246,6 +257,8 @@ def sentence_subject(sentence: str) -> str | None:
     verb = _first_verb(words)
     if verb is None:
         return None
+    while verb > 1 and words[verb - 1] in _ADVERBS:
+        verb -= 1  # "The relay always retries": the adverb goes with the verb
     subject = " ".join(words[:verb])
     if "," in subject or ":" in subject:
         return None  # a clause or a label before the subject: which words are it is unknown
@@ -254,9 +267,11 @@ def sentence_subject(sentence: str) -> str | None:
 
 def _first_verb(words: list[str]) -> int | None:
     """The index of the sentence's first verb among its first `MAX_SUBJECT_WORDS + 1`
-    words; an `-s` word before an auxiliary is a plural noun, not a verb ("The first
-    scales were set up")."""
+    words; an `-s` word before an auxiliary ("The first scales were set up") or after a
+    number ("Every 75 seconds") is a plural noun, not a verb."""
     for i, word in enumerate(words[: MAX_SUBJECT_WORDS + 1]):
+        if i and _NUMBER.fullmatch(words[i - 1]) and word not in VERBS:
+            continue  # a plural noun counted, not a verb: "Every 75 seconds", "3 files"
         if i and _verb(word, after_first=i > 1 or not words[0][:1].isupper() or _object_follows(words, i)):
             if word in VERBS or i + 1 >= len(words) or words[i + 1] not in _AUXILIARIES:
                 return i
@@ -328,8 +343,15 @@ def _verb(word: str, *, after_first: bool) -> bool:
 def third_person(word: str) -> bool:
     """Whether a lowercase word reads as a verb's `-s` form ("listens"), not a noun in
     `-ss`, `-us`, `-is`, `-ics` or `-ous` ("class", "status", "analysis", "physics") or
-    an abbreviation ("vs")."""
-    return len(word) > 2 and word.isalpha() and word.islower() and word.endswith("s") and not word.endswith(_NOT_VERBS)
+    an abbreviation ("vs"), nor a function word ("its", "always")."""
+    return (
+        len(word) > 2
+        and word.isalpha()
+        and word.islower()
+        and word.endswith("s")
+        and not word.endswith(_NOT_VERBS)
+        and word not in _FUNCTION_S
+    )
 
 
 def _statement(sentence: str) -> bool:
