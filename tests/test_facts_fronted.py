@@ -84,7 +84,7 @@ def test_the_question_phrase_comes_first(sentence: str, span: str, question: str
         (
             "Ferry is a task queue written by the Lighthouse team.",
             "Lighthouse",
-            "Ferry is a task queue written by the what team?",
+            "Ferry is a task queue written by which team?",
         ),
         # a verb the rules do not know after a capitalised first word: no subject found
         (
@@ -96,7 +96,7 @@ def test_the_question_phrase_comes_first(sentence: str, span: str, question: str
         (
             "Tarnwick is the harvester of the Copperleaf newsroom.",
             "Copperleaf",
-            "Tarnwick is the harvester of the what newsroom?",
+            "Tarnwick is the harvester of which newsroom?",
         ),
     ],
 )

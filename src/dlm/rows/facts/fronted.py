@@ -49,7 +49,7 @@ from __future__ import annotations
 import re
 
 from dlm.rows.facts.model import Fact
-from dlm.rows.facts.prose import VERBS, sentence_subject, third_person
+from dlm.rows.facts.prose import SUBORDINATORS, VERBS, sentence_subject, third_person
 
 _COPULAS = frozenset("is are was were".split())
 _MOVES_ITSELF = frozenset("is are was were can could will would should must may might".split())
@@ -73,9 +73,7 @@ _FUNCTION_WORDS = frozenset(
     when while if so that which who it its their this these those his her our your as
     always also only then than not""".split()
 )
-_LEADING = frozenset(
-    "at in on when while if once unless until after before by with for from as there here please note".split()
-)
+_LEADING = frozenset("at in on by with for from as there here please note".split()) | SUBORDINATORS
 _CLAUSE_BOUNDARY = re.compile(
     r"[,:;(]|\s(?:so|when|whenever|which|who|that|until|while|because|unless|since|whereas|before|after|if|and|or|but)\s"
 )
@@ -151,7 +149,7 @@ def relative_clause(fact: Fact) -> Fact | None:
     if subject is None:
         return None
     match = _RELATIVE.match(sentence, len(subject))
-    if match is None or fact.name not in match.group("clause") or not _named(match.group("head").split()):
+    if match is None or fact.name not in match.group("clause") or not named_words(match.group("head").split()):
         return None
     clause = match.group("clause")
     first = clause.split(" ", 1)[0]
@@ -240,13 +238,13 @@ def _moved_phrase(words: list[str], after: str, ask: str, span: str, name: bool)
     if words and words[-1] == "every" and span[:1].isdigit():
         return "how often", " ".join(words[:-1]), after
     if len(words) >= 2 and words[-1].lower() in _DETERMINERS and words[-2].lower() in _PREPOSITIONS:
-        named = _named(following)  # "for the [Skerrow Point] lifeboat crew"
+        named = named_words(following)  # "for the [Skerrow Point] lifeboat crew"
         if not named:
             return None
         rest = following[len(named) :]
         if following[len(named) - 1] != named[-1]:  # the last named word carried the comma
             rest = [following[len(named) - 1][len(named[-1]) :], *rest]
-        if not _ends_phrase(rest):
+        if not ends_phrase(rest):
             return None
         return f"{words[-2]} which {' '.join(named)}", " ".join(words[:-2]), " ".join(rest)
     for size in (1, 2, 3):  # "to the MQTT topic [`brackenhold/gusts`]"
@@ -256,22 +254,41 @@ def _moved_phrase(words: list[str], after: str, ask: str, span: str, name: bool)
             and len(words) >= size + 2
             and words[-size - 1].lower() in _DETERMINERS
             and words[-size - 2].lower() in _PREPOSITIONS
-            and _named(named) == named
-            and _ends_phrase(following)
+            and named_words(named) == named
+            and ends_phrase(following)
         ):
             return f"{words[-size - 2]} which {' '.join(named)}", " ".join(words[: -size - 2]), after
-    if words and words[-1].lower() in _PREPOSITIONS and _ends_phrase(following):
+    if words and words[-1].lower() in _PREPOSITIONS and ends_phrase(following):
         if name and words[-1].lower() == "at":
             return "where", " ".join(words[:-1]), after  # "built it at Marrowgate Freight": a place or a body
         return f"{words[-1]} {ask}", " ".join(words[:-1]), after
-    if not words and span.isdigit() and following and re.fullmatch(r"[a-z]+s", following[0]):
-        return f"how many {following[0]}", "", " ".join(following[1:])  # "holds 8192 tiles"
-    if not words and _ends_phrase(following):
+    if not words and span.isdigit() and (counted := counted_words(following)):
+        return f"how many {' '.join(counted)}", "", " ".join(following[len(counted) :])  # "holds 8192 tiles"
+    if not words and ends_phrase(following):
         return ask, "", after  # the span is the whole object
     return None
 
 
-def _named(words: list[str]) -> list[str]:
+def counted_words(following: list[str]) -> list[str]:
+    """The plural (with one describing word before it) that a bare number counts, from
+    the words after it ("tasks by default" -> ["tasks"], "added folios" -> ["added",
+    "folios"]), or []: a word in `-s` that reads as no verb's and no `-ss`/`-us` noun
+    (`third_person`: "status", "address" are no plurals)."""
+    bare = [word.rstrip(",;:)") for word in following[:2]]
+    if bare and third_person(bare[0]) and bare[0] not in VERBS:
+        return bare[:1]
+    if (
+        len(bare) == 2
+        and following[0] == bare[0]  # no comma between them
+        and re.fullmatch(r"[a-z][a-z-]+", bare[0])
+        and bare[0] not in _FUNCTION_WORDS | VERBS
+        and third_person(bare[1])
+    ):
+        return bare
+    return []
+
+
+def named_words(words: list[str]) -> list[str]:
     """The leading words of `words` that can name a thing (not a function word, no punctuation)."""
     named: list[str] = []
     for word in words[:3]:
@@ -289,7 +306,7 @@ def _named(words: list[str]) -> list[str]:
     return named
 
 
-def _ends_phrase(following: list[str]) -> bool:
+def ends_phrase(following: list[str]) -> bool:
     """Whether a noun phrase ends before `following`: nothing, a preposition, a clause
     or punctuation follows (a coordinator or another word continues it)."""
     if not following:

@@ -18,9 +18,18 @@ from __future__ import annotations
 import ast
 import re
 
-from dlm.rows.facts.fronted import counted_question, fronted, inverted_question, relative_clause
+from dlm.rows.facts.fronted import (
+    counted_question,
+    counted_words,
+    ends_phrase,
+    fronted,
+    inverted_question,
+    named_words,
+    relative_clause,
+)
 from dlm.rows.facts.language import phrase_english
 from dlm.rows.facts.model import Fact, FactKind, Pair, strong_key
+from dlm.rows.facts.prose import SUBORDINATORS, VERBS, sentence_subject
 
 PHRASINGS: dict[FactKind, tuple[tuple[str, str], ...]] = {
     "where": (
@@ -104,6 +113,8 @@ def asked(fact: Fact, trim: bool = True) -> str:
     possessive = re.match(r"['\u2019]s\b", body[at + len(span) :]) if at >= 0 else None
     if possessive:  # "folded into Quillmoor's main segment" asks "into whose main segment"
         span, ask = span + possessive.group(), "whose"
+    elif at >= 0 and (wider := _echo_phrase(body, at, span, ask)) is not None:
+        at, span, ask = wider
     body = body.replace(span, ask, 1)
     if trim and _has_subject(fact) and at >= 0:
         trimmed = _without_trailing_clause(body, at + len(ask))
@@ -127,6 +138,56 @@ def _question_phrase(fact: Fact) -> str:
     if fact.what == "path" or (fact.what == "identifier" and _FILE_NAME.search(span)):
         return _path_ask(fact.name)
     return _ASK.get(fact.what, "what")
+
+
+def _echo_phrase(body: str, at: int, span: str, ask: str) -> tuple[int, str, str] | None:
+    """(where it starts, the stretch of `body` an echo question's phrase replaces, that
+    phrase) where the span's neighbours belong in it, else None (the span alone is
+    replaced). A bare number before a plural is counted ("holds at most 64 tasks" -> "at
+    most how many tasks", "40 added folios" -> "how many added folios"); a name or
+    identifier after "the" is the modifier of the words naming what it is, which "which"
+    asks for ("of the Lenn valley" -> "of which valley", "The `Gauge` type is defined in
+    ..." -> "Which type is defined in ...?"): "the what valley" is no question a user writes."""
+    tail = body[at + len(span) :]
+    following = tail.split(" ")[1:] if tail.startswith(" ") else []
+    if ask == "what number":
+        before = body[:at].split()[-1:]
+        if before and (
+            "." in before[0].strip(".")
+            or (before[0][:1].isupper() and before[0].lower() not in _LEADING_ADVERBIALS | _FUNCTION_WORDS)
+        ):
+            return None  # a name's version, not a count ("Node.js 15 comes with ...", "Ferry 2 ...")
+        counted = counted_words(following)
+        return (at, f"{span} {' '.join(counted)}", f"how many {' '.join(counted)}") if counted else None
+    if ask != "what" or not re.search(r"(?:^|\s)[Tt]he $", body[:at]):
+        return None
+    subject = sentence_subject(body)
+    if subject is not None and at < len(subject) and body.startswith(subject):
+        rest = subject[at + len(span) :].split()  # "The `Gauge` type" of "The `Gauge` type is ..."
+        named = rest if rest and _naming(rest) == rest else []
+    else:
+        named = _naming(following)
+        after = following[len(named) :]
+        if following[len(named) - 1 : len(named)] != named[-1:]:
+            after = [",", *after]  # the last named word carried the comma
+        if not (ends_phrase(after) or after[0].lower() == "of"):
+            return None
+    if not named:
+        return None
+    return at - 4, f"{body[at - 4 : at]}{span} {' '.join(named)}", f"which {' '.join(named)}"
+
+
+def _naming(words: list[str]) -> list[str]:
+    """`named_words` up to the first that reads as a verb or an adverb ("the `TTY`
+    currently has", "the License is distributed"): those make the span the subject of
+    a clause, which "which" would not ask for."""
+    named: list[str] = []
+    for word in named_words(words):
+        lower = word.lower()
+        if lower in VERBS or lower.endswith(("ly", "ed")):
+            break
+        named.append(word)
+    return named
 
 
 def _has_subject(fact: Fact) -> bool:
@@ -203,9 +264,9 @@ _FUNCTION_WORDS = frozenset(
 )
 # a subject that starts with one of these is an adverbial or a bound ("At most 2200", "When the
 # retries", "Up to 3217 folios")
-_LEADING_ADVERBIALS = frozenset(
-    """at in on when while if once unless until after before by with for from up above below over under
-    about around nearly almost roughly""".split()
+_LEADING_ADVERBIALS = (
+    frozenset("at in on by with for from up above below over under about around nearly almost roughly".split())
+    | SUBORDINATORS
 )
 
 

@@ -75,10 +75,12 @@ VERBS = frozenset(
     takes take gives give makes make needs need started wrote built created made designed founded
     began maintains maintained""".split()
 )
+# words that open a subordinate clause before the main one ("Although Windows has ...", "When
+# the retries ..."): never a proper name's first word, nor a topic's
+SUBORDINATORS = frozenset("if when while after before once although though because since unless until whereas".split())
 _DETERMINERS = frozenset(
-    """The A An This That These Those Each Every Our Its Their My Your All Some No One If When While
-    After Before Once Although Though Because Since Unless Until Whereas New Old""".split()
-)
+    "The A An This That These Those Each Every Our Its Their My Your All Some No One New Old".split()
+) | {word.capitalize() for word in SUBORDINATORS}
 _OBJECT_OPENERS = frozenset("the a an each every all its their one two three".split())
 # capitalised sentence openers that are no name ("Now supports ...", "Same as ...")
 _NOT_SUBJECTS = frozenset("Now Also Then Here There Please Note Same See Only Just Still Thus Hence Instead".split())
@@ -87,7 +89,7 @@ _NOT_VERBS = ("ss", "us", "is", "ics", "ous")  # "class", "status", "analysis", 
 # function words that end in `s` and are never a verb ("listing its name", "always")
 _FUNCTION_S = frozenset(
     """its hers ours yours theirs perhaps always sometimes towards afterwards besides whereas
-    upwards downwards backwards sideways nowadays indoors outdoors overseas""".split()
+    upwards downwards backwards onwards sideways nowadays indoors outdoors overseas""".split()
 )
 # adverbs between a subject and its verb ("The relay always retries ...")
 _ADVERBS = frozenset("always also often usually never now only still sometimes just already rarely seldom".split())
@@ -111,7 +113,7 @@ _SPANS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(?<![\w.+])(?<!\w-)(?:(?:[Pp]ort|[Vv]ersion)\s\d(?:[\d.]*\d)?\b|\d[\d,]*(?:\.\d+)?\s?(?:%|(?:ms|s|sec|seconds?|"
             r"min|minutes?|h|hours?|days?|weeks?|months?|years?|[KMGT]i?B|bytes?|bits?|tokens?|steps?|epochs?|"
             r"rows?|files?|lines?|characters?|threads?|cores?|workers?|retries|times|attempts|requests|"
-            r"connections|entries|px|[kMG]?Hz|fps)\b)|\d{2,}(?:\.\d+)?(?![\w.]|-\w))"  # not "2016" of "CVE-2016-0702"
+            r"connections|entries|px|[kMG]?Hz|fps)\b)|(?:\d{1,3}(?:,\d{3})+|\d{2,})(?:\.\d+)?(?![\w.]|-\w))"  # not "2016" of "CVE-2016-0702"
         ),
     ),
     (
