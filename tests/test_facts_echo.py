@@ -72,3 +72,24 @@ def test_a_subordinator_opens_no_topic():
     # "Although Windows" is neither a proper name nor what the sentence is about
     facts = prose_facts("README.md", "Although Windows has no `fork`, the relay runs there with `spawn`.\n")
     assert facts and all(topic(f) != "Although Windows" for f in facts)
+
+
+def test_a_word_in_s_that_opens_an_object_is_the_verb_not_what_the_name_modifies():
+    sentence = "Ostwick prints the timetables that the Fennick Valley Bus Cooperative pins to its stops."
+    assert questions(sentence)["Fennick Valley Bus Cooperative"].endswith("that the what pins to its stops?")
+    assert questions("Failures show in the Windows tests, the problems with CI aside.")["Windows"] == (
+        "Failures show in which tests, the problems with CI aside?"
+    )
+
+
+def test_restructuredtext_literals_clock_times_and_urls_in_code_spans():
+    rst = "Ostwick\n=======\n\nInstall it with ``pip install -e .`` in a fresh environment.\n\n.. note::\n"
+    (install,) = prose_facts("README.rst", rst)
+    assert (install.name, asked(install)) == (
+        "`pip install -e .`",
+        "Install it with which command in a fresh environment?",
+    )
+    (start,) = prose_facts("README.md", "A service day starts at 04:30.\n")
+    assert (start.name, asked(start)) == ("04:30", "At what time does a service day start?")
+    (link,) = prose_facts("README.md", "Each timetable links to `https://buses.example.org/live` for riders.\n")
+    assert (link.what, asked(link)) == ("URL", "To which URL does each timetable link for riders?")

@@ -29,7 +29,7 @@ from dlm.rows.facts.fronted import (
 )
 from dlm.rows.facts.language import phrase_english
 from dlm.rows.facts.model import Fact, FactKind, Pair, strong_key
-from dlm.rows.facts.prose import SUBORDINATORS, VERBS, sentence_subject
+from dlm.rows.facts.prose import SUBORDINATORS, VERBS, sentence_subject, third_person
 
 PHRASINGS: dict[FactKind, tuple[tuple[str, str], ...]] = {
     "where": (
@@ -85,7 +85,8 @@ def asked(fact: Fact, trim: bool = True) -> str:
     240 entries of each feed." -> "The Larder keeps the newest how many entries of each
     feed?"; a name of two or more words that opens the sentence is asked with "who":
     "Who started Tarnwick?"; a span with a possessive with "whose": "folded into whose
-    main segment?"). A user asks about a fact in the sentence's own words far more often than
+    main segment?"; a name after "the" with "which" and the words naming it, a bare
+    number before a plural with "how many": `_echo_phrase`). A user asks about a fact in the sentence's own words far more often than
     through a fill-in-the-blank; a question that keeps them is the closest an offline
     rule gets (an echo question, in grammar's terms).
 
@@ -135,6 +136,8 @@ def _question_phrase(fact: Fact) -> str:
         return "who"  # a full name doing what the sentence says: a person or a body
     if unit and unit.group(1):
         return f"how many {unit.group(1)}"
+    if re.fullmatch(r"\d{1,2}:\d{2}(?::\d{2})?", span):
+        return "what time"  # "04:30", a clock time
     if fact.what == "path" or (fact.what == "identifier" and _FILE_NAME.search(span)):
         return _path_ask(fact.name)
     return _ASK.get(fact.what, "what")
@@ -167,6 +170,9 @@ def _echo_phrase(body: str, at: int, span: str, ask: str) -> tuple[int, str, str
         named = rest if rest and _naming(rest) == rest else []
     else:
         named = _naming(following)
+        verb = named and following[0] == named[0] and third_person(named[0])  # no comma after it
+        if verb and following[1:2] and following[1].lower() in _OBJECT_OPENERS:
+            return None  # "the Fennick Valley Bus Cooperative pins timetables to ...": a verb in `-s`, not a noun
         after = following[len(named) :]
         if following[len(named) - 1 : len(named)] != named[-1:]:
             after = [",", *after]  # the last named word carried the comma
@@ -188,6 +194,11 @@ def _naming(words: list[str]) -> list[str]:
             break
         named.append(word)
     return named
+
+
+# words that open a verb's object or complement ("pins the timetables", "points to"), after which
+# a word in `-s` reads as the verb
+_OBJECT_OPENERS = frozenset("the a an its their this that these those it them to into onto".split())
 
 
 def _has_subject(fact: Fact) -> bool:

@@ -110,7 +110,7 @@ _SPANS: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "number",
         re.compile(
-            r"(?<![\w.+])(?<!\w-)(?:(?:[Pp]ort|[Vv]ersion)\s\d(?:[\d.]*\d)?\b|\d[\d,]*(?:\.\d+)?\s?(?:%|(?:ms|s|sec|seconds?|"
+            r"(?<![\w.+])(?<!\w-)(?:(?:[Pp]ort|[Vv]ersion)\s\d(?:[\d.]*\d)?\b|[0-2]?\d:[0-5]\d(?::[0-5]\d)?\b|\d[\d,]*(?:\.\d+)?\s?(?:%|(?:ms|s|sec|seconds?|"
             r"min|minutes?|h|hours?|days?|weeks?|months?|years?|[KMGT]i?B|bytes?|bits?|tokens?|steps?|epochs?|"
             r"rows?|files?|lines?|characters?|threads?|cores?|workers?|retries|times|attempts|requests|"
             r"connections|entries|px|[kMG]?Hz|fps)\b)|(?:\d{1,3}(?:,\d{3})+|\d{2,})(?:\.\d+)?(?![\w.]|-\w))"  # not "2016" of "CVE-2016-0702"
@@ -197,7 +197,11 @@ def _blocks(text: str) -> Iterator[tuple[int, str | None]]:
             kind = "code"
         elif not stripped:
             kind = "blank"
-        elif _HEADING.match(stripped) or re.fullmatch(r"[=-]{3,}", stripped) or raw.startswith(("    ", "\t")):
+        elif (
+            _HEADING.match(stripped)
+            or re.fullmatch(r"[=-]{3,}", stripped)
+            or raw.startswith(("    ", "\t", ".. "))  # indented code, a reStructuredText directive
+        ):
             kind = "code"
         elif stripped.startswith(("|", "<")):
             kind = "blank"
@@ -217,7 +221,10 @@ def _blocks(text: str) -> Iterator[tuple[int, str | None]]:
 
 
 def _clean(line: str) -> str:
-    line = line.strip().lstrip(">").strip()
+    """A prose line without its quote marker, links and emphasis; a reStructuredText
+    inline literal (``x``, also Markdown's code span written with two backticks) is
+    written as one code span (`x`); one that holds a backtick stays as written."""
+    line = re.sub(r"``([^`]+)``", r"`\1`", line.strip().lstrip(">").strip())
     return _EMPHASIS.sub("", _LINK.sub(r"\1", line))
 
 
@@ -386,6 +393,8 @@ def _path_like(path: str) -> bool:
 
 
 def _code_kind(code: str) -> str:
+    if re.match(r"https?://\S+$", code):
+        return "URL"
     if "/" in code and " " not in code:
         return "path"
     if " " in code and re.match(r"[a-z][\w.-]*\s", code) and "(" not in code:
