@@ -61,7 +61,7 @@ def _texts(root: Path, name: str, language: str) -> dict[str, str]:
     doc = load_document(root / name / f"{name}.dlm")
     texts = {"prose": "\n\n".join(s.text for s in doc.sections if isinstance(s, ProseSection))}
     files = walk_sources(doc.frontmatter.training.sources, root / name).files
-    kinds = {"readme": (".md",), "code": CODE[language], "config": CONFIG}
+    kinds = {"readme": (".md", ".rst", ".txt"), "code": CODE[language], "config": CONFIG}
     for kind, suffixes in kinds.items():
         texts[kind] = "\n\n".join(Path(f.path).read_text(encoding="utf-8") for f in files if f.path.endswith(suffixes))
     return texts
