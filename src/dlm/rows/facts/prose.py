@@ -41,8 +41,8 @@ Rules:
   who made the thing is said about it, the thing stays the topic;
 - salient spans, by priority, never overlapping: an identifier, path or command in
   backticks; a URL; a path (`/var/lib/x`, `./x`, `~/x`, `a/b.txt`, `a/b/c`); a number
-  with its unit (`30 seconds`, `64 MB`, `port 8080`, `version 2.1`), or of 2 or more
-  digits; a proper name
+  with its unit (`30 seconds`, `64 MB`, `port 8080`, `version 2.1`), a clock time
+  (`04:30`), or of 2 or more digits (`30,000` one number); a proper name
   (`PostgreSQL`, `gRPC`, `TLS`, a channel or tag such as `#ops-alerts`, a capitalised
   word inside the sentence, or a run of
   them: `Ysolde Brannick`; at the sentence's start, a run of two or more that is not
