@@ -86,9 +86,10 @@ def asked(fact: Fact, trim: bool = True) -> str:
     feed?"; a name of two or more words that opens the sentence is asked with "who":
     "Who started Tarnwick?"; a span with a possessive with "whose": "folded into whose
     main segment?"; a name after "the" with "which" and the words naming it, a bare
-    number before a plural with "how many": `_echo_phrase`). A user asks about a fact in the sentence's own words far more often than
-    through a fill-in-the-blank; a question that keeps them is the closest an offline
-    rule gets (an echo question, in grammar's terms).
+    number before a plural with "how many": `_echo_phrase`). A user asks about a fact in
+    the sentence's own words far more often than through a fill-in-the-blank; a question
+    that keeps them is the closest an offline rule gets (an echo question, in grammar's
+    terms).
 
     With `trim`, a sentence that has a subject (`Fact.subject` is not the sentence) loses
     the clause that follows the question phrase: from the first `, ` or subordinating
