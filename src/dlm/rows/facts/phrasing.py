@@ -29,7 +29,7 @@ from dlm.rows.facts.fronted import (
 )
 from dlm.rows.facts.language import phrase_english
 from dlm.rows.facts.model import Fact, FactKind, Pair, strong_key
-from dlm.rows.facts.prose import SUBORDINATORS, VERBS, sentence_subject, third_person
+from dlm.rows.facts.prose import CLOCK_TIME, SUBORDINATORS, VERBS, sentence_subject, third_person
 
 PHRASINGS: dict[FactKind, tuple[tuple[str, str], ...]] = {
     "where": (
@@ -137,7 +137,7 @@ def _question_phrase(fact: Fact) -> str:
         return "who"  # a full name doing what the sentence says: a person or a body
     if unit and unit.group(1):
         return f"how many {unit.group(1)}"
-    if re.fullmatch(r"\d{1,2}:\d{2}(?::\d{2})?", span):
+    if re.fullmatch(CLOCK_TIME, span):
         return "what time"  # "04:30", a clock time
     if fact.what == "path" or (fact.what == "identifier" and _FILE_NAME.search(span)):
         return _path_ask(fact.name)

@@ -103,14 +103,19 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _EMPHASIS = re.compile(r"(\*\*|__|(?<![\w`])[*_](?=\S)|(?<=\S)[*_](?![\w`]))")
+# a URL, its trailing punctuation left to the sentence; a clock time ("04:30", "23:59:59")
+URL = r"https?://[^\s<>`\"')]+[^\s<>`\"').,;:!?]"
+CLOCK_TIME = r"[0-2]?\d:[0-5]\d(?::[0-5]\d)?"
 _SPANS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("code", re.compile(r"`[^`\n]{2,80}`")),
-    ("URL", re.compile(r"https?://[^\s<>`\"')]+[^\s<>`\"').,;:!?]")),
+    ("URL", re.compile(URL)),
     ("path", re.compile(r"(?<![\w/.`-])(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*[\w/]")),
     (
         "number",
         re.compile(
-            r"(?<![\w.+])(?<!\w-)(?:(?:[Pp]ort|[Vv]ersion)\s\d(?:[\d.]*\d)?\b|[0-2]?\d:[0-5]\d(?::[0-5]\d)?\b|\d[\d,]*(?:\.\d+)?\s?(?:%|(?:ms|s|sec|seconds?|"
+            r"(?<![\w.+])(?<!\w-)(?:(?:[Pp]ort|[Vv]ersion)\s\d(?:[\d.]*\d)?\b|"
+            + CLOCK_TIME
+            + r"\b|\d[\d,]*(?:\.\d+)?\s?(?:%|(?:ms|s|sec|seconds?|"
             r"min|minutes?|h|hours?|days?|weeks?|months?|years?|[KMGT]i?B|bytes?|bits?|tokens?|steps?|epochs?|"
             r"rows?|files?|lines?|characters?|threads?|cores?|workers?|retries|times|attempts|requests|"
             r"connections|entries|px|[kMG]?Hz|fps)\b)|(?:\d{1,3}(?:,\d{3})+|\d{2,})(?:\.\d+)?(?![\w.]|-\w))"  # not "2016" of "CVE-2016-0702"
@@ -393,7 +398,7 @@ def _path_like(path: str) -> bool:
 
 
 def _code_kind(code: str) -> str:
-    if re.match(r"https?://\S+$", code):
+    if re.fullmatch(URL, code):
         return "URL"
     if "/" in code and " " not in code:
         return "path"
