@@ -157,3 +157,51 @@ def test_java_public_members():
 def test_a_file_that_fails_to_parse_says_where():
     assert parsed_facts("cmd/main.go", "package main\n\nfunc main( {\n") == "syntax error at line 3"
     assert parsed_facts("src/lib.rs", "pub const X: u8 = ;\n") == "syntax error at line 1"
+
+
+COMMONJS = """'use strict';
+
+// Days a book may be borrowed before it is overdue.
+const LOAN_DAYS = 21;
+const LOCAL_ONLY = 4;
+
+/** The overdue loans of one morning. */
+class ReminderQueue {}
+
+/** The fine of one loan, in pence. */
+function fineFor(loan) { return 0; }
+
+function helper() {}
+
+module.exports = { ReminderQueue, LOAN_DAYS, fine: fineFor };
+exports.SENT = SENT;
+"""
+
+
+def test_commonjs_exports_name_what_is_public():
+    """`module.exports = { ... }` makes its names public as `export` does: their
+    definitions, doc comments and values are read; what it does not name stays out."""
+    got = facts("lib/queue.js", COMMONJS)
+    assert ("value", 4, "LOAN_DAYS", "constant", "21", "LOAN_DAYS") in got
+    assert ("where", 8, "ReminderQueue", "class", "lib/queue.js", "ReminderQueue") in got
+    assert ("purpose", 11, "fineFor", "function", "The fine of one loan, in pence.", "fineFor") in got
+    assert ("signature", 11, "fineFor", "function", "fineFor(loan)", "fineFor") in got
+    assert {name for _, _, name, *_ in got} == {"LOAN_DAYS", "ReminderQueue", "fineFor"}
+
+
+def test_an_es_module_export_list_and_default_export():
+    text = """const PORT = 8080;
+const hidden = 1;
+function start(port) {}
+class Server {}
+export { PORT as DEFAULT_PORT, start };
+export default Server;
+export { other } from './other.js';
+"""
+    got = facts("src/server.mjs", text)
+    assert ("value", 1, "PORT", "constant", "8080", "PORT") in got
+    assert {name for _, _, name, *_ in got} == {"PORT", "start", "Server"}
+
+
+def test_without_exports_a_script_states_nothing():
+    assert facts("bin/run.js", "const LIMIT = 5;\nfunction main() {}\nmain();\n") == []

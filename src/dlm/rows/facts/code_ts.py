@@ -11,7 +11,8 @@ The same fact kinds as Python's (`dlm.rows.synth`), for the public top level:
 
 Public means: Go, a capitalised name (a method also needs a capitalised receiver
 type); Rust, `pub` (a method: `pub` inside an inherent `impl`); JavaScript and
-TypeScript, under `export`; Java, a `public` class and its `public` methods and
+TypeScript, under `export` or named by an export list (`export { a }`, CommonJS's
+`module.exports = { a }`, `exports.b = b`); Java, a `public` class and its `public` methods and
 `public static final` fields. A doc comment is the comment block right above the
 definition (Go `//`, Rust `///`, JavaScript/TypeScript/Java `/** */`; a JSDoc
 `@param` line and what follows it are not part of the sentence). A method's subject
@@ -244,32 +245,85 @@ def _rust_signature(reader: Reader, node: Node, name: str, subject: str, what: s
     reader.signature(node, name, what, text, subject, bool(named) or bool(returns))
 
 
+_SCRIPT_KINDS = {
+    "class_declaration": "class",
+    "abstract_class_declaration": "class",
+    "interface_declaration": "interface",
+    "type_alias_declaration": "type",
+    "enum_declaration": "enum",
+}
+# `module.exports.name = ...` and `exports.name = ...`: CommonJS's one-name exports
+_COMMONJS_TARGET = re.compile(r"(?:module\.)?exports\.[A-Za-z_$][\w$]*")
+
+
 def _script(reader: Reader, root: Node) -> None:
-    what_of = {
-        "class_declaration": "class",
-        "abstract_class_declaration": "class",
-        "interface_declaration": "interface",
-        "type_alias_declaration": "type",
-        "enum_declaration": "enum",
-    }
-    for export in (n for n in root.named_children if n.type == "export_statement"):
-        node = export.child_by_field_name("declaration")
-        if node is None:
-            continue
-        if node.type in ("function_declaration", "generator_function_declaration"):
-            name = node_text(node.child_by_field_name("name"))
-            if _exported(reader, export, name, "function"):
-                _script_signature(reader, export, node, name)
-        elif node.type in what_of:
-            _exported(reader, export, node_text(node.child_by_field_name("name")), what_of[node.type])
-        elif node.type in ("lexical_declaration", "variable_declaration") and node_text(node).startswith("const"):
-            for declarator in (c for c in node.named_children if c.type == "variable_declarator"):
-                name, value = node_text(declarator.child_by_field_name("name")), declarator.child_by_field_name("value")
-                if value is not None and value.type in ("arrow_function", "function_expression", "function"):
-                    if _exported(reader, export, name, "function"):
-                        _script_signature(reader, export, value, name)
-                elif _exported(reader, export, name, "constant"):
-                    reader.value(export, name, value)
+    listed = _listed_exports(root)
+    for node in root.named_children:
+        if node.type == "export_statement":
+            declaration = node.child_by_field_name("declaration")
+            if declaration is not None:
+                _script_declaration(reader, node, declaration, None)
+        else:
+            _script_declaration(reader, node, node, listed)
+
+
+def _listed_exports(root: Node) -> set[str]:
+    """The top-level names a file exports by name rather than at their declaration: an
+    ES module's `export { a, b as c }` and `export default a`, and CommonJS's
+    `module.exports = { a, c: b }`, `module.exports = a` and `exports.c = b` (a name
+    bound to another, `c: b`, is public as `b`, the name its definition carries)."""
+    names: set[str] = set()
+    for node in root.named_children:
+        if node.type == "export_statement" and node.child_by_field_name("source") is None:
+            clauses = [c for c in node.named_children if c.type == "export_clause"]
+            for spec in (s for clause in clauses for s in clause.named_children if s.type == "export_specifier"):
+                names.add(node_text(spec.child_by_field_name("name")))
+            value = node.child_by_field_name("value")
+            if value is not None and value.type == "identifier":
+                names.add(node_text(value))
+        elif node.type == "expression_statement" and node.named_child_count == 1:
+            assign = node.named_children[0]
+            if assign.type != "assignment_expression":
+                continue
+            target, value = node_text(assign.child_by_field_name("left")), assign.child_by_field_name("right")
+            if value is None or not (target == "module.exports" or _COMMONJS_TARGET.fullmatch(target)):
+                continue
+            if value.type == "identifier":
+                names.add(node_text(value))
+            elif value.type == "object" and target == "module.exports":
+                for item in value.named_children:
+                    bound = item.child_by_field_name("value") if item.type == "pair" else item
+                    if bound is not None and bound.type in ("identifier", "shorthand_property_identifier"):
+                        names.add(node_text(bound))
+    return names
+
+
+def _script_declaration(reader: Reader, at: Node, node: Node, listed: set[str] | None) -> None:
+    """The facts of one top-level declaration `node`, read at `at` (its `export`
+    statement, whose comment is its doc, or `node` itself); with `listed` set, only the
+    names in it (`_listed_exports`) are public."""
+
+    def public(name: str) -> bool:
+        return listed is None or name in listed
+
+    if node.type in ("function_declaration", "generator_function_declaration"):
+        name = node_text(node.child_by_field_name("name"))
+        if public(name) and _exported(reader, at, name, "function"):
+            _script_signature(reader, at, node, name)
+    elif node.type in _SCRIPT_KINDS:
+        name = node_text(node.child_by_field_name("name"))
+        if public(name):
+            _exported(reader, at, name, _SCRIPT_KINDS[node.type])
+    elif node.type in ("lexical_declaration", "variable_declaration") and node_text(node).startswith("const"):
+        for declarator in (c for c in node.named_children if c.type == "variable_declarator"):
+            name, value = node_text(declarator.child_by_field_name("name")), declarator.child_by_field_name("value")
+            if not public(name):
+                continue
+            if value is not None and value.type in ("arrow_function", "function_expression", "function"):
+                if _exported(reader, at, name, "function"):
+                    _script_signature(reader, at, value, name)
+            elif _exported(reader, at, name, "constant"):
+                reader.value(at, name, value)
 
 
 def _exported(reader: Reader, export: Node, name: str, what: str) -> bool:
