@@ -107,3 +107,17 @@ def test_the_cap_counts_settings_not_their_comments():
     assert isinstance(got, list)
     assert sum(f.kind == "setting" for f in got) == MAX_SETTINGS
     assert sum(f.kind == "purpose" for f in got) == MAX_SETTINGS
+
+
+def test_a_manifests_dependency_lists_are_not_facts():
+    """Version pins a package manager keeps are not what a project says about itself:
+    `package.json`'s dependency maps and `pyproject.toml`'s build requirements and
+    dependency lists give nothing; the rest of each manifest is read."""
+    package = '{"name": "thirlby", "engines": {"node": ">=18"}, "dependencies": {"nodemailer": "^6.9.14"},\n'
+    package += ' "devDependencies": {"eslint": "^9.8.0"}, "scripts": {"test": "node --test"}}\n'
+    assert [name for _, name, _, _ in settings("package.json", package)] == ["name", "engines.node", "scripts.test"]
+    pyproject = '[build-system]\nrequires = ["setuptools>=68"]\n\n[project]\nname = "ostwick"\n'
+    pyproject += 'dependencies = ["qrcode>=7.4"]\n\n[tool.ostwick]\ndepot = "Pellow Yard"\n'
+    assert [name for _, name, _, _ in settings("pyproject.toml", pyproject)] == ["project.name", "tool.ostwick.depot"]
+    # the same keys in a file that is no manifest are settings like any other
+    assert [name for _, name, _, _ in settings("config/app.json", package)][2] == "dependencies.nodemailer"

@@ -19,6 +19,10 @@ Rules:
 - a key with comment lines right above its line (`#`, or `;` in INI; JSON has none)
   also gives a `purpose` fact, the comment's first sentence: what the key means, which
   `dlm.rows.synth.synthesize` asks its setting by;
+- a package manifest's dependency lists (`MANIFEST_LISTS`: `package.json`'s
+  `dependencies`, `pyproject.toml`'s `build-system` and `project.dependencies`,
+  `Cargo.toml`'s `[dependencies]` ...) give no facts: version pins a tool keeps, like
+  a `requirements.txt`;
 - a file that does not parse gives why ("YAML error at line 3"); a top-level
   scalar gives no facts.
 """
@@ -37,6 +41,26 @@ from dlm.rows.synth import comment_above
 
 MAX_VALUE = 80  # characters of a rendered value
 MAX_SETTINGS = 200  # settings per file
+# a package manifest's dependency lists, by file name: key paths whose settings are pins
+# a tool maintains, not what the project says about itself (as `requirements.txt`,
+# which `dlm.rows.facts.files` skips whole)
+MANIFEST_LISTS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "package.json": tuple(
+        (k,)
+        for k in "dependencies devDependencies peerDependencies optionalDependencies bundleDependencies "
+        "bundledDependencies overrides resolutions".split()
+    ),
+    "pyproject.toml": (
+        ("build-system",),
+        ("project", "dependencies"),
+        ("project", "optional-dependencies"),
+        ("dependency-groups",),
+        ("tool", "poetry", "dependencies"),
+        ("tool", "poetry", "group"),
+    ),
+    "Cargo.toml": (("dependencies",), ("dev-dependencies",), ("build-dependencies",), ("workspace", "dependencies")),
+    "composer.json": (("require",), ("require-dev",)),
+}
 _FORMATS = {"yaml": "YAML", "toml": "TOML", "json": "JSON", "ini": "INI"}
 _PLAIN_KEY = re.compile(r"[^.\s\[\]\"]+")
 
@@ -51,9 +75,10 @@ def config_facts(relpath: str, text: str, kind: str) -> list[Fact] | str:
     lines = text.splitlines()
     facts: list[Fact] = []
     settings = 0
+    skipped = MANIFEST_LISTS.get(relpath.rsplit("/", 1)[-1], ())
     for parts, value in _leaves(loaded, ()):
         rendered = _render(value)
-        if rendered is None:
+        if rendered is None or _under(parts, skipped):
             continue
         name = _dotted(parts)
         subject = _dotted(parts[:-1]) or name
@@ -121,6 +146,13 @@ def _leaves(value: object, parts: tuple[str, ...]) -> Iterator[tuple[tuple[str, 
                 yield from _leaves(item, (*parts[:-1], f"{parts[-1]}[{i}]"))
     elif parts:
         yield parts, value
+
+
+def _under(parts: tuple[str, ...], prefixes: tuple[tuple[str, ...], ...]) -> bool:
+    """Whether the key path `parts` (a list's items indexed: `dependencies[0]`) lies
+    under one of `prefixes`."""
+    keys = tuple(p.split("[")[0] if p.endswith("]") else p for p in parts)
+    return any(keys[: len(prefix)] == prefix for prefix in prefixes)
 
 
 def _render(value: object) -> str | None:
