@@ -2,8 +2,9 @@
 prose sections and answers, split into sentences that each state a fact.
 
 Rules:
-- Markdown is read block by block: a paragraph, a list item, a block quote's text;
-  skipped: a leading `---` front matter, fenced and indented code, tables, HTML lines,
+- Markdown is read block by block: a paragraph, a list item, a block quote's text, a
+  table's row as statements (`dlm.rows.facts.tables`: "The default of `--port` is
+  8080."); skipped: a leading `---` front matter, fenced and indented code, HTML lines,
   headings (a heading also ends what a pronoun can refer to). Links keep their text,
   emphasis markers go; backticks stay;
 - a block splits into sentences at `.`, `!` or `?` followed by a space and a capital,
@@ -63,6 +64,7 @@ import re
 from collections.abc import Iterator
 
 from dlm.rows.facts.model import Fact, strong_key
+from dlm.rows.facts.tables import table_at, table_statements
 
 MAX_STATEMENT = 240  # characters of a statement
 MAX_SPANS = 3  # facts per sentence
@@ -145,7 +147,7 @@ def prose_facts(relpath: str, text: str, first_line: int = 1) -> list[Fact]:
     """
     facts: list[Fact] = []
     previous: str | None = None
-    for line, block in _blocks(text):
+    for line, block in _blocks(text, tables=True):
         if block is None:  # a heading or code: what a pronoun refers to ends here
             previous = None
             continue
@@ -182,9 +184,11 @@ def prose_text(text: str) -> str:
     return "\n\n".join(re.sub(r"`[^`\n]*`", " ", block) for _, block in _blocks(text) if block)
 
 
-def _blocks(text: str) -> Iterator[tuple[int, str | None]]:
+def _blocks(text: str, tables: bool = False) -> Iterator[tuple[int, str | None]]:
     """(1-based first line, text) of each prose block; (line, None) at a heading or
-    code, where a pronoun's reference ends. Lines of a block join with newlines."""
+    code, where a pronoun's reference ends. Lines of a block join with newlines. With
+    `tables`, each row of a table that states something is a block of its own
+    (`dlm.rows.facts.tables`), and the table ends a pronoun's reference too."""
     lines = text.split("\n")
     i = 0
     if lines and lines[0].strip() == "---":  # front matter
@@ -193,8 +197,19 @@ def _blocks(text: str) -> Iterator[tuple[int, str | None]]:
     block: list[str] = []
     start = 0
     fence: str | None = None
+    after_table = i
     for n in range(i, len(lines)):
+        if n < after_table:
+            continue  # a row of the table read below
         raw = lines[n]
+        if tables and fence is None and table_at(lines, n):
+            if block:
+                yield start, "\n".join(block)
+                block = []
+            after_table, rows = table_statements(lines, n, _clean)
+            yield from rows
+            yield after_table, None
+            continue
         stripped = raw.strip()
         if fence is not None or _FENCE.match(raw):
             marker = stripped[:3]
