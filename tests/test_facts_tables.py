@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dlm.rows.facts.language import reads_english
+from dlm.rows.facts.markdown import prose_text
 from dlm.rows.facts.phrasing import phrase
-from dlm.rows.facts.prose import prose_facts, prose_text
+from dlm.rows.facts.prose import prose_facts
 from dlm.rows.facts.tables import cells, row_statements
 
 README = """# thirlby

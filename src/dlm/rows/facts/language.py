@@ -16,7 +16,7 @@ common Latin-script language writes the same way). English prose has about one s
 word in four or five, German, French or Spanish prose almost none; `ENGLISH_SHARE`
 lies between. Fewer than `MIN_WORDS` words (a pair's short answer) cannot tell. Only
 the prose counts: code blocks, tables and code spans are left out first
-(`dlm.rows.facts.prose.prose_text`), so a README of mostly code is judged by its
+(`dlm.rows.facts.markdown.prose_text`), so a README of mostly code is judged by its
 sentences; `reads_english` does that itself.
 """
 
@@ -35,9 +35,9 @@ _WORD = re.compile(r"[^\W\d_]+")  # letters of any script: `Größe` is one word
 
 def reads_english(text: str) -> bool | None:
     """Whether `text` (prose, Markdown) reads as English by the module's test, judged on
-    its prose alone (`dlm.rows.facts.prose.prose_text`); None when that has fewer than
+    its prose alone (`dlm.rows.facts.markdown.prose_text`); None when that has fewer than
     `MIN_WORDS` words."""
-    from dlm.rows.facts.prose import prose_text
+    from dlm.rows.facts.markdown import prose_text
 
     words = _WORD.findall(prose_text(text))
     if len(words) < MIN_WORDS:

@@ -2,11 +2,10 @@
 prose sections and answers, split into sentences that each state a fact.
 
 Rules:
-- Markdown is read block by block: a paragraph, a list item, a block quote's text, a
-  table's row as statements (`dlm.rows.facts.tables`: "The default of `--port` is
-  8080."); skipped: a leading `---` front matter, fenced and indented code, HTML lines,
-  headings (a heading also ends what a pronoun can refer to). Links keep their text,
-  emphasis markers go; backticks stay;
+- Markdown is read block by block (`dlm.rows.facts.markdown`): a paragraph, a list
+  item, a block quote's text, a table's row as statements (`dlm.rows.facts.tables`:
+  "The default of `--port` is 8080."); code, headings and front matter are skipped,
+  and a heading, code or a table ends what a pronoun can refer to;
 - a block splits into sentences at `.`, `!` or `?` followed by a space and a capital,
   a backtick, a quote or a bracket, or the block's end (never after `e.g.`, `i.e.`,
   `etc.`, `vs.`, `cf.`), and a sentence into its clauses at `; ` (each an independent
@@ -63,8 +62,8 @@ import itertools
 import re
 from collections.abc import Iterator
 
+from dlm.rows.facts.markdown import blocks
 from dlm.rows.facts.model import Fact, strong_key
-from dlm.rows.facts.tables import table_at, table_statements
 
 MAX_STATEMENT = 240  # characters of a statement
 MAX_SPANS = 3  # facts per sentence
@@ -97,14 +96,9 @@ _FUNCTION_S = frozenset(
 _ADVERBS = frozenset("always also often usually never now only still sometimes just already rarely seldom".split())
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 _ABBREV = ("e.g", "i.e", "etc", "vs", "cf")
-_HEADING = re.compile(r"#{1,6}(?:\s|$)")  # CommonMark's ATX heading: `#tag` is text
 _CLAUSE = re.compile(r";(?=\s)")
 _OBJECT_IT = re.compile(r" \S+ (it)\b")  # the first verb's object, right after it
 _SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z`\"'(\[]|\s*$)")
-_FENCE = re.compile(r"^\s*(```|~~~)")
-_LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
-_EMPHASIS = re.compile(r"(\*\*|__|(?<![\w`])[*_](?=\S)|(?<=\S)[*_](?![\w`]))")
 # a URL, its trailing punctuation left to the sentence; a clock time ("04:30", "23:59:59")
 URL = r"https?://[^\s<>`\"')]+[^\s<>`\"').,;:!?]"
 CLOCK_TIME = r"[0-2]?\d:[0-5]\d(?::[0-5]\d)?"
@@ -147,7 +141,7 @@ def prose_facts(relpath: str, text: str, first_line: int = 1) -> list[Fact]:
     """
     facts: list[Fact] = []
     previous: str | None = None
-    for line, block in _blocks(text, tables=True):
+    for line, block in blocks(text, tables=True):
         if block is None:  # a heading or code: what a pronoun refers to ends here
             previous = None
             continue
@@ -175,77 +169,6 @@ def prose_facts(relpath: str, text: str, first_line: int = 1) -> list[Fact]:
             for part in conjuncts(sentence):
                 facts += [Fact("statement", relpath, at, span, what, part, unit) for what, span in spans(part)]
     return facts
-
-
-def prose_text(text: str) -> str:
-    """The prose of a Markdown or text `text`, for telling its language
-    (`dlm.rows.facts.language`): its prose blocks (`_blocks`: no code, tables or
-    headings) without their code spans, joined by blank lines."""
-    return "\n\n".join(re.sub(r"`[^`\n]*`", " ", block) for _, block in _blocks(text) if block)
-
-
-def _blocks(text: str, tables: bool = False) -> Iterator[tuple[int, str | None]]:
-    """(1-based first line, text) of each prose block; (line, None) at a heading or
-    code, where a pronoun's reference ends. Lines of a block join with newlines. With
-    `tables`, each row of a table that states something is a block of its own
-    (`dlm.rows.facts.tables`), and the table ends a pronoun's reference too."""
-    lines = text.split("\n")
-    i = 0
-    if lines and lines[0].strip() == "---":  # front matter
-        end = next((j for j in range(1, len(lines)) if lines[j].strip() in ("---", "...")), None)
-        i = end + 1 if end is not None else 0
-    block: list[str] = []
-    start = 0
-    fence: str | None = None
-    after_table = i
-    for n in range(i, len(lines)):
-        if n < after_table:
-            continue  # a row of the table read below
-        raw = lines[n]
-        if tables and fence is None and table_at(lines, n):
-            if block:
-                yield start, "\n".join(block)
-                block = []
-            after_table, rows = table_statements(lines, n, _clean)
-            yield from rows
-            yield after_table, None
-            continue
-        stripped = raw.strip()
-        if fence is not None or _FENCE.match(raw):
-            marker = stripped[:3]
-            fence = None if fence is not None and stripped.startswith(fence) else fence or marker
-            kind = "code"
-        elif not stripped:
-            kind = "blank"
-        elif (
-            _HEADING.match(stripped)
-            or re.fullmatch(r"[=-]{3,}", stripped)
-            or raw.startswith(("    ", "\t", ".. "))  # indented code, a reStructuredText directive
-        ):
-            kind = "code"
-        elif stripped.startswith(("|", "<")):
-            kind = "blank"
-        else:
-            kind = "item" if _LIST.match(raw) else "text"
-        if kind != "text" and block:
-            yield start, "\n".join(block)
-            block = []
-        if kind == "code":
-            yield n + 1, None
-        elif kind in ("text", "item"):
-            if not block:
-                start = n + 1
-            block.append(_clean(_LIST.sub("", raw, count=1) if kind == "item" else raw))
-    if block:
-        yield start, "\n".join(block)
-
-
-def _clean(line: str) -> str:
-    """A prose line without its quote marker, links and emphasis; a reStructuredText
-    inline literal (``x``, also Markdown's code span written with two backticks) is
-    written as one code span (`x`); one that holds a backtick stays as written."""
-    line = re.sub(r"``([^`]+)``", r"`\1`", line.strip().lstrip(">").strip())
-    return _EMPHASIS.sub("", _LINK.sub(r"\1", line))
 
 
 def _sentences(block: str) -> Iterator[tuple[int, str]]:

@@ -1,0 +1,99 @@
+"""Markdown and text read block by block, for the prose rules (`dlm.rows.facts.prose`)
+and the language test (`dlm.rows.facts.language`).
+
+Rules:
+- a block is a paragraph, a list item (its marker dropped) or a block quote's text;
+  its lines join with newlines;
+- skipped: a leading `---` front matter, fenced code (```` ``` ```` or `~~~`),
+  indented code, a reStructuredText directive (`.. note::`), headings (ATX `#` and
+  setext underlines), HTML lines; a heading or code ends what a pronoun can refer to;
+- a pipe table is skipped as prose; read for statements (`tables`), each of its rows
+  that states something is a block of its own (`dlm.rows.facts.tables`), and the
+  table too ends what a pronoun can refer to;
+- in a block, links keep their text, emphasis markers go, backticks stay; a
+  reStructuredText inline literal (``` ``x`` ```) is one code span.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from dlm.rows.facts.tables import table_at, table_statements
+
+_HEADING = re.compile(r"#{1,6}(?:\s|$)")  # CommonMark's ATX heading: `#tag` is text
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_EMPHASIS = re.compile(r"(\*\*|__|(?<![\w`])[*_](?=\S)|(?<=\S)[*_](?![\w`]))")
+
+
+def prose_text(text: str) -> str:
+    """The prose of a Markdown or text `text`, for telling its language
+    (`dlm.rows.facts.language`): its prose blocks (`blocks`: no code, tables or
+    headings) without their code spans, joined by blank lines."""
+    return "\n\n".join(re.sub(r"`[^`\n]*`", " ", block) for _, block in blocks(text) if block)
+
+
+def blocks(text: str, tables: bool = False) -> Iterator[tuple[int, str | None]]:
+    """(1-based first line, text) of each prose block; (line, None) at a heading or
+    code, where a pronoun's reference ends. Lines of a block join with newlines. With
+    `tables`, each row of a table that states something is a block of its own
+    (`dlm.rows.facts.tables`), and the table ends a pronoun's reference too."""
+    lines = text.split("\n")
+    i = 0
+    if lines and lines[0].strip() == "---":  # front matter
+        end = next((j for j in range(1, len(lines)) if lines[j].strip() in ("---", "...")), None)
+        i = end + 1 if end is not None else 0
+    block: list[str] = []
+    start = 0
+    fence: str | None = None
+    after_table = i
+    for n in range(i, len(lines)):
+        if n < after_table:
+            continue  # a row of the table read below
+        raw = lines[n]
+        if tables and fence is None and table_at(lines, n):
+            if block:
+                yield start, "\n".join(block)
+                block = []
+            after_table, rows = table_statements(lines, n, clean)
+            yield from rows
+            yield after_table, None
+            continue
+        stripped = raw.strip()
+        if fence is not None or _FENCE.match(raw):
+            marker = stripped[:3]
+            fence = None if fence is not None and stripped.startswith(fence) else fence or marker
+            kind = "code"
+        elif not stripped:
+            kind = "blank"
+        elif (
+            _HEADING.match(stripped)
+            or re.fullmatch(r"[=-]{3,}", stripped)
+            or raw.startswith(("    ", "\t", ".. "))  # indented code, a reStructuredText directive
+        ):
+            kind = "code"
+        elif stripped.startswith(("|", "<")):
+            kind = "blank"
+        else:
+            kind = "item" if _LIST.match(raw) else "text"
+        if kind != "text" and block:
+            yield start, "\n".join(block)
+            block = []
+        if kind == "code":
+            yield n + 1, None
+        elif kind in ("text", "item"):
+            if not block:
+                start = n + 1
+            block.append(clean(_LIST.sub("", raw, count=1) if kind == "item" else raw))
+    if block:
+        yield start, "\n".join(block)
+
+
+def clean(line: str) -> str:
+    """A prose line without its quote marker, links and emphasis; a reStructuredText
+    inline literal (``x``, also Markdown's code span written with two backticks) is
+    written as one code span (`x`); one that holds a backtick stays as written."""
+    line = re.sub(r"``([^`]+)``", r"`\1`", line.strip().lstrip(">").strip())
+    return _EMPHASIS.sub("", _LINK.sub(r"\1", line))
