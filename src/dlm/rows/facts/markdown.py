@@ -10,8 +10,9 @@ Rules:
 - a pipe table is skipped as prose; read for statements (`tables`), each of its rows
   that states something is a block of its own (`dlm.rows.facts.tables`), and the
   table too ends what a pronoun can refer to;
-- in a block, links keep their text, emphasis markers go, backticks stay; a
-  reStructuredText inline literal (``` ``x`` ```) is one code span.
+- in a block, links keep their text (inline and reference links), footnote marks and
+  emphasis markers go, backticks stay; a reStructuredText inline literal
+  (``` ``x`` ```) is one code span.
 """
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from dlm.rows.facts.tables import table_at, table_statements
+from dlm.rows.facts.tables import CellStatement, table_at, table_statements
 
 _HEADING = re.compile(r"#{1,6}(?:\s|$)")  # CommonMark's ATX heading: `#tag` is text
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_REF_LINK = re.compile(r"!?\[([^\]^][^\]]*)\]\[[^\]]*\]")
+_CODE_REF_LINK = re.compile(r"\[(`[^`\n]+`)\]\[[^\]]*\]")  # [`dns.resolve()`][]
+_FOOTNOTE = re.compile(r"\[\^[^\]\s]+\]")
 _EMPHASIS = re.compile(r"(\*\*|__|(?<![\w`])[*_](?=\S)|(?<=\S)[*_](?![\w`]))")
 
 
@@ -32,14 +36,14 @@ def prose_text(text: str) -> str:
     """The prose of a Markdown or text `text`, for telling its language
     (`dlm.rows.facts.language`): its prose blocks (`blocks`: no code, tables or
     headings) without their code spans, joined by blank lines."""
-    return "\n\n".join(re.sub(r"`[^`\n]*`", " ", block) for _, block in blocks(text) if block)
+    return "\n\n".join(re.sub(r"`[^`\n]*`", " ", block) for _, block in blocks(text) if isinstance(block, str))
 
 
-def blocks(text: str, tables: bool = False) -> Iterator[tuple[int, str | None]]:
+def blocks(text: str, tables: bool = False) -> Iterator[tuple[int, str | list[CellStatement] | None]]:
     """(1-based first line, text) of each prose block; (line, None) at a heading or
     code, where a pronoun's reference ends. Lines of a block join with newlines. With
-    `tables`, each row of a table that states something is a block of its own
-    (`dlm.rows.facts.tables`), and the table ends a pronoun's reference too."""
+    `tables`, each row of a table that states something is (its line, its statements:
+    `dlm.rows.facts.tables`), and the table ends a pronoun's reference too."""
     lines = text.split("\n")
     i = 0
     if lines and lines[0].strip() == "---":  # front matter
@@ -94,6 +98,11 @@ def blocks(text: str, tables: bool = False) -> Iterator[tuple[int, str | None]]:
 def clean(line: str) -> str:
     """A prose line without its quote marker, links and emphasis; a reStructuredText
     inline literal (``x``, also Markdown's code span written with two backticks) is
-    written as one code span (`x`); one that holds a backtick stays as written."""
+    written as one code span (`x`); one that holds a backtick stays as written. Outside
+    code spans, a reference link (`[text][label]`, `[text][]`) keeps its text and a
+    footnote mark (`[^2]`) goes."""
     line = re.sub(r"``([^`]+)``", r"`\1`", line.strip().lstrip(">").strip())
+    line = _CODE_REF_LINK.sub(r"\1", line)
+    parts = re.split(r"(`[^`\n]*`)", line)
+    line = "".join(part if i % 2 else _FOOTNOTE.sub("", _REF_LINK.sub(r"\1", part)) for i, part in enumerate(parts))
     return _EMPHASIS.sub("", _LINK.sub(r"\1", line))

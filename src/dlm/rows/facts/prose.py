@@ -142,8 +142,17 @@ def prose_facts(relpath: str, text: str, first_line: int = 1) -> list[Fact]:
     facts: list[Fact] = []
     previous: str | None = None
     for line, block in blocks(text, tables=True):
-        if block is None:  # a heading or code: what a pronoun refers to ends here
+        if block is None:  # a heading, code or a table: what a pronoun refers to ends here
             previous = None
+            continue
+        if not isinstance(block, str):  # a table's row: each value cell asked, by the row's name
+            at = first_line - 1 + line
+            for cell in block:
+                facts += [
+                    Fact("statement", relpath, at, span, what, cell.sentence, cell.name.casefold())
+                    for what, span in spans(cell.sentence)
+                    if cell.sentence.find(span) >= cell.at
+                ]
             continue
         for offset, sentence in _sentences(block):
             subject = sentence_subject(sentence)

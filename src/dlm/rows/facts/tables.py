@@ -13,18 +13,23 @@ value of it. Each value cell of a body row is one statement:
 
     -> The default of `--from <address>` is `desk@example.org` (the sender of every reminder).
 
-The header is lowercased unless it is an acronym (`TTL`) or mixed case (`maxAge`); the
-description follows in brackets when it is at most `MAX_DESCRIPTION_WORDS` words and
-one sentence, so the answer says what the value is for. A column headed by a question
-(`Why?`, `When to use`) is neither a value nor a description. A row without a name,
-or a cell that is empty or a dash, gives nothing; a cell without a salient span
-("off", "yes") gives a statement the prose rules draw no fact from.
+The value is what the statement asks (`dlm.rows.facts.prose`: its salient spans); the
+row's name and description are what it is asked by. The header is lowercased unless it
+is an acronym (`TTL`) or mixed case (`maxAge`), and a plural one takes "are" ("The
+aliases of `gbk` are ..."); the description follows in brackets when it is at most
+`MAX_DESCRIPTION_WORDS` words and one sentence, so the answer says what the value is
+for. A column headed by a question (`Why?`, `When to use`), a function word (`For`), a
+comma or more than `MAX_HEADING_WORDS` words is neither a value nor a description. A
+row without a name, or a cell that is empty, a dash or `?` or of more than
+`MAX_VALUE_WORDS` words, gives nothing; a cell without a salient span ("off", "yes", a
+check mark) gives no fact.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 # header cells of a column that says what the row's thing is, not a value of it
 DESCRIPTIONS = frozenset(
@@ -32,9 +37,30 @@ DESCRIPTIONS = frozenset(
     | {"summary", "comment", "comments"}
 )
 MAX_DESCRIPTION_WORDS = 12
+MAX_HEADING_WORDS = 4
+MAX_VALUE_WORDS = 8  # a longer cell says what something is, not a value of it
+
+
+class CellStatement(NamedTuple):
+    """One value cell of a table row as a sentence.
+
+    Attributes:
+        sentence: "The default of `--from` is `desk@x.org` (the sender)."
+        value: the cell as it stands in the sentence (`` `desk@x.org` ``): what is asked.
+        name: the row's first cell, what the statement is about (the probe split's unit).
+        at: where `value` starts in `sentence` (a span of the name is not the value's).
+    """
+
+    sentence: str
+    value: str
+    name: str
+    at: int
+
+
 _DELIMITER = re.compile(r"\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?")
 _QUESTION_WORDS = frozenset("what which how when where why who whether".split())
-_EMPTY = frozenset({"", "-", "--", "—", "–", "n/a"})
+_EMPTY = frozenset({"", "-", "--", "—", "–", "n/a", "?"})
+_FUNCTION_WORDS = frozenset("for of to in on at by with from as and or if".split())
 
 
 def table_at(lines: Sequence[str], n: int) -> bool:
@@ -46,7 +72,9 @@ def table_at(lines: Sequence[str], n: int) -> bool:
     )
 
 
-def table_statements(lines: Sequence[str], n: int, clean: Callable[[str], str]) -> tuple[int, list[tuple[int, str]]]:
+def table_statements(
+    lines: Sequence[str], n: int, clean: Callable[[str], str]
+) -> tuple[int, list[tuple[int, list[CellStatement]]]]:
     """The statements of the table starting at `lines[n]` (`table_at` holds there).
 
     Args:
@@ -57,15 +85,15 @@ def table_statements(lines: Sequence[str], n: int, clean: Callable[[str], str]) 
 
     Returns:
         (the 0-based index of the first line after the table, [(1-based line of the row,
-        its statements joined by spaces)] for each row that states something).
+        its statements)] for each row that states something).
     """
     header = [clean(c) for c in cells(lines[n])]
     end = n + 2
-    rows: list[tuple[int, str]] = []
+    rows: list[tuple[int, list[CellStatement]]] = []
     while end < len(lines) and lines[end].lstrip().startswith("|"):
         said = row_statements(header, [clean(c) for c in cells(lines[end])])
         if said:
-            rows.append((end + 1, " ".join(said)))
+            rows.append((end + 1, said))
         end += 1
     return end, rows
 
@@ -98,7 +126,7 @@ def cells(row: str) -> list[str]:
     return found
 
 
-def row_statements(header: Sequence[str], row: Sequence[str]) -> list[str]:
+def row_statements(header: Sequence[str], row: Sequence[str]) -> list[CellStatement]:
     """One statement per value cell of a body row (module rules); [] for a row with no name."""
     if len(header) < 2 or not row or row[0].strip().lower() in _EMPTY:
         return []
@@ -110,22 +138,36 @@ def row_statements(header: Sequence[str], row: Sequence[str]) -> list[str]:
     said = []
     for i, (kind, cell) in enumerate(zip(kinds, row, strict=False)):
         value = cell.strip().rstrip(".")
-        if i == 0 or kind != "value" or value.lower() in _EMPTY:
+        if i == 0 or kind != "value" or value.lower() in _EMPTY or len(value.split()) > MAX_VALUE_WORDS:
             continue
-        said.append(f"The {_heading(header[i])} of {name} is {value}" + (f" ({description})." if description else "."))
+        heading = _heading(header[i])
+        opening = f"The {heading} of {name} {'are' if _plural(heading) else 'is'} "
+        gloss = f" ({description})." if description else "."
+        said.append(CellStatement(f"{opening}{value}{gloss}", value, name, len(opening)))
     return said
 
 
 def _column(heading: str) -> str:
-    """ "description", "value" or "" (neither: empty, a question, code) for a header cell."""
+    """The kind of a header cell's column: "description", "value", or "" for neither
+    (empty, code, a question, a function word, a comma or more than `MAX_HEADING_WORDS`
+    words: no noun to say "the ... of" with)."""
     words = heading.strip().rstrip("?:").lower().split()
     if not words or "`" in heading:
         return ""
     if " ".join(words) in DESCRIPTIONS:
         return "description"
-    if words[0] in _QUESTION_WORDS or heading.strip().endswith("?"):
+    if words[0] in _QUESTION_WORDS or heading.strip().endswith("?") or "," in heading:
+        return ""
+    if len(words) > MAX_HEADING_WORDS or (len(words) == 1 and words[0] in _FUNCTION_WORDS):
         return ""
     return "value"
+
+
+def _plural(heading: str) -> bool:
+    """Whether a header reads as a plural noun ("aliases", "binary names"): its last word
+    ends in `s`, not in `ss`, `us` or `is` ("class", "status", "basis")."""
+    last = heading.split()[-1] if heading.split() else ""
+    return last.islower() and last.endswith("s") and not last.endswith(("ss", "us", "is"))
 
 
 def _heading(heading: str) -> str:
