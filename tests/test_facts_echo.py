@@ -1,9 +1,10 @@
-"""Echo questions (`dlm.rows.facts.phrasing.asked`) for sentences the fronting rules do
+"""Echo questions (`dlm.rows.facts.asking.asked`) for sentences the fronting rules do
 not read: the question phrase takes in the words around the span that belong to it."""
 
 from __future__ import annotations
 
-from dlm.rows.facts.phrasing import asked, topic
+from dlm.rows.facts.asking import asked
+from dlm.rows.facts.phrasing import topic
 from dlm.rows.facts.prose import prose_facts, spans
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from dlm.rows.facts.asking import asked
 from dlm.rows.facts.fronted import counted_question, inverted_question
-from dlm.rows.facts.phrasing import asked
 from dlm.rows.facts.prose import prose_facts
 
 

@@ -61,8 +61,9 @@ def test_a_statement_is_asked_in_its_own_words_about_its_subject_and_as_a_blank(
 
 
 def test_the_question_phrase_follows_the_spans_kind():
+    from dlm.rows.facts.asking import asked
     from dlm.rows.facts.model import Fact
-    from dlm.rows.facts.phrasing import asked, topic
+    from dlm.rows.facts.phrasing import topic
 
     def statement(span: str, what: str, sentence: str, subject: str = "the larder") -> Fact:
         return Fact("statement", "README.md", 1, span, what, sentence, subject)
@@ -191,8 +192,8 @@ def test_a_line_opening_with_a_tag_is_text_not_a_heading():
 
 
 def test_a_question_drops_the_clause_after_what_it_asks_but_a_fragment_keeps_it():
+    from dlm.rows.facts.asking import asked
     from dlm.rows.facts.model import Fact
-    from dlm.rows.facts.phrasing import asked
 
     def statement(span: str, what: str, sentence: str, subject: str) -> Fact:
         return Fact("statement", "README.md", 1, span, what, sentence, subject)
@@ -243,7 +244,7 @@ def test_a_sentence_announcing_a_list_states_what_comes_before_its_colon():
 
 
 def test_a_place_or_a_clause_before_the_verb_is_no_subject_and_no_question_is_its_phrase_alone():
-    from dlm.rows.facts.phrasing import asked
+    from dlm.rows.facts.asking import asked
 
     facts = prose_facts("notes.dlm", "In `ring.c`: `bh_ring_push` adds a reading.\n")
     assert {f.subject for f in facts} == {"in `ring.c`: `bh_ring_push` adds a reading."}  # no subject: the sentence

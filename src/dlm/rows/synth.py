@@ -48,7 +48,7 @@ Rules:
   `json/decoder.py`), never an import path guessed from the folder layout;
 - each fact has `len(PHRASINGS[kind])` phrasings; `phrasings` of them train; a pair
   another fact already gave (a README and the document stating one sentence alike)
-  trains once; statements whose trimmed questions (`dlm.rows.facts.phrasing.asked`)
+  trains once; statements whose trimmed questions (`dlm.rows.facts.asking.asked`)
   would coincide with different answers are asked in full;
 - sampling and the probe split (for the facts of every reader) hash what a fact is
   about, never its phrasing:
@@ -76,8 +76,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from dlm.rows.facts.asking import asked
 from dlm.rows.facts.model import FACT_KINDS, WEAK_KEYS, Fact, FactKind, Pair, strong_key, unit_hash
-from dlm.rows.facts.phrasing import MAX_PHRASINGS, PHRASINGS, asked, phrase, probe_keys
+from dlm.rows.facts.phrasing import MAX_PHRASINGS, PHRASINGS, phrase, probe_keys
 
 __all__ = [
     "FACT_KINDS",
@@ -385,7 +386,7 @@ def synthesize(
 
 
 def _ambiguous_trims(facts: Sequence[Fact]) -> set[Fact]:
-    """The statements whose trimmed question (`dlm.rows.facts.phrasing.asked`) another
+    """The statements whose trimmed question (`dlm.rows.facts.asking.asked`) another
     statement with another answer shares: they keep their whole question, so that no
     question is trained toward two answers."""
     questions = {fact: asked(fact) for fact in facts if fact.kind == "statement"}

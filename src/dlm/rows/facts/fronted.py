@@ -2,7 +2,7 @@
 auxiliary, then the subject ("The status page listens on port 9462." -> "On which port
 does the status page listen?").
 
-`dlm.rows.facts.phrasing.asked` otherwise keeps the sentence's own order and puts the
+`dlm.rows.facts.asking.asked` otherwise keeps the sentence's own order and puts the
 question phrase where the span stood ("The status page listens on which port?", an echo
 question). Users ask with the question phrase fronted, and so do the document's own
 pairs; a fact trained only as echo questions is answered by rote to the echo and seldom
