@@ -2,8 +2,11 @@
 and the language test (`dlm.rows.facts.language`).
 
 Rules:
-- a block is a paragraph, a list item (its marker dropped) or a block quote's text;
-  its lines join with newlines;
+- a block is a paragraph, a list item (its marker dropped; a full stop added where it
+  ends without one, as lists are often written; a term defined by a noun phrase,
+  "`--port`: the port to listen on", said as "`--port` is the port to listen on."; a
+  file's, as "`lib/cli.py` holds the command line.") or a
+  block quote's text; its lines join with newlines;
 - skipped: a leading `---` front matter, fenced code (```` ``` ```` or `~~~`),
   indented code, a reStructuredText directive (`.. note::`), headings (ATX `#` and
   setext underlines), HTML lines; a heading or code ends what a pronoun can refer to;
@@ -28,6 +31,11 @@ _LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _REF_LINK = re.compile(r"!?\[([^\]^][^\]]*)\]\[[^\]]*\]")
 _CODE_REF_LINK = re.compile(r"\[(`[^`\n]+`)\]\[[^\]]*\]")  # [`dns.resolve()`][]
+# a list item defining a code span: `` `--port`: ... `` (a word before a colon is as often a
+# label, "Note: the cache ...", as a term)
+_DEFINITION = re.compile(r"(`[^`\n]+`):\s+(\S.*)$", re.DOTALL)
+_FILE = re.compile(r"/|\.\w{1,5}$")  # a path, or a file name with its extension
+_DETERMINERS = frozenset("the a an its their this one each every all".split())
 _FOOTNOTE = re.compile(r"\[\^[^\]\s]+\]")
 _EMPHASIS = re.compile(r"(\*\*|__|(?<![\w`])[*_](?=\S)|(?<=\S)[*_](?![\w`]))")
 
@@ -51,6 +59,7 @@ def blocks(text: str, tables: bool = False) -> Iterator[tuple[int, str | list[Ce
         i = end + 1 if end is not None else 0
     block: list[str] = []
     start = 0
+    item = False  # the block is a list item
     fence: str | None = None
     after_table = i
     for n in range(i, len(lines)):
@@ -59,7 +68,7 @@ def blocks(text: str, tables: bool = False) -> Iterator[tuple[int, str | list[Ce
         raw = lines[n]
         if tables and fence is None and table_at(lines, n):
             if block:
-                yield start, "\n".join(block)
+                yield start, _joined(block, item)
                 block = []
             after_table, rows = table_statements(lines, n, clean)
             yield from rows
@@ -83,16 +92,36 @@ def blocks(text: str, tables: bool = False) -> Iterator[tuple[int, str | list[Ce
         else:
             kind = "item" if _LIST.match(raw) else "text"
         if kind != "text" and block:
-            yield start, "\n".join(block)
+            yield start, _joined(block, item)
             block = []
         if kind == "code":
             yield n + 1, None
         elif kind in ("text", "item"):
             if not block:
-                start = n + 1
+                start, item = n + 1, kind == "item"
             block.append(clean(_LIST.sub("", raw, count=1) if kind == "item" else raw))
     if block:
-        yield start, "\n".join(block)
+        yield start, _joined(block, item)
+
+
+def _joined(lines: list[str], item: bool) -> str:
+    """A block's lines joined by newlines. A list item that defines a code span by a
+    noun phrase ("- `--port`: the port to listen on") says so ("`--port` is the port to
+    listen on."; a file "holds" what it lists: "`lib/swarm.mjs` holds `detectSwarm`.");
+    one that ends without a full stop ("- Logs are kept for 30 days") ends with one, as
+    the sentence it is, unless it is a definition by anything else ("`--dry-run`: print
+    ...": no sentence to end)."""
+    text = "\n".join(lines)
+    if not item:
+        return text
+    definition = _DEFINITION.match(text)
+    if definition:
+        term, said = definition.groups()
+        if not (said[:1].isupper() or said[:1] == "`" or said.split()[0] in _DETERMINERS):
+            return text
+        # a file holds what it lists ("`lib/swarm.mjs`: `detectSwarm` and the alert text")
+        text = f"{term} {'holds' if _FILE.search(term.strip('`')) else 'is'} {said}"
+    return text + "." if text.rstrip()[-1:] not in (".", "!", "?", ":", ";") else text
 
 
 def clean(line: str) -> str:

@@ -1,0 +1,43 @@
+"""Markdown read block by block (`dlm.rows.facts.markdown`): list items as sentences."""
+
+from __future__ import annotations
+
+from dlm.rows.facts.asking import asked
+from dlm.rows.facts.prose import prose_facts
+
+LIST = """Options and files:
+
+- Logs are kept for 30 days
+- `--port`: the port to listen on (default 8080)
+- `--dry-run`: print the reminders instead of sending them
+- `lib/swarm.mjs`: `detectSwarm` and the alert text
+
+Logs are rotated every 12 hours
+"""
+
+
+def answers(text: str) -> dict[int, set[str]]:
+    found: dict[int, set[str]] = {}
+    for fact in prose_facts("README.md", text):
+        found.setdefault(fact.line, set()).add(fact.answer)
+    return found
+
+
+def test_a_list_item_without_a_full_stop_is_a_sentence():
+    facts = [f for f in prose_facts("README.md", LIST) if f.line == 3]
+    assert [(f.name, f.answer) for f in facts] == [("30 days", "Logs are kept for 30 days.")]
+    assert asked(facts[0]) == "For how many days are logs kept?"
+
+
+def test_a_code_span_defined_by_a_noun_phrase_is_said_to_be_it():
+    got = answers(LIST)
+    assert got[4] == {"`--port` is the port to listen on (default 8080)."}
+    assert got[6] == {"`lib/swarm.mjs` holds `detectSwarm` and the alert text."}
+    port = next(f for f in prose_facts("README.md", LIST) if f.name == "`--port`")
+    assert asked(port) == "What is the port to listen on (default 8080)?"
+
+
+def test_a_definition_by_a_verb_and_a_paragraph_without_a_full_stop_state_nothing():
+    got = answers(LIST)
+    assert 5 not in got  # "print the ...": no sentence to end
+    assert 8 not in got  # a paragraph, not a list item: it ends as written
