@@ -41,3 +41,13 @@ def test_a_definition_by_a_verb_and_a_paragraph_without_a_full_stop_state_nothin
     got = answers(LIST)
     assert 5 not in got  # "print the ...": no sentence to end
     assert 8 not in got  # a paragraph, not a list item: it ends as written
+
+
+def test_only_a_list_item_that_reads_as_a_sentence_is_ended():
+    """A changelog's entries and phrases have no subject to state anything about; a
+    definition by anything but a determiner or a code span is not rewritten."""
+    text = "- [`f6a6638`] - build: test on CI #29474\n- Python 3.10 or newer\n"
+    text += "- `CERT_HAS_EXPIRED`: Certificate has expired\n- `[in] env`: The environment of the call\n"
+    got = answers(text)
+    assert set(got) == {4}
+    assert got[4] == {"`[in] env` is the environment of the call."}

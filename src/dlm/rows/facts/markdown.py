@@ -2,10 +2,9 @@
 and the language test (`dlm.rows.facts.language`).
 
 Rules:
-- a block is a paragraph, a list item (its marker dropped; a full stop added where it
-  ends without one, as lists are often written; a term defined by a noun phrase,
-  "`--port`: the port to listen on", said as "`--port` is the port to listen on."; a
-  file's, as "`lib/cli.py` holds the command line.") or a
+- a block is a paragraph, a list item (its marker dropped; a code span it defines by a
+  noun phrase, "`--port`: the port to listen on", said as "`--port` is the port to
+  listen on."; a file's, as "`lib/cli.py` holds the command line.") or a
   block quote's text; its lines join with newlines;
 - skipped: a leading `---` front matter, fenced code (```` ``` ```` or `~~~`),
   indented code, a reStructuredText directive (`.. note::`), headings (ATX `#` and
@@ -104,24 +103,29 @@ def blocks(text: str, tables: bool = False) -> Iterator[tuple[int, str | list[Ce
         yield start, _joined(block, item)
 
 
+class ListItem(str):
+    """A list item's text (its marker dropped), which may end without a full stop: the
+    prose rules end it with one where it reads as a sentence (`dlm.rows.facts.prose`)."""
+
+
 def _joined(lines: list[str], item: bool) -> str:
-    """A block's lines joined by newlines. A list item that defines a code span by a
-    noun phrase ("- `--port`: the port to listen on") says so ("`--port` is the port to
-    listen on."; a file "holds" what it lists: "`lib/swarm.mjs` holds `detectSwarm`.");
-    one that ends without a full stop ("- Logs are kept for 30 days") ends with one, as
-    the sentence it is, unless it is a definition by anything else ("`--dry-run`: print
-    ...": no sentence to end)."""
+    """A block's lines joined by newlines; a list item's as a `ListItem`. A list item
+    that defines a code span by a noun phrase (one opening with a determiner or a code
+    span: "- `--port`: the port to listen on") says so ("`--port` is the port to listen on."; a file "holds" what it lists:
+    "`lib/swarm.mjs` holds `detectSwarm`.")."""
     text = "\n".join(lines)
     if not item:
         return text
     definition = _DEFINITION.match(text)
     if definition:
         term, said = definition.groups()
-        if not (said[:1].isupper() or said[:1] == "`" or said.split()[0] in _DETERMINERS):
-            return text
-        # a file holds what it lists ("`lib/swarm.mjs`: `detectSwarm` and the alert text")
-        text = f"{term} {'holds' if _FILE.search(term.strip('`')) else 'is'} {said}"
-    return text + "." if text.rstrip()[-1:] not in (".", "!", "?", ":", ";") else text
+        first = said.split()[0]
+        if said[:1] == "`" or first.lower() in _DETERMINERS:
+            said = said[:1].lower() + said[1:] if first.lower() in _DETERMINERS else said
+            # a file holds what it lists ("`lib/swarm.mjs`: `detectSwarm` and the alert text")
+            text = f"{term} {'holds' if _FILE.search(term.strip('`')) else 'is'} {said}"
+            text += "" if text.rstrip()[-1:] in (".", "!", "?") else "."
+    return ListItem(text)
 
 
 def clean(line: str) -> str:

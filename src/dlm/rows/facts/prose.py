@@ -62,7 +62,7 @@ import itertools
 import re
 from collections.abc import Iterator
 
-from dlm.rows.facts.markdown import blocks
+from dlm.rows.facts.markdown import ListItem, blocks
 from dlm.rows.facts.model import Fact, strong_key
 
 MAX_STATEMENT = 240  # characters of a statement
@@ -154,6 +154,8 @@ def prose_facts(relpath: str, text: str, first_line: int = 1) -> list[Fact]:
                     if cell.sentence.find(span) >= cell.at
                 ]
             continue
+        if isinstance(block, ListItem):
+            block = _ended(block)
         for offset, sentence in _sentences(block):
             subject = sentence_subject(sentence)
             if subject in _PRONOUNS:
@@ -178,6 +180,16 @@ def prose_facts(relpath: str, text: str, first_line: int = 1) -> list[Fact]:
             for part in conjuncts(sentence):
                 facts += [Fact("statement", relpath, at, span, what, part, unit) for what, span in spans(part)]
     return facts
+
+
+def _ended(item: str) -> str:
+    """A list item without a full stop, ended with one where it reads as a sentence:
+    one line, opening with a capital, a subject found (`sentence_subject`: "Logs are
+    kept for 30 days"); a changelog's "[`f6a6638`] - build: ..." or a phrase ("Python
+    3.10 or newer") stays as written, and gives nothing."""
+    if item.rstrip()[-1:] in (".", "!", "?", ":", ";") or "\n" in item or not item[:1].isupper():
+        return item
+    return item + "." if sentence_subject(item + ".") is not None else item
 
 
 def _sentences(block: str) -> Iterator[tuple[int, str]]:
