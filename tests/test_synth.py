@@ -440,6 +440,24 @@ def test_auto_states_where_names_live_and_constants_values_in_several_phrasings(
     assert drawn_synth(SynthConfig(enabled=False), files) is None
 
 
+def test_past_the_bound_the_documents_own_facts_are_kept_first(tmp_path: Path):
+    """The cap keeps what the document's author wrote before any source's fact; the hash
+    sample fills the rest."""
+    from dlm.doc.schema import SynthConfig
+    from dlm.rows.build import AUTO_SYNTH, drawn_synth
+    from dlm.rows.facts.prose import prose_facts
+
+    crowded = _constants_tree(tmp_path, files=1, constants_per_file=AUTO_SYNTH.max_facts)
+    prose = " ".join(f"The relay number {i} listens on port {8000 + i}." for i in range(12))
+    document = prose_facts("doc.dlm", prose)
+    assert len(document) >= 12
+    drawn = drawn_synth(SynthConfig(), crowded, document=document)
+    assert drawn is not None
+    kept = {(f.kind, f.path, f.name) for f, _ in drawn.train}
+    assert len(kept) == AUTO_SYNTH.max_facts
+    assert {(f.kind, f.path, f.name) for f in document} <= kept
+
+
 def test_auto_samples_past_its_fact_bound_and_skips_a_large_tree(tmp_path: Path, monkeypatch):
     from dlm.doc.schema import SynthConfig
     from dlm.rows import build

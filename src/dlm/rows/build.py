@@ -280,7 +280,8 @@ class AutoSynth:
     signature are long answers, asked less; all three are left to `enabled: true`
     (docs/benchmarks.md, "Learning benchmark"). Every fact
     costs steps, so a tree of more than `max_files` code files gets none (it is not
-    parsed), and beyond `max_facts` facts a hash-chosen sample of that many is kept.
+    parsed), and beyond `max_facts` facts the document's own are kept first, then a
+    hash-chosen sample of the sources' up to that many.
     """
 
     max_files: int = 64
@@ -339,5 +340,6 @@ def synth_set(
         phrasings=config.phrasings,
         probe_share=config.probe_share,
         max_facts=config.max_facts,
+        preferred=document,
     )
     return replace(drawn, notes=tuple(notes))

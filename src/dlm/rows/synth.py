@@ -52,7 +52,9 @@ Rules:
   would coincide with different answers are asked in full;
 - sampling and the probe split (for the facts of every reader) hash what a fact is
   about, never its phrasing:
-  `max_facts` keeps the facts with the smallest `sha256(kind, path, name)`, and a
+  `max_facts` keeps the document's own facts (its prose and answers: what its
+  author wrote to teach) before any source's, then the facts with the smallest
+  `sha256(kind, path, name)`, and a
   definition (a top-level name in a file, with its methods) whose `sha256(path,
   name)` falls below `probe_share` gives probes instead of training pairs (`name`:
   the fact's `subject`, a top-level name for code, a sentence's subject for prose, a
@@ -340,6 +342,7 @@ def synthesize(
     phrasings: int = 3,
     probe_share: float = 0.25,
     max_facts: int | None = None,
+    preferred: Iterable[Fact] = (),
 ) -> SynthSet:
     """Training pairs and probes from the facts of every file (module rules).
 
@@ -349,6 +352,7 @@ def synthesize(
         phrasings: training pairs per fact, 1..`MAX_PHRASINGS`.
         probe_share: share of definitions held out as probes, in [0, 1).
         max_facts: keep at most this many facts, chosen by hash (None: all).
+        preferred: facts kept under `max_facts` before any other (the document's own).
     """
     facts = list(facts)
     # what a value or setting means: the doc or config comment right above it
@@ -366,7 +370,8 @@ def synthesize(
                 unique[key] = fact
     keys: Iterable[tuple[str, str, str]] = unique
     if max_facts is not None and len(unique) > max_facts:
-        keys = heapq.nsmallest(max_facts, unique, key=lambda k: unit_hash("sample", *k))
+        first = {(f.kind, f.path, f.name) for f in preferred}
+        keys = heapq.nsmallest(max_facts, unique, key=lambda k: (k not in first, unit_hash("sample", *k)))
     kept = sorted((unique[k] for k in keys), key=_order)
     ambiguous = _ambiguous_trims(kept)
     train: list[tuple[Fact, Pair]] = []
