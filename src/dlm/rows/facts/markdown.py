@@ -2,10 +2,11 @@
 and the language test (`dlm.rows.facts.language`).
 
 Rules:
-- a block is a paragraph, a list item (its marker dropped; a code span it defines by a
-  noun phrase, "`--port`: the port to listen on", said as "`--port` is the port to
-  listen on."; a file's, as "`lib/cli.py` holds the command line.") or a
-  block quote's text; its lines join with newlines;
+- a block is a paragraph, a list item or a block quote's text; its lines join with
+  newlines. A list item (its marker dropped) is a `ListItem`, which the prose rules end
+  with a full stop where it reads as a sentence; a code span it defines by a noun
+  phrase ("`--port`: the port to listen on") is said to be it ("`--port` is the port to
+  listen on."), a file to hold it ("`lib/cli.py` holds the command line.");
 - skipped: a leading `---` front matter, fenced code (```` ``` ```` or `~~~`),
   indented code, a reStructuredText directive (`.. note::`), headings (ATX `#` and
   setext underlines), HTML lines; a heading or code ends what a pronoun can refer to;
@@ -111,8 +112,8 @@ class ListItem(str):
 def _joined(lines: list[str], item: bool) -> str:
     """A block's lines joined by newlines; a list item's as a `ListItem`. A list item
     that defines a code span by a noun phrase (one opening with a determiner or a code
-    span: "- `--port`: the port to listen on") says so ("`--port` is the port to listen on."; a file "holds" what it lists:
-    "`lib/swarm.mjs` holds `detectSwarm`.")."""
+    span: "- `--port`: the port to listen on") says so ("`--port` is the port to listen
+    on."; a file "holds" what it lists: "`lib/swarm.mjs` holds `detectSwarm`.")."""
     text = "\n".join(lines)
     if not item:
         return text

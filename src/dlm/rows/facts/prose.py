@@ -5,7 +5,9 @@ Rules:
 - Markdown is read block by block (`dlm.rows.facts.markdown`): a paragraph, a list
   item, a block quote's text, a table's row as statements (`dlm.rows.facts.tables`:
   "The default of `--port` is 8080."); code, headings and front matter are skipped,
-  and a heading, code or a table ends what a pronoun can refer to;
+  and a heading, code or a table ends what a pronoun can refer to; a list item without
+  a full stop is ended with one where it reads as a sentence (one line, a capital, a
+  subject found: "Logs are kept for 30 days"), else it states nothing;
 - a block splits into sentences at `.`, `!` or `?` followed by a space and a capital,
   a backtick, a quote or a bracket, or the block's end (never after `e.g.`, `i.e.`,
   `etc.`, `vs.`, `cf.`), and a sentence into its clauses at `; ` (each an independent
@@ -64,6 +66,7 @@ from collections.abc import Iterator
 
 from dlm.rows.facts.markdown import ListItem, blocks
 from dlm.rows.facts.model import Fact, strong_key
+from dlm.rows.facts.tables import CellStatement
 
 MAX_STATEMENT = 240  # characters of a statement
 MAX_SPANS = 3  # facts per sentence
@@ -145,14 +148,8 @@ def prose_facts(relpath: str, text: str, first_line: int = 1) -> list[Fact]:
         if block is None:  # a heading, code or a table: what a pronoun refers to ends here
             previous = None
             continue
-        if not isinstance(block, str):  # a table's row: each value cell asked, by the row's name
-            at = first_line - 1 + line
-            for cell in block:
-                facts += [
-                    Fact("statement", relpath, at, span, what, cell.sentence, cell.name.casefold())
-                    for what, span in spans(cell.sentence)
-                    if cell.sentence.find(span) >= cell.at
-                ]
+        if not isinstance(block, str):  # a table's row
+            facts += _cell_facts(relpath, first_line - 1 + line, block)
             continue
         if isinstance(block, ListItem):
             block = _ended(block)
@@ -180,6 +177,18 @@ def prose_facts(relpath: str, text: str, first_line: int = 1) -> list[Fact]:
             for part in conjuncts(sentence):
                 facts += [Fact("statement", relpath, at, span, what, part, unit) for what, span in spans(part)]
     return facts
+
+
+def _cell_facts(relpath: str, line: int, cells: list[CellStatement]) -> list[Fact]:
+    """The facts of a table row's statements: each value cell's spans, asked by the
+    row's name (its subject), never a span the sentence holds before the value (the
+    question would replace that one)."""
+    return [
+        Fact("statement", relpath, line, span, what, cell.sentence, cell.name.casefold())
+        for cell in cells
+        for what, span in spans(cell.sentence)
+        if cell.sentence.find(span) >= cell.at
+    ]
 
 
 def _ended(item: str) -> str:
