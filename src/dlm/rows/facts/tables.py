@@ -81,7 +81,7 @@ def table_statements(
         lines: the text's lines.
         n: 0-based index of the header row.
         clean: what a cell's text goes through first (links to their text, emphasis
-            markers dropped: `dlm.rows.facts.prose`'s rule for a line of prose).
+            markers dropped: `dlm.rows.facts.markdown.clean`, the rule for a line of prose).
 
     Returns:
         (the 0-based index of the first line after the table, [(1-based line of the row,
