@@ -1,8 +1,10 @@
-"""Markdown read block by block (`dlm.rows.facts.markdown`): list items as sentences."""
+"""Markdown read block by block (`dlm.rows.facts.markdown`): list items as sentences, code
+spans kept as written."""
 
 from __future__ import annotations
 
 from dlm.rows.facts.asking import asked
+from dlm.rows.facts.markdown import clean
 from dlm.rows.facts.prose import prose_facts
 
 LIST = """Options and files:
@@ -51,3 +53,11 @@ def test_only_a_list_item_that_reads_as_a_sentence_is_ended():
     got = answers(text)
     assert set(got) == {4}
     assert got[4] == {"`[in] env` is the environment of the call."}
+
+
+def test_a_code_span_keeps_its_bytes_where_emphasis_and_links_go():
+    """`__` and `*` inside a code span are its text, not emphasis (CommonMark): a dunder
+    file or a glob is stated as written, while the emphasis and links around it go."""
+    text = "The **registry** lives in `plugins/__init__.py` and scans [`**/*.py`](docs/globs.md) files.\n"
+    assert answers(text)[1] == {"The registry lives in `plugins/__init__.py`.", "The registry scans `**/*.py` files."}
+    assert clean("_`--seed`_ sets the seed[^1] of `a_b*c`.") == "`--seed` sets the seed of `a_b*c`."

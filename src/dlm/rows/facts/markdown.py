@@ -14,8 +14,8 @@ Rules:
   that states something is a block of its own (`dlm.rows.facts.tables`), and the
   table too ends what a pronoun can refer to;
 - in a block, links keep their text (inline and reference links), footnote marks and
-  emphasis markers go, backticks stay; a reStructuredText inline literal
-  (``` ``x`` ```) is one code span.
+  emphasis markers go, backticks stay, and a code span keeps its bytes (`__init__.py`,
+  `**/*.py`); a reStructuredText inline literal (``` ``x`` ```) is one code span.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ _FILE = re.compile(r"/|\.\w{1,5}$")  # a path, or a file name with its extension
 _DETERMINERS = frozenset("the a an its their this one each every all".split())
 _FOOTNOTE = re.compile(r"\[\^[^\]\s]+\]")
 _EMPHASIS = re.compile(r"(\*\*|__|(?<![\w`])[*_](?=\S)|(?<=\S)[*_](?![\w`]))")
+_CODE_SPAN = re.compile(r"`[^`\n]*`")
+_SET_ASIDE = re.compile(r"`\x00(\d+)`")  # a code span `clean` set aside: NUL and its index
 
 
 def prose_text(text: str) -> str:
@@ -132,11 +134,18 @@ def _joined(lines: list[str], item: bool) -> str:
 def clean(line: str) -> str:
     """A prose line without its quote marker, links and emphasis; a reStructuredText
     inline literal (``x``, also Markdown's code span written with two backticks) is
-    written as one code span (`x`); one that holds a backtick stays as written. Outside
-    code spans, a reference link (`[text][label]`, `[text][]`) keeps its text and a
-    footnote mark (`[^2]`) goes."""
+    written as one code span (`x`); one that holds a backtick stays as written. A code
+    span is kept byte for byte (`**/*.py`, `__init__.py`: CommonMark reads no emphasis
+    inside one); outside them, a link keeps its text (inline, `[text][label]`,
+    `[text][]`) and a footnote mark (`[^2]`) goes."""
     line = re.sub(r"``([^`]+)``", r"`\1`", line.strip().lstrip(">").strip())
     line = _CODE_REF_LINK.sub(r"\1", line)
-    parts = re.split(r"(`[^`\n]*`)", line)
-    line = "".join(part if i % 2 else _FOOTNOTE.sub("", _REF_LINK.sub(r"\1", part)) for i, part in enumerate(parts))
-    return _EMPHASIS.sub("", _LINK.sub(r"\1", line))
+    spans: list[str] = []
+
+    def set_aside(match: re.Match[str]) -> str:
+        spans.append(match.group(0))
+        return f"`\0{len(spans) - 1}`"
+
+    line = _CODE_SPAN.sub(set_aside, line)
+    line = _EMPHASIS.sub("", _LINK.sub(r"\1", _FOOTNOTE.sub("", _REF_LINK.sub(r"\1", line))))
+    return _SET_ASIDE.sub(lambda m: spans[int(m.group(1))], line)
