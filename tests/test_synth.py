@@ -458,10 +458,11 @@ def test_past_the_bound_the_documents_own_facts_are_kept_first(tmp_path: Path):
     assert {(f.kind, f.path, f.name) for f in document} <= kept
 
 
-def test_auto_samples_past_its_fact_bound_and_skips_a_large_tree(tmp_path: Path, monkeypatch):
+def test_auto_samples_past_its_fact_bound_and_reads_only_the_document_past_its_file_bound(tmp_path: Path, monkeypatch):
     from dlm.doc.schema import SynthConfig
     from dlm.rows import build
     from dlm.rows.build import AUTO_SYNTH, drawn_synth
+    from dlm.rows.facts.prose import prose_facts
 
     many_constants = tmp_path / "constants"
     many_constants.mkdir()
@@ -469,12 +470,24 @@ def test_auto_samples_past_its_fact_bound_and_skips_a_large_tree(tmp_path: Path,
     drawn = drawn_synth(SynthConfig(), crowded)
     assert drawn is not None
     assert len({(f.kind, f.name) for f, _ in drawn.train}) == AUTO_SYNTH.max_facts  # a sample, not all
-    # a large tree is not parsed at all
+
+    # a large tree is not read at all: the document's own facts are still stated
     big = tmp_path / "big"
     big.mkdir()
-    tree = _constants_tree(big, files=AUTO_SYNTH.max_files + 1, constants_per_file=0)
-    monkeypatch.setattr(build, "synth_set", lambda *a, **k: pytest.fail("parsed a tree past max_files"))
+    tree = _constants_tree(big, files=AUTO_SYNTH.max_files + 1, constants_per_file=1)
+    original = build.synth_set
+
+    def unread(config, files, remember=True, document=()):
+        assert files == [], "read a tree past max_files"
+        return original(config, files, remember, document)
+
+    monkeypatch.setattr(build, "synth_set", unread)
     assert drawn_synth(SynthConfig(), tree) is None
+    document = prose_facts("doc.dlm", "The relay listens on port 8125.")
+    drawn = drawn_synth(SynthConfig(), tree, document=document)
+    assert drawn is not None and {f.path for f, _ in drawn.train} == {"doc.dlm"}
+    assert any("65 code files, over auto's 64" in note for note in drawn.notes)
+    assert drawn_synth(SynthConfig(enabled=False), tree, document=document) is None
 
 
 def test_a_constant_bound_twice_is_what_its_last_binding_says():

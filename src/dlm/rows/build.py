@@ -279,9 +279,10 @@ class AutoSynth:
     document's pairs usually ask it already; a docstring's first sentence and a
     signature are long answers, asked less; all three are left to `enabled: true`
     (docs/benchmarks.md, "Learning benchmark"). Every fact
-    costs steps, so a tree of more than `max_files` code files gets none (it is not
-    parsed), and beyond `max_facts` facts the document's own are kept first, then a
-    hash-chosen sample of the sources' up to that many.
+    costs steps, so a tree of more than `max_files` code files is not read for facts
+    (only the document's own prose and answers are stated, with a note saying so), and
+    beyond `max_facts` facts the document's own are kept first, then a hash-chosen
+    sample of the sources' up to that many.
     """
 
     max_files: int = 64
@@ -294,7 +295,8 @@ AUTO_SYNTH = AutoSynth()
 
 def drawn_synth(config: SynthConfig, files: Sequence[FileRow], document: Sequence[Fact] = ()) -> SynthSet | None:
     """The synth pairs and probes a run trains on and scores, or None when it draws none:
-    `enabled: false`, or `auto` outside `AUTO_SYNTH`'s bounds.
+    `enabled: false`, or nothing to state. Under `auto`, past `AUTO_SYNTH.max_files`
+    code files only `document` is stated (`AutoSynth`).
 
     Args:
         files: the walk's file rows (those a reader takes are read: `dlm.rows.facts.files`).
@@ -306,12 +308,19 @@ def drawn_synth(config: SynthConfig, files: Sequence[FileRow], document: Sequenc
         return synth_set(config, files, document=document)
     if config.enabled is False:
         return None
-    if sum(source_kind(f.relpath) in CODE_KINDS for f in files) > AUTO_SYNTH.max_files:
-        return None
     auto = config.model_copy(
         update={"kinds": list(AUTO_SYNTH.kinds), "probe_share": 0.0, "max_facts": AUTO_SYNTH.max_facts}
     )
-    drawn = synth_set(auto, files, document=document)
+    code_files = sum(source_kind(f.relpath) in CODE_KINDS for f in files)
+    if code_files > AUTO_SYNTH.max_files:
+        drawn = synth_set(auto, [], document=document)
+        note = (
+            f"training.synth: the sources hold {code_files} code files, over auto's {AUTO_SYNTH.max_files}, so they "
+            "are not read for facts; the document's own prose and answers are (`enabled: true` reads them all)"
+        )
+        drawn = replace(drawn, notes=(*drawn.notes, note))
+    else:
+        drawn = synth_set(auto, files, document=document)
     return drawn if drawn.train else None
 
 
