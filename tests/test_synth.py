@@ -478,7 +478,7 @@ def test_auto_samples_past_its_fact_bound_and_reads_only_the_document_past_its_f
     original = build.synth_set
 
     def unread(config, files, remember=True, document=()):
-        assert files == [], "read a tree past max_files"
+        assert not [f for f in files if f.relpath.endswith(".py")], "parsed code past max_files"
         return original(config, files, remember, document)
 
     monkeypatch.setattr(build, "synth_set", unread)
@@ -488,6 +488,16 @@ def test_auto_samples_past_its_fact_bound_and_reads_only_the_document_past_its_f
     assert drawn is not None and {f.path for f, _ in drawn.train} == {"doc.dlm"}
     assert any("65 code files, over auto's 64" in note for note in drawn.notes)
     assert drawn_synth(SynthConfig(enabled=False), tree, document=document) is None
+    # its README is read; tests do not count toward the bound
+    (big / "README.md").write_text("The relay keeps 12 spools.\n")
+    drawn = drawn_synth(SynthConfig(), file_rows(big), document=document)
+    assert drawn is not None and {f.path for f, _ in drawn.train} == {"doc.dlm", "README.md"}
+    (big / "tests").mkdir()
+    for i in range(AUTO_SYNTH.max_files):
+        (big / f"mod{i}.py").rename(big / "tests" / f"test_{i}.py")
+    monkeypatch.setattr(build, "synth_set", original)
+    small = drawn_synth(SynthConfig(), file_rows(big))
+    assert small is not None and "mod64.py" in {f.path for f, _ in small.train} and not small.notes
 
 
 def test_a_constant_bound_twice_is_what_its_last_binding_says():

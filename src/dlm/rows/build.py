@@ -279,8 +279,8 @@ class AutoSynth:
     document's pairs usually ask it already; a docstring's first sentence and a
     signature are long answers, asked less; all three are left to `enabled: true`
     (docs/benchmarks.md, "Learning benchmark"). Every fact
-    costs steps, so a tree of more than `max_files` code files is not read for facts
-    (only the document's own prose and answers are stated, with a note saying so), and
+    costs steps, so the code of a tree of more than `max_files` code files is not read
+    for facts (its prose and config files are: `auto_files`), and
     beyond `max_facts` facts the document's own are kept first, then a hash-chosen
     sample of the sources' up to that many.
     """
@@ -295,15 +295,13 @@ AUTO_SYNTH = AutoSynth()
 
 def drawn_synth(config: SynthConfig, files: Sequence[FileRow], document: Sequence[Fact] = ()) -> SynthSet | None:
     """The synth pairs and probes a run trains on and scores, or None when it draws none:
-    `enabled: false`, or nothing to state. Under `auto`, past `AUTO_SYNTH.max_files`
-    code files only `document` is stated (`AutoSynth`).
+    `enabled: false`, or nothing to state. Under `auto`, of a tree past
+    `AUTO_SYNTH.max_files` only the prose and config files are read (`auto_files`).
 
     Args:
         files: the walk's file rows (those a reader takes are read: `dlm.rows.facts.files`).
         document: the document's own facts (`document_facts`).
     """
-    from dlm.rows.facts.files import CODE_KINDS, source_kind
-
     if config.enabled is True:
         return synth_set(config, files, document=document)
     if config.enabled is False:
@@ -311,17 +309,34 @@ def drawn_synth(config: SynthConfig, files: Sequence[FileRow], document: Sequenc
     auto = config.model_copy(
         update={"kinds": list(AUTO_SYNTH.kinds), "probe_share": 0.0, "max_facts": AUTO_SYNTH.max_facts}
     )
-    code_files = sum(source_kind(f.relpath) in CODE_KINDS for f in files)
-    if code_files > AUTO_SYNTH.max_files:
-        drawn = synth_set(auto, [], document=document)
-        note = (
-            f"training.synth: the sources hold {code_files} code files, over auto's {AUTO_SYNTH.max_files}, so they "
-            "are not read for facts; the document's own prose and answers are (`enabled: true` reads them all)"
-        )
+    read, note = auto_files(files)
+    drawn = synth_set(auto, read, document=document)
+    if note:
         drawn = replace(drawn, notes=(*drawn.notes, note))
-    else:
-        drawn = synth_set(auto, files, document=document)
     return drawn if drawn.train else None
+
+
+def auto_files(files: Sequence[FileRow]) -> tuple[list[FileRow], str | None]:
+    """The files `enabled: auto` reads for facts, and a line saying what it leaves unread.
+
+    A tree of at most `AUTO_SYNTH.max_files` code files that a reader takes (tests and
+    vendored code are not counted: `dlm.rows.facts.files.wanted_file`) is read whole.
+    Past it the code is not parsed; the Markdown, text and config files are read when
+    they too are at most that many, else none is.
+    """
+    from dlm.rows.facts.files import CODE_KINDS, CONFIG_KINDS, PROSE_KINDS, source_kind, wanted_file
+
+    bound = AUTO_SYNTH.max_files
+    code = sum(source_kind(f.relpath) in CODE_KINDS and wanted_file(f.relpath) for f in files)
+    if code <= bound:
+        return list(files), None
+    said = [f for f in files if source_kind(f.relpath) in PROSE_KINDS | CONFIG_KINDS and wanted_file(f.relpath)]
+    head = (
+        f"training.synth: the sources hold {code} code files, over auto's {bound}, so their code is not read for facts"
+    )
+    if len(said) > bound:
+        return [], f"{head}, nor are their {len(said)} Markdown, text and config files; `enabled: true` reads them all"
+    return said, f"{head}, only their Markdown, text and config files and the document; `enabled: true` reads it all"
 
 
 def synth_by_source(drawn: SynthSet | None) -> dict[str, dict[str, int]]:
