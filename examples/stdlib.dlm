@@ -14,6 +14,10 @@ training:
   # no max_steps: the default recipe gives each Q/A pair about 12 sightings within the
   # budget (tokens processed), next to a sample of the ~71K source windows
   budget: 20k
+  # the budget goes to the pairs and the source windows; the prose says how this document
+  # trains, not facts to ask, and synth pairs would be drawn too seldom to stick
+  synth:
+    enabled: false
   eval:
     fraction: 0.02
     max_rows: 64

@@ -3,7 +3,7 @@
 import pytest
 
 from dlm.doc.budget import Budget, parse_budget
-from dlm.train.recipe import INSTRUCTION_REPEATS, MAX_SHARE, choose
+from dlm.train.recipe import INSTRUCTION_REPEATS, MAX_SHARE, choose, synth_warning
 
 
 @pytest.mark.parametrize(
@@ -71,3 +71,13 @@ def test_without_pairs_one_epoch_cut_to_the_budget() -> None:
     assert choose(0, 10, 4, None).max_steps is None
     assert choose(0, 1000, 4, 28).max_steps == 7
     assert choose(0, 10, 4, None).instruction_share is None
+
+
+def test_a_budget_that_draws_the_synth_pairs_too_seldom_says_so() -> None:
+    # 39 steps of 4 over a pass of 134,000 examples: the synth's 4 copies are almost never drawn
+    line = synth_warning(steps=39, examples_per_step=4, examples=134_000)
+    assert line is not None and "about 0.0047 times" in line and "training.synth.enabled: false" in line
+    # a budget that takes the whole pass draws each its SYNTH_REPEATS times
+    assert synth_warning(steps=50, examples_per_step=4, examples=200) is None
+    assert synth_warning(steps=44, examples_per_step=4, examples=200) is None  # 3.5 of 4: close enough
+    assert synth_warning(steps=40, examples_per_step=4, examples=200) is not None

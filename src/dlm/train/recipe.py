@@ -99,3 +99,18 @@ def choose(
         f"the budget, with instruction pairs {share:.0%} of what is drawn (each about {seen:.0f} times)",
         warning,
     )
+
+
+def synth_warning(steps: int, examples_per_step: int, examples: int) -> str | None:
+    """A line when a run cut to `steps` by the budget draws each synth example fewer times
+    than `SYNTH_REPEATS` (None otherwise). The dataset holds each synth example
+    `SYNTH_REPEATS` times among `examples` (one pass), and a run of `steps` optimizer
+    steps of `examples_per_step` draws that share of the pass: a budget that keeps the
+    pairs' sightings (`choose`) does not keep the synth's."""
+    seen = SYNTH_REPEATS * min(1.0, steps * examples_per_step / max(examples, 1))
+    if seen >= SYNTH_REPEATS - 0.5:
+        return None
+    return (
+        f"training.budget allows {steps} steps: each training.synth pair is drawn about {seen:.2g} times, fewer "
+        f"than the {SYNTH_REPEATS} that make a fact stick; raise training.budget, or set training.synth.enabled: false"
+    )

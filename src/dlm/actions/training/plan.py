@@ -40,7 +40,7 @@ from dlm.train.distributed import DistPlan, RankGroup, RankInfo
 from dlm.train.heldout import Split, split_rows, subset
 from dlm.train.lora import Hyperparameters, lock_hyperparameters
 from dlm.train.precision import resolve_precision
-from dlm.train.recipe import DEFAULT_TOKENS_PER_SECOND, MIN_UPDATES, SYNTH_REPEATS, Recipe, choose
+from dlm.train.recipe import DEFAULT_TOKENS_PER_SECOND, MIN_UPDATES, SYNTH_REPEATS, Recipe, choose, synth_warning
 
 
 @dataclass(frozen=True)
@@ -333,6 +333,10 @@ def _examples(
     sink.on_note(reason)
     if recipe.warning:
         sink.on_message(recipe.warning)
+    if recipe.max_steps is not None and "synth" in train_rows.kinds:
+        cut = synth_warning(steps, per_step, len(dataset))
+        if cut:
+            sink.on_message(cut)
     return _Examples(dataset, replace(hyper, max_steps=steps), share, packing, reason)
 
 
