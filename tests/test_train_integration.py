@@ -79,3 +79,15 @@ def test_concurrent_train_fails_clearly_and_changes_nothing(doc_path: Path):
         with pytest.raises(StoreError, match="another `dlm train` is running"):
             train_document(doc, TrainOptions(max_steps=1, use_cache=False))
     assert store.versions() == []
+
+
+def test_the_report_keeps_every_warning_the_run_gave(tmp_path: Path, smollm2_ref) -> None:
+    # a probe that repeats a trained pair is warned about while rows are built; a quiet
+    # sink (`--json`) shows it to no one, so the report must carry it
+    path = tmp_path / "warned.dlm"
+    path.write_text(
+        DOC + "\n::probe::\n\n### Q\nWhat is the secret word of the Zorblax project?\n\n### A\nquindlewhump\n"
+    )
+    report = train_document(load_document(path), TrainOptions(max_steps=1, use_cache=False))
+    repeated = [w for w in report.warnings if "this probe asks the instruction pair's question" in w]
+    assert len(repeated) == 1 and repeated[0].startswith(f"{path}:")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any, cast
 
 from ulid import ULID
 
@@ -137,11 +138,11 @@ def train_document(
         KeyboardInterrupt: after marking the run interrupted; the store is unchanged.
     """
     info = RankInfo.from_env()
-    sink = sink if sink is not None and info.is_main else NullSink()
+    kept = _KeptWarnings(sink if sink is not None and info.is_main else NullSink())
     store = store if store is not None else open_store(doc.frontmatter.dlm_id)
     with launcher_signals(info):
         try:
-            return _train_rank(doc, store, options, sink, info)
+            return _train_rank(doc, store, options, kept, info)
         except DlmError as exc:
             message = str(exc) if str(exc).startswith("rank ") else rank_error_message(info, str(exc))
             write_rank_error(message)
@@ -153,7 +154,8 @@ def train_document(
             raise
 
 
-def _train_rank(doc: Document, store: Store, options: TrainOptions, sink: TrainSink, info: RankInfo) -> TrainReport:
+def _train_rank(doc: Document, store: Store, options: TrainOptions, kept: _KeptWarnings, info: RankInfo) -> TrainReport:
+    sink = cast(TrainSink, kept)
     training = doc.frontmatter.training
     ref = resolve_base(doc)  # before the process group starts (see resolve_base)
     if doc.frontmatter.training.synth.teacher is not None:
@@ -184,9 +186,28 @@ def _train_rank(doc: Document, store: Store, options: TrainOptions, sink: TrainS
             ),
         )
         report = train_and_publish(run, sink) if info.is_main else train_as_peer(run)
+    report.warnings = list(dict.fromkeys([*kept.warnings, *report.warnings]))
     if os.environ.get(REPORT_ENV) and info.local_rank == 0:  # each machine's launcher reads its own
         write_report(report, os.environ[REPORT_ENV])
     return report
+
+
+class _KeptWarnings:
+    """A `TrainSink` that passes every call on to `sink` and keeps each warning
+    (`on_message`) in order, so the report carries what a quiet sink (`--json`) showed
+    no one: a skipped source, a budget that cuts the synth's sightings, a note on what
+    `training.synth` left unread."""
+
+    def __init__(self, sink: TrainSink) -> None:
+        self.sink = sink
+        self.warnings: list[str] = []
+
+    def on_message(self, text: str) -> None:
+        self.warnings.append(text)
+        self.sink.on_message(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sink, name)
 
 
 def _cuda() -> bool:
