@@ -88,7 +88,9 @@ def test_document_shape(root: Path, name: str) -> None:
     assert all(p.keys for p in probes)
     language = json.loads((root / name / "expect.json").read_text())["language"]
     files = walk_sources(front.training.sources, root / name).files
-    assert 3 <= sum(f.relpath.endswith(CODE[language]) for f in files) <= 5
+    code = sum(f.relpath.endswith(CODE[language]) for f in files)
+    # the tuning documents are a few files each; an unseen one may be a tree of any size
+    assert 3 <= code and (code <= 5 or root == UNSEEN)
     assert any(f.relpath.endswith(".md") for f in files) and any(f.relpath.endswith(CONFIG) for f in files)
 
 

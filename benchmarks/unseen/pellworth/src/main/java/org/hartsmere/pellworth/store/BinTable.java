@@ -1,0 +1,21 @@
+package org.hartsmere.pellworth.store;
+
+import java.sql.Connection;
+import java.sql.SQLException;
+
+/** The `bins` table of the floor's database. */
+public final class BinTable {
+    public static final String NAME = "bins";
+
+    private final Connection db;
+
+    public BinTable(Connection db) {
+        this.db = db;
+    }
+
+    public int count() throws SQLException {
+        try (var rows = db.createStatement().executeQuery("SELECT count(*) FROM " + NAME)) {
+            return rows.next() ? rows.getInt(1) : 0;
+        }
+    }
+}
