@@ -174,10 +174,10 @@ How many minutes late can a trailer be before it loses its slot?
 - 35
 
 ### Q
-What sender name do the drivers' slot texts show?
+Between which hours are no texts sent to the drivers?
 
 ### A
-WENDGRAIN.
+From 22:00 to 06:00.
 
 ### Keys
-- WENDGRAIN
+- 22:00
