@@ -121,3 +121,16 @@ def test_a_manifests_dependency_lists_are_not_facts():
     assert [name for _, name, _, _ in settings("pyproject.toml", pyproject)] == ["project.name", "tool.ostwick.depot"]
     # the same keys in a file that is no manifest are settings like any other
     assert [name for _, name, _, _ in settings("config/app.json", package)][2] == "dependencies.nodemailer"
+
+
+def test_a_list_of_scalars_is_one_setting():
+    yaml_text = "floor:\n  dryers: [D1, D2, D3]\n  ports:\n    - 7020\n    - 7021\nhosts:\n  - name: a\n  - b\n"
+    assert settings("pellworth.yaml", yaml_text) == [
+        (2, "floor.dryers", "D1, D2, D3", "floor"),
+        (3, "floor.ports", "7020, 7021", "floor"),
+        # a list holding a mapping keeps its items apart
+        (7, "hosts[0].name", "a", "hosts[0]"),
+        (6, "hosts[1]", "b", "hosts[1]"),
+    ]
+    toml = 'keywords = ["bus", "timetable"]\nempty = []\nlong = ["' + "x" * 50 + '", "' + "y" * 50 + '"]\n'
+    assert settings("pyproject.toml", toml) == [(1, "keywords", "bus, timetable", "keywords")]

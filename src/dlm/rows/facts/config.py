@@ -7,8 +7,10 @@
           `DEFAULT.key`, and a section's key is kept only where it differs from it
 
 Rules:
-- a mapping's keys join with `.` (`server.port`); a list's items are indexed
-  (`servers[0].host`); a key holding `.`, a space or a bracket is quoted (`"a.b"`);
+- a mapping's keys join with `.` (`server.port`); a list of scalars is one setting,
+  its items joined by `, ` in order (`dryers`: `D1, D2, D3`); any other list's items
+  are indexed (`servers[0].host`); a key holding `.`, a space or a bracket is quoted
+  (`"a.b"`);
 - values: strings as they are, numbers as written by Python, booleans `true`/`false`,
   null `null`; a value over `MAX_VALUE` characters or holding a newline, an empty
   mapping or list, gives no fact; at most `MAX_SETTINGS` per file, in document order;
@@ -141,7 +143,9 @@ def _leaves(value: object, parts: tuple[str, ...]) -> Iterator[tuple[tuple[str, 
         for key, item in value.items():
             yield from _leaves(item, (*parts, str(key)))
     elif isinstance(value, list):
-        if parts:
+        if parts and value and not any(isinstance(item, (dict, list)) for item in value):
+            yield parts, value  # a list of scalars is one setting: its items, in order
+        elif parts:
             for i, item in enumerate(value):
                 yield from _leaves(item, (*parts[:-1], f"{parts[-1]}[{i}]"))
     elif parts:
@@ -156,13 +160,19 @@ def _under(parts: tuple[str, ...], prefixes: tuple[tuple[str, ...], ...]) -> boo
 
 
 def _render(value: object) -> str | None:
+    if isinstance(value, list):
+        items = [_render(item) for item in value]
+        return None if None in items else _fitting(", ".join(str(item) for item in items))
     if isinstance(value, bool):
         text = "true" if value else "false"
     elif value is None:
         text = "null"
     else:  # a number or string; a date or datetime as YAML and TOML write them
         text = str(value)
-    text = text.strip()
+    return _fitting(text.strip())
+
+
+def _fitting(text: str) -> str | None:
     return text if text and len(text) <= MAX_VALUE and "\n" not in text else None
 
 
