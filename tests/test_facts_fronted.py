@@ -39,6 +39,8 @@ def questions(sentence: str) -> dict[str, str]:
         ),
         # an object: the question phrase alone; a regular past by the spelling rules of -ed
         ("Ysolde Brannick created Tarnwick when the scripts failed.", "Tarnwick", "What did Ysolde Brannick create?"),
+        # a first name ending in -s is a name's, not a plural's: its capital stays
+        ("Idris Fenwick wrote Pellworth after a harvest.", "Pellworth", "What did Idris Fenwick write?"),
         # "every" and a number with its unit ask how often
         ("A Deckhand sends a heartbeat every 45 seconds.", "45 seconds", "How often does a Deckhand send a heartbeat?"),
         # a bare number before a plural noun asks how many of it; the clause after is the answer's

@@ -359,9 +359,11 @@ def _past_base(word: str) -> str:
 def _lowered(subject: str) -> str:
     """The subject as it reads after the auxiliary: a capital that only the sentence
     start gave it goes, on a determiner or a common noun's plural or participle ("The
-    status page" -> "the status page", "Readings" -> "readings")."""
-    first = subject.split(" ", 1)[0]
-    common = first.isalpha() and first[1:].islower() and first.endswith(("s", "ed", "ing"))  # not "Node.js"
+    status page" -> "the status page", "Readings" -> "readings"); a capital word before
+    another is a name's ("Idris Fenwick", "Charles Darwin") and stays."""
+    first, *rest = subject.split(" ")
+    named = bool(rest) and rest[0][:1].isupper()
+    common = first.isalpha() and first[1:].islower() and first.endswith(("s", "ed", "ing")) and not named
     if first.lower() in _LEADS or first in ("You", "We", "They", "It") or common:
         return subject[:1].lower() + subject[1:]
     return subject
