@@ -102,3 +102,12 @@ def test_the_probe_report_is_estimated_when_the_run_ends_with_one(tmp_path: Path
     path.write_text(DOC)
     plan = json.loads(CliRunner().invoke(app, ["train", str(path), "--dry-run", "--json"]).stdout)
     assert plan["report_seconds"] is None and plan["flip_seconds"] is None
+
+
+def test_the_json_plan_carries_the_warnings_a_quiet_sink_shows_no_one(tmp_path: Path, smollm2_ref):
+    path = tmp_path / "doc.dlm"
+    path.write_text(DOC + "\n::probe::\n\n### Q\nWho is the captain?\n\n### A\nMarrow.\n")
+    result = CliRunner().invoke(app, ["train", str(path), "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    warnings = json.loads(result.stdout)["warnings"]
+    assert len(warnings) == 1 and "this probe asks the instruction pair's question" in warnings[0]

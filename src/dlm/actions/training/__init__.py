@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from ulid import ULID
 
@@ -34,7 +34,7 @@ from dlm.actions.common import DocPath, open_document
 from dlm.actions.training.plan import RankSide, prepare, resolve_base
 from dlm.actions.training.publish import train_and_publish, train_as_peer
 from dlm.actions.training.ranks import check_agreement, launch_train, rank_entry, run_id_for, write_report
-from dlm.actions.training.types import DEFAULT_OPTIONS, NullSink, TrainOptions, TrainReport, TrainSink
+from dlm.actions.training.types import DEFAULT_OPTIONS, KeptWarnings, NullSink, TrainOptions, TrainReport, TrainSink
 from dlm.doc import Document
 from dlm.errors import DlmError, TrainingError
 from dlm.lock import LockMode, check_lock_readable
@@ -138,7 +138,7 @@ def train_document(
         KeyboardInterrupt: after marking the run interrupted; the store is unchanged.
     """
     info = RankInfo.from_env()
-    kept = _KeptWarnings(sink if sink is not None and info.is_main else NullSink())
+    kept = KeptWarnings(sink if sink is not None and info.is_main else NullSink())
     store = store if store is not None else open_store(doc.frontmatter.dlm_id)
     with launcher_signals(info):
         try:
@@ -154,7 +154,7 @@ def train_document(
             raise
 
 
-def _train_rank(doc: Document, store: Store, options: TrainOptions, kept: _KeptWarnings, info: RankInfo) -> TrainReport:
+def _train_rank(doc: Document, store: Store, options: TrainOptions, kept: KeptWarnings, info: RankInfo) -> TrainReport:
     sink = cast(TrainSink, kept)
     training = doc.frontmatter.training
     ref = resolve_base(doc)  # before the process group starts (see resolve_base)
@@ -190,24 +190,6 @@ def _train_rank(doc: Document, store: Store, options: TrainOptions, kept: _KeptW
     if os.environ.get(REPORT_ENV) and info.local_rank == 0:  # each machine's launcher reads its own
         write_report(report, os.environ[REPORT_ENV])
     return report
-
-
-class _KeptWarnings:
-    """A `TrainSink` that passes every call on to `sink` and keeps each warning
-    (`on_message`) in order, so the report carries what a quiet sink (`--json`) showed
-    no one: a skipped source, a budget that cuts the synth's sightings, a note on what
-    `training.synth` left unread."""
-
-    def __init__(self, sink: TrainSink) -> None:
-        self.sink = sink
-        self.warnings: list[str] = []
-
-    def on_message(self, text: str) -> None:
-        self.warnings.append(text)
-        self.sink.on_message(text)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.sink, name)
 
 
 def _cuda() -> bool:

@@ -23,12 +23,12 @@ would add; held-out scoring is not included.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from dlm.actions.common import DocPath, open_document
 from dlm.actions.training.plan import RankSide, prepare, resolve_base
 from dlm.actions.training.ranks import check_agreement, rank_entry
-from dlm.actions.training.types import DEFAULT_OPTIONS, NullSink, TrainOptions, TrainSink
+from dlm.actions.training.types import DEFAULT_OPTIONS, KeptWarnings, NullSink, TrainOptions, TrainSink
 from dlm.errors import TrainingError
 from dlm.train.distributed import RankGroup, RankInfo, make_plan
 
@@ -57,6 +57,8 @@ class DryRunReport:
             probe flipped (module docstring); None without a report.
         flip_seconds: what each general probe the adapter flips adds to it; None without
             a report or drawn replies.
+        warnings: what the plan warned about (a skipped source, a budget cut, what
+            `training.synth` left unread), in order: `sink` shows them as they come.
     """
 
     steps: int
@@ -76,6 +78,7 @@ class DryRunReport:
     replay_weight: float = 1.0
     report_seconds: float | None = None
     flip_seconds: float | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 class _StepTimes(NullSink):
@@ -110,7 +113,8 @@ def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainS
     from dlm.train.precision import training_device
     from dlm.train.workload import step_work
 
-    sink = sink or NullSink()
+    kept = KeptWarnings(sink or NullSink())
+    sink = cast(TrainSink, kept)
     doc, store = open_document(path)
     training = doc.frontmatter.training
     info = RankInfo.from_env()
@@ -165,6 +169,7 @@ def dry_run(path: DocPath, options: TrainOptions = DEFAULT_OPTIONS, sink: TrainS
         replay_weight=training.replay_weight,
         report_seconds=report,
         flip_seconds=flip,
+        warnings=kept.warnings,
     )
 
 

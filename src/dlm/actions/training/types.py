@@ -144,3 +144,21 @@ class TrainReport:
     )
     peak_rss_bytes: int | None = None  # this process's peak resident memory (bytes); None where the OS does not say
     guard: dict[str, Any] | None = None  # the early stop's measurements (`dlm.judge.guard_stop.GuardStop.summary`)
+
+
+class KeptWarnings:
+    """A `TrainSink` that passes every call on to `sink` and keeps each warning
+    (`on_message`) in order, so a report carries what a quiet sink (`--json`) showed no
+    one: a skipped source, a budget that cuts the synth's sightings, what
+    `training.synth` left unread."""
+
+    def __init__(self, sink: TrainSink) -> None:
+        self.sink = sink
+        self.warnings: list[str] = []
+
+    def on_message(self, text: str) -> None:
+        self.warnings.append(text)
+        self.sink.on_message(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sink, name)
