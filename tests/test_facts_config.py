@@ -133,4 +133,9 @@ def test_a_list_of_scalars_is_one_setting():
         (6, "hosts[1]", "b", "hosts[1]"),
     ]
     toml = 'keywords = ["bus", "timetable"]\nempty = []\nlong = ["' + "x" * 50 + '", "' + "y" * 50 + '"]\n'
-    assert settings("pyproject.toml", toml) == [(1, "keywords", "bus, timetable", "keywords")]
+    # too long as one value: its items stay apart, each a value of its own
+    assert settings("pyproject.toml", toml) == [
+        (1, "keywords", "bus, timetable", "keywords"),
+        (3, "long[0]", "x" * 50, "long[0]"),
+        (3, "long[1]", "y" * 50, "long[1]"),
+    ]

@@ -8,9 +8,9 @@
 
 Rules:
 - a mapping's keys join with `.` (`server.port`); a list of scalars is one setting,
-  its items joined by `, ` in order (`dryers`: `D1, D2, D3`); any other list's items
-  are indexed (`servers[0].host`); a key holding `.`, a space or a bracket is quoted
-  (`"a.b"`);
+  its items joined by `, ` in order (`dryers`: `D1, D2, D3`), where that fits in
+  `MAX_VALUE`; any other list's items are indexed (`servers[0].host`); a key holding
+  `.`, a space or a bracket is quoted (`"a.b"`);
 - values: strings as they are, numbers as written by Python, booleans `true`/`false`,
   null `null`; a value over `MAX_VALUE` characters or holding a newline, an empty
   mapping or list, gives no fact; at most `MAX_SETTINGS` per file, in document order;
@@ -143,7 +143,8 @@ def _leaves(value: object, parts: tuple[str, ...]) -> Iterator[tuple[tuple[str, 
         for key, item in value.items():
             yield from _leaves(item, (*parts, str(key)))
     elif isinstance(value, list):
-        if parts and value and not any(isinstance(item, (dict, list)) for item in value):
+        scalars = value and not any(isinstance(item, (dict, list)) for item in value)
+        if parts and scalars and _render(value) is not None:
             yield parts, value  # a list of scalars is one setting: its items, in order
         elif parts:
             for i, item in enumerate(value):
