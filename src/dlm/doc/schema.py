@@ -159,9 +159,8 @@ class SynthConfig(_Strict):
     TOML, JSON, INI) a key's value. `phrasings`: training pairs per fact; `probe_share`: share of definitions held out
     as probes instead; `max_facts`: cap on facts, the document's own first, then a hash-chosen sample. `enabled: auto`
     (the default) draws statements, config settings and constants' values, `phrasings`
-    each, none held out, at most 48 facts, the sources' code read whole when they hold at
-    most 64 code files, else only the files the document names (`dlm.rows.build.AUTO_SYNTH`);
-    `true` draws what these keys say. `teacher`: a model asked for more pairs (None: off);
+    each, none held out, at most 48 facts, the sources' code read only when they hold at
+    most 64 code files (`dlm.rows.build.AUTO_SYNTH`); `true` draws what these keys say. `teacher`: a model asked for more pairs (None: off);
     it is asked whatever `enabled` says."""
 
     enabled: bool | Literal["auto"] = "auto"

@@ -280,8 +280,8 @@ class AutoSynth:
     document's pairs usually ask it already; a docstring's first sentence and a
     signature are long answers, asked less; all three are left to `enabled: true`
     (docs/benchmarks.md, "Learning benchmark"). Every fact
-    costs steps, so of a tree of more than `max_files` code files only the code files
-    the document names are read for facts (and its prose and config files: `auto_files`), and
+    costs steps, so the code of a tree of more than `max_files` code files is not read
+    for facts (its prose and config files are: `auto_files`), and
     beyond `max_facts` facts the document's own are kept first, then a hash-chosen
     sample of the sources' up to that many.
     """
@@ -298,8 +298,7 @@ _FILE_NAME = re.compile(r"[\w./-]*\w\.\w{1,4}\b")  # a path or file name with it
 def drawn_synth(config: SynthConfig, files: Sequence[FileRow], document: Sequence[Fact] = ()) -> SynthSet | None:
     """The synth pairs and probes a run trains on and scores, or None when it draws none:
     `enabled: false`, or nothing to state. Under `auto`, of a tree past
-    `AUTO_SYNTH.max_files` only the code files the document names and the prose and
-    config files are read (`auto_files`).
+    `AUTO_SYNTH.max_files` only the prose and config files are read (`auto_files`).
 
     Args:
         files: the walk's file rows (those a reader takes are read: `dlm.rows.facts.files`).
