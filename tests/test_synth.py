@@ -458,9 +458,7 @@ def test_past_the_bound_the_documents_own_facts_are_kept_first(tmp_path: Path):
     assert {(f.kind, f.path, f.name) for f in document} <= kept
 
 
-def test_auto_samples_past_its_fact_bound_and_reads_only_what_the_document_names_past_its_file_bound(
-    tmp_path: Path, monkeypatch
-):
+def test_auto_samples_past_its_fact_bound_and_reads_only_the_document_past_its_file_bound(tmp_path: Path, monkeypatch):
     from dlm.doc.schema import SynthConfig
     from dlm.rows import build
     from dlm.rows.build import AUTO_SYNTH, drawn_synth
@@ -494,15 +492,10 @@ def test_auto_samples_past_its_fact_bound_and_reads_only_what_the_document_names
     (big / "README.md").write_text("The relay keeps 12 spools.\n")
     drawn = drawn_synth(SynthConfig(), file_rows(big), document=document)
     assert drawn is not None and {f.path for f, _ in drawn.train} == {"doc.dlm", "README.md"}
-    # a code file the document names is read, past the bound too
-    monkeypatch.setattr(build, "synth_set", original)
-    naming = prose_facts("doc.dlm", "The relay is defined in `./mod3.py` and listens on port 8125.")
-    drawn = drawn_synth(SynthConfig(), file_rows(big), document=naming)
-    assert drawn is not None and {f.path for f, _ in drawn.train} == {"doc.dlm", "README.md", "mod3.py"}
-    assert any("only the code files the document names (1)" in note for note in drawn.notes)
     (big / "tests").mkdir()
     for i in range(AUTO_SYNTH.max_files):
         (big / f"mod{i}.py").rename(big / "tests" / f"test_{i}.py")
+    monkeypatch.setattr(build, "synth_set", original)
     small = drawn_synth(SynthConfig(), file_rows(big))
     assert small is not None and "mod64.py" in {f.path for f, _ in small.train} and not small.notes
 

@@ -26,7 +26,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -292,7 +291,6 @@ class AutoSynth:
 
 
 AUTO_SYNTH = AutoSynth()
-_FILE_NAME = re.compile(r"[\w./-]*\w\.\w{1,4}\b")  # a path or file name with its suffix
 
 
 def drawn_synth(config: SynthConfig, files: Sequence[FileRow], document: Sequence[Fact] = ()) -> SynthSet | None:
@@ -311,58 +309,34 @@ def drawn_synth(config: SynthConfig, files: Sequence[FileRow], document: Sequenc
     auto = config.model_copy(
         update={"kinds": list(AUTO_SYNTH.kinds), "probe_share": 0.0, "max_facts": AUTO_SYNTH.max_facts}
     )
-    read, note = auto_files(files, document)
+    read, note = auto_files(files)
     drawn = synth_set(auto, read, document=document)
     if note:
         drawn = replace(drawn, notes=(*drawn.notes, note))
     return drawn if drawn.train else None
 
 
-def auto_files(files: Sequence[FileRow], document: Sequence[Fact] = ()) -> tuple[list[FileRow], str | None]:
+def auto_files(files: Sequence[FileRow]) -> tuple[list[FileRow], str | None]:
     """The files `enabled: auto` reads for facts, and a line saying what it leaves unread.
 
     A tree of at most `AUTO_SYNTH.max_files` code files that a reader takes (tests and
     vendored code are not counted: `dlm.rows.facts.files.wanted_file`) is read whole.
-    Past it only the code files the document names are parsed (`named_files`: a path or
-    file name its prose or answers write, as `tarnwick/harvest.py` or
-    `SlotScheduler.java`; at most that many), since what an author names is what they
-    mean the model to know; the Markdown, text and config files are read when they too
-    are at most that many, else none is.
-
-    Args:
-        document: the document's own facts (`document_facts`), whose sentences name files.
+    Past it the code is not parsed; the Markdown, text and config files are read when
+    they too are at most that many, else none is.
     """
     from dlm.rows.facts.files import CODE_KINDS, CONFIG_KINDS, PROSE_KINDS, source_kind, wanted_file
 
     bound = AUTO_SYNTH.max_files
-    code = [f for f in files if source_kind(f.relpath) in CODE_KINDS and wanted_file(f.relpath)]
-    if len(code) <= bound:
+    code = sum(source_kind(f.relpath) in CODE_KINDS and wanted_file(f.relpath) for f in files)
+    if code <= bound:
         return list(files), None
-    names = named_files(document)
-    named = {f.relpath for f in code if any(f.relpath == n or f.relpath.endswith("/" + n) for n in names)}
-    named = set(sorted(named)[:bound])
-    said = {f.relpath for f in files if source_kind(f.relpath) in PROSE_KINDS | CONFIG_KINDS and wanted_file(f.relpath)}
-    read = named | (said if len(said) <= bound else set())
-    note = f"training.synth: the sources hold {len(code)} code files, over auto's {bound}, so " + (
-        f"only the code files the document names ({len(named)}) are read for facts"
-        if named
-        else "their code is not read for facts"
+    said = [f for f in files if source_kind(f.relpath) in PROSE_KINDS | CONFIG_KINDS and wanted_file(f.relpath)]
+    head = (
+        f"training.synth: the sources hold {code} code files, over auto's {bound}, so their code is not read for facts"
     )
     if len(said) > bound:
-        note += f", nor are their {len(said)} Markdown, text and config files; `enabled: true` reads them all"
-    else:
-        note += f", {'with' if named else 'only'} their Markdown, text and config files and the document; `enabled: true` reads it all"
-    return [f for f in files if f.relpath in read], note
-
-
-def named_files(document: Sequence[Fact]) -> set[str]:
-    """The code files the document's statements name, as written: a path or a file name
-    whose suffix a code reader takes (`tarnwick/harvest.py`, `SlotScheduler.java`,
-    `./cmd/main.go` as `cmd/main.go`)."""
-    from dlm.rows.facts.files import CODE_KINDS, source_kind
-
-    found = (m.group(0).removeprefix("./") for fact in document for m in _FILE_NAME.finditer(fact.answer))
-    return {name for name in found if source_kind(name) in CODE_KINDS}
+        return [], f"{head}, nor are their {len(said)} Markdown, text and config files; `enabled: true` reads them all"
+    return said, f"{head}, only their Markdown, text and config files and the document; `enabled: true` reads it all"
 
 
 def synth_by_source(drawn: SynthSet | None) -> dict[str, dict[str, int]]:
