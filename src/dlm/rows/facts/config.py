@@ -143,8 +143,7 @@ def _leaves(value: object, parts: tuple[str, ...]) -> Iterator[tuple[tuple[str, 
         for key, item in value.items():
             yield from _leaves(item, (*parts, str(key)))
     elif isinstance(value, list):
-        scalars = value and not any(isinstance(item, (dict, list)) for item in value)
-        if parts and scalars and _render(value) is not None:
+        if parts and _render(value) is not None:
             yield parts, value  # a list of scalars is one setting: its items, in order
         elif parts:
             for i, item in enumerate(value):
@@ -161,7 +160,9 @@ def _under(parts: tuple[str, ...], prefixes: tuple[tuple[str, ...], ...]) -> boo
 
 
 def _render(value: object) -> str | None:
-    if isinstance(value, list):
+    if isinstance(value, list):  # one value when every item is a scalar and the whole fits
+        if any(isinstance(item, (dict, list)) for item in value):
+            return None
         items = [_render(item) for item in value]
         return None if None in items else _fitting(", ".join(str(item) for item in items))
     if isinstance(value, bool):
