@@ -233,13 +233,24 @@ def summarize(record: dict[str, Any], expect: dict[str, Any]) -> Line:
         facts_passed=", ".join(passed_facts) or "-",
         general_change=f"{general['change_pct']:+.2f}%" if general else "n/a",
         guard_peak=_guard_peak(report.get("guard")),
-        general_probes=f"{probes['passed']['base']} -> {probes['passed']['adapter']}" if probes else "n/a",
+        general_probes=_general_probes(probes),
         forgotten=_forgotten(probes),
         train_seconds=f"{report['train_seconds']:.0f} ({record['wall_seconds']:.0f} wall)",
         padding=_share(report.get("padding_fraction")),
         loss_tokens=_share(report.get("real_token_fraction")),
         precision=lock.get("precision", "n/a"),
     )
+
+
+def _general_probes(probes: dict[str, Any] | None) -> str:
+    """The general probes the base passes -> of those, the adapter's passes, and the
+    change of the NLL of the base's replies where the report has it: "14 -> 11, replies
+    +12.5%"."""
+    if not probes:
+        return "n/a"
+    counts = f"{probes['passed']['base']} -> {probes['passed']['adapter']}"
+    nll = probes.get("reply_nll")
+    return f"{counts}, replies {nll['change_pct']:+.1f}%" if nll else counts
 
 
 def _forgotten(probes: dict[str, Any] | None) -> str:

@@ -18,6 +18,7 @@ from dlm.judge.forgetting import (
     forgotten_warning,
     general_probe_items,
     probe_results,
+    replies_nll,
     sample_flips,
 )
 from dlm.judge.general import GeneralProbe, GeneralProbeSet, load_general_probes, parse_general_probes
@@ -204,6 +205,43 @@ def test_drawn_replies_are_seeded_and_tell_a_wrecked_adapter_from_the_base(smoll
     sampled = results["items"][0]["sampled"]
     assert sampled["passed"]["adapter"] == 0 and sampled["passed"]["base"] >= 5
     assert results["forgotten"] == ["capital-japan"]
+
+
+def test_the_base_replies_nll_is_zero_change_for_an_untrained_adapter_and_rises_for_a_wrecked_one(
+    smollm2_ref, smollm2_tokenizer, capsys
+) -> None:
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from dlm.models import load_model
+
+    model = load_model(smollm2_ref, device=torch.device("cpu"))
+    peft = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["up_proj"]), adapter_name="trained")
+    probes = general_probe_items(smollm2_tokenizer, None, SMALL)
+    with peft.disable_adapter():
+        base_replies = [row["reply"] for row in base_check(peft, smollm2_tokenizer, probes, 16)]
+    fresh = replies_nll(peft, smollm2_tokenizer, probes, base_replies, "trained", 0)
+    # LoRA's B starts at 0: the adapter is the base, bit for bit
+    assert fresh is not None and fresh["change_pct"] == 0.0 and fresh["base_nll"] == fresh["adapter_nll"]
+    assert 0.0 < fresh["base_nll"] < 1.0  # greedy replies are the base's likeliest tokens
+    assert fresh["tokens"] == sum(
+        len(smollm2_tokenizer(r, add_special_tokens=False)["input_ids"]) for r in base_replies
+    )
+    with torch.no_grad():
+        for name, param in peft.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(3))
+    drifted = replies_nll(peft, smollm2_tokenizer, probes, base_replies, "trained", 0)
+    assert drifted is not None and drifted["base_nll"] == fresh["base_nll"] and drifted["change_pct"] > 50.0
+    assert peft.active_adapter == "trained"
+    # kept in the report's JSON, through a remembered report judged again, and printed
+    results = probe_results(probes, base_replies, base_replies, reply_nll=drifted)
+    data = EvalReport("v0001", {}, [], None, general_probes=results).as_dict()
+    again = rejudged(EvalReport.from_dict(json.loads(json.dumps(data))), [], probes)
+    assert again.general_probes is not None and again.general_probes["reply_nll"] == drifted
+    print_report(again)
+    assert f"({drifted['change_pct']:+.1f}%)" in capsys.readouterr().out
+    assert replies_nll(peft, smollm2_tokenizer, probes, ["", "", ""], "trained", 0) is None
 
 
 @pytest.mark.integration

@@ -119,10 +119,16 @@ def report_lines(report: dict[str, Any]) -> list[str]:
 
 
 def general_probes_line(p: dict[str, Any]) -> str:
-    """`general probes: passed base 15/16 -> adapter 13/16; forgotten: code-add (drawn
+    """`general probes: passed base 15/16 -> adapter 13/16; NLL per token of the base's
+    replies 0.401 -> 0.463 (+15.4%); forgotten: code-add (drawn
     12/16 -> 1/16); not confirmed by drawn replies: unit-cm-in-meter (drawn 4/16 -> 4/16);
     skipped (the base fails them): define-cpu` (`dlm.judge.forgetting` has the rule)."""
     line = f"  general probes: passed base {p['passed']['base']}/{p['total']} -> adapter {p['passed']['adapter']}/{p['total']}"
+    if nll := p.get("reply_nll"):
+        line += (
+            f"; NLL per token of the base's replies {nll['base_nll']:.3f} -> {nll['adapter_nll']:.3f} "
+            f"({nll['change_pct']:+.1f}%)"
+        )
     drawn = {
         item["id"]: f" (drawn {item['sampled']['passed']['base']}/{n} -> {item['sampled']['passed']['adapter']}/{n})"
         for item in p["items"]

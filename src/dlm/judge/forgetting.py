@@ -25,6 +25,14 @@ nothing more. Sixteen draws confirm a large fall (12 of 16 to 1 of 16), not a mo
 one (12 to 7, p 0.07): the report keeps both counts of every flip, confirmed or not.
 With `samples` 0 every flip is forgotten.
 
+Pass counts move by whole probes, and only where a greedy reply tips. `reply_nll` measures
+how far the adapter moved on every general question, passed or not: the mean NLL per
+token of the base model's own greedy replies (the probes' rendered prompts, each reply's
+tokens as labels, no end of turn), teacher-forced on the base and on the adapter
+(`reply_nll`). The base's replies are its likeliest tokens, so the base scores them low
+and any drift of the adapter's answers away from them raises the adapter's score: the
+chat-shaped counterpart of the guard's NLL on general text (`dlm.judge.guard`).
+
 The report's `general_probes` (JSON):
 
     {"set": "sha256:<hex>",                 # the probe file (GeneralProbeSet.sha256)
@@ -34,6 +42,8 @@ The report's `general_probes` (JSON):
      "forgotten": ["code-add"],             # flips the drawn replies confirm
      "samples": 16,                         # draws per model of each flip (0: none)
      "skipped": ["define-cpu"],             # the base failed: not counted
+     "reply_nll": {"base_nll": 0.4012, "adapter_nll": 0.4630,  # the base's greedy replies,
+                   "change_pct": 15.4, "tokens": 612},          # scored on both (below)
      "items": [{"id", "question", "keys", "replies": {"base", "adapter"},
                 "passed": {"base", "adapter"},
                 "sampled": {"passed": {"base": 12, "adapter": 1}, "p": 0.0001,
@@ -45,13 +55,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dlm.canonical import canonical_sha256
 from dlm.judge.general import GeneralProbeSet
 from dlm.judge.match import passes
-from dlm.judge.score import EvalItem, make_item
+from dlm.judge.score import EvalItem, make_item, reference_examples
+from dlm.train.evaluate import example_nll
 
 PROBE_MODELS = ("base", "adapter")
 SAMPLE_TEMPERATURE = 0.7  # the drawn replies' temperature (module docstring)
@@ -109,11 +120,12 @@ def probe_results(
     base: Sequence[str],
     adapter: Sequence[str],
     sampled: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
+    reply_nll: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The report's `general_probes` (module docstring) from each probe's greedy reply on
     the base model and on the adapter and, for flips, `sampled[id]["base"|"adapter"]`,
     the drawn replies (`sample_flips`), judged by the pass rule. A flip without drawn
-    replies is forgotten."""
+    replies is forgotten. `reply_nll` (`replies_nll`) goes in as it is; None leaves it out."""
     rows: list[dict[str, Any]] = []
     for pid, item, replies in zip(probes.ids, probes.items, zip(base, adapter, strict=True), strict=True):
         passed = {
@@ -139,8 +151,42 @@ def probe_results(
         "forgotten": [r["id"] for r in flipped if _confirmed(r)],
         "samples": max((len(r["sampled"]["replies"]["base"]) for r in flipped if "sampled" in r), default=0),
         "skipped": [r["id"] for r in rows if not r["passed"]["base"]],
+        **({"reply_nll": dict(reply_nll)} if reply_nll is not None else {}),
         "items": rows,
     }
+
+
+def replies_nll(
+    model: Any, tokenizer: Any, probes: GeneralProbeItems, base_replies: Sequence[str], adapter: str, pad_id: int
+) -> dict[str, Any] | None:
+    """The base model's greedy `base_replies` to `probes` scored on the base and on
+    `adapter` (a peft adapter name of `model`, active on return): the report's
+    `reply_nll` (module docstring), NLL in nats per reply token, `change_pct` the
+    adapter's over the base's in percent. None when the replies hold no token.
+
+    The examples: `input_ids` 1-D int64 [prompt + reply tokens], labels -100 over the
+    prompt (`dlm.judge.score.reference_examples` with each reply as the answer)."""
+    items = [_with_answer(item, reply) for item, reply in zip(probes.items, base_replies, strict=True)]
+    examples = reference_examples(tokenizer, items)
+    with model.disable_adapter():
+        base_sums, counts = example_nll(model, examples, pad_id)
+    model.set_adapter(adapter)
+    adapter_sums, _ = example_nll(model, examples, pad_id)
+    tokens = sum(counts)
+    if not tokens:
+        return None
+    base, tuned = sum(base_sums) / tokens, sum(adapter_sums) / tokens
+    return {
+        "base_nll": round(base, 4),
+        "adapter_nll": round(tuned, 4),
+        "change_pct": round(100.0 * (tuned - base) / base, 2) if base else 0.0,
+        "tokens": tokens,
+    }
+
+
+def _with_answer(item: EvalItem, reply: str) -> EvalItem:
+    """`item` whose reference answer is `reply`, as the model wrote it (no end of turn)."""
+    return replace(item, answer=reply, answer_text=reply)
 
 
 def _confirmed(row: dict[str, Any]) -> bool:
@@ -203,7 +249,11 @@ def rejudged_probes(stored: dict[str, Any], probes: GeneralProbeItems) -> dict[s
         raise ValueError("the remembered general probes are another set")
     sampled = {r["id"]: r["sampled"]["replies"] for r in items if "sampled" in r}
     return probe_results(
-        probes, [r["replies"]["base"] for r in items], [r["replies"]["adapter"] for r in items], sampled
+        probes,
+        [r["replies"]["base"] for r in items],
+        [r["replies"]["adapter"] for r in items],
+        sampled,
+        stored.get("reply_nll"),
     )
 
 

@@ -19,6 +19,7 @@ from dlm.judge.forgetting import (
     forgotten_warning,
     probe_results,
     rejudged_probes,
+    replies_nll,
     sample_flips,
 )
 from dlm.judge.guard import GuardScore, change_pct, guard_examples, guard_score
@@ -227,13 +228,14 @@ def judge_adapter(
     report = EvalReport(adapter_version, summarize(results), results, _general(general) if guard else None)
     if general_probes is not None:
         greedy = flat[len(rows) :]
-        report.general_probes = probe_results(general_probes, base.probes or [], greedy)
+        nll = replies_nll(peft_model, tokenizer, general_probes, base.probes or [], trained, pad_id)
+        report.general_probes = probe_results(general_probes, base.probes or [], greedy, reply_nll=nll)
         flipped = report.general_probes["flipped"]
         if general_samples and flipped:
             drawn = sample_flips(
                 peft_model, tokenizer, general_probes, flipped, trained, general_samples, max_new_tokens, seed
             )
-            report.general_probes = probe_results(general_probes, base.probes or [], greedy, drawn)
+            report.general_probes = probe_results(general_probes, base.probes or [], greedy, drawn, nll)
     report.warnings = _warnings(report, general_max_increase)
     if reports is not None and key is not None:
         reports.write(key, report.as_dict())
