@@ -29,7 +29,7 @@ Pass counts move by whole probes, and only where a greedy reply tips. `reply_nll
 how far the adapter moved on every general question, passed or not: the mean NLL per
 token of the base model's own greedy replies (the probes' rendered prompts, each reply's
 tokens as labels, no end of turn), teacher-forced on the base and on the adapter
-(`reply_nll`). The base's replies are its likeliest tokens, so the base scores them low
+(`replies_nll`). The base's replies are its likeliest tokens, so the base scores them low
 and any drift of the adapter's answers away from them raises the adapter's score: the
 chat-shaped counterpart of the guard's NLL on general text (`dlm.judge.guard`).
 
@@ -60,9 +60,9 @@ from typing import Any
 
 from dlm.canonical import canonical_sha256
 from dlm.judge.general import GeneralProbeSet
+from dlm.judge.guard import change_pct, guard_score
 from dlm.judge.match import passes
 from dlm.judge.score import EvalItem, make_item, reference_examples
-from dlm.train.evaluate import example_nll
 
 PROBE_MODELS = ("base", "adapter")
 SAMPLE_TEMPERATURE = 0.7  # the drawn replies' temperature (module docstring)
@@ -168,19 +168,18 @@ def replies_nll(
     prompt (`dlm.judge.score.reference_examples` with each reply as the answer)."""
     items = [_with_answer(item, reply) for item, reply in zip(probes.items, base_replies, strict=True)]
     examples = reference_examples(tokenizer, items)
+    # the guard's mean NLL per token and its change, over the replies instead of passages
     with model.disable_adapter():
-        base_sums, counts = example_nll(model, examples, pad_id)
+        base = guard_score(model, examples, pad_id)
     model.set_adapter(adapter)
-    adapter_sums, _ = example_nll(model, examples, pad_id)
-    tokens = sum(counts)
-    if not tokens:
+    tuned = guard_score(model, examples, pad_id)
+    if not base.tokens:
         return None
-    base, tuned = sum(base_sums) / tokens, sum(adapter_sums) / tokens
     return {
-        "base_nll": round(base, 4),
-        "adapter_nll": round(tuned, 4),
-        "change_pct": round(100.0 * (tuned - base) / base, 2) if base else 0.0,
-        "tokens": tokens,
+        "base_nll": round(base.nll, 4),
+        "adapter_nll": round(tuned.nll, 4),
+        "change_pct": change_pct(base, tuned),
+        "tokens": base.tokens,
     }
 
 
