@@ -227,12 +227,12 @@ def test_a_question_drops_the_clause_after_what_it_asks_but_a_fragment_keeps_it(
 def test_a_statement_about_nothing_nameable_is_asked_to_be_completed_instead():
     from dlm.rows.facts.phrasing import phrase, topic
 
-    facts = prose_facts("README.md", "At most 2200 milliseconds pass.\n\nA group of targets forms a Paddock.\n")
-    assert [topic(f) for f in facts] == [None, None]  # an adverbial, a fragment ending in "of"
-    second = phrase(facts[1], 2)[1]
-    assert second.question == 'According to `README.md`, what completes this: "A group of targets forms a ___."?'
+    facts = prose_facts("README.md", "At most 2200 milliseconds pass.\n")
+    assert [topic(f) for f in facts] == [None]  # an adverbial
+    second = phrase(facts[0], 2)[1]
+    assert second.question == 'According to `README.md`, what completes this: "At most ___ milliseconds pass."?'
     assert "What do you know about" not in " ".join(p.question for f in facts for p in phrase(f, 4))
-    assert [len(phrase(f, 4)) for f in facts] == [3, 3]  # no question about an empty topic
+    assert [len(phrase(f, 4)) for f in facts] == [3]  # no question about an empty topic
 
 
 def test_a_sentence_announcing_a_list_states_what_comes_before_its_colon():
@@ -375,3 +375,34 @@ def test_a_plural_noun_after_a_number_is_no_verb():
     # a bound is no topic: a question about the sentence asks about its other code span
     bound = prose_facts("design.md", "Up to 3217 folios (`SLOTS`) are kept in memory.\n")
     assert [(f.name, topic(f)) for f in bound] == [("3217", "`SLOTS`"), ("`SLOTS`", None)]
+
+
+def test_a_plural_noun_inside_a_prepositional_phrase_is_no_verb():
+    from dlm.rows.facts.phrasing import topic
+    from dlm.rows.facts.prose import sentence_subject
+
+    # "microscopes" read as a verb made "Fernhollow books time on the shared" a topic
+    booked = "Fernhollow books time on the shared microscopes of the Aldmoor imaging lab."
+    assert sentence_subject(booked) is None
+    assert [topic(f) for f in prose_facts("README.md", booked + "\n")] == [None]
+    assert sentence_subject("The list of feeds polls every hour.") == "The list of feeds"
+    grouped = prose_facts("README.md", "A group of targets forms a Paddock.\n")
+    assert [topic(f) for f in grouped] == ["a group of targets"]  # not "A group of", a fragment
+    assert sentence_subject("The relay forwards events to the consumers.") == "The relay"
+
+
+def test_a_time_before_the_subject_is_no_part_of_the_topic():
+    from dlm.rows.facts.phrasing import topic
+
+    facts = prose_facts("wrenfield.md", "Each morning Wrenfield writes a digest to `digest.txt`.\n")
+    assert [f.name for f in facts] == ["Wrenfield", "`digest.txt`"]
+    assert [topic(f) for f in facts] == ["Wrenfield", "Wrenfield"]  # not "each morning Wrenfield"
+    assert phrase(facts[1], 2)[1].question == "What do you know about Wrenfield?"
+
+
+def test_a_sentence_in_another_language_is_asked_to_be_completed_not_about_its_subject():
+    from dlm.rows.facts.phrasing import topic
+
+    german = prose_facts("README.md", "Jeder Pegelalarm und jedes geschlossene Ventil landet im Ordner `alarme/`.\n")
+    assert german and [topic(f) for f in german] == [None] * len(german)
+    assert "What do you know about" not in " ".join(p.question for f in german for p in phrase(f, 4))

@@ -77,10 +77,18 @@ def topic(fact: Fact) -> str | None:
     subject that reads as a noun phrase (not ending in a function word, not opening
     with a preposition or subordinator), the first code span
     of the sentence that is neither the asked span nor a path; else None (a question
-    about the file the sentence sits in asks about nothing a user would name)."""
+    about the file the sentence sits in asks about nothing a user would name). A time
+    before the subject is no part of it ("Each morning Wrenfield writes ..." ->
+    "Wrenfield"); a sentence that does not read as English (`phrase_english`) has no
+    topic: its subject was found by English rules."""
+    if not phrase_english(fact.answer):  # "Jeder Pegelalarm und ...": no English subject to find
+        return None
     at = fact.answer.casefold().find(fact.subject)
     subject = fact.answer[at : at + len(fact.subject)] if at >= 0 else ""
     words = subject.split()
+    if len(words) > 2 and words[0].lower() in ("each", "every") and words[1].islower() and words[2][:1].isupper():
+        words = words[2:]  # a time before the subject: "Each morning Wrenfield writes ..."
+        subject = " ".join(words)
     if (
         words
         and len(subject) <= 60

@@ -27,7 +27,8 @@ Rules:
   capitalised first word, such a word only where an object follows it, a determiner,
   a capital, a number or a code span: "Saltmarsh exports Prometheus metrics", not
   "Load balancers check health"; never a function word such as `its` or `always`, nor
-  a word right after a number: "Every 75 seconds" has no verb), at most 8 words, no
+  a word right after a number: "Every 75 seconds" has no verb, nor a word that closes a
+  preposition's phrase: "time on the shared microscopes"), at most 8 words, no
   comma or colon ("In `ring.c`: `push` adds ..." has none), without an adverb right
   before the verb ("The relay always retries ..." -> "The relay"); none found: no
   subject;
@@ -88,6 +89,8 @@ _DETERMINERS = frozenset(
 _OBJECT_OPENERS = frozenset("the a an each every all its their one two three".split())
 # capitalised sentence openers that are no name ("Now supports ...", "Same as ...")
 _NOT_SUBJECTS = frozenset("Now Also Then Here There Please Note Same See Only Just Still Thus Hence Instead".split())
+# prepositions whose noun phrase holds no verb ("the layout of the files", "time on the shared microscopes")
+_PHRASE_PREPOSITIONS = frozenset("at on in to into from for by with under over through via of".split())
 _AUXILIARIES = frozenset("is are was were has have had can could will would should must may might".split())
 _NOT_VERBS = ("ss", "us", "is", "ics", "ous")  # "class", "status", "analysis", "physics"
 # function words that end in `s` and are never a verb ("listing its name", "always")
@@ -254,10 +257,25 @@ def _first_verb(words: list[str]) -> int | None:
     for i, word in enumerate(words[: MAX_SUBJECT_WORDS + 1]):
         if i and _NUMBER.fullmatch(words[i - 1]) and word not in VERBS:
             continue  # a plural noun counted, not a verb: "Every 75 seconds", "3 files"
+        if word not in VERBS and _ends_prepositional_phrase(words, i):
+            continue  # "time on the shared microscopes", "The list of feeds polls ..."
         if i and _verb(word, after_first=i > 1 or not words[0][:1].isupper() or _object_follows(words, i)):
             if word in VERBS or i + 1 >= len(words) or words[i + 1] not in _AUXILIARIES:
                 return i
     return None
+
+
+def _ends_prepositional_phrase(words: list[str], i: int) -> bool:
+    """Whether `words[i]` closes the noun phrase of a preposition at most three words
+    before it, with only lowercase words that read as no verb between ("on the shared
+    microscopes", "of feeds"): a noun inside the phrase, not the sentence's verb."""
+    for j in range(i - 1, max(i - 4, -1), -1):
+        word = words[j]
+        if word in _PHRASE_PREPOSITIONS:
+            return True
+        if not (word.isalpha() and word.islower()) or word in VERBS or third_person(word):
+            return False
+    return False
 
 
 def conjuncts(sentence: str) -> list[str]:
