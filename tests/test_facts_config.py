@@ -139,3 +139,16 @@ def test_a_list_of_scalars_is_one_setting():
         (3, "long[0]", "x" * 50, "long[0]"),
         (3, "long[1]", "y" * 50, "long[1]"),
     ]
+
+
+def test_a_list_under_a_plural_name_is_asked_with_are():
+    from dlm.rows.facts.phrasing import phrase
+
+    facts = parsed_facts("pellworth.yaml", "floor:\n  dryers: [D1, D2, D3]\n  max_retries: 5\n  hosts: a, b\n")
+    assert isinstance(facts, list)
+    asked = {f.name: phrase(f, 2)[1].question for f in facts if f.kind == "setting"}
+    assert asked == {
+        "floor.dryers": "What are the floor dryers?",
+        "floor.max_retries": "What is the floor max retries?",  # one value: the setting is one thing
+        "floor.hosts": "What are the floor hosts?",
+    }

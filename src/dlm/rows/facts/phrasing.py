@@ -22,6 +22,7 @@ from dlm.rows.facts.asking import FUNCTION_WORDS, LEADING_ADVERBIALS, asked, has
 from dlm.rows.facts.fronted import counted_question, inverted_question
 from dlm.rows.facts.language import phrase_english
 from dlm.rows.facts.model import Fact, FactKind, Pair, strong_key
+from dlm.rows.facts.prose import third_person
 
 PHRASINGS: dict[FactKind, tuple[tuple[str, str], ...]] = {
     "where": (
@@ -118,7 +119,9 @@ def phrase(fact: Fact, count: int = MAX_PHRASINGS, gloss: str | None = None, tri
             templates = (templates[0], templates[3], templates[2])
     elif fact.kind in ("value", "setting"):
         meaning = _meaning(fact.name, gloss) if gloss else None
-        named = f"What is the {name_words(fact.name)}?"
+        words = name_words(fact.name)
+        several = ", " in fact.answer and third_person(words.rsplit(" ", 1)[-1])  # `dryers: [D1, D2]`
+        named = f"What {'are' if several else 'is'} the {words}?"
         glossed = f", the {name_words(fact.name)}"
         if meaning:  # an English gloss goes on lowercased; one in German keeps its nouns' capitals
             glossed = f": {meaning[:1].lower()}{meaning[1:]}" if phrase_english(meaning) else f": {meaning}"
