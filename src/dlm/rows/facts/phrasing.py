@@ -10,7 +10,8 @@ A constant's value and a config key's setting are also asked in words, since a u
 asks "how long is a tile cached?", not for `TILE_TTL_SECS`: `described` is the
 question its gloss asks (the doc comment or config comment right above it, `dlm.rows.synth.synthesize`
 joins them), else the question its name's words ask ("What is the status port?" for
-`status.status_port`); `glossed` adds the gloss to the stated form.
+`status.status_port`; "What are the floor dryers?" for a list under a plural name);
+`glossed` adds the gloss to the stated form.
 """
 
 from __future__ import annotations
