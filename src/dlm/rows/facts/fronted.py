@@ -49,13 +49,11 @@ from __future__ import annotations
 import re
 
 from dlm.rows.facts.model import Fact
+from dlm.rows.facts.prose import PREPOSITIONS as _PREPOSITIONS
 from dlm.rows.facts.prose import SUBORDINATORS, VERBS, sentence_subject, third_person
 
 _COPULAS = frozenset("is are was were".split())
 _MOVES_ITSELF = frozenset("is are was were can could will would should must may might".split())
-_PREPOSITIONS = frozenset(
-    "at on in to into from for by with under over through via behind inside onto".split()
-)  # not "of": its phrase belongs to the noun before it ("the layout of the library")
 _DETERMINERS = frozenset({"the", "a", "an"})
 _LEADS = frozenset("the a an each every all some its their our this these that those one".split())
 _IRREGULAR_PAST = {

@@ -123,7 +123,7 @@ def phrase(fact: Fact, count: int = MAX_PHRASINGS, gloss: str | None = None, tri
         words = name_words(fact.name)
         several = ", " in fact.answer and third_person(words.rsplit(" ", 1)[-1])  # `dryers: [D1, D2]`
         named = f"What {'are' if several else 'is'} the {words}?"
-        glossed = f", the {name_words(fact.name)}"
+        glossed = f", the {words}"
         if meaning:  # an English gloss goes on lowercased; one in German keeps its nouns' capitals
             glossed = f": {meaning[:1].lower()}{meaning[1:]}" if phrase_english(meaning) else f": {meaning}"
         fields.update(

@@ -89,8 +89,11 @@ _DETERMINERS = frozenset(
 _OBJECT_OPENERS = frozenset("the a an each every all its their one two three".split())
 # capitalised sentence openers that are no name ("Now supports ...", "Same as ...")
 _NOT_SUBJECTS = frozenset("Now Also Then Here There Please Note Same See Only Just Still Thus Hence Instead".split())
+# prepositions that open a place, time or means (`dlm.rows.facts.fronted` asks by them);
+# not "of": its phrase belongs to the noun before it ("the layout of the library")
+PREPOSITIONS = frozenset("at on in to into from for by with under over through via behind inside onto".split())
 # prepositions whose noun phrase holds no verb ("the layout of the files", "time on the shared microscopes")
-_PHRASE_PREPOSITIONS = frozenset("at on in to into from for by with under over through via of".split())
+_PHRASE_PREPOSITIONS = PREPOSITIONS | {"of"}
 _AUXILIARIES = frozenset("is are was were has have had can could will would should must may might".split())
 _NOT_VERBS = ("ss", "us", "is", "ics", "ous")  # "class", "status", "analysis", "physics"
 # function words that end in `s` and are never a verb ("listing its name", "always")
